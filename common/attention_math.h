@@ -1,0 +1,72 @@
+// Index math that the chapter lists as pitfalls, written once and used by the GPU kernels, the
+// CPU models and the fp64 reference alike, so what CI tests on the CPU is what the GPU runs.
+//
+// Conventions (every section):
+//   Q, O  [B, T_q,  H,    D]     K, V [B, T_kv, H_kv, D]     LSE [B, H, T_q]   (row-major)
+//   Causal masks are aligned to the BOTTOM-RIGHT corner when T_q != T_kv: query row i sits at
+//   absolute position i + (T_kv - T_q), as the last T_q tokens of a T_kv-token sequence (the
+//   convention of FlashAttention >= 2.1 and of decode with a KV cache). A sliding window of W keeps
+//   the W most recent keys of that position, itself included.
+#pragma once
+#include <cmath>
+
+#if defined(__CUDACC__)
+#define LAB_HD __host__ __device__ __forceinline__
+#else
+#define LAB_HD inline
+#endif
+
+namespace lab {
+
+LAB_HD int imin(int a, int b) { return a < b ? a : b; }
+LAB_HD int imax(int a, int b) { return a > b ? a : b; }
+LAB_HD int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+// Keys [begin, end) that query row `i` may attend to; begin == end when it sees none.
+struct KeyRange {
+  int begin;
+  int end;
+  LAB_HD bool empty() const { return begin >= end; }
+  LAB_HD bool contains(int j) const { return j >= begin && j < end; }
+};
+
+// window <= 0 means no window. A window implies causal (validated by the harness).
+LAB_HD KeyRange visible_keys(int i, int t_q, int t_kv, bool causal, int window) {
+  const int pos = i + (t_kv - t_q);  // absolute position of query i (bottom-right aligned)
+  int end = causal ? imin(t_kv, pos + 1) : t_kv;
+  int begin = window > 0 ? imax(0, pos - window + 1) : 0;
+  end = imax(end, 0);
+  begin = imin(begin, end);
+  return {begin, end};
+}
+
+LAB_HD bool key_visible(int i, int j, int t_q, int t_kv, bool causal, int window) {
+  return visible_keys(i, t_q, t_kv, causal, window).contains(j);
+}
+
+// Keys any row of the query tile [q_begin, q_end) may attend to. Both ends of a row's range grow
+// with i, so the union is [range(q_begin).begin, range(q_end - 1).end). Tiles outside it are
+// skipped; tiles inside it may still need per-element masking at the edges.
+LAB_HD KeyRange visible_keys_of_rows(int q_begin, int q_end, int t_q, int t_kv, bool causal,
+                                     int window) {
+  const KeyRange first = visible_keys(q_begin, t_q, t_kv, causal, window);
+  const KeyRange last = visible_keys(q_end - 1, t_q, t_kv, causal, window);
+  return {first.begin, imax(first.begin, last.end)};
+}
+
+// GQA/MQA: n_heads query heads share n_kv_heads K/V heads in contiguous groups
+// (query heads [g*r, (g+1)*r) read K/V head g, r = n_heads / n_kv_heads).
+LAB_HD int kv_head_of(int head, int n_heads, int n_kv_heads) {
+  return head / (n_heads / n_kv_heads);
+}
+
+// log(exp(a) + exp(b)) of two partial softmax states, safe when either (or both) saw no keys
+// (-inf): never computes -inf - -inf.
+LAB_HD float lse_merge(float a, float b) {
+  const float hi = a > b ? a : b;
+  const float lo = a > b ? b : a;
+  if (hi == -INFINITY) return -INFINITY;
+  return hi + log1pf(expf(lo - hi));
+}
+
+}  // namespace lab

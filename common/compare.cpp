@@ -1,0 +1,145 @@
+#include "compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+namespace lab {
+
+bool parse_check_mode(const std::string& s, CheckMode* out) {
+  if (s == "auto") { *out = CheckMode::automatic; return true; }
+  if (s == "full") { *out = CheckMode::full; return true; }
+  if (s == "sample") { *out = CheckMode::sample; return true; }
+  if (s == "none") { *out = CheckMode::none; return true; }
+  return false;
+}
+
+const char* check_mode_name(CheckMode m) {
+  switch (m) {
+    case CheckMode::automatic: return "auto";
+    case CheckMode::full: return "full";
+    case CheckMode::sample: return "sample";
+    case CheckMode::none: return "none";
+  }
+  return "?";
+}
+
+double default_atol(DType t) { return t == DType::f32 ? 1e-5 : 1e-4; }
+
+std::vector<RowId> rows_to_check(const Problem& p, CheckMode mode, int sample_budget, uint64_t seed) {
+  if (mode == CheckMode::none) return {};
+  const double ref_macs = double(p.b) * p.h * double(p.t_q) * p.t_kv * p.d;
+  const bool full = mode == CheckMode::full || (mode == CheckMode::automatic && ref_macs <= 4e9);
+  return full ? all_rows(p) : sample_rows(p, sample_budget, seed);
+}
+
+namespace {
+std::string fmt(const char* f, double a) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, a);
+  return buf;
+}
+}  // namespace
+
+CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector<RowId>& rows,
+                       const std::vector<float>& out_o, const std::vector<float>& out_lse) {
+  CheckResult r;
+  const double atol = default_atol(p.dtype);
+  std::ostringstream rule;
+  rule << "max|out-fp64| <= 2*max|unfused " << dtype_name(p.dtype) << " - fp64| + " << atol;
+  r.rule = rule.str();
+
+  for (float x : out_o) r.o_unwritten += is_poison(x);
+  for (float x : out_lse) r.lse_unwritten += is_poison(x);
+  if (rows.empty()) {
+    r.skipped = true;
+    r.passed = r.o_unwritten == 0 && r.lse_unwritten == 0;
+    r.verdict = r.passed ? "not checked (--check none); every output element written"
+                         : "output not written (poison left in place)";
+    return r;
+  }
+
+  const RowResults exact = reference_rows(p, in, rows, RefKind::fp64);
+  const RowResults same = reference_rows(p, in, rows, RefKind::same_precision);
+  r.rows_checked = int64_t(rows.size());
+
+  double same_err = 0, same_lse_err = 0, diff2 = 0, ref2 = 0;
+  int64_t lse_nan = 0;
+  const int d = p.d;
+  auto worst = [](double a, double b) { return std::isnan(b) ? INFINITY : std::max(a, b); };
+  for (size_t n = 0; n < rows.size(); ++n) {
+    const RowId id = rows[n];
+    const float* o = &out_o[size_t(p.q_index(id.b, id.i, id.h))];
+    for (int c = 0; c < d; ++c) {
+      const double ref = exact.o[n * size_t(d) + size_t(c)];
+      const double err = std::fabs(double(o[c]) - ref);
+      same_err = std::max(same_err, std::fabs(same.o[n * size_t(d) + size_t(c)] - ref));
+      if (!std::isfinite(o[c])) ++r.o_nan;
+      r.max_abs_err = worst(r.max_abs_err, err);
+      if (std::isfinite(o[c])) diff2 += err * err;
+      ref2 += ref * ref;
+    }
+    if (!out_lse.empty()) {
+      const double ref = exact.lse[n];
+      const float got = out_lse[size_t(p.lse_index(id.b, id.h, id.i))];
+      if (std::isinf(ref)) {  // a row that sees no key: LSE must be -inf too
+        if (!(std::isinf(got) && got < 0)) { r.lse_max_abs_err = INFINITY; ++lse_nan; }
+        continue;
+      }
+      same_lse_err = std::max(same_lse_err, std::fabs(same.lse[n] - ref));
+      if (!std::isfinite(got)) ++lse_nan;
+      r.lse_max_abs_err = worst(r.lse_max_abs_err, std::fabs(double(got) - ref));
+    }
+  }
+  r.rel_l2_err = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
+  if (r.o_nan) r.rel_l2_err = INFINITY;
+  r.ref_err_bound = 2 * same_err + atol;
+  r.lse_err_bound = 2 * same_lse_err + atol;
+
+  // The first few elements over the bound, by coordinate, with what was expected.
+  for (size_t n = 0; n < rows.size() && r.details.size() < 6; ++n) {
+    const RowId id = rows[n];
+    const float* o = &out_o[size_t(p.q_index(id.b, id.i, id.h))];
+    for (int c = 0; c < d && r.details.size() < 6; ++c) {
+      const double ref = exact.o[n * size_t(d) + size_t(c)];
+      const double err = std::fabs(double(o[c]) - ref);
+      if (!(err <= r.ref_err_bound)) {
+        std::ostringstream s;
+        s << "O[b=" << id.b << ", i=" << id.i << ", h=" << id.h << ", d=" << c << "] = "
+          << (is_poison(o[c]) ? std::string("unwritten") : fmt("%.6g", o[c]))
+          << ", expected " << fmt("%.6g", ref) << " (error " << fmt("%.3g", err) << ")";
+        r.details.push_back(s.str());
+      }
+    }
+  }
+
+  const bool o_ok = r.o_unwritten == 0 && r.o_nan == 0 && r.max_abs_err <= r.ref_err_bound;
+  const bool lse_ok = out_lse.empty() ||
+                      (r.lse_unwritten == 0 && lse_nan == 0 && r.lse_max_abs_err <= r.lse_err_bound);
+  r.passed = o_ok && lse_ok;
+  const int64_t o_total = int64_t(out_o.size());
+  std::ostringstream v;
+  if (r.o_unwritten == o_total) {
+    v << "output not written: all " << o_total << " elements of O still hold the poison";
+  } else if (r.o_unwritten) {
+    v << "output partly not written: " << r.o_unwritten << " of " << o_total
+      << " elements of O still hold the poison";
+  } else if (r.o_nan) {
+    v << r.o_nan << " elements of O are NaN or inf on the rows checked (a reference value is finite)";
+  } else if (!o_ok) {
+    v << "O too far from fp64: max error " << fmt("%.3g", r.max_abs_err) << " > bound "
+      << fmt("%.3g", r.ref_err_bound) << " (" << r.rule << ")";
+  } else if (!lse_ok) {
+    if (r.lse_unwritten) v << "LSE not written: " << r.lse_unwritten << " of " << out_lse.size() << " elements still hold the poison";
+    else v << "LSE too far from fp64: max error " << fmt("%.3g", r.lse_max_abs_err) << " > bound "
+           << fmt("%.3g", r.lse_err_bound);
+  } else {
+    v << "max error " << fmt("%.3g", r.max_abs_err) << " <= bound " << fmt("%.3g", r.ref_err_bound)
+      << " on " << r.rows_checked << " rows";
+  }
+  r.verdict = v.str();
+  return r;
+}
+
+}  // namespace lab

@@ -1,0 +1,47 @@
+// The self-check. The tolerance rule is FlashAttention's: on the rows checked, the kernel's
+// largest error against fp64 must be at most twice the largest error of an unfused
+// implementation at the same precision (reference.h, RefKind::same_precision), plus a small
+// absolute term. A kernel is held to what its precision allows, no looser and no tighter.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "problem.h"
+#include "reference.h"
+
+namespace lab {
+
+enum class CheckMode { automatic, full, sample, none };
+bool parse_check_mode(const std::string& s, CheckMode* out);
+const char* check_mode_name(CheckMode m);
+
+struct CheckResult {
+  bool passed = false;
+  bool skipped = false;       // --check none
+  double max_abs_err = 0;     // kernel vs fp64, on O
+  double rel_l2_err = 0;      // ||out - ref|| / ||ref||, on O
+  double ref_err_bound = 0;   // 2 * same-precision error + atol
+  double lse_max_abs_err = 0;
+  double lse_err_bound = 0;
+  int64_t rows_checked = 0;
+  int64_t o_unwritten = 0;    // elements still holding the poison (whole O)
+  int64_t lse_unwritten = 0;  // elements still holding the poison (whole LSE)
+  int64_t o_nan = 0;          // NaN or inf where the reference is finite, on the rows checked
+  std::string rule;           // the rule applied, for the record
+  std::string verdict;        // one line: why it passed or failed
+  std::vector<std::string> details;  // the first few bad elements, for a human
+};
+
+double default_atol(DType t);
+
+// out_o: the whole O [B, T_q, H, D] as float (poison preserved); out_lse: the whole LSE
+// [B, H, T_q], or empty when the section does not produce one.
+CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector<RowId>& rows,
+                       const std::vector<float>& out_o, const std::vector<float>& out_lse);
+
+// Picks the rows for a mode: full (every row), sample (about `sample_rows` rows), automatic
+// (full when the fp64 reference is cheap, else sample).
+std::vector<RowId> rows_to_check(const Problem& p, CheckMode mode, int sample_budget, uint64_t seed);
+
+}  // namespace lab

@@ -1,0 +1,148 @@
+#include "device.h"
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <sstream>
+
+#include "cuda_check.h"
+
+namespace lab {
+
+std::string DeviceInfo::slug() const {
+  std::string s;
+  for (char c : name) s += char(std::tolower(static_cast<unsigned char>(c)));
+  if (s.rfind("nvidia ", 0) == 0) s = s.substr(7);
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '-';
+  return s.empty() ? "unknown-gpu" : s;
+}
+
+namespace {
+std::string driver_version() {
+  std::ifstream f("/proc/driver/nvidia/version");
+  std::string line;
+  if (std::getline(f, line)) {  // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  ..."
+    std::istringstream words(line);
+    std::string w, prev;
+    while (words >> w) {
+      if (prev == "Module") return w;
+      prev = w;
+    }
+  }
+  int v = 0;
+  cudaDriverGetVersion(&v);
+  return "cuda " + std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+}  // namespace
+
+bool query_device(DeviceInfo* info, std::string* why_not) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0) {
+    *why_not = err != cudaSuccess ? std::string("no usable CUDA device (") + cudaGetErrorString(err) + ")"
+                                  : std::string("no CUDA device");
+    cudaGetLastError();  // clear the sticky-free error so later calls start clean
+    return false;
+  }
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+  info->name = prop.name;
+  info->cc_major = prop.major;
+  info->cc_minor = prop.minor;
+  info->sms = prop.multiProcessorCount;
+  info->l2_bytes = prop.l2CacheSize;
+  int khz = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev));
+  info->sm_clock_mhz = khz / 1000;
+  CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev));
+  info->mem_clock_mhz = khz / 1000;
+  size_t free_b = 0, total_b = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  info->free_bytes = int64_t(free_b);
+  info->total_bytes = int64_t(total_b);
+  info->driver = driver_version();
+  return true;
+}
+
+DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
+  if (bytes) CUDA_CHECK(cudaMalloc(&ptr_, bytes));
+}
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_) cudaFree(ptr_);  // no check: may run during exit after a reported error
+}
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    if (ptr_) cudaFree(ptr_);
+    ptr_ = o.ptr_; bytes_ = o.bytes_;
+    o.ptr_ = nullptr; o.bytes_ = 0;
+  }
+  return *this;
+}
+void DeviceBuffer::poison(cudaStream_t s) {
+  if (ptr_) CUDA_CHECK(cudaMemsetAsync(ptr_, 0xFF, bytes_, s));
+}
+
+DeviceBuffer upload(const std::vector<float>& host, DType t) {
+  DeviceBuffer dev(host.size() * size_t(dtype_bytes(t)));
+  if (t == DType::f32) {
+    CUDA_CHECK(cudaMemcpy(dev.get(), host.data(), dev.bytes(), cudaMemcpyHostToDevice));
+    return dev;
+  }
+  std::vector<uint16_t> bits(host.size());
+  for (size_t i = 0; i < host.size(); ++i)
+    bits[i] = t == DType::f16 ? float_to_half_bits(host[i]) : float_to_bf16_bits(host[i]);
+  CUDA_CHECK(cudaMemcpy(dev.get(), bits.data(), dev.bytes(), cudaMemcpyHostToDevice));
+  return dev;
+}
+
+std::vector<float> download(const DeviceBuffer& dev, int64_t count, DType t) {
+  std::vector<float> out(static_cast<size_t>(count));
+  if (t == DType::f32) {
+    CUDA_CHECK(cudaMemcpy(out.data(), dev.get(), size_t(count) * 4, cudaMemcpyDeviceToHost));
+    return out;
+  }
+  std::vector<uint16_t> bits(static_cast<size_t>(count));
+  CUDA_CHECK(cudaMemcpy(bits.data(), dev.get(), size_t(count) * 2, cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < bits.size(); ++i)
+    out[i] = bits[i] == kPoisonBits16 ? poison_float()
+             : t == DType::f16       ? half_bits_to_float(bits[i])
+                                     : bf16_bits_to_float(bits[i]);
+  return out;
+}
+
+Timing time_forward(const std::function<void(cudaStream_t)>& forward, int warmup, int iters,
+                    bool flush_l2, const DeviceInfo& dev, cudaStream_t stream) {
+  Timing t;
+  t.warmup = warmup;
+  t.iters = iters;
+  if (iters <= 0) return t;
+  DeviceBuffer flush(flush_l2 ? size_t(std::max(dev.l2_bytes, 1 << 20)) * 2 : 0);
+  for (int i = 0; i < warmup; ++i) forward(stream);
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  cudaEvent_t start, stop;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<double> ms;
+  for (int i = 0; i < iters; ++i) {
+    if (flush_l2) CUDA_CHECK(cudaMemsetAsync(flush.get(), i & 0xFF, flush.bytes(), stream));
+    CUDA_CHECK(cudaEventRecord(start, stream));
+    forward(stream);
+    CUDA_CHECK(cudaEventRecord(stop, stream));
+    CUDA_CHECK(cudaEventSynchronize(stop));
+    float e = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&e, start, stop));
+    ms.push_back(e);
+  }
+  CUDA_CHECK(cudaEventDestroy(start));
+  CUDA_CHECK(cudaEventDestroy(stop));
+  std::sort(ms.begin(), ms.end());
+  t.min_ms = ms.front();
+  t.max_ms = ms.back();
+  t.median_ms = ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
+  return t;
+}
+
+}  // namespace lab

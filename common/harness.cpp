@@ -1,0 +1,359 @@
+#include "harness.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cuda_check.h"
+#include "npy.h"
+#include "record.h"
+
+#ifndef LAB_GIT_SHA_DEFAULT
+#define LAB_GIT_SHA_DEFAULT "unknown"
+#endif
+
+namespace lab {
+using json = nlohmann::json;
+
+std::string format_bytes(double bytes) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
+  int u = 0;
+  while (std::fabs(bytes) >= 1000 && u < 5) { bytes /= 1000; ++u; }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.3g %s", bytes, units[u]);
+  return buf;
+}
+
+namespace {
+
+template <class T>
+std::string join(const std::vector<T>& xs) {
+  std::ostringstream s;
+  for (size_t i = 0; i < xs.size(); ++i) s << (i ? ", " : "") << xs[i];
+  return s.str();
+}
+
+int64_t host_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? int64_t(pages) * page : INT64_MAX;
+}
+
+// Bytes of Q, K, V, O and LSE in the problem's element type.
+int64_t io_bytes(const Problem& p) { return fused_hbm_bytes(p); }
+
+std::string validate(const Problem& p, const Options& o, const Section& s) {
+  auto need_positive = [](const char* name, int v) -> std::string {
+    return v >= 1 ? "" : std::string(name) + " must be >= 1 (got " + std::to_string(v) + ")";
+  };
+  for (auto [name, v] : {std::pair<const char*, int>{"B", p.b}, {"H", p.h}, {"H_kv", p.h_kv},
+                         {"T", p.t_q}, {"T_kv", p.t_kv}, {"D", p.d}})
+    if (auto m = need_positive(name, v); !m.empty()) return m;
+  constexpr int kMaxT = 1 << 24;
+  if (p.t_q > kMaxT || p.t_kv > kMaxT)
+    return "T=" + std::to_string(std::max(p.t_q, p.t_kv)) + " exceeds the lab's limit of " + std::to_string(kMaxT) + " rows";
+  if (p.h_kv > p.h || p.h % p.h_kv != 0)
+    return "H=" + std::to_string(p.h) + " is not a multiple of H_kv=" + std::to_string(p.h_kv) +
+           " (each K/V head must serve a whole group of query heads)";
+  if (std::find(s.head_dims.begin(), s.head_dims.end(), p.d) == s.head_dims.end())
+    return "D=" + std::to_string(p.d) + " is not supported by " + s.name + " (supported: " + join(s.head_dims) + ")";
+  if (std::find(s.dtypes.begin(), s.dtypes.end(), p.dtype) == s.dtypes.end()) {
+    std::vector<std::string> names;
+    for (DType t : s.dtypes) names.push_back(dtype_name(t));
+    return std::string("dtype ") + dtype_name(p.dtype) + " is not supported by " + s.name + " (supported: " + join(names) + ")";
+  }
+  if (p.window > 0 && !p.causal) return "--window needs --causal (a sliding window is a causal mask)";
+  if (p.page_size != 0 && (p.page_size < 16 || p.page_size % 16 != 0))
+    return "page size " + std::to_string(p.page_size) + " is not a positive multiple of 16";
+  if (std::find(s.variants.begin(), s.variants.end(), o.variant) == s.variants.end())
+    return "unknown variant '" + o.variant + "' for " + s.name + " (variants: " + join(s.variants) + ")";
+  if (!o.bug.empty() && std::find(s.bugs.begin(), s.bugs.end(), o.bug) == s.bugs.end())
+    return "unknown bug '" + o.bug + "' for " + s.name +
+           (s.bugs.empty() ? std::string(" (this section has none)") : " (bugs: " + join(s.bugs) + ")");
+  if (!(o.magnitude > 0) || !std::isfinite(o.magnitude)) return "--magnitude must be a positive number";
+  if (o.warmup < 0 || o.iters < 0) return "--warmup and --iters must be >= 0";
+  if (o.sample_rows < 1) return "--sample-rows must be >= 1";
+  const double host_need = double(3 * p.q_elems() + 2 * p.kv_elems()) * 4 + double(p.lse_elems()) * 12;
+  if (host_need > double(host_memory_bytes()))
+    return "the problem's tensors need " + format_bytes(host_need) + " of host memory; this machine has " +
+           format_bytes(double(host_memory_bytes()));
+  if (s.validate) return s.validate(p, o);
+  return "";
+}
+
+}  // namespace
+
+int parse_options(int argc, const char* const* argv, const Section& s, Options* out, std::string* message) {
+  Options o;
+  o.problem = s.default_problem;
+  o.variant = s.variants.empty() ? "" : s.variants.front();
+  Problem& p = o.problem;
+  std::string dtype = dtype_name(p.dtype), check = "auto";
+  int t_kv = -1, h_kv = -1, window = 0;
+
+  CLI::App app{s.name + ": " + s.title};
+  app.set_help_flag("--help,-h", "Print this help and exit");
+  app.get_formatter()->column_width(28);
+  app.add_option("--b", p.b, "Batch size (sequences)")->capture_default_str();
+  app.add_option("--h", p.h, "Query heads")->capture_default_str();
+  app.add_option("--h-kv", h_kv, "K/V heads (GQA when < H); default H");
+  app.add_option("--t", p.t_q, "Query rows per sequence (T_q)")->capture_default_str();
+  app.add_option("--t-kv", t_kv, "Keys per sequence (T_kv); default T");
+  app.add_option("--d", p.d, "Head dimension")->capture_default_str();
+  app.add_option("--dtype", dtype, "Element type: fp32, fp16, bf16")->capture_default_str();
+  app.add_flag("--causal", p.causal, "Causal mask (bottom-right aligned when T_q != T_kv)");
+  auto* win = app.add_option("--window", window, "Sliding window W (needs --causal)");
+  app.add_option("--page-size", p.page_size, "Paged KV block size (multiple of 16)");
+  app.add_option("--variant", o.variant, "Variant: " + join(s.variants))->capture_default_str();
+  app.add_option("--bug", o.bug, s.bugs.empty() ? std::string("Inject a pitfall (none in this section)")
+                                                 : "Inject a pitfall: " + join(s.bugs));
+  app.add_option("--seed", o.seed, "Input seed")->capture_default_str();
+  app.add_option("--magnitude", o.magnitude, "Scale of Q and K entries (large: overflow stress)")->capture_default_str();
+  app.add_option("--warmup", o.warmup, "Untimed runs before timing")->capture_default_str();
+  app.add_option("--iters", o.iters, "Timed runs (0: no timing)")->capture_default_str();
+  app.add_flag("--flush-l2", o.flush_l2, "Flush the L2 cache before every timed run");
+  app.add_option("--check", check, "Self-check: auto, full, sample, none")->capture_default_str();
+  app.add_option("--sample-rows", o.sample_rows, "Rows checked in sample mode")->capture_default_str();
+  app.add_option("--json", o.json_path, "Append the result record to this JSON file");
+  app.add_option("--dump", o.dump_dir, "Write inputs and outputs as .npy files to this folder");
+  app.add_flag("--cpu", o.cpu, "Run the CPU model of the algorithm (not your kernel)");
+  app.add_flag("--quiet", o.quiet, "Print only the verdict line");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return -1;
+  } catch (const CLI::ParseError& e) {
+    *message = e.what();
+    return kExitBadInput;
+  }
+  p.t_kv = t_kv >= 0 ? t_kv : p.t_q;
+  p.h_kv = h_kv >= 0 ? h_kv : p.h;
+  if (win->count() > 0 && window < 1) {
+    *message = "--window must be >= 1 (got " + std::to_string(window) + ")";
+    return kExitBadInput;
+  }
+  p.window = window;
+  if (!parse_dtype(dtype, &p.dtype)) {
+    *message = "unknown dtype '" + dtype + "' (fp32, fp16, bf16)";
+    return kExitBadInput;
+  }
+  if (!parse_check_mode(check, &o.check)) {
+    *message = "unknown --check mode '" + check + "' (auto, full, sample, none)";
+    return kExitBadInput;
+  }
+  if (std::string m = validate(p, o, s); !m.empty()) {
+    *message = m;
+    return kExitBadInput;
+  }
+  *out = o;
+  return kExitPass;
+}
+
+namespace {
+
+std::string command_line(int argc, char** argv) {
+  std::string c;
+  for (int i = 0; i < argc; ++i) c += (i ? " " : "") + std::string(argv[i]);
+  return c;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+json problem_json(const Problem& p) {
+  json j = {{"b", p.b}, {"h", p.h}, {"h_kv", p.h_kv}, {"t_q", p.t_q}, {"t_kv", p.t_kv}, {"d", p.d},
+            {"dtype", dtype_name(p.dtype)}, {"causal", p.causal},
+            {"window", p.window > 0 ? json(p.window) : json(nullptr)},
+            {"page_size", p.page_size > 0 ? json(p.page_size) : json(nullptr)}};
+  if (!p.kv_len.empty()) j["kv_len"] = p.kv_len;
+  return j;
+}
+
+json finite_or_null(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
+
+json check_json(const CheckResult& c) {
+  return {{"passed", c.passed}, {"max_abs_err", finite_or_null(c.max_abs_err)},
+          {"rel_l2_err", finite_or_null(c.rel_l2_err)}, {"ref_err_bound", finite_or_null(c.ref_err_bound)},
+          {"lse_max_abs_err", finite_or_null(c.lse_max_abs_err)}, {"lse_err_bound", finite_or_null(c.lse_err_bound)},
+          {"rule", c.rule}, {"rows_checked", c.rows_checked}, {"unwritten", c.o_unwritten + c.lse_unwritten},
+          {"verdict", c.verdict}};
+}
+
+void dump_npy(const std::string& dir, const Problem& p, const HostInputs& in, const std::vector<float>& o,
+              const std::vector<float>& lse, const Options& opt, const std::string& section) {
+  std::filesystem::create_directories(dir);
+  const std::vector<int64_t> qs = {p.b, p.t_q, p.h, p.d}, ks = {p.b, p.t_kv, p.h_kv, p.d};
+  bool ok = write_npy(dir + "/q.npy", in.q, qs) && write_npy(dir + "/k.npy", in.k, ks) &&
+            write_npy(dir + "/v.npy", in.v, ks) && write_npy(dir + "/o.npy", o, qs);
+  if (!lse.empty()) ok = ok && write_npy(dir + "/lse.npy", lse, {p.b, p.h, p.t_q});
+  if (!p.kv_len.empty()) ok = ok && write_npy(dir + "/kv_len.npy", std::vector<int32_t>(p.kv_len.begin(), p.kv_len.end()), {p.b});
+  json meta = {{"section", section}, {"variant", opt.variant}, {"problem", problem_json(p)},
+               {"softmax_scale", p.softmax_scale()}, {"seed", opt.seed},
+               {"layout", {{"q", "[B, T_q, H, D]"}, {"k", "[B, T_kv, H_kv, D]"}, {"v", "[B, T_kv, H_kv, D]"},
+                           {"o", "[B, T_q, H, D]"}, {"lse", "[B, H, T_q], natural log"}}},
+               {"note", "values stored as float32; they are exact values of the problem's dtype. "
+                        "Unwritten output elements are NaN (all-ones bits)."}};
+  std::ofstream(dir + "/meta.json") << meta.dump(1) << "\n";
+  if (!ok) std::fprintf(stderr, "warning: could not write every .npy file to %s\n", dir.c_str());
+}
+
+}  // namespace
+
+int run_section(int argc, char** argv, const Section& s) {
+  Options opt;
+  std::string why;
+  const int parsed = parse_options(argc, argv, s, &opt, &why);
+  if (parsed == -1) return kExitPass;
+  if (parsed != kExitPass) {
+    std::fprintf(stderr, "bad input: %s\n", why.c_str());
+    return kExitBadInput;
+  }
+  const Problem& p = opt.problem;
+  const std::string build = opt.cpu ? "cpu-model" : (s.build.empty() ? "solution" : s.build);
+  const int64_t workspace = s.workspace_bytes ? s.workspace_bytes(p, opt.variant) : 0;
+
+  DeviceInfo dev;
+  if (opt.cpu) {
+    if (!s.cpu) {
+      std::fprintf(stderr, "cannot run here: %s has no CPU model\n", s.name.c_str());
+      return kExitCannotRun;
+    }
+    const double need = double(io_bytes(p)) + double(workspace);
+    if (need > 0.8 * double(host_memory_bytes())) {
+      std::fprintf(stderr, "bad input: the CPU model needs %s (%s %s) but this machine has %s of memory\n",
+                   format_bytes(need).c_str(), s.workspace_what.c_str(), format_bytes(double(workspace)).c_str(),
+                   format_bytes(double(host_memory_bytes())).c_str());
+      return kExitBadInput;
+    }
+  } else {
+    if (!query_device(&dev, &why)) {
+      std::fprintf(stderr, "cannot run here: %s. `--cpu` runs the CPU model of %s instead.\n", why.c_str(), s.name.c_str());
+      return kExitCannotRun;
+    }
+    if (s.needs_sm90a && !(dev.cc_major == 9 && dev.cc_minor == 0)) {
+      std::fprintf(stderr, "cannot run here: %s needs a Hopper GPU (sm_90a); this is %s (sm_%d%d)\n",
+                   s.name.c_str(), dev.name.c_str(), dev.cc_major, dev.cc_minor);
+      return kExitCannotRun;
+    }
+    const double need = double(io_bytes(p)) + double(workspace) + double(p.b) * 4;
+    if (need > 0.95 * double(dev.free_bytes)) {
+      std::fprintf(stderr, "bad input: %s needs %s of device memory (%s: %s) but %s has %s free\n",
+                   p.describe().c_str(), format_bytes(need).c_str(), s.workspace_what.c_str(),
+                   format_bytes(double(workspace)).c_str(), dev.name.c_str(), format_bytes(double(dev.free_bytes)).c_str());
+      return kExitBadInput;
+    }
+  }
+
+  const HostInputs in = make_inputs(p, opt.seed, opt.magnitude);
+  std::vector<float> o(size_t(p.q_elems()), poison_float());
+  std::vector<float> lse(s.writes_lse ? size_t(p.lse_elems()) : 0, poison_float());
+  Timing timing;
+  int64_t extra_bytes = 0, hbm_bytes = fused_hbm_bytes(p);
+  json metrics = json::object();
+
+  if (opt.cpu) {
+    std::printf("== CPU model of %s, not your kernel: it runs the section's algorithm in plain C++ ==\n",
+                 s.name.c_str());
+    std::vector<float> lse_buf(size_t(p.lse_elems()), poison_float());
+    const CpuRun run = s.cpu(p, opt, in, o, lse_buf);
+    if (s.writes_lse) lse = std::move(lse_buf);
+    extra_bytes = run.extra_host_bytes;
+    metrics = run.metrics;
+  } else {
+    DeviceBuffer q = upload(in.q, p.dtype), k = upload(in.k, p.dtype), v = upload(in.v, p.dtype);
+    DeviceBuffer o_dev(size_t(p.q_elems()) * size_t(dtype_bytes(p.dtype)));
+    DeviceBuffer lse_dev(size_t(p.lse_elems()) * 4);
+    DeviceBuffer kv_len_dev(p.kv_len.size() * 4);
+    if (!p.kv_len.empty())
+      CUDA_CHECK(cudaMemcpy(kv_len_dev.get(), p.kv_len.data(), kv_len_dev.bytes(), cudaMemcpyHostToDevice));
+    const RunContext ctx{p, opt.variant, opt.bug, dev,
+                         DeviceTensors{q.get(), k.get(), v.get(), o_dev.get(), lse_dev.as<float>(),
+                                       p.kv_len.empty() ? nullptr : kv_len_dev.as<int>()}};
+    const GpuRun run = s.gpu(ctx);
+    extra_bytes = run.extra_device_bytes;
+    if (run.hbm_bytes_model >= 0) hbm_bytes = run.hbm_bytes_model;
+    metrics = run.metrics;
+    cudaStream_t stream;
+    CUDA_CHECK(cudaStreamCreate(&stream));
+    o_dev.poison(stream);
+    lse_dev.poison(stream);
+    run.forward(stream);
+    CUDA_CHECK_LAST();
+    CUDA_CHECK(cudaStreamSynchronize(stream));  // a fault inside the kernel surfaces here
+    o = download(o_dev, p.q_elems(), p.dtype);
+    if (s.writes_lse) lse = download(lse_dev, p.lse_elems(), DType::f32);
+    timing = time_forward(run.forward, opt.warmup, opt.iters, opt.flush_l2, dev, stream);
+    CUDA_CHECK_LAST();
+    CUDA_CHECK(cudaStreamDestroy(stream));
+  }
+
+  const std::vector<RowId> rows = rows_to_check(p, opt.check, opt.sample_rows, opt.seed);
+  const CheckResult check = check_rows(p, in, rows, o, lse);
+
+  const double flops = attention_flops(p);
+  const bool timed = timing.iters > 0 && timing.median_ms > 0;
+  const double tflops = timed ? flops / (timing.median_ms * 1e-3) / 1e12 : NAN;
+  const double gbps = timed ? double(hbm_bytes) / (timing.median_ms * 1e-3) / 1e9 : NAN;
+
+  if (!opt.quiet) {
+    std::printf("%s [%s] %s   %s%s\n", s.name.c_str(), opt.variant.c_str(), build.c_str(), p.describe().c_str(),
+                opt.bug.empty() ? "" : ("   --bug " + opt.bug).c_str());
+    if (!opt.cpu) std::printf("  gpu      %s (sm_%d%d, %d SMs)\n", dev.name.c_str(), dev.cc_major, dev.cc_minor, dev.sms);
+    std::printf("  check    %s (%s)\n", check.verdict.c_str(), check_mode_name(opt.check));
+    for (const auto& d : check.details) std::printf("           %s\n", d.c_str());
+    if (timed)
+      std::printf("  time     %.4g ms median of %d (min %.4g, max %.4g)\n  rate     %.3g TFLOP/s, %.4g GB/s of modelled HBM traffic (%s)\n",
+                  timing.median_ms, timing.iters, timing.min_ms, timing.max_ms, tflops, gbps,
+                  format_bytes(double(hbm_bytes)).c_str());
+    std::printf("  memory   %s %s beyond Q, K, V, O (%s)\n", format_bytes(double(extra_bytes)).c_str(),
+                s.workspace_what.c_str(), format_bytes(double(io_bytes(p))).c_str());
+  }
+  std::printf("%s: %s %s%s\n", check.passed ? "PASS" : "FAIL", s.name.c_str(), opt.variant.c_str(),
+              opt.cpu ? " (CPU model)" : "");
+
+  if (!opt.json_path.empty()) {
+    const char* sha = std::getenv("LAB_GIT_SHA");
+    metrics["tflops"] = finite_or_null(tflops);
+    metrics["hbm_gbps"] = finite_or_null(gbps);
+    metrics["hbm_bytes_model"] = hbm_bytes;
+    metrics["extra_device_bytes"] = extra_bytes;
+    metrics["flops_model"] = flops;
+    json gpu = opt.cpu ? json{{"name", "cpu"}}
+                       : json{{"name", dev.name}, {"cc", std::to_string(dev.cc_major) + "." + std::to_string(dev.cc_minor)},
+                              {"sms", dev.sms}, {"driver", dev.driver}, {"slug", dev.slug()},
+                              {"clocks", {{"sm_max_mhz", dev.sm_clock_mhz}, {"mem_max_mhz", dev.mem_clock_mhz}}}};
+    json record = {{"schema_version", kSchemaVersion}, {"section", s.name}, {"variant", opt.variant},
+                   {"build", build}, {"git_sha", sha && *sha ? sha : LAB_GIT_SHA_DEFAULT},
+                   {"time_utc", utc_now()}, {"gpu", gpu}, {"problem", problem_json(p)},
+                   {"check", check_json(check)},
+                   {"timing", {{"warmup", timing.warmup}, {"iters", timing.iters},
+                               {"median_ms", timed ? json(timing.median_ms) : json(nullptr)},
+                               {"min_ms", timed ? json(timing.min_ms) : json(nullptr)},
+                               {"max_ms", timed ? json(timing.max_ms) : json(nullptr)}}},
+                   {"metrics", metrics}, {"command", command_line(argc, argv)}};
+    if (!opt.bug.empty()) record["bug"] = opt.bug;
+    if (std::string bad = validate_record(record); !bad.empty()) {
+      std::fprintf(stderr, "internal error: record fails its schema: %s\n", bad.c_str());
+      return kExitFail;
+    }
+    std::string err;
+    if (!append_record(opt.json_path, record, &err)) std::fprintf(stderr, "warning: %s\n", err.c_str());
+  }
+  if (!opt.dump_dir.empty()) dump_npy(opt.dump_dir, p, in, o, lse, opt, s.name);
+  return check.passed ? kExitPass : kExitFail;
+}
+
+}  // namespace lab

@@ -1,0 +1,107 @@
+// The harness every section program hands itself to. A section describes itself (a Section:
+// its name, the shapes it supports, its variants and --bug names, its GPU launcher and its CPU
+// model); run_section() does the rest, the same way for every section:
+//
+//   parse + validate options (bad input: exit 2, one line, nothing launched)
+//   -> --cpu: run the CPU model        -> else: find a GPU (none / wrong arch: exit 77)
+//   -> check the problem fits in memory (else exit 2) -> seeded inputs -> poison outputs
+//   -> one checked run against the fp64 reference (fail: exit 1) -> timed runs
+//   -> summary, --json record, --dump .npy files.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "compare.h"
+#include "device.h"
+#include "problem.h"
+
+namespace lab {
+
+// Exit codes: one meaning everywhere.
+constexpr int kExitPass = 0, kExitFail = 1, kExitBadInput = 2, kExitCannotRun = 77;
+
+struct Options {
+  Problem problem;
+  std::string variant;  // "" = the section's first
+  std::string bug;      // "" = none
+  uint64_t seed = 1234;
+  float magnitude = 1.0f;  // Q and K are multiplied by this (large values stress overflow)
+  int warmup = 3, iters = 10;
+  bool flush_l2 = false;
+  bool cpu = false;
+  CheckMode check = CheckMode::automatic;
+  int sample_rows = 1024;
+  std::string json_path, dump_dir;
+  bool quiet = false;
+};
+
+// Device pointers of one problem, in its element type (float, __half or __nv_bfloat16).
+struct DeviceTensors {
+  const void* q;  // [B, T_q, H, D]
+  const void* k;  // [B, T_kv, H_kv, D]
+  const void* v;  // [B, T_kv, H_kv, D]
+  void* o;        // [B, T_q, H, D]
+  float* lse;     // [B, H, T_q] (natural log)
+  const int* kv_len;  // [B] or nullptr when every sequence has t_kv keys
+};
+
+struct RunContext {
+  const Problem& problem;
+  const std::string& variant;
+  const std::string& bug;
+  const DeviceInfo& device;
+  DeviceTensors tensors;
+};
+
+// What a section's GPU setup returns: the forward pass to check and time, and what it reports.
+struct GpuRun {
+  std::function<void(cudaStream_t)> forward;  // one full forward; captures its own workspace
+  int64_t extra_device_bytes = 0;             // workspace beyond Q, K, V, O, LSE
+  int64_t hbm_bytes_model = -1;               // -1: fused_hbm_bytes(problem)
+  nlohmann::json metrics = nlohmann::json::object();  // section-specific extras
+};
+
+// What a section's CPU model returns (it writes O and LSE, which arrive poisoned).
+struct CpuRun {
+  int64_t extra_host_bytes = 0;
+  nlohmann::json metrics = nlohmann::json::object();
+};
+
+struct Section {
+  std::string name;     // file stem, "01_naive"
+  std::string title;    // one line for --help and the summary
+  std::string build;    // "solution" or "lab": set by lab_main from the build (LAB_BUILD_KIND)
+  std::vector<std::string> variants;  // the first is the default
+  std::vector<std::string> bugs;      // accepted --bug names
+  std::vector<int> head_dims = {64, 128};
+  std::vector<DType> dtypes = {DType::f32};
+  bool needs_sm90a = false;
+  bool writes_lse = true;
+  Problem default_problem;
+  // Section-specific validation: "" if fine, else the one-line reason (exit 2).
+  std::function<std::string(const Problem&, const Options&)> validate;
+  // Workspace bytes the variant needs beyond the inputs and outputs (device, or host for --cpu),
+  // and what it is, for the "does not fit" message. nullptr: none.
+  std::function<int64_t(const Problem&, const std::string& variant)> workspace_bytes;
+  std::string workspace_what = "workspace";
+  std::function<GpuRun(const RunContext&)> gpu;
+  std::function<CpuRun(const Problem&, const Options&, const HostInputs&, std::vector<float>& o,
+                       std::vector<float>& lse)> cpu;
+};
+
+int run_section(int argc, char** argv, const Section& section);
+
+// Parses and validates argv against a section. Returns kExitPass with `out` filled, kExitBadInput
+// with `message` the one-line reason, or -1 for --help (already printed). Exposed for the tests.
+int parse_options(int argc, const char* const* argv, const Section& section, Options* out,
+                  std::string* message);
+
+std::string format_bytes(double bytes);  // "17.2 GB"
+
+}  // namespace lab

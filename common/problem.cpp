@@ -1,0 +1,83 @@
+#include "problem.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "attention_math.h"
+
+namespace lab {
+
+float Problem::softmax_scale() const { return 1.0f / std::sqrt(float(d)); }
+
+std::string Problem::describe() const {
+  std::ostringstream s;
+  s << "B=" << b << " H=" << h;
+  if (h_kv != h) s << " H_kv=" << h_kv;
+  if (t_q == t_kv) s << " T=" << t_q; else s << " T_q=" << t_q << " T_kv=" << t_kv;
+  s << " D=" << d << " " << dtype_name(dtype);
+  if (causal) s << " causal";
+  if (window > 0) s << " window=" << window;
+  if (page_size > 0) s << " page=" << page_size;
+  return s.str();
+}
+
+int64_t visible_pairs(const Problem& p) {
+  int64_t pairs = 0;
+  for (int bi = 0; bi < p.b; ++bi) {
+    const int keys = p.keys_of(bi);
+    for (int i = 0; i < p.t_q; ++i) {
+      const KeyRange r = visible_keys(i, p.t_q, keys, p.causal, p.window);
+      pairs += r.end - r.begin;
+    }
+  }
+  return pairs * p.h;
+}
+
+double attention_flops(const Problem& p) {
+  if (p.window > 0 || !p.kv_len.empty()) return 4.0 * p.d * double(visible_pairs(p));
+  const double full = 4.0 * p.b * p.h * double(p.t_q) * p.t_kv * p.d;
+  return p.causal ? full / 2 : full;
+}
+
+int64_t fused_hbm_bytes(const Problem& p) {
+  const int e = dtype_bytes(p.dtype);
+  return (2 * p.q_elems() + 2 * p.kv_elems()) * e + p.lse_elems() * 4;
+}
+
+namespace {
+// splitmix64: tiny, seedable, identical on every platform.
+struct Rng {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  float uniform() { return float(next() >> 40) * (2.0f / 16777216.0f) - 1.0f; }  // [-1, 1)
+};
+
+void fill(std::vector<float>& x, int64_t n, uint64_t seed, float offset, float scale, DType t) {
+  Rng rng{seed};
+  x.resize(size_t(n));
+  for (auto& e : x) e = round_to(t, (rng.uniform() + offset) * scale);
+}
+}  // namespace
+
+HostInputs make_inputs(const Problem& p, uint64_t seed, float magnitude) {
+  HostInputs in;
+  fill(in.q, p.q_elems(), seed * 3 + 1, 0.25f, magnitude, p.dtype);
+  fill(in.k, p.kv_elems(), seed * 3 + 2, 0.25f, magnitude, p.dtype);
+  fill(in.v, p.kv_elems(), seed * 3 + 3, 0.5f, 1.0f, p.dtype);
+  return in;
+}
+
+std::vector<int> make_kv_lengths(int b, int t_kv, uint64_t seed) {
+  Rng rng{seed * 7 + 5};
+  std::vector<int> len(static_cast<size_t>(b));
+  for (int i = 0; i < b; ++i) len[size_t(i)] = 1 + int((rng.next() >> 33) % uint64_t(t_kv));
+  if (b > 0) len[0] = t_kv;  // one full-length sequence, so the capacity is exercised
+  return len;
+}
+
+}  // namespace lab

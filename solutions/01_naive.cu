@@ -1,0 +1,338 @@
+// 01 naive attention (§12.1): the baseline every later section beats.
+//
+// What it does: attention as three separate steps, each a kernel that reads its input from HBM
+// and writes its output back to HBM:
+//     S = Q Kᵀ · scale   (masked entries -inf)       [B, H, T_q, T_kv] fp32 in HBM
+//     P = softmax(S)     row by row, max subtracted  [B, H, T_q, T_kv] fp32 in HBM
+//     O = P V                                        [B, T_q, H, D]
+// Why it is slow: S and P are T_q x T_kv per head. At T = 16384 with B·H = 16 they take 17 GB
+// each, and the three kernels move ~16 bytes per score through HBM while doing only 4·D FLOPs
+// with it. Memory, not arithmetic, bounds this program (and bounds T: the fit check refuses a
+// shape whose S and P do not fit in device memory).
+// Variants:
+//   kernels  three hand-written kernels (tiled S and PV, one block per softmax row)
+//   cublas   cuBLAS SGEMMs (fp32, no TF32) for S and PV around the same softmax kernel: the
+//            unfused path eager PyTorch takes. Faster GEMMs, same O(T²) traffic and memory.
+// Exercise (ch12/01_naive.md): write the softmax kernel (with the max subtraction) and the PV
+// kernel. --bug no-max-subtract drops the max subtraction: harmless on small scores, inf/NaN
+// once scores pass ~88 (exp overflows fp32); try --magnitude 8.
+// Run: scripts/lab run 01 -- --t 4096 --causal     (the stub)
+//      build/bin/01_naive --variant cublas --t 4096  (the solution)
+#include <cublas_v2.h>
+
+#include "lab.cuh"
+
+constexpr int TILE = 16;               // S and PV tiles: 16 x 16 threads, one output each
+constexpr int SOFTMAX_THREADS = 256;   // one block per row of S
+static_assert(SOFTMAX_THREADS % 32 == 0 && SOFTMAX_THREADS <= 1024, "whole warps, one block");
+
+#define CUBLAS_CHECK(expr)                                                                   \
+  do {                                                                                       \
+    cublasStatus_t st_ = (expr);                                                             \
+    if (st_ != CUBLAS_STATUS_SUCCESS) {                                                      \
+      std::fprintf(stderr, "cuBLAS error %d (%s)\n  in %s\n  at %s:%d\n", int(st_),         \
+                   cublasGetStatusString(st_), #expr, __FILE__, __LINE__);                   \
+      std::exit(3);                                                                          \
+    }                                                                                        \
+  } while (0)
+
+struct Shape {  // what the kernels need of a lab::Problem
+  int t_q, t_kv, h, h_kv;
+  bool causal;
+  int window;
+  float scale;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Step 1: S = Q Kᵀ · scale. One 16x16 block computes a 16-query x 16-key tile of S; the two
+// 16 x D input tiles are staged in shared memory (rows padded by one float so the column-wise
+// reads of k_smem fall in 16 different banks).
+template <int HEAD_DIM>
+__global__ void __launch_bounds__(TILE * TILE)
+scores_kernel(const float* __restrict__ q,  // [B, T_q, H, D]
+              const float* __restrict__ k,  // [B, T_kv, H_kv, D]
+              float* __restrict__ s,        // [B, H, T_q, T_kv]
+              Shape sh) {
+  __shared__ float q_smem[TILE][HEAD_DIM + 1];
+  __shared__ float k_smem[TILE][HEAD_DIM + 1];
+  const int kv0 = blockIdx.x * TILE, q0 = blockIdx.y * TILE;
+  const int bh = blockIdx.z, b = bh / sh.h, head = bh % sh.h;
+  const int kv_head = lab::kv_head_of(head, sh.h, sh.h_kv);
+  const int tid = threadIdx.y * TILE + threadIdx.x;
+
+  for (int idx = tid; idx < TILE * HEAD_DIM; idx += TILE * TILE) {
+    const int r = idx / HEAD_DIM, c = idx % HEAD_DIM;
+    const int i = q0 + r, j = kv0 + r;
+    q_smem[r][c] = i < sh.t_q ? q[((int64_t(b) * sh.t_q + i) * sh.h + head) * HEAD_DIM + c] : 0.f;
+    k_smem[r][c] = j < sh.t_kv ? k[((int64_t(b) * sh.t_kv + j) * sh.h_kv + kv_head) * HEAD_DIM + c] : 0.f;
+  }
+  __syncthreads();  // the tiles are complete before any thread reads them
+
+  const int i = q0 + threadIdx.y, j = kv0 + threadIdx.x;
+  if (i >= sh.t_q || j >= sh.t_kv) return;
+  float dot = 0.f;
+#pragma unroll 16
+  for (int c = 0; c < HEAD_DIM; ++c) dot += q_smem[threadIdx.y][c] * k_smem[threadIdx.x][c];
+  const bool visible = lab::key_visible(i, j, sh.t_q, sh.t_kv, sh.causal, sh.window);
+  s[(int64_t(bh) * sh.t_q + i) * sh.t_kv + j] = visible ? dot * sh.scale : -INFINITY;
+}
+
+// Block-wide reductions for the softmax: warp shuffles, then one value per warp through shared.
+template <class Op>
+__device__ float block_reduce(float x, Op op, float* scratch /* [32] */) {
+  for (int off = 16; off > 0; off >>= 1) x = op(x, __shfl_xor_sync(0xffffffffu, x, off));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) scratch[warp] = x;
+  __syncthreads();  // every warp's partial is in scratch
+  x = scratch[0];
+  for (int w = 1; w < int(blockDim.x / 32); ++w) x = op(x, scratch[w]);
+  __syncthreads();  // everyone has read scratch before it is reused
+  return x;
+}
+struct MaxOp { __device__ float operator()(float a, float b) const { return fmaxf(a, b); } };
+struct SumOp { __device__ float operator()(float a, float b) const { return a + b; } };
+
+// ---------------------------------------------------------------------------------------------
+// Step 2: P = softmax(S), one block per row of S. Also writes the row's LSE = m + log(l), the
+// statistic FlashAttention keeps instead of P. Masked keys get P = 0; a row that sees no key
+// (possible when T_q > T_kv under causal) gets P = 0 and LSE = -inf.
+__global__ void __launch_bounds__(SOFTMAX_THREADS)
+softmax_kernel(const float* __restrict__ s,  // [B, H, T_q, T_kv]
+               float* __restrict__ p,        // [B, H, T_q, T_kv]
+               float* __restrict__ lse,      // [B, H, T_q]
+               Shape sh, bool subtract_max) {
+  const int64_t row = blockIdx.x;  // (b·H + h)·T_q + i: also the LSE index
+  const int i = int(row % sh.t_q);
+  const lab::KeyRange keys = lab::visible_keys(i, sh.t_q, sh.t_kv, sh.causal, sh.window);
+  // BEGIN EXERCISE softmax: the numerically safe softmax of row `row` of S (T_kv floats at s + row·T_kv).
+  //   1. m = the largest visible score (block_reduce with MaxOp and a __shared__ float[32]).
+  //      Subtracting it keeps every exp() argument <= 0, so nothing overflows (skip the
+  //      subtraction only when subtract_max is false: that is --bug no-max-subtract).
+  //   2. l = sum over the visible keys of exp(s - m) (block_reduce with SumOp).
+  //   3. P = exp(s - m) / l on visible keys, 0 elsewhere (write the whole row of p);
+  //      lse[row] = m + log(l), or -INFINITY for a row with no visible key.
+  // STUB: (void)s; (void)p; (void)keys; (void)lse; (void)subtract_max;
+  __shared__ float scratch[32];
+  const float* s_row = s + row * sh.t_kv;
+  float* p_row = p + row * sh.t_kv;
+  float m = -INFINITY;
+  for (int j = keys.begin + threadIdx.x; j < keys.end; j += blockDim.x) m = fmaxf(m, s_row[j]);
+  m = block_reduce(m, MaxOp{}, scratch);
+  if (!subtract_max) m = 0.f;  // --bug no-max-subtract: exp(s) overflows once s > ~88
+  float l = 0.f;
+  for (int j = keys.begin + threadIdx.x; j < keys.end; j += blockDim.x) l += expf(s_row[j] - m);
+  l = block_reduce(l, SumOp{}, scratch);
+  const float inv_l = 1.f / l;
+  for (int j = threadIdx.x; j < sh.t_kv; j += blockDim.x)
+    p_row[j] = keys.contains(j) ? expf(s_row[j] - m) * inv_l : 0.f;
+  if (threadIdx.x == 0) lse[row] = keys.empty() ? -INFINITY : m + logf(l);
+  // END EXERCISE
+}
+
+// ---------------------------------------------------------------------------------------------
+// Step 3: O = P V. One 16x16 block computes 16 query rows x all D columns (each thread
+// HEAD_DIM/16 of them), streaming 16-key tiles of P and V through shared memory.
+template <int HEAD_DIM>
+__global__ void __launch_bounds__(TILE * TILE)
+pv_kernel(const float* __restrict__ p,  // [B, H, T_q, T_kv]
+          const float* __restrict__ v,  // [B, T_kv, H_kv, D]
+          float* __restrict__ o,        // [B, T_q, H, D]
+          Shape sh) {
+  __shared__ float p_smem[TILE][TILE + 1];
+  __shared__ float v_smem[TILE][HEAD_DIM];
+  const int q0 = blockIdx.x * TILE;
+  const int bh = blockIdx.y, b = bh / sh.h, head = bh % sh.h;
+  const int kv_head = lab::kv_head_of(head, sh.h, sh.h_kv);
+  const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * TILE + tx;
+  const int i = q0 + ty;
+  // BEGIN EXERCISE pv: O = P V for this block's 16 rows.
+  //   For each 16-key tile j0: stage p_smem[ty][tx] = P[row i, key j0 + tx] and the 16 x D tile of
+  //   V in v_smem (zeros past T_q / T_kv), __syncthreads, accumulate
+  //   acc[c] += p_smem[ty][jj] * v_smem[jj][tx + 16 c], __syncthreads. Then write the row of O.
+  // STUB: (void)p; (void)v; (void)o; (void)p_smem; (void)v_smem; (void)b; (void)kv_head; (void)tid; (void)i;
+  constexpr int COLS = HEAD_DIM / TILE;  // output columns per thread
+  float acc[COLS] = {};
+  for (int j0 = 0; j0 < sh.t_kv; j0 += TILE) {
+    const int j = j0 + tx;
+    p_smem[ty][tx] = (i < sh.t_q && j < sh.t_kv) ? p[(int64_t(bh) * sh.t_q + i) * sh.t_kv + j] : 0.f;
+    for (int idx = tid; idx < TILE * HEAD_DIM; idx += TILE * TILE) {
+      const int r = idx / HEAD_DIM, c = idx % HEAD_DIM;
+      v_smem[r][c] = j0 + r < sh.t_kv ? v[((int64_t(b) * sh.t_kv + j0 + r) * sh.h_kv + kv_head) * HEAD_DIM + c] : 0.f;
+    }
+    __syncthreads();  // the P and V tiles are complete
+#pragma unroll
+    for (int jj = 0; jj < TILE; ++jj) {
+      const float pj = p_smem[ty][jj];
+#pragma unroll
+      for (int c = 0; c < COLS; ++c) acc[c] += pj * v_smem[jj][tx + TILE * c];
+    }
+    __syncthreads();  // everyone is done with the tiles before the next ones overwrite them
+  }
+  if (i < sh.t_q)
+    for (int c = 0; c < COLS; ++c) o[((int64_t(b) * sh.t_q + i) * sh.h + head) * HEAD_DIM + tx + TILE * c] = acc[c];
+  // END EXERCISE
+}
+
+// ---------------------------------------------------------------------------------------------
+// Launchers.
+template <int HEAD_DIM>
+void launch_kernels(const float* q, const float* k, const float* v, float* s, float* p, float* o, float* lse,
+                    const Shape& sh, int bh, bool subtract_max, cudaStream_t stream) {
+  const dim3 block(TILE, TILE);
+  scores_kernel<HEAD_DIM><<<dim3(lab::ceil_div(sh.t_kv, TILE), lab::ceil_div(sh.t_q, TILE), bh), block, 0, stream>>>(q, k, s, sh);
+  CUDA_CHECK_LAST();
+  softmax_kernel<<<unsigned(int64_t(bh) * sh.t_q), SOFTMAX_THREADS, 0, stream>>>(s, p, lse, sh, subtract_max);
+  CUDA_CHECK_LAST();
+  pv_kernel<HEAD_DIM><<<dim3(lab::ceil_div(sh.t_q, TILE), bh), block, 0, stream>>>(p, v, o, sh);
+  CUDA_CHECK_LAST();
+}
+
+// cuBLAS is column-major. A row-major [rows, cols] matrix with leading dimension ld is the
+// column-major [cols, rows] matrix with the same ld, so for each (b, h):
+//   Sᵀ (col-major T_kv x T_q) = Kᵀᵀ·Qᵀ  -> gemm(T, N, m=T_kv, n=T_q, k=D, A=K (ld H_kv·D), B=Q (ld H·D))
+//   Oᵀ (col-major D x T_q)    = Vᵀ·Pᵀ   -> gemm(N, N, m=D, n=T_q, k=T_kv, A=V (ld H_kv·D), B=P (ld T_kv))
+// Heads are strided by D inside a row and GQA shares K/V heads, so batches go by pointer arrays.
+struct CublasPlan {
+  cublasHandle_t handle = nullptr;
+  lab::DeviceBuffer ptrs;  // [6][B·H] pointers: Q, K, V, S, P, O
+  int batch = 0;
+  ~CublasPlan() { if (handle) cublasDestroy(handle); }
+};
+
+std::shared_ptr<CublasPlan> make_cublas_plan(const lab::Problem& pr, const float* q, const float* k, const float* v,
+                                             float* s, float* p, float* o) {
+  auto plan = std::make_shared<CublasPlan>();
+  CUBLAS_CHECK(cublasCreate(&plan->handle));
+  // Plain fp32 SGEMM, as eager PyTorch with TF32 off: default math uses no TF32 tensor ops.
+  CUBLAS_CHECK(cublasSetMathMode(plan->handle, CUBLAS_DEFAULT_MATH));
+  plan->batch = pr.b * pr.h;
+  std::vector<const float*> host(size_t(6) * size_t(plan->batch));
+  for (int b = 0; b < pr.b; ++b)
+    for (int h = 0; h < pr.h; ++h) {
+      const size_t n = size_t(b) * pr.h + h;
+      const int hk = lab::kv_head_of(h, pr.h, pr.h_kv);
+      const int64_t score = int64_t(n) * pr.t_q * pr.t_kv;
+      host[0 * plan->batch + n] = q + pr.q_index(b, 0, h);
+      host[1 * plan->batch + n] = k + pr.kv_index(b, 0, hk);
+      host[2 * plan->batch + n] = v + pr.kv_index(b, 0, hk);
+      host[3 * plan->batch + n] = s + score;
+      host[4 * plan->batch + n] = p + score;
+      host[5 * plan->batch + n] = o + pr.q_index(b, 0, h);
+    }
+  plan->ptrs = lab::DeviceBuffer(host.size() * sizeof(float*));
+  CUDA_CHECK(cudaMemcpy(plan->ptrs.get(), host.data(), plan->ptrs.bytes(), cudaMemcpyHostToDevice));
+  return plan;
+}
+
+void launch_cublas(const CublasPlan& plan, const lab::Problem& pr, float* p, float* lse, const float* s,
+                   const Shape& sh, bool subtract_max, cudaStream_t stream) {
+  const float** ptr = plan.ptrs.as<const float*>();
+  const int n = plan.batch;
+  const float one = 1.f, zero = 0.f;
+  CUBLAS_CHECK(cublasSetStream(plan.handle, stream));
+  CUBLAS_CHECK(cublasSgemmBatched(plan.handle, CUBLAS_OP_T, CUBLAS_OP_N, pr.t_kv, pr.t_q, pr.d, &sh.scale,
+                                  ptr + 1 * n, pr.h_kv * pr.d, ptr + 0 * n, pr.h * pr.d, &zero,
+                                  const_cast<float**>(ptr + 3 * n), pr.t_kv, n));
+  // The GEMM cannot mask: the softmax applies the causal/window mask from the indices.
+  softmax_kernel<<<unsigned(int64_t(n) * sh.t_q), SOFTMAX_THREADS, 0, stream>>>(s, p, lse, sh, subtract_max);
+  CUDA_CHECK_LAST();
+  CUBLAS_CHECK(cublasSgemmBatched(plan.handle, CUBLAS_OP_N, CUBLAS_OP_N, pr.d, pr.t_q, pr.t_kv, &one,
+                                  ptr + 2 * n, pr.h_kv * pr.d, ptr + 4 * n, pr.t_kv, &zero,
+                                  const_cast<float**>(ptr + 5 * n), pr.h * pr.d, n));
+}
+
+int64_t score_bytes(const lab::Problem& p) { return 2 * p.score_elems() * int64_t(sizeof(float)); }  // S and P
+
+lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
+  const lab::Problem& pr = ctx.problem;
+  const Shape sh{pr.t_q, pr.t_kv, pr.h, pr.h_kv, pr.causal, pr.window, pr.softmax_scale()};
+  auto scores = std::make_shared<lab::DeviceBuffer>(size_t(score_bytes(pr)));
+  scores->poison();  // an unwritten P shows up as NaN in O instead of stale memory
+  float* s = scores->as<float>();
+  float* p = s + pr.score_elems();
+  const auto* q = static_cast<const float*>(ctx.tensors.q);
+  const auto* k = static_cast<const float*>(ctx.tensors.k);
+  const auto* v = static_cast<const float*>(ctx.tensors.v);
+  auto* o = static_cast<float*>(ctx.tensors.o);
+  float* lse = ctx.tensors.lse;
+  const bool subtract_max = ctx.bug != "no-max-subtract";
+
+  lab::GpuRun run;
+  run.extra_device_bytes = score_bytes(pr);
+  // S written, S read, P written, P read: 16 bytes of HBM traffic per score on top of the
+  // fused minimum (the softmax's second read of S is not counted).
+  run.hbm_bytes_model = lab::fused_hbm_bytes(pr) + 2 * score_bytes(pr);
+  run.metrics["score_matrix_bytes"] = score_bytes(pr) / 2;
+  if (ctx.variant == "cublas") {
+    auto plan = make_cublas_plan(pr, q, k, v, s, p, o);
+    run.forward = [=](cudaStream_t st) { launch_cublas(*plan, pr, p, lse, s, sh, subtract_max, st); (void)scores; };
+  } else {
+    const int bh = pr.b * pr.h;
+    run.forward = [=](cudaStream_t st) {
+      if (pr.d == 64) launch_kernels<64>(q, k, v, s, p, o, lse, sh, bh, subtract_max, st);
+      else launch_kernels<128>(q, k, v, s, p, o, lse, sh, bh, subtract_max, st);
+      (void)scores;  // keeps the workspace alive as long as the forward
+    };
+  }
+  return run;
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU model: the same three steps in plain C++ (float, like the kernels), one (b, h, row) at a
+// time. S and P are materialised exactly as on the GPU, so the memory it reports is the lesson.
+lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in,
+                    std::vector<float>& o, std::vector<float>& lse) {
+  const bool subtract_max = opt.bug != "no-max-subtract";
+  const float scale = pr.softmax_scale();
+  std::vector<float> s(size_t(pr.score_elems())), p(size_t(pr.score_elems()));
+  lab::parallel_for(int64_t(pr.b) * pr.h * pr.t_q, [&](int64_t row) {
+    const int i = int(row % pr.t_q), bh = int(row / pr.t_q), b = bh / pr.h, h = bh % pr.h;
+    const int hk = lab::kv_head_of(h, pr.h, pr.h_kv);
+    float* s_row = &s[size_t(row) * pr.t_kv];
+    float* p_row = &p[size_t(row) * pr.t_kv];
+    const float* qr = &in.q[size_t(pr.q_index(b, i, h))];
+    for (int j = 0; j < pr.t_kv; ++j) {  // step 1: S
+      const float* kr = &in.k[size_t(pr.kv_index(b, j, hk))];
+      float dot = 0.f;
+      for (int c = 0; c < pr.d; ++c) dot += qr[c] * kr[c];
+      s_row[j] = lab::key_visible(i, j, pr.t_q, pr.t_kv, pr.causal, pr.window) ? dot * scale : -INFINITY;
+    }
+    const lab::KeyRange keys = lab::visible_keys(i, pr.t_q, pr.t_kv, pr.causal, pr.window);
+    float m = -INFINITY, l = 0.f;  // step 2: P
+    for (int j = keys.begin; j < keys.end; ++j) m = std::max(m, s_row[j]);
+    if (!subtract_max) m = 0.f;
+    for (int j = keys.begin; j < keys.end; ++j) l += std::exp(s_row[j] - m);
+    for (int j = 0; j < pr.t_kv; ++j) p_row[j] = keys.contains(j) ? std::exp(s_row[j] - m) / l : 0.f;
+    lse[size_t(row)] = keys.empty() ? -INFINITY : m + std::log(l);
+    float* orow = &o[size_t(pr.q_index(b, i, h))];  // step 3: O
+    for (int c = 0; c < pr.d; ++c) orow[c] = 0.f;
+    for (int j = 0; j < pr.t_kv; ++j) {
+      const float* vr = &in.v[size_t(pr.kv_index(b, j, hk))];
+      for (int c = 0; c < pr.d; ++c) orow[c] += p_row[j] * vr[c];
+    }
+  });
+  lab::CpuRun run;
+  run.extra_host_bytes = score_bytes(pr);
+  return run;
+}
+
+int main(int argc, char** argv) {
+  lab::Section s;
+  s.name = "01_naive";
+  s.title = "naive attention: S and P materialised in HBM (§12.1)";
+  s.variants = {"kernels", "cublas"};
+  s.bugs = {"no-max-subtract"};
+  s.default_problem.b = 1;
+  s.default_problem.h = 8;
+  s.default_problem.t_q = s.default_problem.t_kv = 1024;
+  s.workspace_bytes = [](const lab::Problem& p, const std::string&) { return score_bytes(p); };
+  s.workspace_what = "S and P";
+  s.validate = [](const lab::Problem& p, const lab::Options&) -> std::string {
+    if (int64_t(p.b) * p.h > 65535) return "B*H must be <= 65535 (one grid dimension per head)";
+    if (lab::ceil_div(p.t_q, TILE) > 65535) return "T_q must be <= " + std::to_string(65535 * TILE) + " for the naive kernels";
+    return "";
+  };
+  s.gpu = setup_gpu;
+  s.cpu = run_cpu;
+  return lab::lab_main(argc, argv, s);
+}
