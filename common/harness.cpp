@@ -265,8 +265,9 @@ int run_section(int argc, char** argv, const Section& s) {
   json metrics = json::object();
 
   if (opt.cpu) {
-    std::printf("== CPU model of %s, not your kernel: it runs the section's algorithm in plain C++ ==\n",
-                 s.name.c_str());
+    if (!opt.quiet)
+      std::printf("== CPU model of %s, not your kernel: it runs the section's algorithm in plain C++ ==\n",
+                  s.name.c_str());
     std::vector<float> lse_buf(size_t(p.lse_elems()), poison_float());
     const CpuRun run = s.cpu(p, opt, in, o, lse_buf);
     if (s.writes_lse) lse = std::move(lse_buf);

@@ -165,7 +165,7 @@ void launch_kernels(const float* q, const float* k, const float* v, float* s, fl
 // Heads are strided by D inside a row and GQA shares K/V heads, so batches go by pointer arrays.
 struct CublasPlan {
   cublasHandle_t handle = nullptr;
-  lab::DeviceBuffer ptrs;  // [5][B·H] pointers: Q, K, V, S (also P's offsets), O
+  lab::DeviceBuffer ptrs;  // [6][B·H] pointers: Q, K, V, S, P, O
   int batch = 0;
   ~CublasPlan() { if (handle) cublasDestroy(handle); }
 };

@@ -1,0 +1,156 @@
+// The tolerance rule must pass a correct fp32 output computed another way, and fail every
+// plausible wrong one: zeros, a transpose, rows shifted by one, a single NaN, unwritten output.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "attention_math.h"
+#include "compare.h"
+
+using namespace lab;
+
+namespace {
+Problem shape(int t, int d, bool causal) {
+  Problem p;
+  p.b = 1; p.h = 2; p.h_kv = 2; p.t_q = t; p.t_kv = t; p.d = d; p.causal = causal;
+  return p;
+}
+
+// A correct fp32 attention with a different summation order: FlashAttention-style online
+// softmax over 16-key tiles. Fills O and LSE.
+void online_softmax_fp32(const Problem& p, const HostInputs& in, std::vector<float>& o, std::vector<float>& lse) {
+  o.assign(size_t(p.q_elems()), 0.f);
+  lse.assign(size_t(p.lse_elems()), 0.f);
+  for (int h = 0; h < p.h; ++h)
+    for (int i = 0; i < p.t_q; ++i) {
+      const KeyRange r = visible_keys(i, p.t_q, p.t_kv, p.causal, 0);
+      float m = -INFINITY, l = 0;
+      std::vector<float> acc(size_t(p.d), 0.f);
+      for (int j0 = r.begin; j0 < r.end; j0 += 16) {
+        const int j1 = std::min(j0 + 16, r.end);
+        std::vector<float> s;
+        float m_tile = -INFINITY;
+        for (int j = j0; j < j1; ++j) {
+          float dot = 0;
+          for (int c = 0; c < p.d; ++c) dot += in.q[size_t(p.q_index(0, i, h) + c)] * in.k[size_t(p.kv_index(0, j, h) + c)];
+          s.push_back(dot * p.softmax_scale());
+          m_tile = std::max(m_tile, s.back());
+        }
+        const float m_new = std::max(m, m_tile), rescale = std::exp(m - m_new);
+        l *= rescale;
+        for (auto& a : acc) a *= rescale;
+        for (int j = j0; j < j1; ++j) {
+          const float pj = std::exp(s[size_t(j - j0)] - m_new);
+          l += pj;
+          for (int c = 0; c < p.d; ++c) acc[size_t(c)] += pj * in.v[size_t(p.kv_index(0, j, h) + c)];
+        }
+        m = m_new;
+      }
+      for (int c = 0; c < p.d; ++c) o[size_t(p.q_index(0, i, h) + c)] = acc[size_t(c)] / l;
+      lse[size_t(p.lse_index(0, h, i))] = m + std::log(l);
+    }
+}
+
+struct Fixture {
+  Problem p = shape(64, 64, true);
+  HostInputs in = make_inputs(p, 11, 1.0f);
+  std::vector<float> o, lse;
+  std::vector<RowId> rows = all_rows(p);
+  Fixture() { online_softmax_fp32(p, in, o, lse); }
+  CheckResult check() const { return check_rows(p, in, rows, o, lse); }
+};
+}  // namespace
+
+TEST_CASE("compare passes a correct fp32 output computed in another order", "[compare]") {
+  Fixture f;
+  const CheckResult r = f.check();
+  INFO(r.verdict);
+  CHECK(r.passed);
+  CHECK(r.max_abs_err <= r.ref_err_bound);
+  CHECK(r.rows_checked == 128);
+}
+
+TEST_CASE("compare fails an all-zero output", "[compare]") {
+  Fixture f;
+  std::fill(f.o.begin(), f.o.end(), 0.f);
+  const CheckResult r = f.check();
+  CHECK_FALSE(r.passed);
+  CHECK(r.verdict.find("too far from fp64") != std::string::npos);
+  CHECK_FALSE(r.details.empty());
+}
+
+TEST_CASE("compare fails a transposed output (T and D swapped within a head)", "[compare]") {
+  Fixture f;  // T = D = 64, so the transpose has the right size
+  std::vector<float> t = f.o;
+  for (int h = 0; h < f.p.h; ++h)
+    for (int i = 0; i < 64; ++i)
+      for (int c = 0; c < 64; ++c) t[size_t(f.p.q_index(0, i, h) + c)] = f.o[size_t(f.p.q_index(0, c, h) + i)];
+  f.o = t;
+  CHECK_FALSE(f.check().passed);
+}
+
+TEST_CASE("compare fails an output off by one row", "[compare]") {
+  Fixture f;
+  std::vector<float> shifted = f.o;
+  for (int h = 0; h < f.p.h; ++h)
+    for (int i = 0; i + 1 < 64; ++i)
+      for (int c = 0; c < 64; ++c) shifted[size_t(f.p.q_index(0, i, h) + c)] = f.o[size_t(f.p.q_index(0, i + 1, h) + c)];
+  f.o = shifted;
+  const CheckResult r = f.check();
+  CHECK_FALSE(r.passed);
+  CHECK(r.details.front().find("O[b=0, i=0, h=0") != std::string::npos);  // names the coordinates
+}
+
+TEST_CASE("compare fails a single NaN", "[compare]") {
+  Fixture f;
+  f.o[777] = NAN;
+  const CheckResult r = f.check();
+  CHECK_FALSE(r.passed);
+  CHECK(r.o_nan == 1);
+  CHECK(r.verdict.find("NaN") != std::string::npos);
+}
+
+TEST_CASE("compare reports unwritten output (poison) distinctly", "[compare]") {
+  Fixture f;
+  std::fill(f.o.begin(), f.o.end(), poison_float());
+  CheckResult r = f.check();
+  CHECK_FALSE(r.passed);
+  CHECK(r.verdict.rfind("output not written", 0) == 0);
+  Fixture g;
+  g.o[5] = poison_float();
+  r = g.check();
+  CHECK_FALSE(r.passed);
+  CHECK(r.o_unwritten == 1);
+  CHECK(r.verdict.find("partly not written") != std::string::npos);
+}
+
+TEST_CASE("compare checks the LSE too", "[compare]") {
+  Fixture f;
+  f.lse[3] += 0.01f;
+  CHECK_FALSE(f.check().passed);
+  Fixture g;
+  std::fill(g.lse.begin(), g.lse.end(), poison_float());
+  const CheckResult r = g.check();
+  CHECK_FALSE(r.passed);
+  CHECK(r.verdict.find("LSE not written") != std::string::npos);
+}
+
+TEST_CASE("compare on sampled rows still sees unwritten elements anywhere", "[compare]") {
+  Fixture f;
+  f.o[size_t(f.p.q_index(0, 40, 1) + 3)] = poison_float();  // a row the sample may skip
+  const CheckResult r = check_rows(f.p, f.in, sample_rows(f.p, 8, 1), f.o, f.lse);
+  CHECK_FALSE(r.passed);
+  CHECK(r.o_unwritten == 1);
+}
+
+TEST_CASE("the bound scales with the precision: fp16 output with fp32 error passes", "[compare]") {
+  Problem p = shape(64, 64, false);
+  p.dtype = DType::f16;
+  const HostInputs in = make_inputs(p, 5, 1.0f);
+  std::vector<float> o, lse;
+  online_softmax_fp32(p, in, o, lse);
+  for (float& x : o) x = round_to(DType::f16, x);  // as a kernel storing fp16 would
+  const CheckResult r = check_rows(p, in, all_rows(p), o, lse);
+  INFO(r.verdict);
+  CHECK(r.passed);
+  CHECK(r.ref_err_bound > 1e-4);  // looser than fp32's, because fp16 unfused is less exact
+}

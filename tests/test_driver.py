@@ -1,0 +1,117 @@
+"""Unit tests of scripts/lab and scripts/make_labs.py (no GPU, no build needed)."""
+import importlib.machinery
+import importlib.util
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+loader = importlib.machinery.SourceFileLoader("lab_driver", str(ROOT / "scripts" / "lab"))
+spec = importlib.util.spec_from_loader("lab_driver", loader)
+lab = importlib.util.module_from_spec(spec)
+loader.exec_module(lab)
+import make_labs  # noqa: E402
+
+
+class TimeLimit(unittest.TestCase):
+    def test_a_hang_is_stopped_and_reported(self):
+        code, out, secs = lab.run_limited([sys.executable, "-c", "import time; time.sleep(60)"], timeout=1)
+        self.assertEqual(code, lab.EXIT_TIMEOUT)
+        self.assertIn("TIMEOUT", out)
+        self.assertLess(secs, 10)
+
+    def test_child_processes_are_killed_too(self):
+        code, out, _ = lab.run_limited(["bash", "-c", "sleep 60 & sleep 60; wait"], timeout=1)
+        self.assertEqual(code, lab.EXIT_TIMEOUT)
+
+    def test_a_crash_is_reported(self):
+        code, out, _ = lab.run_limited([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"], 10)
+        self.assertLess(code, 0)
+        self.assertIn("CRASHED", out)
+
+    def test_exit_codes_pass_through(self):
+        code, out, _ = lab.run_limited([sys.executable, "-c", "print('hi'); raise SystemExit(77)"], 10)
+        self.assertEqual((code, out.strip()), (77, "hi"))
+
+
+class Cases(unittest.TestCase):
+    data = {"section": "01_naive", "variants": ["kernels", "cublas"],
+            "cases": [{"name": "a", "args": ["--t", "1"]}, {"name": "big", "args": ["--t", "5000"], "cpu": False},
+                      {"name": "one variant", "args": [], "variants": ["cublas"]}],
+            "bugs": [{"bug": "no-max-subtract", "name": "b", "args": ["--magnitude", "8"]}]}
+
+    def test_gpu_solution_runs_every_variant_and_the_bugs(self):
+        runs = lab.expand_cases(self.data, solution=True, bugs=True, on_gpu=True)
+        self.assertEqual(len(runs), 2 + 2 + 1 + 2)
+        bug_runs = [r for r in runs if r[3] == "fail"]
+        self.assertEqual(len(bug_runs), 2)
+        self.assertEqual(bug_runs[0][2][-2:], ["--bug", "no-max-subtract"])
+
+    def test_students_never_run_bug_cases(self):
+        runs = lab.expand_cases(self.data, solution=False, bugs=True, on_gpu=True)
+        self.assertTrue(all(r[3] == "pass" for r in runs))
+
+    def test_cpu_model_skips_heavy_cases_and_runs_one_variant(self):
+        runs = lab.expand_cases(self.data, solution=True, bugs=True, on_gpu=False)
+        self.assertEqual([r[0] for r in runs], ["a", "one variant", "bug no-max-subtract: b"])
+        self.assertTrue(all(r[1] == "kernels" for r in runs))
+
+    def test_every_committed_case_file_is_well_formed(self):
+        for path in (ROOT / "tests" / "cases").glob("*.json"):
+            data = lab.load_cases(path.stem, extra=str(path))
+            self.assertTrue((ROOT / "solutions" / f"{data['section']}.cu").exists(), path)
+            for case in data["cases"] + data.get("bugs", []):
+                self.assertIn("name", case, path)
+                self.assertIsInstance(case.get("args", []), list, path)
+
+    def test_sections_resolve_by_number(self):
+        self.assertEqual(lab.resolve("1"), "01_naive")
+        self.assertEqual(lab.resolve("01"), "01_naive")
+        with self.assertRaises(SystemExit):
+            lab.resolve("42")
+
+
+class MakeLabs(unittest.TestCase):
+    SOLUTION = """// header
+__global__ void k(float* o) {
+  int i = threadIdx.x;
+  // BEGIN EXERCISE write: write o[i] = 1.
+  //   the hint goes on
+  // STUB: (void)i;
+  o[i] = 1.f;  // secret
+  // END EXERCISE
+}
+"""
+
+    def test_region_becomes_hint_plus_stub(self):
+        stub = make_labs.make_stub(self.SOLUTION, "99_x.cu")
+        self.assertIn("// EXERCISE write: write o[i] = 1.", stub)
+        self.assertIn("//   the hint goes on", stub)
+        self.assertIn("  (void)i;", stub)
+        self.assertNotIn("secret", stub)
+        self.assertNotIn("BEGIN EXERCISE", stub)
+        self.assertTrue(stub.startswith("// STUDENT STUB"))
+
+    def test_malformed_regions_are_errors(self):
+        with self.assertRaisesRegex(make_labs.ExerciseError, "no END EXERCISE"):
+            make_labs.make_stub(self.SOLUTION.replace("  // END EXERCISE\n", ""), "99_x.cu")
+        with self.assertRaisesRegex(make_labs.ExerciseError, "no BEGIN EXERCISE"):
+            make_labs.make_stub("int main() {}\n", "99_x.cu")
+        with self.assertRaisesRegex(make_labs.ExerciseError, "outside a region"):
+            make_labs.make_stub("// END EXERCISE\n", "99_x.cu")
+
+    def test_check_mode_reports_drift_without_writing(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            sol, labs = Path(tmp, "solutions"), Path(tmp, "labs")
+            sol.mkdir()
+            (sol / "99_x.cu").write_text(self.SOLUTION)
+            self.assertEqual(make_labs.generate_all(sol, labs, check_only=True), ["99_x.cu"])
+            self.assertFalse((labs / "99_x.cu").exists())
+            self.assertEqual(make_labs.generate_all(sol, labs), ["99_x.cu"])
+            self.assertEqual(make_labs.generate_all(sol, labs, check_only=True), [])
+
+
+if __name__ == "__main__":
+    unittest.main()

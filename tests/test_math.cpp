@@ -1,0 +1,73 @@
+// The shared index helpers against brute force: the mask rules, tile ranges, GQA, LSE merge.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "attention_math.h"
+
+using namespace lab;
+
+// The mask written the obvious way, independent of visible_keys.
+static bool brute_visible(int i, int j, int t_q, int t_kv, bool causal, int window) {
+  const int pos = i + t_kv - t_q;
+  if (j < 0 || j >= t_kv) return false;
+  if (causal && j > pos) return false;
+  if (window > 0 && j <= pos - window) return false;
+  return true;
+}
+
+TEST_CASE("visible_keys matches the brute-force mask", "[math]") {
+  for (int t_q : {1, 2, 7, 16, 33})
+    for (int t_kv : {1, 3, 16, 40})
+      for (bool causal : {false, true})
+        for (int window : {0, 1, 2, 5, 64}) {
+          if (window && !causal) continue;
+          for (int i = 0; i < t_q; ++i) {
+            const KeyRange r = visible_keys(i, t_q, t_kv, causal, window);
+            for (int j = -1; j <= t_kv; ++j)
+              REQUIRE(r.contains(j) == brute_visible(i, j, t_q, t_kv, causal, window));
+          }
+        }
+}
+
+TEST_CASE("causal is bottom-right aligned when T_q != T_kv", "[math]") {
+  // T_q = 2, T_kv = 5: the two queries are the last two tokens (positions 3 and 4).
+  CHECK(visible_keys(0, 2, 5, true, 0).end == 4);
+  CHECK(visible_keys(1, 2, 5, true, 0).end == 5);
+  // T_q = 5, T_kv = 2: the first three queries see no key at all.
+  CHECK(visible_keys(2, 5, 2, true, 0).empty());
+  CHECK(visible_keys(3, 5, 2, true, 0).end == 1);
+}
+
+TEST_CASE("visible_keys_of_rows is the union of the rows' ranges", "[math]") {
+  for (int t_q : {5, 64, 100})
+    for (int t_kv : {5, 64, 130})
+      for (int window : {0, 3, 50})
+        for (int q0 = 0; q0 < t_q; q0 += 7)
+          for (int q1 = q0 + 1; q1 <= t_q; q1 += 9) {
+            int lo = t_kv, hi = 0;
+            for (int i = q0; i < q1; ++i) {
+              const KeyRange r = visible_keys(i, t_q, t_kv, true, window);
+              if (!r.empty()) { lo = std::min(lo, r.begin); hi = std::max(hi, r.end); }
+            }
+            const KeyRange u = visible_keys_of_rows(q0, q1, t_q, t_kv, true, window);
+            if (lo >= hi) REQUIRE(u.empty());
+            else REQUIRE((u.begin == lo && u.end == hi));
+          }
+}
+
+TEST_CASE("GQA head mapping groups query heads contiguously", "[math]") {
+  CHECK(kv_head_of(0, 8, 2) == 0);
+  CHECK(kv_head_of(3, 8, 2) == 0);
+  CHECK(kv_head_of(4, 8, 2) == 1);
+  CHECK(kv_head_of(7, 8, 2) == 1);
+  CHECK(kv_head_of(5, 8, 8) == 5);
+  CHECK(kv_head_of(5, 8, 1) == 0);
+}
+
+TEST_CASE("lse_merge is log(exp(a)+exp(b)) and safe on empty states", "[math]") {
+  CHECK(lse_merge(1.0f, 2.0f) == Approx(std::log(std::exp(1.0) + std::exp(2.0))));
+  CHECK(lse_merge(-INFINITY, 3.0f) == 3.0f);
+  CHECK(lse_merge(3.0f, -INFINITY) == 3.0f);
+  CHECK(lse_merge(-INFINITY, -INFINITY) == -INFINITY);  // never -inf - -inf = NaN
+  CHECK(lse_merge(100.0f, 100.0f) == Approx(100.0f + std::log(2.0f)));
+}

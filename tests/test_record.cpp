@@ -1,0 +1,66 @@
+// The result record's schema: a valid record passes, and every malformed one is rejected with a
+// message naming the field. Records survive a write/read round trip through append_record.
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <fstream>
+
+#include "record.h"
+
+using json = nlohmann::json;
+
+namespace {
+json sample() {
+  return json::parse(R"({"schema_version": 1, "section": "04_fp16", "variant": "mma", "build": "solution",
+    "git_sha": "abc1234", "time_utc": "2026-12-01T10:00:00Z",
+    "gpu": {"name": "NVIDIA H200", "cc": "9.0", "sms": 132, "driver": "580.159.04"},
+    "problem": {"b": 4, "h": 16, "h_kv": 16, "t_q": 4096, "t_kv": 4096, "d": 128,
+                "dtype": "bf16", "causal": false, "window": null, "page_size": null},
+    "check": {"passed": true, "max_abs_err": 0.0012, "rel_l2_err": 0.0031, "ref_err_bound": 0.0064,
+              "rule": "2x same-precision unfused + atol 1e-5", "rows_checked": 512},
+    "timing": {"warmup": 10, "iters": 50, "median_ms": 1.71, "min_ms": 1.69, "max_ms": 1.80},
+    "metrics": {"tflops": 321.4, "hbm_gbps": 78.5, "hbm_bytes_model": 134217728, "extra_device_bytes": 0},
+    "command": "build/bin/04_fp16 --variant mma"})");
+}
+}  // namespace
+
+TEST_CASE("record: DESIGN.md's example is valid", "[record]") { CHECK(lab::validate_record(sample()) == ""); }
+
+TEST_CASE("record: malformed records name the field", "[record]") {
+  json r = sample();
+  r.erase("variant");
+  CHECK(lab::validate_record(r) == "field 'variant': missing");
+  r = sample();
+  r["check"]["passed"] = "yes";
+  CHECK(lab::validate_record(r) == "field 'check.passed': expected boolean");
+  r = sample();
+  r["problem"]["t_q"] = 4096.5;
+  CHECK(lab::validate_record(r) == "field 'problem.t_q': expected integer");
+  r = sample();
+  r["timing"].erase("median_ms");
+  CHECK(lab::validate_record(r) == "field 'timing.median_ms': missing");
+  r = sample();
+  r["build"] = "student";
+  CHECK(lab::validate_record(r).find("field 'build'") == 0);
+  r = sample();
+  r["schema_version"] = 2;
+  CHECK(lab::validate_record(r) == "field 'schema_version': expected 1");
+  CHECK(lab::validate_record(json::array()) == "record: expected a JSON object");
+}
+
+TEST_CASE("record: append_record round trip", "[record]") {
+  const std::string path = "record_roundtrip_test.json";
+  std::remove(path.c_str());
+  std::string err;
+  json a = sample(), b = sample();
+  b["variant"] = "scalar";
+  REQUIRE(lab::append_record(path, a, &err));
+  REQUIRE(lab::append_record(path, b, &err));
+  std::ifstream in(path);
+  const json all = json::parse(in);
+  REQUIRE(all.is_array());
+  REQUIRE(all.size() == 2);
+  CHECK(all[0] == a);
+  CHECK(all[1]["variant"] == "scalar");
+  for (const auto& r : all) CHECK(lab::validate_record(r) == "");
+  std::remove(path.c_str());
+}
