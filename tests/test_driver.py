@@ -58,6 +58,12 @@ class Cases(unittest.TestCase):
         self.assertEqual([r[0] for r in runs], ["a", "one variant", "bug no-max-subtract: b"])
         self.assertTrue(all(r[1] == "kernels" for r in runs))
 
+    def test_bad_inputs_run_for_stubs_and_solutions_alike(self):
+        data = dict(self.data, bad_inputs=[{"name": "T=0", "args": ["--t", "0"]}])
+        for solution in (False, True):
+            runs = lab.expand_cases(data, solution=solution, bugs=True, on_gpu=True)
+            self.assertEqual([r[3] for r in runs if r[0] == "bad input: T=0"], ["bad-input"])
+
     def test_every_committed_case_file_is_well_formed(self):
         for path in (ROOT / "tests" / "cases").glob("*.json"):
             data = lab.load_cases(path.stem, extra=str(path))
