@@ -6,7 +6,11 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:  # pip install -r scripts/requirements.txt
+    print("SKIP: numpy is not installed (pip install -r scripts/requirements.txt)")
+    sys.exit(77)
 
 d = Path(sys.argv[1])
 meta = json.loads((d / "meta.json").read_text())
