@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""Library baselines, timed in the same run as the lab's kernels and written as result records
+(schema v1, build "baseline") so every number of ours has the library's beside it.
+
+  baselines.py --section 03_v2_loop_order --spec '{"variants": ["sdpa-efficient"], "b": 1, "h": 32,
+                "t": 4096, "d": 64, "dtype": "fp32", "causal": false}' --json out.json
+  baselines.py --ceilings --json ceilings.json      # copy bandwidth, fp32 (no TF32) and bf16 GEMM
+
+Variants: sdpa-flash, sdpa-cudnn, sdpa-efficient, sdpa-math (torch SDPA with one backend forced),
+eager (unfused: matmul, softmax, matmul, as a user would write it). Tensors use the lab's layout
+[B, T, H, D] (SDPA sees a transposed view). Each baseline is checked on a sample of rows against
+float64 before it is timed. Exit 77 when PyTorch or a GPU is missing.
+"""
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TOL = {"fp32": 1e-4, "fp16": 4e-3, "bf16": 3e-2}  # max |error| vs float64 on the sampled rows
+
+
+def flops(b, h, tq, tkv, d, causal):
+    """The lab's one convention: 4·B·H·T_q·T_kv·D, halved for causal."""
+    f = 4.0 * b * h * tq * tkv * d
+    return f / 2 if causal else f
+
+
+def git_sha():
+    r = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return r.stdout.strip() or "unknown"
+
+
+def gpu_info(torch):
+    p = torch.cuda.get_device_properties(0)
+    name = torch.cuda.get_device_name(0)
+    slug = name.lower().removeprefix("nvidia ").replace(" ", "-")
+    return {"name": name, "cc": f"{p.major}.{p.minor}", "sms": p.multi_processor_count,
+            "driver": torch.version.cuda and f"cuda {torch.version.cuda}", "slug": slug,
+            "torch": torch.__version__}
+
+
+def time_ms(torch, fn, warmup, iters):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return statistics.median(times), min(times), max(times)
+
+
+def make_fn(torch, variant, q, k, v, causal, gqa):
+    """q [B, T, H, D] etc. Returns a callable computing O [B, H, T, D] with the chosen path."""
+    F = torch.nn.functional
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))  # [B, H, T, D] views
+    backends = {"sdpa-flash": SDPBackend.FLASH_ATTENTION, "sdpa-cudnn": SDPBackend.CUDNN_ATTENTION,
+                "sdpa-efficient": SDPBackend.EFFICIENT_ATTENTION, "sdpa-math": SDPBackend.MATH}
+    if variant in backends:
+        def run():
+            with sdpa_kernel(backends[variant]):
+                return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, enable_gqa=gqa)
+        return run
+    if variant == "eager":
+        scale = 1 / math.sqrt(q.shape[-1])
+        group = q.shape[2] // k.shape[2]
+        ke = kt.repeat_interleave(group, dim=1) if group > 1 else kt
+        ve = vt.repeat_interleave(group, dim=1) if group > 1 else vt
+        tq, tkv = q.shape[1], k.shape[1]
+        mask = None
+        if causal:  # bottom-right aligned, as the lab's reference
+            i = torch.arange(tq, device=q.device)[:, None] + (tkv - tq)
+            mask = torch.arange(tkv, device=q.device)[None, :] > i
+
+        def run():
+            s = (qt @ ke.transpose(-1, -2)) * scale
+            if mask is not None:
+                s = s.masked_fill(mask, float("-inf"))
+            return torch.softmax(s, dim=-1) @ ve
+        return run
+    raise SystemExit(f"baselines: unknown variant '{variant}'")
+
+
+def sample_error(torch, out, q, k, v, causal, rows=128):
+    """Max |out - float64| over `rows` query rows of batch 0, every head."""
+    tq, tkv, h, d = q.shape[1], k.shape[1], q.shape[2], q.shape[3]
+    group = h // k.shape[2]
+    idx = torch.unique(torch.cat([torch.tensor([0, tq - 1]), torch.randint(0, tq, (rows,))])).to(q.device)
+    worst = 0.0
+    for head in range(h):
+        qh = q[0, idx, head].double()
+        kh, vh = k[0, :, head // group].double(), v[0, :, head // group].double()
+        s = qh @ kh.T / math.sqrt(d)
+        if causal:
+            s = s.masked_fill(torch.arange(tkv, device=q.device)[None, :] > (idx[:, None] + tkv - tq), float("-inf"))
+        ref = torch.softmax(s, dim=-1) @ vh
+        worst = max(worst, (out[0, head, idx].double() - ref).abs().max().item())
+    return worst
+
+
+def run_spec(torch, spec, section, warmup, iters):
+    b, h, t, d = spec["b"], spec["h"], spec["t"], spec["d"]
+    h_kv, t_kv = spec.get("h_kv", h), spec.get("t_kv", t)
+    dtype_name, causal = spec.get("dtype", "bf16"), spec.get("causal", False)
+    dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype_name]
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32 (TF32 would be a different precision)
+    torch.backends.cudnn.allow_tf32 = False
+    gen = torch.Generator(device="cuda").manual_seed(1234)
+    mk = lambda *shape, off: ((torch.rand(*shape, device="cuda", generator=gen) * 2 - 1) + off).to(dtype)
+    q, k, v = mk(b, t, h, d, off=0.25), mk(b, t_kv, h_kv, d, off=0.25), mk(b, t_kv, h_kv, d, off=0.5)
+    records = []
+    for variant in spec["variants"]:
+        rec = {"schema_version": 1, "section": section, "variant": variant, "build": "baseline",
+               "git_sha": git_sha(), "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+               "gpu": gpu_info(torch),
+               "problem": {"b": b, "h": h, "h_kv": h_kv, "t_q": t, "t_kv": t_kv, "d": d, "dtype": dtype_name,
+                           "causal": causal, "window": None, "page_size": None},
+               "command": "scripts/baselines.py --spec " + json.dumps(spec, separators=(",", ":"))}
+        try:
+            fn = make_fn(torch, variant, q, k, v, causal, h_kv != h)
+            out = fn()
+            torch.cuda.synchronize()
+            err = sample_error(torch, out, q, k, v, causal)
+            med, lo, hi = time_ms(torch, fn, warmup, iters)
+        except Exception as e:  # a backend that refuses the shape is recorded as such, not skipped silently
+            rec.update(check={"passed": False, "max_abs_err": None, "rel_l2_err": None, "ref_err_bound": None,
+                              "rule": "baseline unavailable", "rows_checked": 0, "verdict": f"{type(e).__name__}: {str(e)[:200]}"},
+                       timing={"warmup": warmup, "iters": 0, "median_ms": None, "min_ms": None, "max_ms": None},
+                       metrics={"tflops": None, "hbm_gbps": None, "hbm_bytes_model": None, "extra_device_bytes": None})
+            records.append(rec)
+            print(f"  {variant:<15} unavailable: {type(e).__name__}: {str(e)[:120]}", flush=True)
+            continue
+        f = flops(b, h, t, t_kv, d, causal)
+        e = {"fp32": 4, "fp16": 2, "bf16": 2}[dtype_name]
+        nbytes = (2 * b * t * h * d + 2 * b * t_kv * h_kv * d) * e
+        rec.update(check={"passed": err <= TOL[dtype_name], "max_abs_err": err, "rel_l2_err": None,
+                          "ref_err_bound": TOL[dtype_name], "rule": "max|out-fp64| on sampled rows <= dtype tolerance",
+                          "rows_checked": 130 * h},
+                   timing={"warmup": warmup, "iters": iters, "median_ms": med, "min_ms": lo, "max_ms": hi},
+                   metrics={"tflops": f / (med * 1e-3) / 1e12, "hbm_gbps": nbytes / (med * 1e-3) / 1e9,
+                            "hbm_bytes_model": nbytes, "extra_device_bytes": None})
+        records.append(rec)
+        print(f"  {variant:<15} {med:9.4f} ms  {rec['metrics']['tflops']:7.2f} TFLOP/s  err {err:.2e}", flush=True)
+        del out
+    return records
+
+
+def ceilings(torch, iters=20):
+    """The GPU's ceilings measured now: every "% of ceiling" is relative to the same run."""
+    n = 1 << 30  # 1 GiB each way
+    src, dst = torch.empty(n, dtype=torch.uint8, device="cuda"), torch.empty(n, dtype=torch.uint8, device="cuda")
+    src.random_()
+    med, _, _ = time_ms(torch, lambda: dst.copy_(src), 3, iters)
+    out = {"copy_gbps": 2 * n / (med * 1e-3) / 1e9}  # bytes read + bytes written
+    torch.backends.cuda.matmul.allow_tf32 = False
+    for name, dtype in (("fp32_gemm_tflops", torch.float32), ("bf16_gemm_tflops", torch.bfloat16)):
+        m = 8192
+        a, b = torch.randn(m, m, device="cuda").to(dtype), torch.randn(m, m, device="cuda").to(dtype)
+        med, _, _ = time_ms(torch, lambda: a @ b, 3, iters if dtype != torch.float32 else 5)
+        out[name] = 2 * m ** 3 / (med * 1e-3) / 1e12
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--section", help="the section whose shapes this mirrors (record field)")
+    ap.add_argument("--spec", action="append", default=[], help="JSON shape + variants (repeatable)")
+    ap.add_argument("--ceilings", action="store_true", help="measure copy bandwidth and GEMM rates")
+    ap.add_argument("--json", required=True, help="append records (or write the ceilings) here")
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=20)
+    a = ap.parse_args()
+    try:
+        import torch
+    except ImportError:
+        print("baselines: cannot run here: PyTorch is not importable")
+        sys.exit(77)
+    if not torch.cuda.is_available():
+        print("baselines: cannot run here: no CUDA device visible to PyTorch")
+        sys.exit(77)
+    path = Path(a.json)
+    if a.ceilings:
+        c = ceilings(torch)
+        c.update(gpu=gpu_info(torch), time_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), git_sha=git_sha())
+        path.write_text(json.dumps(c, indent=1) + "\n")
+        print(f"  ceilings: copy {c['copy_gbps']:.0f} GB/s, fp32 GEMM {c['fp32_gemm_tflops']:.1f} TFLOP/s, "
+              f"bf16 GEMM {c['bf16_gemm_tflops']:.0f} TFLOP/s")
+        return
+    records = json.loads(path.read_text()) if path.exists() else []
+    for s in a.spec:
+        records += run_spec(torch, json.loads(s), a.section or "baseline", a.warmup, a.iters)
+    path.write_text(json.dumps(records, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
