@@ -78,6 +78,8 @@ std::string validate(const Problem& p, const Options& o, const Section& s) {
   if (!o.bug.empty() && std::find(s.bugs.begin(), s.bugs.end(), o.bug) == s.bugs.end())
     return "unknown bug '" + o.bug + "' for " + s.name +
            (s.bugs.empty() ? std::string(" (this section has none)") : " (bugs: " + join(s.bugs) + ")");
+  if (o.ragged_kv && !s.supports_ragged_kv)
+    return "--kv-lens random is not supported by " + s.name + " (every sequence has T_kv keys)";
   if (!(o.magnitude > 0) || !std::isfinite(o.magnitude)) return "--magnitude must be a positive number";
   if (o.warmup < 0 || o.iters < 0) return "--warmup and --iters must be >= 0";
   if (o.sample_rows < 1) return "--sample-rows must be >= 1";
@@ -97,6 +99,7 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
   o.variant = s.variants.empty() ? "" : s.variants.front();
   Problem& p = o.problem;
   std::string dtype = dtype_name(p.dtype), check = "auto";
+  std::string kv_lens = s.ragged_kv_default ? "random" : "full";
   int t_kv = -1, h_kv = -1, window = 0;
 
   CLI::App app{s.name + ": " + s.title};
@@ -112,6 +115,8 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
   app.add_flag("--causal", p.causal, "Causal mask (bottom-right aligned when T_q != T_kv)");
   auto* win = app.add_option("--window", window, "Sliding window W (needs --causal)");
   app.add_option("--page-size", p.page_size, "Paged KV block size (multiple of 16)");
+  app.add_option("--kv-lens", kv_lens, "Keys per sequence: full (T_kv each) or random (seeded, in [1, T_kv])")
+      ->capture_default_str();
   app.add_option("--variant", o.variant, "Variant: " + join(s.variants))->capture_default_str();
   app.add_option("--bug", o.bug, s.bugs.empty() ? std::string("Inject a pitfall (none in this section)")
                                                  : "Inject a pitfall: " + join(s.bugs));
@@ -146,6 +151,11 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
     *message = "unknown dtype '" + dtype + "' (fp32, fp16, bf16)";
     return kExitBadInput;
   }
+  if (kv_lens != "full" && kv_lens != "random") {
+    *message = "unknown --kv-lens '" + kv_lens + "' (full, random)";
+    return kExitBadInput;
+  }
+  o.ragged_kv = kv_lens == "random";
   if (!parse_check_mode(check, &o.check)) {
     *message = "unknown --check mode '" + check + "' (auto, full, sample, none)";
     return kExitBadInput;
@@ -154,6 +164,7 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
     *message = m;
     return kExitBadInput;
   }
+  if (o.ragged_kv) o.problem.kv_len = make_kv_lengths(p.b, p.t_kv, o.seed);
   *out = o;
   return kExitPass;
 }
@@ -282,7 +293,8 @@ int run_section(int argc, char** argv, const Section& s) {
       CUDA_CHECK(cudaMemcpy(kv_len_dev.get(), p.kv_len.data(), kv_len_dev.bytes(), cudaMemcpyHostToDevice));
     const RunContext ctx{p, opt.variant, opt.bug, dev,
                          DeviceTensors{q.get(), k.get(), v.get(), o_dev.get(), lse_dev.as<float>(),
-                                       p.kv_len.empty() ? nullptr : kv_len_dev.as<int>()}};
+                                       p.kv_len.empty() ? nullptr : kv_len_dev.as<int>()},
+                         in, opt};
     const GpuRun run = s.gpu(ctx);
     extra_bytes = run.extra_device_bytes;
     if (run.hbm_bytes_model >= 0) hbm_bytes = run.hbm_bytes_model;

@@ -31,6 +31,7 @@ struct Options {
   std::string variant;  // "" = the section's first
   std::string bug;      // "" = none
   uint64_t seed = 1234;
+  bool ragged_kv = false;  // per-sequence key counts kv_len[b] in [1, T_kv] (decode); see make_kv_lengths
   float magnitude = 1.0f;  // Q and K are multiplied by this (large values stress overflow)
   int warmup = 3, iters = 10;
   bool flush_l2 = false;
@@ -57,6 +58,8 @@ struct RunContext {
   const std::string& bug;
   const DeviceInfo& device;
   DeviceTensors tensors;
+  const HostInputs& host;  // the same inputs on the host (e.g. to build a paged KV pool)
+  const Options& options;
 };
 
 // What a section's GPU setup returns: the forward pass to check and time, and what it reports.
@@ -83,6 +86,8 @@ struct Section {
   std::vector<DType> dtypes = {DType::f32};
   bool needs_sm90a = false;
   bool writes_lse = true;
+  bool supports_ragged_kv = false;  // the kernels honour kv_len[b] (DeviceTensors::kv_len)
+  bool ragged_kv_default = false;   // decode sections: sequences of different lengths unless --kv-lens full
   Problem default_problem;
   // Section-specific validation: "" if fine, else the one-line reason (exit 2).
   std::function<std::string(const Problem&, const Options&)> validate;

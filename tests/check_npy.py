@@ -24,15 +24,17 @@ assert abs(meta["softmax_scale"] - 1 / np.sqrt(D)) < 1e-7
 
 qd, kd, vd = (x.astype(np.float64) for x in (q, k, v))
 group = H // HKV
-pos = np.arange(TQ)[:, None] + (TKV - TQ)  # bottom-right aligned query positions
-j = np.arange(TKV)[None, :]
-mask = np.ones((TQ, TKV), bool)
-if p["causal"]:
-    mask &= j <= pos
-if p["window"]:
-    mask &= j > pos - p["window"]
+kv_len = np.load(d / "kv_len.npy") if (d / "kv_len.npy").exists() else np.full(B, TKV)
 worst = 0.0
 for b in range(B):
+    keys = int(kv_len[b])  # a sequence's valid keys; causal is bottom-right aligned to them
+    pos = np.arange(TQ)[:, None] + (keys - TQ)
+    j = np.arange(TKV)[None, :]
+    mask = np.broadcast_to(j < keys, (TQ, TKV)).copy()
+    if p["causal"]:
+        mask &= j <= pos
+    if p["window"]:
+        mask &= j > pos - p["window"]
     for h in range(H):
         s = qd[b, :, h, :] @ kd[b, :, h // group, :].T / np.sqrt(D)
         s = np.where(mask, s, -np.inf)

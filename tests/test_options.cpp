@@ -59,6 +59,8 @@ TEST_CASE("options: each bad input is refused with its reason", "[options]") {
       {{"--t", "20000000"}, "exceeds the lab's limit"},
       {{"--t", "abc"}, "--t"},
       {{"--frobnicate"}, "frobnicate"},
+      {{"--kv-lens", "some"}, "unknown --kv-lens 'some'"},
+      {{"--kv-lens", "random"}, "--kv-lens random is not supported by 99_demo"},
   };
   for (const auto& [args, expected] : bad) {
     Options o;
@@ -68,6 +70,18 @@ TEST_CASE("options: each bad input is refused with its reason", "[options]") {
     CHECK(msg.find(expected) != std::string::npos);
     CHECK(msg.find('\n') == std::string::npos);  // one line
   }
+}
+
+TEST_CASE("options: ragged sequence lengths where a section supports them", "[options]") {
+  Section s = demo();
+  s.supports_ragged_kv = true;
+  const char* argv[] = {"demo", "--b", "5", "--t", "1", "--t-kv", "300", "--kv-lens", "random"};
+  Options o;
+  std::string msg;
+  REQUIRE(parse_options(9, argv, s, &o, &msg) == kExitPass);
+  REQUIRE(o.problem.kv_len.size() == 5);
+  CHECK(o.problem.kv_len[0] == 300);  // one full-length sequence
+  for (int len : o.problem.kv_len) CHECK((len >= 1 && len <= 300));
 }
 
 TEST_CASE("options: a section's own validation runs last", "[options]") {
