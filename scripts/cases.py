@@ -1,0 +1,100 @@
+"""Case files: the one list of what `scripts/lab check` (students) and `scripts/lab grade`
+(instructors) run for a section. One JSON file per section, tests/cases/NN_name.json:
+
+  section     "01_naive": the program the cases run (solutions/01_naive.cu, labs/01_naive.cu)
+  variants    the section's variants; a case runs once per variant unless it lists its own
+  timeout_s   optional: seconds a run may take before it counts as a hang (default 300)
+  cases       [{name, args: [...], weight (default 1), cpu (default true), variants (optional)}]
+              must PASS the self-check (exit 0); `cpu: false` = skipped by the CPU model (too slow)
+  bad_inputs  [{name, args}]: must be refused with exit 2 and a one-line reason, before any GPU work
+  bugs        [{bug, name, args}]: run on the solution with --bug, must FAIL the self-check (exit 1)
+  bench       [{args, variants (optional)}]: the sweep of `scripts/lab bench`
+  baselines   [spec]: library baselines for the bench (scripts/baselines.py --spec)
+  grade_perf  optional {args, variants}: the shape the grader times against the solution
+
+An instructor's hidden case file has the same format (a `section` and `cases`, optionally
+`variants`); `--cases FILE` adds its cases to the section's own.
+"""
+import json
+from pathlib import Path
+
+KNOWN_KEYS = {"section", "about", "variants", "timeout_s", "cases", "bad_inputs", "bugs", "bench", "baselines",
+              "grade_perf"}
+CASE_KEYS = {"name", "args", "weight", "cpu", "variants"}
+
+
+class CaseFileError(Exception):
+    pass
+
+
+def _strings(x):
+    return isinstance(x, list) and all(isinstance(a, str) for a in x)
+
+
+def validate(data, where="case file"):
+    """Raises CaseFileError naming the first problem found."""
+    def bad(msg):
+        raise CaseFileError(f"{where}: {msg}")
+    if not isinstance(data, dict):
+        bad("expected a JSON object")
+    for key in ("section", "cases"):
+        if key not in data:
+            bad(f"missing '{key}'")
+    unknown = set(data) - KNOWN_KEYS
+    if unknown:
+        bad(f"unknown key '{sorted(unknown)[0]}' (known: {', '.join(sorted(KNOWN_KEYS))})")
+    if not isinstance(data["section"], str) or not data["section"][:2].isdigit():
+        bad("'section' must be a section name like \"01_naive\"")
+    if "variants" in data and (not _strings(data["variants"]) or not data["variants"]):
+        bad("'variants' must be a non-empty list of strings")
+    if "timeout_s" in data and not (isinstance(data["timeout_s"], (int, float)) and data["timeout_s"] > 0):
+        bad("'timeout_s' must be a positive number")
+    names = set()
+    for group in ("cases", "bad_inputs", "bugs"):
+        items = data.get(group, [])
+        if not isinstance(items, list):
+            bad(f"'{group}' must be a list")
+        for n, case in enumerate(items):
+            at = f"{group}[{n}]"
+            if not isinstance(case, dict):
+                bad(f"{at}: expected an object")
+            if not isinstance(case.get("name"), str) or not case["name"]:
+                bad(f"{at}: missing 'name'")
+            at = f"{group}[{n}] '{case['name']}'"
+            if group == "cases":
+                extra = set(case) - CASE_KEYS
+                if extra:
+                    bad(f"{at}: unknown key '{sorted(extra)[0]}'")
+            if not _strings(case.get("args", [])):
+                bad(f"{at}: 'args' must be a list of strings (write numbers as \"64\")")
+            if "weight" in case and not (isinstance(case["weight"], (int, float)) and case["weight"] > 0):
+                bad(f"{at}: 'weight' must be a positive number")
+            if "variants" in case and not _strings(case["variants"]):
+                bad(f"{at}: 'variants' must be a list of strings")
+            if group == "bugs" and not isinstance(case.get("bug"), str):
+                bad(f"{at}: missing 'bug'")
+            key = (group, case["name"])
+            if key in names:
+                bad(f"{at}: duplicate name")
+            names.add(key)
+    return data
+
+
+def load(path):
+    path = Path(path)
+    if not path.exists():
+        raise CaseFileError(f"no case file {path}")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise CaseFileError(f"{path}: not valid JSON: {e.msg} (line {e.lineno})")
+    return validate(data, str(path))
+
+
+def merge_hidden(data, hidden):
+    """The section's case list plus an instructor's hidden cases for the same section."""
+    if hidden["section"] != data["section"]:
+        return data
+    merged = dict(data)
+    merged["cases"] = data["cases"] + [dict(c, name="hidden: " + c["name"]) for c in hidden["cases"]]
+    return merged

@@ -1,0 +1,282 @@
+"""The instructor's grader: `scripts/lab grade SUBMISSION_DIR...`.
+
+A submission is a folder holding a student's versions of labs/NN_<name>.cu (any subset; directly
+in the folder or in a labs/ folder inside it). For each submission the grader copies those files
+into its own tree under --out (the student's code never touches the repository), builds them
+against the repository's harness, and for each section:
+
+  compile      a file that does not compile scores 0, with the compiler's first errors quoted
+  stub check   a file identical to the generated stub is flagged "unmodified stub" (no GPU needed)
+  correctness  the section's case list (tests/cases/NN_name.json, plus --cases hidden cases), each
+               run with a time limit; a case scores its weight when the run exits 0 AND leaves a
+               result record saying the check passed (so exiting early earns nothing)
+  performance  only when correctness is 100%: the student's median time against the reference
+               solution's on the section's grade_perf shape, measured in the same run:
+               ratio = solution time / student time;  >= 0.9: +10 points;  >= 0.5: +5;  else +0
+
+Section score = correctness (0-100) + bonus; the submission's total is the mean over the graded
+sections (--sections, default: the sections the submission contains). Outputs per submission
+grade.json and grade.md, and class_summary.csv for the lot.
+"""
+import csv
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+BONUS_TIERS = [(0.9, 10), (0.5, 5)]  # (minimum speed ratio vs the solution, bonus points)
+LAB_NAME = re.compile(r"^(\d\d)_[a-z0-9_]+\.cu$")
+
+
+def scan_submission(folder, known_sections):
+    """{section: path} of the lab files in a submission, and the names of the files it ignores."""
+    folder = Path(folder)
+    roots = [folder / "labs", folder] if (folder / "labs").is_dir() else [folder]
+    found, ignored = {}, []
+    for root in roots:
+        for f in sorted(root.iterdir()):
+            if f.is_dir():
+                if f.name != "labs":
+                    ignored.append(f.name + "/")
+                continue
+            stem = f.name[:-3] if f.name.endswith(".cu") else None
+            if stem in known_sections and stem not in found:
+                found[stem] = f
+            else:
+                ignored.append(f.name if root == folder else f"{root.name}/{f.name}")
+    return found, ignored
+
+
+def compiler_excerpt(log, lines=8):
+    """The first error lines of a build log (what a student needs to see)."""
+    errs = [l for l in log.splitlines() if re.search(r"\berror\b", l, re.IGNORECASE)]
+    pick = errs[:lines] if errs else log.strip().splitlines()[-lines:]
+    return "\n".join(l[:240] for l in pick)
+
+
+def run_excerpt(out, lines=6):
+    return "\n".join(l[:240] for l in out.strip().splitlines()[-lines:])
+
+
+def bonus_for(ratio):
+    if ratio is None:
+        return 0
+    for threshold, points in BONUS_TIERS:
+        if ratio >= threshold:
+            return points
+    return 0
+
+
+def classify(code, out, record_ok):
+    """What happened to one correctness run."""
+    if code == 0 and record_ok:
+        return "pass"
+    if code == 0:
+        return "exited early (no passing result record)"
+    if code == 1:
+        return "wrong answer" if "not written" not in out else "output not written"
+    if code == 124:
+        return "timeout"
+    if code == 77:
+        return "cannot run here"
+    if code == 2:
+        return "refused the input (exit 2)"
+    if code == 3:
+        return "CUDA error"
+    if code < 0:
+        return f"crashed (signal {-code})"
+    return f"exit {code}"
+
+
+def section_score(sec):
+    if sec["status"] != "graded":
+        return 0.0
+    return sec["correctness"] + sec.get("bonus", 0)
+
+
+def total_line(report):
+    if not report["graded_sections"]:
+        return "**Total: 0** — no lab file found (expected labs/NN_<name>.cu files, e.g. 01_naive.cu)."
+    if report["total"] is None:
+        return ("**Total: not scored** — triage only (no GPU): compile errors and unmodified stubs below; "
+                "grade on a GPU machine for correctness and performance.")
+    return (f"**Total: {report['total']:.1f}** (mean over {len(report['graded_sections'])} section(s): "
+            f"{', '.join(report['graded_sections'])})")
+
+
+def render_markdown(report):
+    """grade.md from a grade.json report."""
+    lines = [f"# Grade: {report['submission']}", "",
+             f"Graded {report['time_utc']} at commit {report['git_sha']} on {report['gpu'] or 'no GPU (triage only)'}.", "",
+             total_line(report), ""]
+    if report["ignored_files"]:
+        lines += ["Ignored files (not a lab of this course): " + ", ".join(f"`{f}`" for f in report["ignored_files"]), ""]
+    lines += ["| section | status | correctness | speed vs solution | bonus | score |", "|---|---|---:|---:|---:|---:|"]
+    for name in report["graded_sections"]:
+        s = report["sections"][name]
+        ratio = s.get("speed_ratio")
+        lines.append(f"| {name} | {s['status']}{' (unmodified stub)' if s.get('unmodified_stub') else ''} | "
+                     f"{s['correctness']:.0f}% | {'–' if ratio is None else f'{ratio:.2f}×'} | {s.get('bonus', 0)} | "
+                     f"{section_score(s):.1f} |")
+    lines.append("")
+    for name in report["graded_sections"]:
+        s = report["sections"][name]
+        lines += [f"## {name}", ""]
+        if s["status"] == "missing":
+            lines += ["Not in the submission: 0 points.", ""]
+            continue
+        if s["status"] == "compile error":
+            lines += ["Does not compile: 0 points. The compiler said:", "", "```", s["log_excerpt"], "```", ""]
+            continue
+        if s.get("unmodified_stub"):
+            lines += ["The file is the unmodified stub: no exercise was attempted.", ""]
+        if s["status"] == "not run (no GPU)":
+            lines += ["Compiled; cases not run (no GPU on the grading machine).", ""]
+            continue
+        failed = [c for c in s["cases"] if c["status"] != "pass"]
+        lines += [f"{len(s['cases']) - len(failed)} of {len(s['cases'])} cases passed "
+                  f"({s['weight_passed']:g} of {s['weight_total']:g} weight).", ""]
+        if failed:
+            lines += ["| case | variant | result | seconds |", "|---|---|---|---:|"]
+            lines += [f"| {c['case']} | {c['variant']} | {c['status']} | {c['seconds']:.1f} |" for c in failed]
+            lines.append("")
+            first = failed[0]
+            lines += [f"First failure, `{first['case']}` ({first['variant']}):", "", "```", first["log_excerpt"], "```", ""]
+    return "\n".join(lines)
+
+
+def write_reports(report, folder):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "grade.json").write_text(json.dumps(report, indent=1) + "\n")
+    (folder / "grade.md").write_text(render_markdown(report))
+
+
+def write_class_summary(reports, path):
+    sections = sorted({s for r in reports for s in r["graded_sections"]})
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["submission", "total"] + sections)
+        for r in reports:
+            w.writerow([r["submission"], "triage" if r["total"] is None else f"{r['total']:.1f}"] +
+                       [f"{section_score(r['sections'][s]):.1f}" if s in r["sections"] else "" for s in sections])
+
+
+class Grader:
+    """Holds what every submission shares: the repository, the reference build, the run helper."""
+
+    def __init__(self, root, ref_build, run_limited, make_stub, load_cases, expand_cases, cmake_env, say):
+        self.root, self.ref_build = Path(root), Path(ref_build)
+        self.run_limited, self.make_stub, self.load_cases = run_limited, make_stub, load_cases
+        self.expand_cases, self.cmake_env, self.say = expand_cases, cmake_env, say
+
+    def build_submission(self, labs_dir, build_dir, sections):
+        """Configures a build of only the submitted labs; returns {section: (ok, log)}."""
+        args = ["cmake", "-S", str(self.root), "-B", str(build_dir), "-DLAB_BUILD_TESTS=OFF", "-DLAB_BUILD_SOLUTIONS=OFF",
+                f"-DLAB_LABS_DIR={labs_dir}", "-DCMAKE_BUILD_TYPE=Release"]
+        if shutil.which("ninja"):
+            args += ["-G", "Ninja"]
+        if (self.root / ".deps").is_dir():
+            args.append(f"-DCMAKE_PREFIX_PATH={self.root / '.deps'}")
+        r = subprocess.run(args, capture_output=True, text=True, env=self.cmake_env())
+        if r.returncode != 0:
+            return {s: (False, r.stdout + r.stderr) for s in sections}
+        results = {}
+        for s in sections:  # one target at a time: one broken file must not hide the others
+            r = subprocess.run(["cmake", "--build", str(build_dir), "--target", f"lab_{s}", "--parallel", str(os.cpu_count() or 2)],
+                               capture_output=True, text=True, env=self.cmake_env())
+            results[s] = (r.returncode == 0, r.stdout + r.stderr)
+        return results
+
+    def run_case(self, exe, variant, args, timeout, workdir):
+        rec = workdir / "record.json"
+        rec.unlink(missing_ok=True)
+        cmd = [exe, "--variant", variant, "--iters", "0", "--quiet", "--json", rec] + args
+        code, out, secs = self.run_limited(cmd, timeout)
+        record_ok = False
+        if rec.exists():
+            try:
+                r = json.loads(rec.read_text())[-1]
+                record_ok = bool(r["check"]["passed"]) and r["check"]["rows_checked"] > 0 and r["build"] == "lab"
+            except (ValueError, KeyError, IndexError, TypeError):
+                record_ok = False
+        return code, out, secs, record_ok
+
+    def median_ms(self, exe, variant, args, timeout, workdir):
+        rec = workdir / "perf.json"
+        rec.unlink(missing_ok=True)
+        code, out, _ = self.run_limited([exe, "--variant", variant, "--quiet", "--check", "sample", "--json", rec] + args, timeout)
+        if code != 0 or not rec.exists():
+            return None
+        try:
+            return json.loads(rec.read_text())[-1]["timing"]["median_ms"]
+        except (ValueError, KeyError, IndexError):
+            return None
+
+    def grade(self, submission, out_root, known_sections, only_sections, hidden, timeout, on_gpu, gpu_name, sha, progress):
+        submission = Path(submission)
+        name = submission.resolve().name
+        out = Path(out_root) / name
+        if out.exists():
+            shutil.rmtree(out)
+        labs_dir = out / "labs"
+        labs_dir.mkdir(parents=True)
+        files, ignored = scan_submission(submission, known_sections) if submission.is_dir() else ({}, [])
+        graded = only_sections or sorted(files)
+        report = {"submission": name, "path": str(submission), "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                  "git_sha": sha, "gpu": gpu_name if on_gpu else None, "ignored_files": ignored,
+                  "graded_sections": graded, "sections": {}, "bonus_tiers": BONUS_TIERS}
+        if not submission.is_dir():
+            report["error"] = "not a folder"
+        for s in files:
+            shutil.copy(files[s], labs_dir / f"{s}.cu")
+        present = [s for s in graded if s in files]
+        built = self.build_submission(labs_dir, out / "build", present) if present else {}
+        for s in graded:
+            sec = {"status": "missing", "correctness": 0.0, "cases": [], "weight_total": 0, "weight_passed": 0}
+            report["sections"][s] = sec
+            if s not in files:
+                continue
+            text = files[s].read_text(errors="replace")
+            stub = self.make_stub((self.root / "solutions" / f"{s}.cu").read_text(), f"{s}.cu")
+            sec["unmodified_stub"] = text == stub
+            ok, log = built[s]
+            (out / f"build-{s}.log").write_text(log)
+            if not ok:
+                sec.update(status="compile error", log_excerpt=compiler_excerpt(log))
+                progress(f"{name}: {s}: compile error")
+                continue
+            if not on_gpu:
+                sec["status"] = "not run (no GPU)"
+                progress(f"{name}: {s}: compiled{' (unmodified stub)' if sec['unmodified_stub'] else ''}; no GPU, cases not run")
+                continue
+            data = self.load_cases(s, hidden)
+            runs = [r for r in self.expand_cases(data, False, False, True) if r[3] == "pass"]
+            exe = out / "build" / "bin" / f"lab_{s}"
+            limit = min(timeout, data.get("timeout_s", timeout))
+            for n, (case, variant, args, _, weight) in enumerate(runs, 1):
+                code, text_out, secs, record_ok = self.run_case(exe, variant, args, limit, out)
+                status = classify(code, text_out, record_ok)
+                sec["cases"].append({"case": case, "variant": variant, "weight": weight, "status": status, "exit": code,
+                                     "seconds": round(secs, 2), "log_excerpt": run_excerpt(text_out)})
+                sec["weight_total"] += weight
+                sec["weight_passed"] += weight if status == "pass" else 0
+                progress(f"{name}: {s} [{n}/{len(runs)}] {status:<12} {variant} {case}")
+            sec["correctness"] = 100.0 * sec["weight_passed"] / sec["weight_total"] if sec["weight_total"] else 0.0
+            sec["status"] = "graded"
+            perf = data.get("grade_perf") or (data.get("bench") or [None])[0]
+            if sec["correctness"] == 100.0 and perf:
+                variant = (perf.get("variants") or data["variants"])[0]
+                args = [a for a in perf["args"]]
+                mine = self.median_ms(exe, variant, args, limit, out)
+                ref = self.median_ms(self.ref_build / "bin" / s, variant, args, limit, out)
+                sec["speed_ratio"] = (ref / mine) if mine and ref else None
+                sec["perf_shape"] = {"variant": variant, "args": args, "student_ms": mine, "solution_ms": ref}
+                sec["bonus"] = bonus_for(sec["speed_ratio"])
+                progress(f"{name}: {s} performance: {mine} ms vs solution {ref} ms -> bonus {sec['bonus']}")
+        scores = [section_score(report["sections"][s]) for s in graded]
+        report["total"] = (sum(scores) / len(scores) if scores else 0.0) if on_gpu or not present else None
+        write_reports(report, out)
+        return report
