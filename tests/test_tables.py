@@ -17,15 +17,33 @@ class Tables(unittest.TestCase):
     def test_rows_and_numbers_come_from_the_records(self):
         text, problems, by_section = tables.render(SAMPLE)
         self.assertEqual(list(by_section), ["01_naive"])
-        self.assertEqual(len(by_section["01_naive"]), 2)
-        self.assertIn("| kernels | solution | B=1 H=16 T=4096 D=64 fp32 | 10.25 | 6.7 | 425 | 2.15 GB | pass |", text)
-        self.assertIn("| cublas | solution | B=1 H=16 T=4096 D=64 fp32 causal | 2.77 | 24.8 |", text)
+        self.assertEqual(len(by_section["01_naive"]), 3)
+        # ours: 10.25 ms, 6.7 TFLOP/s = 13% of the 50 TFLOP/s fp32 ceiling; the eager baseline on the same
+        # problem took 5.125 ms, so ours runs at 0.50x of the best baseline
+        self.assertIn("| kernels | solution | B=1 H=16 T=4096 D=64 fp32 | 10.25 | 6.7 | 425 | 13 | 0.50× (eager) | 2.15 GB | – | pass |", text)
+        self.assertIn("| eager | baseline | B=1 H=16 T=4096 D=64 fp32 | 5.125 | 13.4 | 425 | 27 | (baseline) |", text)
+        # a record with no baseline on its problem says so instead of inventing a ratio
+        self.assertIn("| cublas | solution | B=1 H=16 T=4096 D=64 fp32 causal | 2.77 | 24.8 | 425 | 50 | no baseline |", text)
+        self.assertIn("copy 4250 GB/s", text)
         self.assertIn("# Measured results: NVIDIA H200", text)
 
     def test_malformed_records_and_files_are_named_and_skipped(self):
         _, problems, _ = tables.render(SAMPLE)
-        self.assertIn("01_naive.json: record 2: field 'timing.median_ms' missing; skipped", problems)
+        self.assertIn("01_naive.json: record 3: field 'timing.median_ms' missing; skipped", problems)
         self.assertTrue(any(p.startswith("02_broken.json: not valid JSON") for p in problems))
+        self.assertFalse(any("ceilings.json" in p for p in problems))
+
+    def test_measured_dram_bytes_appear_beside_the_model(self):
+        import json
+        with tempfile.TemporaryDirectory() as tmp:
+            for f in SAMPLE.glob("*.json"):
+                shutil.copy(f, tmp)
+            rec = json.loads((SAMPLE / "01_naive.json").read_text())[0]
+            key = list(tables.problem_key(rec))
+            Path(tmp, "ncu.json").write_text(json.dumps([{"section": "01_naive", "variant": "kernels", "problem_key": key,
+                                                         "dram_bytes": 4.5e9}]))
+            text, _, _ = tables.render(Path(tmp))
+            self.assertIn("| 4.5 GB / 4.36 GB |", text)
 
     def test_readme_table_is_replaced_between_markers_only(self):
         _, _, by_section = tables.render(SAMPLE)

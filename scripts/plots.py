@@ -1,0 +1,168 @@
+"""PNG plots of a results folder (called by `scripts/lab tables`). Each plot is drawn only from
+records that exist; a plot with nothing to show is skipped and named in the returned notes."""
+from pathlib import Path
+
+PREFILL_SECTIONS = ["01_naive", "02_v1_tile", "03_v2_loop_order", "04_fp16", "08_tma_skeleton"]
+
+
+def _plt():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _series(records, pick, x, y):
+    """{label: [(x, y), ...]} sorted by x, for the records `pick` labels (None = leave out)."""
+    out = {}
+    for r in records:
+        label = pick(r)
+        if label is None:
+            continue
+        xv, yv = x(r), y(r)
+        if xv is None or yv is None:
+            continue
+        out.setdefault(label, []).append((xv, yv))
+    return {k: sorted(v) for k, v in sorted(out.items())}
+
+
+def _draw(plt, series, title, xlabel, ylabel, path, logx=True, logy=False, extra=None):
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for label, pts in series.items():
+        style = "--" if "(baseline)" in label else "-"
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", label=label)
+    if extra:
+        extra(ax)
+    if logx:
+        ax.set_xscale("log", base=2)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def prefill_ladder(records, folder, plt):
+    """TFLOP/s against T for the prefill ladder, non-causal, one dtype per line, baselines dashed."""
+    def pick(r):
+        p = r["problem"]
+        if p["causal"] or p["t_q"] != p["t_kv"] or r["section"] not in PREFILL_SECTIONS:
+            return None
+        tag = f"{r['section']} {r['variant']} D={p['d']} {p['dtype']}"
+        return tag + (" (baseline)" if r["build"] == "baseline" else "")
+    s = _series(records, pick, lambda r: r["problem"]["t_q"], lambda r: r["metrics"].get("tflops"))
+    if not s:
+        return None
+    path = Path(folder) / "prefill_tflops.png"
+    _draw(plt, s, "Prefill: TFLOP/s vs sequence length (non-causal)", "T", "TFLOP/s", path, logy=True)
+    return path
+
+
+def memory_vs_t(records, folder, plt):
+    """Extra device memory against T: S and P (naive) against the flash sections' O(T·D)."""
+    def pick(r):
+        if r["build"] == "baseline" or r["problem"]["causal"] or r["metrics"].get("extra_device_bytes") is None:
+            return None
+        return f"{r['section']} {r['variant']}"
+    s = _series(records, pick, lambda r: r["problem"]["t_q"],
+                lambda r: max(r["metrics"]["extra_device_bytes"], 1) / 1e6)
+    if not s:
+        return None
+    path = Path(folder) / "memory_vs_t.png"
+    _draw(plt, s, "Extra device memory vs T (beyond Q, K, V, O)", "T", "MB", path, logy=True)
+    return path
+
+
+def decode_bandwidth(records, folder, plt, ceilings):
+    def pick(r):
+        if r["problem"]["t_q"] != 1 or r["section"] not in ("05_decode", "06_paged"):
+            return None
+        return f"{r['section']} {r['variant']} B={r['problem']['b']}" + (" (baseline)" if r["build"] == "baseline" else "")
+    s = _series(records, pick, lambda r: r["problem"]["t_kv"], lambda r: r["metrics"].get("hbm_gbps"))
+    if not s:
+        return None
+    path = Path(folder) / "decode_bandwidth.png"
+    extra = (lambda ax: ax.axhline(ceilings["copy_gbps"], color="k", lw=1, ls=":", label="copy ceiling")) if ceilings else None
+    _draw(plt, s, "Decode: GB/s of K/V read vs kv_len", "kv_len", "GB/s", path, extra=extra)
+    return path
+
+
+def window_time(records, folder, plt):
+    def pick(r):
+        if r["section"] != "07_sliding_window":
+            return None
+        return f"{r['variant']}" + (" (baseline)" if r["build"] == "baseline" else "")
+    s = _series(records, pick, lambda r: r["problem"]["t_q"], lambda r: r["timing"].get("median_ms"))
+    if not s:
+        return None
+    path = Path(folder) / "sliding_window_time.png"
+    _draw(plt, s, "Sliding window: time vs T", "T", "ms", path, logy=True)
+    return path
+
+
+def fp16_accum_error(records, folder, plt):
+    def pick(r):
+        if r["section"] != "04_fp16" or r["check"].get("max_abs_err") is None:
+            return None
+        return f"{r['variant']} {'--bug ' + r['bug'] if r.get('bug') else 'fp32 accumulation'} {r['problem']['dtype']}"
+    s = _series(records, pick, lambda r: r["problem"]["t_q"], lambda r: r["check"]["max_abs_err"])
+    if not s:
+        return None
+    path = Path(folder) / "fp16_accum_error.png"
+    _draw(plt, s, "Max |error| vs fp64 against T", "T", "max abs error", path, logy=True)
+    return path
+
+
+def roofline(records, folder, plt, ceilings):
+    """Each kernel at (FLOP per modelled HBM byte, TFLOP/s) under the same run's two ceilings."""
+    pts = {}
+    for r in records:
+        m = r["metrics"]
+        if r["build"] == "baseline" or not m.get("tflops") or not m.get("hbm_bytes_model"):
+            continue
+        flops = m.get("flops_model") or m["tflops"] * 1e12 * r["timing"]["median_ms"] * 1e-3
+        pts.setdefault(r["section"], []).append((flops / m["hbm_bytes_model"], m["tflops"]))
+    if not pts or not ceilings:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 5))
+    xs = [0.1, 1e4]
+    bw = ceilings["copy_gbps"] / 1e3  # TB/s
+    for name, peak in (("bf16 GEMM", ceilings["bf16_gemm_tflops"]), ("fp32 GEMM", ceilings["fp32_gemm_tflops"])):
+        ax.plot(xs, [min(peak, bw * x) for x in xs], ":", label=f"{name} {peak:.0f} TFLOP/s / copy {bw:.2f} TB/s")
+    for name, p in sorted(pts.items()):
+        ax.scatter([a for a, _ in p], [b for _, b in p], label=name)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("FLOP per modelled HBM byte")
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title("Roofline (ceilings measured in the same run)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = Path(folder) / "roofline.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def render_all(records, folder, ceilings):
+    """Returns (written paths, notes on what was skipped)."""
+    try:
+        plt = _plt()
+    except ImportError:
+        return [], ["matplotlib not installed (pip install -r scripts/requirements.txt): no plots"]
+    made, notes = [], []
+    for name, fn in (("prefill ladder", lambda: prefill_ladder(records, folder, plt)),
+                     ("memory vs T", lambda: memory_vs_t(records, folder, plt)),
+                     ("decode bandwidth", lambda: decode_bandwidth(records, folder, plt, ceilings)),
+                     ("sliding window", lambda: window_time(records, folder, plt)),
+                     ("fp16 accumulation error", lambda: fp16_accum_error(records, folder, plt)),
+                     ("roofline", lambda: roofline(records, folder, plt, ceilings))):
+        path = fn()
+        (made.append(path) if path else notes.append(f"plot '{name}': no records for it yet"))
+    return made, notes
