@@ -11,6 +11,8 @@
   bench       [{args, variants (optional)}]: the sweep of `scripts/lab bench`
   baselines   [spec]: library baselines for the bench (scripts/baselines.py --spec)
   grade_perf  optional {args, variants}: the shape the grader times against the solution
+  sanitize    optional {args}: the small shape compute-sanitizer runs (default: ragged causal T=67/131)
+  ncu         optional {args, variants}: the shape `bench --ncu` measures DRAM bytes on
 
 An instructor's hidden case file has the same format (a `section` and `cases`, optionally
 `variants`); `--cases FILE` adds its cases to the section's own.
@@ -19,7 +21,7 @@ import json
 from pathlib import Path
 
 KNOWN_KEYS = {"section", "about", "variants", "timeout_s", "cases", "bad_inputs", "bugs", "bench", "baselines",
-              "grade_perf"}
+              "grade_perf", "sanitize", "ncu"}
 CASE_KEYS = {"name", "args", "weight", "cpu", "variants"}
 
 
