@@ -1,0 +1,428 @@
+// 02 FlashAttention-1 loop order (§12.2–12.3, exercise 1): tile-wise online softmax, any T.
+//
+// What it adds over 01: S and P never reach HBM. Q is cut into tiles of Br = 64 rows and K/V into
+// tiles of Bc = 64 keys; a 64 x 64 tile of S lives on chip only while it is used, and each query
+// row keeps a running softmax state instead: its maximum m, its sum l = Σ exp(s - m) and its
+// output O. When a new K/V tile raises the maximum from m_old to m_new, everything accumulated so
+// far was relative to m_old and is corrected by exp(m_old - m_new) — the online rescale (§12.2):
+//     m_new = max(m_old, rowmax(S_ij))              p = exp(S_ij - m_new)
+//     l_new = exp(m_old - m_new) · l_old + rowsum(p)
+//     O_new = (exp(m_old - m_new) · l_old · O_old + p V_j) / l_new
+// Memory drops from O(T²) to O(T·D), and the result is exact (not an approximation).
+//
+// The loop order is FlashAttention-1's (Dao et al. 2022, Algorithm 1): K/V tiles OUTSIDE, Q tiles
+// inside. K_j, V_j are loaded once; every Q tile then visits them, so the running O, m and l of
+// every Q tile must wait in HBM between two K/V steps: read, update, written back, at every step.
+// Like Algorithm 1, O is stored normalised (divided by l_new) at every step. That round trip —
+// O(T·D) bytes per K/V tile — is what FlashAttention-2 removes (section 03).
+//
+// How it maps to CUDA here:
+//   init_state_kernel       O = 0, m = -inf, l = 0 in the HBM workspace  (Algorithm 1, line 2)
+//   for kv_tile (host loop) one launch of v1_step_kernel per K/V tile   (the OUTER loop, line 5)
+//     grid = (Q tiles, B·H)  the INNER loop over Q tiles (line 7): its iterations are independent,
+//                            so they run as parallel blocks. The launch boundary is the barrier
+//                            that orders step j's writes of O/m/l before step j+1's reads.
+//   finalize_kernel         O and LSE = m + log(l) to the outputs
+// Honest note: the original FA1 CUDA code ran the whole of Algorithm 1 inside one thread block per
+// (batch, head) — B·H blocks, so B·H = 32 keeps 32 of an H200's 132 SMs busy. Launching once per
+// K/V tile gives every Q tile its own block instead; the HBM traffic of the state is the same.
+// Inside a block, one thread owns one query row (as in §12.3's teaching kernel): 64 threads, the
+// Q/K/V tiles in shared memory, the thread's row of S (64 scores) in registers. Every FMA of
+// S = Q Kᵀ reads both operands from shared memory and every FMA of P V one, so this kernel is
+// bound by shared-memory bandwidth and latency, not arithmetic: 03 register-tiles both products
+// (and keeps Q and the state on chip). Measured numbers: scripts/lab bench 02.
+// Causal masks use GLOBAL indices (query q0 + r, key kv0 + c; bottom-right aligned when
+// T_q != T_kv, see attention_math.h); a (Q tile, K/V tile) pair no row of which sees a key is
+// skipped whole. A row that sees no key at all (T_q > T_kv, causal) gets O = 0 and LSE = -inf.
+//
+// Bugs (--bug, the self-check must catch them):
+//   no-rescale     forgets exp(m_old - m_new) on O and l: wrong as soon as a later tile raises a
+//                  row's maximum, which happens for some row at almost any T > 64
+//   local-causal   tests the causal mask with tile-local indices (r, c) instead of (q0 + r, kv0 + c):
+//                  every tile then looks like a diagonal tile; wrong with --causal and T > 64
+// Exercise (ch12/02_v1_tile.md): write the online-softmax update and the O update
+// (EXERCISE online-softmax), and the final write of O and LSE (EXERCISE finalize).
+// Run: scripts/lab run 02 -- --t 1000 --causal          (your stub)
+//      build/bin/02_v1_tile --t 4096 --causal --h 32     (the solution)
+//      build/bin/02_v1_tile --cpu --t 65 --bug no-rescale (the CPU model, with a pitfall)
+#include "lab.cuh"
+
+constexpr int BLOCK_Q = 64;    // Br: query rows per Q tile
+constexpr int BLOCK_KV = 64;   // Bc: keys per K/V tile
+constexpr int THREADS = BLOCK_Q;  // one thread per query row (§12.3)
+static_assert(THREADS % 32 == 0, "whole warps");
+static_assert(BLOCK_KV % 4 == 0, "K/V tiles are loaded as float4");
+
+enum Bug : int { kNoBug = 0, kNoRescale = 1, kLocalCausal = 2 };
+
+struct Shape {  // what the kernels need of a lab::Problem
+  int t_q, t_kv, h, h_kv;
+  bool causal;
+  float scale;
+};
+
+// Shared memory of one step: the Q tile, the K/V tile. Q rows are padded by one float: thread r
+// reads q[r][c] while its neighbours read q[r+1][c], ... — with the padding those fall in 32
+// different banks. Every thread reads the same k[j][c] and v[j][c] (a broadcast), no padding.
+// 49 KB at D = 64, 97 KB at D = 128: more than the 48 KB a kernel gets without asking (setup_gpu
+// opts in with cudaFuncSetAttribute).
+template <int HEAD_DIM>
+struct StepSmem {
+  float q[BLOCK_Q][HEAD_DIM + 1];
+  float k[BLOCK_KV][HEAD_DIM];
+  float v[BLOCK_KV][HEAD_DIM];
+};
+
+// ---------------------------------------------------------------------------------------------
+// Algorithm 1, line 2: the running state starts as "no key seen": O = 0, m = -inf, l = 0.
+__global__ void init_state_kernel(float* __restrict__ o_run,  // [B·H, T_q, D]
+                                  float* __restrict__ m_run,  // [B·H, T_q]
+                                  float* __restrict__ l_run,  // [B·H, T_q]
+                                  int64_t o_elems, int64_t rows) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; n < o_elems; n += stride) o_run[n] = 0.f;
+  for (int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; n < rows; n += stride) {
+    m_run[n] = -INFINITY;
+    l_run[n] = 0.f;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// One step of the outer loop: K/V tile `kv_tile` meets Q tile blockIdx.x of head blockIdx.y.
+// Reads the tile's running O, m, l from HBM, folds in S_ij = Q_i K_jᵀ · scale, writes them back.
+template <int HEAD_DIM>
+__global__ void __launch_bounds__(THREADS)
+v1_step_kernel(const float* __restrict__ q,   // [B, T_q, H, D]
+               const float* __restrict__ k,   // [B, T_kv, H_kv, D]
+               const float* __restrict__ v,   // [B, T_kv, H_kv, D]
+               float* __restrict__ o_run,     // [B·H, T_q, D]  running O (normalised), fp32
+               float* __restrict__ m_run,     // [B·H, T_q]     running row max
+               float* __restrict__ l_run,     // [B·H, T_q]     running row sum, relative to m
+               Shape sh, int kv_tile, int bug) {
+  extern __shared__ float4 smem_raw[];
+  StepSmem<HEAD_DIM>& sm = *reinterpret_cast<StepSmem<HEAD_DIM>*>(smem_raw);
+  const int q_tile = blockIdx.x, bh = blockIdx.y, b = bh / sh.h, head = bh % sh.h;
+  const int kv_head = lab::kv_head_of(head, sh.h, sh.h_kv);
+  const int q0 = q_tile * BLOCK_Q, q_rows = lab::imin(BLOCK_Q, sh.t_q - q0);
+  const int kv0 = kv_tile * BLOCK_KV, kv_rows = lab::imin(BLOCK_KV, sh.t_kv - kv0);
+
+  // Tile skip: if no row of this Q tile sees a key of this K/V tile, the state does not change.
+  // (The whole block returns together, before any barrier.)
+  const lab::KeyRange seen = lab::visible_keys_of_rows(q0, q0 + q_rows, sh.t_q, sh.t_kv, sh.causal, 0);
+  if (kv0 + kv_rows <= seen.begin || kv0 >= seen.end) return;
+
+  // Q_i, K_j, V_j -> shared memory (rows past T_q / T_kv as zeros), float4 reads from HBM.
+  constexpr int C4 = HEAD_DIM / 4;  // float4 per row
+  for (int idx = threadIdx.x; idx < BLOCK_Q * C4; idx += THREADS) {
+    const int r = idx / C4, c = (idx % C4) * 4;
+    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (r < q_rows) x = *reinterpret_cast<const float4*>(q + ((int64_t(b) * sh.t_q + q0 + r) * sh.h + head) * HEAD_DIM + c);
+    sm.q[r][c] = x.x; sm.q[r][c + 1] = x.y; sm.q[r][c + 2] = x.z; sm.q[r][c + 3] = x.w;
+  }
+  for (int idx = threadIdx.x; idx < BLOCK_KV * C4; idx += THREADS) {
+    const int r = idx / C4, c = (idx % C4) * 4;
+    float4 kx = make_float4(0.f, 0.f, 0.f, 0.f), vx = kx;
+    if (r < kv_rows) {
+      const int64_t at = ((int64_t(b) * sh.t_kv + kv0 + r) * sh.h_kv + kv_head) * HEAD_DIM + c;
+      kx = *reinterpret_cast<const float4*>(k + at);
+      vx = *reinterpret_cast<const float4*>(v + at);
+    }
+    *reinterpret_cast<float4*>(&sm.k[r][c]) = kx;
+    *reinterpret_cast<float4*>(&sm.v[r][c]) = vx;
+  }
+  __syncthreads();  // the three tiles are complete before any thread reads them
+
+  const int r = threadIdx.x, i = q0 + r;  // this thread's query row: tile-local r, global i
+  if (r >= q_rows) return;                // past T_q (ragged last Q tile); no barrier follows
+
+  // S_ij, this thread's row: one dot product per key, scaled; masked keys -inf. The mask takes
+  // GLOBAL indices; --bug local-causal passes the tile-local (r, c) instead.
+  float s_rmem[BLOCK_KV];
+#pragma unroll
+  for (int c = 0; c < BLOCK_KV; ++c) {
+    float dot = 0.f;
+#pragma unroll 16
+    for (int d = 0; d < HEAD_DIM; ++d) dot += sm.q[r][d] * sm.k[c][d];
+    const bool visible = kv0 + c < sh.t_kv &&
+                         (bug == kLocalCausal ? lab::key_visible(r, c, sh.t_q, sh.t_kv, sh.causal, 0)
+                                              : lab::key_visible(i, kv0 + c, sh.t_q, sh.t_kv, sh.causal, 0));
+    s_rmem[c] = visible ? dot * sh.scale : -INFINITY;
+  }
+
+  const int64_t row = int64_t(bh) * sh.t_q + i;  // index of this row's state (and of its LSE)
+  float* o_row = o_run + row * HEAD_DIM;
+  // BEGIN EXERCISE online-softmax: fold this tile's scores s_rmem[0..BLOCK_KV) into row `row`'s state.
+  //   The state is in HBM: m_run[row], l_run[row] and o_row[0..HEAD_DIM) (O normalised, as in
+  //   FA1's Algorithm 1). Masked keys hold -INFINITY.
+  //   1. m_tile = max of s_rmem. If it is -INFINITY this row sees no key of this tile: return
+  //      (the state is unchanged; and exp(-inf - -inf) would be NaN).
+  //   2. m_new = max(m_old, m_tile); alpha = expf(m_old - m_new) (0 on the row's first tile);
+  //      p_c = expf(s_c - m_new) (store them back in s_rmem); l_new = alpha·l_old + Σ p_c.
+  //      --bug no-rescale (bug == kNoRescale) uses alpha = 1: the pitfall the check must catch.
+  //   3. O update, column by column: o = (alpha·l_old·o + Σ_c p_c·sm.v[c][d]) / l_new.
+  //   4. Write m_new and l_new back.
+  // STUB: (void)s_rmem; (void)o_row; (void)m_run; (void)l_run; (void)row;
+  float m_tile = -INFINITY;
+#pragma unroll
+  for (int c = 0; c < BLOCK_KV; ++c) m_tile = fmaxf(m_tile, s_rmem[c]);
+  if (m_tile == -INFINITY) return;
+
+  const float m_old = m_run[row], l_old = l_run[row];
+  const float m_new = fmaxf(m_old, m_tile);
+  // The online rescale: O and l were accumulated relative to m_old.
+  const float alpha = bug == kNoRescale ? 1.f : expf(m_old - m_new);
+  float l_tile = 0.f;
+#pragma unroll
+  for (int c = 0; c < BLOCK_KV; ++c) {
+    s_rmem[c] = expf(s_rmem[c] - m_new);  // P_ij, unnormalised
+    l_tile += s_rmem[c];
+  }
+  const float l_new = alpha * l_old + l_tile;
+
+  // O_new = (alpha·l_old·O_old + P_ij V_j) / l_new, one column at a time: O makes a round trip
+  // through HBM (read, update, write) at every K/V step.
+  const float keep = alpha * l_old / l_new, add = 1.f / l_new;
+  for (int d = 0; d < HEAD_DIM; ++d) {
+    float pv = 0.f;
+#pragma unroll
+    for (int c = 0; c < BLOCK_KV; ++c) pv += s_rmem[c] * sm.v[c][d];
+    o_row[d] = o_row[d] * keep + pv * add;
+  }
+  m_run[row] = m_new;
+  l_run[row] = l_new;
+  // END EXERCISE
+}
+
+// ---------------------------------------------------------------------------------------------
+// After the last K/V step: the state becomes the outputs. O is already normalised (FA1 divides
+// by l at every step); LSE = m + log(l), the statistic a backward pass (or a merge) needs.
+__global__ void finalize_kernel(const float* __restrict__ o_run,  // [B·H, T_q, D]
+                                const float* __restrict__ m_run,  // [B·H, T_q]
+                                const float* __restrict__ l_run,  // [B·H, T_q]
+                                float* __restrict__ o,            // [B, T_q, H, D]
+                                float* __restrict__ lse,          // [B, H, T_q]
+                                int b_count, Shape sh, int head_dim) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  // BEGIN EXERCISE finalize: write O [B, T_q, H, D] and LSE [B, H, T_q] from the running state.
+  //   The state is indexed by row = (b·H + h)·T_q + i, which is also LSE's index. O's element
+  //   (b, i, h, d) is o_run[row·D + d]. A row that saw no key (l == 0) gets O = 0, LSE = -INFINITY;
+  //   every other row LSE = m + logf(l). Use grid-stride loops (first, stride) over O and LSE.
+  // STUB: (void)o_run; (void)m_run; (void)l_run; (void)o; (void)lse; (void)b_count; (void)sh; (void)head_dim; (void)stride; (void)first;
+  const int64_t rows = int64_t(b_count) * sh.h * sh.t_q;
+  for (int64_t n = first; n < rows * head_dim; n += stride) {  // n walks O in its own layout
+    const int d = int(n % head_dim);
+    const int64_t bti = n / head_dim;  // (b·T_q + i)·H + h
+    const int h = int(bti % sh.h);
+    const int64_t bt = bti / sh.h;
+    const int i = int(bt % sh.t_q), b = int(bt / sh.t_q);
+    const int64_t row = (int64_t(b) * sh.h + h) * sh.t_q + i;
+    o[n] = l_run[row] > 0.f ? o_run[row * head_dim + d] : 0.f;
+  }
+  for (int64_t row = first; row < rows; row += stride)
+    lse[row] = l_run[row] > 0.f ? m_run[row] + logf(l_run[row]) : -INFINITY;
+  // END EXERCISE
+}
+
+// ---------------------------------------------------------------------------------------------
+// Workspace, tile counts and the traffic model (also used by the CPU model).
+int64_t state_bytes(const lab::Problem& p) {  // O (fp32) + m + l
+  return (p.q_elems() + 2 * p.lse_elems()) * int64_t(sizeof(float));
+}
+
+struct TileCounts {
+  int64_t visited = 0, total = 0;  // (Q tile, K/V tile) pairs, per head, times B·H
+  int64_t visited_rows = 0;        // Σ over visited pairs of the Q tile's rows (for the traffic model)
+};
+
+TileCounts count_tiles(const lab::Problem& p) {
+  TileCounts t;
+  const int nq = lab::ceil_div(p.t_q, BLOCK_Q), nkv = lab::ceil_div(p.t_kv, BLOCK_KV);
+  for (int qt = 0; qt < nq; ++qt) {
+    const int q0 = qt * BLOCK_Q, rows = std::min(BLOCK_Q, p.t_q - q0);
+    const lab::KeyRange seen = lab::visible_keys_of_rows(q0, q0 + rows, p.t_q, p.t_kv, p.causal, 0);
+    for (int kt = 0; kt < nkv; ++kt) {
+      const int kv0 = kt * BLOCK_KV, kv_end = std::min(kv0 + BLOCK_KV, p.t_kv);
+      const bool visit = kv_end > seen.begin && kv0 < seen.end;
+      t.visited += visit;
+      t.visited_rows += visit ? rows : 0;
+    }
+  }
+  const int64_t heads = int64_t(p.b) * p.h;
+  t.visited *= heads;
+  t.visited_rows *= heads;
+  t.total = int64_t(nq) * nkv * heads;
+  return t;
+}
+
+// HBM bytes of this loop order: K and V read once (each K/V tile is loaded by every Q tile of its
+// head in the same launch, so after the first it comes from L2); per visited pair the Q tile is
+// read and the tile's O, m, l are read and written back; plus the init and the finalize passes.
+int64_t v1_hbm_bytes(const lab::Problem& p, const TileCounts& t) {
+  const int64_t f = sizeof(float);
+  const int64_t per_row = p.d + 2 * p.d + 4;  // Q row, O row read + written, m and l read + written
+  return 2 * p.kv_elems() * f + t.visited_rows * per_row * f +
+         state_bytes(p) /* init */ + state_bytes(p) /* finalize reads */ + p.q_elems() * f + p.lse_elems() * f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Launcher.
+template <int HEAD_DIM>
+void launch_v1(const float* q, const float* k, const float* v, float* o, float* lse, float* o_run, float* m_run,
+               float* l_run, const lab::Problem& pr, const Shape& sh, int bug, cudaStream_t stream) {
+  const int64_t rows = pr.lse_elems();
+  constexpr int kStrideBlocks = 1024;  // the grid-stride kernels: enough blocks to fill the GPU
+  init_state_kernel<<<kStrideBlocks, 256, 0, stream>>>(o_run, m_run, l_run, pr.q_elems(), rows);
+  CUDA_CHECK_LAST();
+  const dim3 grid(lab::ceil_div(pr.t_q, BLOCK_Q), pr.b * pr.h);
+  for (int kv_tile = 0; kv_tile < lab::ceil_div(pr.t_kv, BLOCK_KV); ++kv_tile) {  // the OUTER loop
+    v1_step_kernel<HEAD_DIM><<<grid, THREADS, sizeof(StepSmem<HEAD_DIM>), stream>>>(q, k, v, o_run, m_run, l_run, sh,
+                                                                                  kv_tile, bug);
+    CUDA_CHECK_LAST();
+  }
+  finalize_kernel<<<kStrideBlocks, 256, 0, stream>>>(o_run, m_run, l_run, o, lse, pr.b, sh, HEAD_DIM);
+  CUDA_CHECK_LAST();
+}
+
+int bug_code(const std::string& bug) {
+  return bug == "no-rescale" ? kNoRescale : bug == "local-causal" ? kLocalCausal : kNoBug;
+}
+
+lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
+  const lab::Problem& pr = ctx.problem;
+  const Shape sh{pr.t_q, pr.t_kv, pr.h, pr.h_kv, pr.causal, pr.softmax_scale()};
+  // The step kernel's tiles need more than the default 48 KB of shared memory per block
+  // (StepSmem: 49 KB at D = 64, 97 KB at D = 128); a kernel must opt in to more, once.
+  if (pr.d == 64)
+    CUDA_CHECK(cudaFuncSetAttribute(v1_step_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(StepSmem<64>))));
+  else
+    CUDA_CHECK(cudaFuncSetAttribute(v1_step_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(StepSmem<128>))));
+
+  auto state = std::make_shared<lab::DeviceBuffer>(size_t(state_bytes(pr)));
+  float* o_run = state->as<float>();
+  float* m_run = o_run + pr.q_elems();
+  float* l_run = m_run + pr.lse_elems();
+  const auto* q = static_cast<const float*>(ctx.tensors.q);
+  const auto* k = static_cast<const float*>(ctx.tensors.k);
+  const auto* v = static_cast<const float*>(ctx.tensors.v);
+  auto* o = static_cast<float*>(ctx.tensors.o);
+  float* lse = ctx.tensors.lse;
+  const int bug = bug_code(ctx.bug);
+
+  const TileCounts tiles = count_tiles(pr);
+  lab::GpuRun run;
+  run.extra_device_bytes = state_bytes(pr);
+  run.hbm_bytes_model = v1_hbm_bytes(pr, tiles);
+  run.metrics["tiles_visited"] = tiles.visited;
+  run.metrics["tiles_total"] = tiles.total;
+  run.metrics["kernel_launches"] = lab::ceil_div(pr.t_kv, BLOCK_KV) + 2;
+  run.metrics["block_q"] = BLOCK_Q;
+  run.metrics["block_kv"] = BLOCK_KV;
+  run.forward = [=](cudaStream_t st) {
+    if (pr.d == 64) launch_v1<64>(q, k, v, o, lse, o_run, m_run, l_run, pr, sh, bug, st);
+    else launch_v1<128>(q, k, v, o, lse, o_run, m_run, l_run, pr, sh, bug, st);
+    (void)state;  // keeps the workspace alive as long as the forward
+  };
+  return run;
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU model: the same loop order in plain C++ (float, like the kernel) — K/V tiles outside, Q
+// tiles inside, the O/m/l state in a workspace that every step reads and writes back, the same
+// tile skip, the same masks (and the same --bug pitfalls).
+lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in,
+                    std::vector<float>& o, std::vector<float>& lse) {
+  const int bug = bug_code(opt.bug);
+  const int d = pr.d, nq = lab::ceil_div(pr.t_q, BLOCK_Q), nkv = lab::ceil_div(pr.t_kv, BLOCK_KV);
+  const float scale = pr.softmax_scale();
+  std::vector<float> o_run(size_t(pr.q_elems()), 0.f);                 // [B·H, T_q, D]
+  std::vector<float> m_run(size_t(pr.lse_elems()), -INFINITY);         // [B·H, T_q]
+  std::vector<float> l_run(size_t(pr.lse_elems()), 0.f);               // [B·H, T_q]
+
+  for (int kv_tile = 0; kv_tile < nkv; ++kv_tile) {  // the OUTER loop: one K/V tile
+    const int kv0 = kv_tile * BLOCK_KV, kv_rows = std::min(BLOCK_KV, pr.t_kv - kv0);
+    lab::parallel_for(int64_t(pr.b) * pr.h * nq, [&](int64_t blk) {  // the inner loop: every Q tile
+      const int q_tile = int(blk % nq), bh = int(blk / nq), b = bh / pr.h, h = bh % pr.h;
+      const int hk = lab::kv_head_of(h, pr.h, pr.h_kv);
+      const int q0 = q_tile * BLOCK_Q, q_rows = std::min(BLOCK_Q, pr.t_q - q0);
+      const lab::KeyRange seen = lab::visible_keys_of_rows(q0, q0 + q_rows, pr.t_q, pr.t_kv, pr.causal, 0);
+      if (kv0 + kv_rows <= seen.begin || kv0 >= seen.end) return;  // tile skip
+      float s[BLOCK_KV];
+      std::vector<float> pv(static_cast<size_t>(d));
+      for (int r = 0; r < q_rows; ++r) {
+        const int i = q0 + r;
+        const float* qr = &in.q[size_t(pr.q_index(b, i, h))];
+        float m_tile = -INFINITY;
+        for (int c = 0; c < BLOCK_KV; ++c) {
+          const int j = kv0 + c;
+          const bool visible = j < pr.t_kv &&
+                               (bug == kLocalCausal ? lab::key_visible(r, c, pr.t_q, pr.t_kv, pr.causal, 0)
+                                                    : lab::key_visible(i, j, pr.t_q, pr.t_kv, pr.causal, 0));
+          if (!visible) { s[c] = -INFINITY; continue; }
+          const float* kr = &in.k[size_t(pr.kv_index(b, j, hk))];
+          float dot = 0.f;
+          for (int x = 0; x < d; ++x) dot += qr[x] * kr[x];
+          s[c] = dot * scale;
+          m_tile = std::max(m_tile, s[c]);
+        }
+        if (m_tile == -INFINITY) continue;  // no key of this tile: the state is unchanged
+        const size_t row = size_t(bh) * pr.t_q + i;
+        const float m_old = m_run[row], l_old = l_run[row];
+        const float m_new = std::max(m_old, m_tile);
+        const float alpha = bug == kNoRescale ? 1.f : std::exp(m_old - m_new);
+        float l_tile = 0.f;
+        for (int c = 0; c < BLOCK_KV; ++c) {
+          s[c] = std::exp(s[c] - m_new);
+          l_tile += s[c];
+        }
+        const float l_new = alpha * l_old + l_tile;
+        const float keep = alpha * l_old / l_new, add = 1.f / l_new;
+        std::fill(pv.begin(), pv.end(), 0.f);  // P_ij V_j, this row
+        for (int c = 0; c < kv_rows; ++c) {
+          const float* vr = &in.v[size_t(pr.kv_index(b, kv0 + c, hk))];
+          for (int x = 0; x < d; ++x) pv[size_t(x)] += s[c] * vr[x];
+        }
+        float* orow = &o_run[row * size_t(d)];
+        for (int x = 0; x < d; ++x) orow[x] = orow[x] * keep + pv[size_t(x)] * add;
+        m_run[row] = m_new;
+        l_run[row] = l_new;
+      }
+    });
+  }
+  // Finalize: O (already normalised) and LSE.
+  lab::parallel_for(int64_t(pr.b) * pr.h * pr.t_q, [&](int64_t row) {
+    const int i = int(row % pr.t_q), bh = int(row / pr.t_q), b = bh / pr.h, h = bh % pr.h;
+    const bool seen = l_run[size_t(row)] > 0.f;
+    float* orow = &o[size_t(pr.q_index(b, i, h))];
+    for (int x = 0; x < d; ++x) orow[x] = seen ? o_run[size_t(row) * d + x] : 0.f;
+    lse[size_t(row)] = seen ? m_run[size_t(row)] + std::log(l_run[size_t(row)]) : -INFINITY;
+  });
+  const TileCounts tiles = count_tiles(pr);
+  lab::CpuRun run;
+  run.extra_host_bytes = state_bytes(pr);
+  run.metrics["tiles_visited"] = tiles.visited;
+  run.metrics["tiles_total"] = tiles.total;
+  return run;
+}
+
+int main(int argc, char** argv) {
+  lab::Section s;
+  s.name = "02_v1_tile";
+  s.title = "FlashAttention-1 loop order: K/V tiles outer, O/m/l in HBM, online softmax (§12.2-12.3)";
+  s.variants = {"v1"};
+  s.bugs = {"no-rescale", "local-causal"};
+  s.default_problem.b = 1;
+  s.default_problem.h = 8;
+  s.default_problem.t_q = s.default_problem.t_kv = 1024;
+  s.workspace_bytes = [](const lab::Problem& p, const std::string&) { return state_bytes(p); };
+  s.workspace_what = "running O, m, l";
+  s.validate = [](const lab::Problem& p, const lab::Options&) -> std::string {
+    if (p.window > 0) return "--window is not supported by 02_v1_tile (sliding windows are section 07)";
+    if (p.page_size > 0) return "--page-size is not supported by 02_v1_tile (paged KV is section 06)";
+    if (int64_t(p.b) * p.h > 65535) return "B*H must be <= 65535 (one grid row per head)";
+    return "";
+  };
+  s.gpu = setup_gpu;
+  s.cpu = run_cpu;
+  return lab::lab_main(argc, argv, s);
+}
