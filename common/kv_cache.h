@@ -1,0 +1,95 @@
+// Index math of decode over a KV cache (sections 05 and 06), written once and used by the GPU
+// kernels, the CPU models and the unit tests alike (see attention_math.h for the conventions).
+//
+//   split-KV ("flash-decoding"): the keys of one query row are cut into splits of a fixed number
+//   of keys; each split produces a partial state (its LSE and its normalised O), and the states
+//   are merged with the log-sum-exp rule. A split may see no key at all (a sequence shorter than
+//   where the split starts): its LSE is -inf and it must weigh exactly 0 in the merge, never NaN.
+//
+//   paged KV cache (vLLM's PagedAttention): the cache is a pool of fixed-size physical blocks of
+//   `page_size` tokens; sequence b's logical key j lives in physical block
+//   block_table[b][j / page_size], at slot j % page_size of that block.
+#pragma once
+#include "attention_math.h"
+
+namespace lab {
+
+// ---------------------------------------------------------------------------------------------
+// Split-KV.
+
+// Keys of `visible` that split `split` covers: the absolute keys
+// [split·keys_per_split, (split+1)·keys_per_split) ∩ visible. Empty (begin == end) when the split
+// starts past the sequence's last visible key or ends before its first.
+LAB_HD KeyRange split_keys(KeyRange visible, int split, int keys_per_split) {
+  const int lo = imax(visible.begin, split * keys_per_split);
+  const int hi = imin(visible.end, (split + 1) * keys_per_split);
+  return {lo, imax(lo, hi)};
+}
+
+// The LSE of the union of n partial states (natural log), read at lse[0], lse[stride], ...
+// -inf when every part is empty; empty parts (-inf) never produce -inf - -inf.
+LAB_HD float merged_lse(const float* lse, int n, int stride = 1) {
+  float acc = -INFINITY;
+  for (int s = 0; s < n; ++s) acc = lse_merge(acc, lse[s * stride]);
+  return acc;
+}
+
+// How much a partial state with LSE `lse_part` weighs in the merged O, whose LSE is `lse_all`:
+// exp(lse_part - lse_all), and exactly 0 for an empty part (even when every part is empty).
+// The merged O is sum over parts of partial_weight(lse_s, lse_all) · O_s (O_s normalised).
+LAB_HD float partial_weight(float lse_part, float lse_all) {
+  return lse_part == -INFINITY ? 0.f : expf(lse_part - lse_all);
+}
+
+// How a launch splits the keys: `num_splits` blocks per query row, each covering
+// `keys_per_split` consecutive keys (a multiple of the kernel's key tile).
+struct SplitPlan {
+  int num_splits = 1;
+  int keys_per_split = 0;
+};
+
+// FlashAttention's wave heuristic. `rows` = blocks the launch has without splitting (one per
+// sequence, query row and K/V head group), `slots` = blocks the GPU runs at once (SMs x blocks
+// per SM). A launch of n blocks runs in ceil(n / slots) waves, the last one maybe partly empty;
+// its efficiency is (n / slots) / ceil(n / slots). Pick the fewest splits whose efficiency is at
+// least 85% of the best reachable, with at least `min_tiles` key tiles per split (the per-block
+// start-up and the merge are not free) and at most `max_splits`. A launch that already fills
+// 80% of the slots is not split. forced > 0 overrides the choice (clamped to the tiles and to
+// max_splits).
+inline SplitPlan plan_splits(int rows, int t_kv, int tile, int slots, int min_tiles, int max_splits,
+                             int forced = 0) {
+  const int tiles = ceil_div(imax(t_kv, 1), tile);
+  int splits = 1;
+  if (forced > 0) {
+    splits = imin(imin(forced, tiles), imax(max_splits, 1));
+  } else if (rows < 0.8 * slots) {
+    const int most = imax(1, imin(max_splits, tiles / imax(min_tiles, 1)));
+    auto efficiency = [&](int s) {
+      const double waves = double(rows) * s / slots;
+      return waves / std::ceil(waves);
+    };
+    double best = 0;
+    for (int s = 1; s <= most; ++s) best = efficiency(s) > best ? efficiency(s) : best;
+    for (int s = 1; s <= most; ++s)
+      if (efficiency(s) >= 0.85 * best) { splits = s; break; }
+  }
+  // Whole tiles per split; rounding may leave fewer splits than asked for.
+  const int tiles_per_split = ceil_div(tiles, splits);
+  return {ceil_div(tiles, tiles_per_split), tiles_per_split * tile};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Paged KV cache. Pool layout: K and V each [num_blocks, page_size, H_kv, D]; a block holds
+// page_size consecutive tokens of one sequence, every K/V head of them (as vLLM's block holds
+// one layer's K or V for its tokens). block_table is [B, table_stride] int, -1 = no block.
+
+LAB_HD int blocks_for(int keys, int page_size) { return ceil_div(keys, page_size); }
+
+// The pool slot (physical block · page_size + offset) holding sequence `seq`'s key `key`.
+// The caller guarantees key < the sequence's length and a valid table (check_block_tables).
+LAB_HD int64_t paged_slot(const int* block_table, int table_stride, int page_size, int seq, int key) {
+  const int block = block_table[int64_t(seq) * table_stride + key / page_size];
+  return int64_t(block) * page_size + key % page_size;
+}
+
+}  // namespace lab
