@@ -78,6 +78,7 @@ std::string validate(const Problem& p, const Options& o, const Section& s) {
   if (!o.bug.empty() && std::find(s.bugs.begin(), s.bugs.end(), o.bug) == s.bugs.end())
     return "unknown bug '" + o.bug + "' for " + s.name +
            (s.bugs.empty() ? std::string(" (this section has none)") : " (bugs: " + join(s.bugs) + ")");
+  if (o.splits < 0) return "--splits must be >= 0 (0: automatic)";
   if (o.ragged_kv && !s.supports_ragged_kv)
     return "--kv-lens random is not supported by " + s.name + " (every sequence has T_kv keys)";
   if (!(o.magnitude > 0) || !std::isfinite(o.magnitude)) return "--magnitude must be a positive number";
@@ -121,6 +122,7 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
   app.add_option("--bug", o.bug, s.bugs.empty() ? std::string("Inject a pitfall (none in this section)")
                                                  : "Inject a pitfall: " + join(s.bugs));
   app.add_option("--seed", o.seed, "Input seed")->capture_default_str();
+  if (s.has_splits) app.add_option("--splits", o.splits, "K/V splits (0: chosen from the shape and SM count)")->capture_default_str();
   app.add_option("--magnitude", o.magnitude, "Scale of Q and K entries (large: overflow stress)")->capture_default_str();
   app.add_option("--warmup", o.warmup, "Untimed runs before timing")->capture_default_str();
   app.add_option("--iters", o.iters, "Timed runs (0: no timing)")->capture_default_str();
@@ -140,8 +142,12 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
     *message = e.what();
     return kExitBadInput;
   }
-  p.t_kv = t_kv >= 0 ? t_kv : p.t_q;
-  p.h_kv = h_kv >= 0 ? h_kv : p.h;
+  // Without --t-kv / --h-kv: T_kv = T and H_kv = H, except where the section's default problem has
+  // its own (decode: one query against a 4096-key cache) and T / H were left at their defaults.
+  const Problem& d = s.default_problem;
+  const bool own_t_kv = d.t_kv != d.t_q && p.t_q == d.t_q, own_h_kv = d.h_kv != d.h && p.h == d.h;
+  p.t_kv = t_kv >= 0 ? t_kv : own_t_kv ? d.t_kv : p.t_q;
+  p.h_kv = h_kv >= 0 ? h_kv : own_h_kv ? d.h_kv : p.h;
   if (win->count() > 0 && window < 1) {
     *message = "--window must be >= 1 (got " + std::to_string(window) + ")";
     return kExitBadInput;

@@ -31,6 +31,7 @@ struct Options {
   std::string variant;  // "" = the section's first
   std::string bug;      // "" = none
   uint64_t seed = 1234;
+  int splits = 0;          // split-KV sections: 0 = chosen from the shape and SM count, N = force N
   bool ragged_kv = false;  // per-sequence key counts kv_len[b] in [1, T_kv] (decode); see make_kv_lengths
   float magnitude = 1.0f;  // Q and K are multiplied by this (large values stress overflow)
   int warmup = 3, iters = 10;
@@ -86,6 +87,7 @@ struct Section {
   std::vector<DType> dtypes = {DType::f32};
   bool needs_sm90a = false;
   bool writes_lse = true;
+  bool has_splits = false;          // the section splits the K/V range (--splits applies)
   bool supports_ragged_kv = false;  // the kernels honour kv_len[b] (DeviceTensors::kv_len)
   bool ragged_kv_default = false;   // decode sections: sequences of different lengths unless --kv-lens full
   Problem default_problem;

@@ -446,12 +446,7 @@ struct Plan {
   lab::SplitPlan split;
 };
 
-int forced_splits() {
-  const char* e = std::getenv("LAB_SPLITS");
-  return e && *e ? std::max(1, std::atoi(e)) : 0;
-}
-
-Plan make_plan(const lab::Problem& pr, const std::string& variant, int sms) {
+Plan make_plan(const lab::Problem& pr, const std::string& variant, int sms, int forced_splits) {
   Plan pl;
   pl.group = pr.h / pr.h_kv;
   pl.head_chunks = lab::ceil_div(pl.group, ROWS);
@@ -459,7 +454,7 @@ Plan make_plan(const lab::Problem& pr, const std::string& variant, int sms) {
   const int min_blocks = pr.d == 128 ? Tiles<128>::MIN_BLOCKS : Tiles<64>::MIN_BLOCKS;
   if (variant == "split")
     pl.split = lab::plan_splits(pl.rows, pr.t_kv, BLOCK_N, sms * min_blocks, MIN_TILES_PER_SPLIT, MAX_SPLITS,
-                                forced_splits());
+                                forced_splits);
   else
     pl.split = {1, lab::ceil_div(pr.t_kv, BLOCK_N) * BLOCK_N};
   return pl;
@@ -544,7 +539,7 @@ struct PagedBuffers {
 
 lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   const lab::Problem& pr = ctx.problem;
-  const Plan pl = make_plan(pr, ctx.variant, ctx.device.sms);
+  const Plan pl = make_plan(pr, ctx.variant, ctx.device.sms, ctx.options.splits);
   const int splits = pl.split.num_splits;
   lab::PagedCache clean;
   const lab::PagedCache cache = make_cache(lengths_of(pr), pr, ctx.options.seed, ctx.bug, &clean);
@@ -620,7 +615,7 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   run.metrics["keys_per_split"] = pl.split.keys_per_split;
   run.metrics["blocks"] = int64_t(pl.rows) * splits;
   run.metrics["blocks_per_sm"] = pr.d == 128 ? Tiles<128>::MIN_BLOCKS : Tiles<64>::MIN_BLOCKS;
-  run.metrics["splits_forced"] = forced_splits() > 0;
+  run.metrics["splits_forced"] = ctx.options.splits > 0;
   const int rows = pl.rows;
   run.forward = [=](cudaStream_t st) {
     if (pr.d == 64) bf16 ? launch<64, __nv_bfloat16>(p, rows, st) : launch<64, __half>(p, rows, st);
@@ -636,7 +631,7 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
 lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in,
                     std::vector<float>& o, std::vector<float>& lse) {
   constexpr int kModelSms = 132;
-  const Plan pl = make_plan(pr, opt.variant, kModelSms);
+  const Plan pl = make_plan(pr, opt.variant, kModelSms, opt.splits);
   const int splits = pl.split.num_splits, d = pr.d;
   const bool bug = opt.bug == "gqa-index";
   const float scale_log2 = pr.softmax_scale() * kLog2e;
@@ -774,6 +769,7 @@ int main(int argc, char** argv) {
   s.bugs = {"gqa-index", "table-entry-oob", "table-too-short"};
   s.dtypes = {lab::DType::f16, lab::DType::bf16};
   s.supports_ragged_kv = true;
+  s.has_splits = true;
   s.ragged_kv_default = true;
   s.default_problem.b = 8;
   s.default_problem.h = 32;
@@ -785,7 +781,7 @@ int main(int argc, char** argv) {
   s.default_problem.page_size = 16;
   s.workspace_bytes = [](const lab::Problem& p, const std::string& variant) {
     const int blocks = lab::build_paged_cache(lengths_of(p), p.t_kv, p.page_size, 0).num_blocks;
-    return pool_bytes(p, blocks) + split_workspace_bytes(p, make_plan(p, variant, 256));  // splits: a 256-SM bound
+    return pool_bytes(p, blocks) + split_workspace_bytes(p, make_plan(p, variant, 256, 128));  // splits: a 256-SM bound
   };
   s.workspace_what = "paged pool and split partials";
   // Runs before anything is printed or allocated: the tables are built (deterministic: lengths

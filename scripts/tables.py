@@ -68,7 +68,8 @@ def num(x, fmt):
 
 def problem_key(r):
     p = r["problem"]
-    return (p["b"], p["h"], p.get("h_kv", p["h"]), p["t_q"], p["t_kv"], p["d"], p["dtype"], p["causal"], p.get("window"))
+    return (p["b"], p["h"], p.get("h_kv", p["h"]), p["t_q"], p["t_kv"], p["d"], p["dtype"], p["causal"], p.get("window"),
+            tuple(p["kv_len"]) if p.get("kv_len") else None)
 
 
 def ceiling_pct(r, ceilings):
@@ -127,7 +128,8 @@ def load_side_files(folder):
     n = Path(folder) / "ncu.json"
     if n.exists():
         for e in json.loads(n.read_text()):
-            ncu[(e["section"], e["variant"], tuple(e["problem_key"]))] = e["dram_bytes"]
+            k = e["problem_key"]
+            ncu[(e["section"], e["variant"], tuple(k[:9]) + (tuple(k[9]) if len(k) > 9 and k[9] else None,))] = e["dram_bytes"]
     return ceilings, ncu
 
 

@@ -25,7 +25,7 @@
 //           block of a row group to finish (an atomic ticket) merges the group's rows, which
 //           saves a launch and its ramp (~3 µs: 10% of a B = 1, 32k-key step).
 //           The number of splits comes from the shape and the SM count (FlashAttention's wave
-//           heuristic, lab::plan_splits); LAB_SPLITS=N in the environment forces N.
+//           heuristic, lab::plan_splits); --splits N forces N.
 // Any T_q works (each query row is its own block, causal bottom-right aligned to kv_len[b]), but
 // only T_q = 1 is what this section is about.
 // Exercises (ch12/05_decode.md): the GQA mapping (EXERCISE gqa) and the per-split online softmax
@@ -436,12 +436,7 @@ struct Plan {
   lab::SplitPlan split;
 };
 
-int forced_splits() {
-  const char* e = std::getenv("LAB_SPLITS");
-  return e && *e ? std::max(1, std::atoi(e)) : 0;
-}
-
-Plan make_plan(const lab::Problem& pr, const std::string& variant, int sms) {
+Plan make_plan(const lab::Problem& pr, const std::string& variant, int sms, int forced_splits) {
   Plan pl;
   pl.group = pr.h / pr.h_kv;
   pl.head_chunks = lab::ceil_div(pl.group, ROWS);
@@ -449,7 +444,7 @@ Plan make_plan(const lab::Problem& pr, const std::string& variant, int sms) {
   const int min_blocks = pr.d == 128 ? Tiles<128>::MIN_BLOCKS : Tiles<64>::MIN_BLOCKS;
   if (variant == "split")
     pl.split = lab::plan_splits(pl.rows, pr.t_kv, BLOCK_N, sms * min_blocks, MIN_TILES_PER_SPLIT, MAX_SPLITS,
-                                forced_splits());
+                                forced_splits);
   else
     pl.split = {1, lab::ceil_div(pr.t_kv, BLOCK_N) * BLOCK_N};
   return pl;
@@ -486,7 +481,7 @@ void prepare() {
 
 lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   const lab::Problem& pr = ctx.problem;
-  const Plan pl = make_plan(pr, ctx.variant, ctx.device.sms);
+  const Plan pl = make_plan(pr, ctx.variant, ctx.device.sms, ctx.options.splits);
   const int splits = pl.split.num_splits;
   auto workspace = std::make_shared<lab::DeviceBuffer>(size_t(split_workspace_bytes(pr, pl)));
   workspace->poison();  // a partial LSE no split wrote stays NaN: the merge then leaves its row unwritten
@@ -526,7 +521,7 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   run.metrics["keys_per_split"] = pl.split.keys_per_split;
   run.metrics["blocks"] = int64_t(pl.rows) * splits;
   run.metrics["blocks_per_sm"] = pr.d == 128 ? Tiles<128>::MIN_BLOCKS : Tiles<64>::MIN_BLOCKS;
-  run.metrics["splits_forced"] = forced_splits() > 0;
+  run.metrics["splits_forced"] = ctx.options.splits > 0;
   run.metrics["kv_bytes_read"] = decode_hbm_bytes(pr) - 2 * pr.q_elems() * lab::dtype_bytes(pr.dtype) - pr.lse_elems() * 4;
   const int rows = pl.rows;
   run.forward = [=](cudaStream_t st) {
@@ -540,11 +535,11 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
 // ---------------------------------------------------------------------------------------------
 // CPU model: the same blocks, warps, tiles and splits in plain C++ (float; P rounded to the
 // element type before P V, as the mma sees it), with the same online_step / split_lse and the
-// same merges. The split count is the one an H200 (132 SMs) would use, or LAB_SPLITS.
+// same merges. The split count is the one an H200 (132 SMs) would use, or --splits.
 lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in,
                     std::vector<float>& o, std::vector<float>& lse) {
   constexpr int kModelSms = 132;
-  const Plan pl = make_plan(pr, opt.variant, kModelSms);
+  const Plan pl = make_plan(pr, opt.variant, kModelSms, opt.splits);
   const int splits = pl.split.num_splits, d = pr.d;
   const bool bug = opt.bug == "gqa-index";
   const float scale_log2 = pr.softmax_scale() * kLog2e;
@@ -656,6 +651,7 @@ int main(int argc, char** argv) {
   s.bugs = {"gqa-index"};
   s.dtypes = {lab::DType::f16, lab::DType::bf16};
   s.supports_ragged_kv = true;
+  s.has_splits = true;
   s.ragged_kv_default = true;
   s.default_problem.b = 8;
   s.default_problem.h = 32;
@@ -665,7 +661,7 @@ int main(int argc, char** argv) {
   s.default_problem.d = 128;
   s.default_problem.dtype = lab::DType::f16;
   s.workspace_bytes = [](const lab::Problem& p, const std::string& variant) {
-    return split_workspace_bytes(p, make_plan(p, variant, 256));  // a bound: the plan of a 256-SM GPU
+    return split_workspace_bytes(p, make_plan(p, variant, 256, 128));  // a bound: the plan of a 256-SM GPU
   };
   s.workspace_what = "partial O and LSE of the splits";
   s.validate = [](const lab::Problem& p, const lab::Options&) -> std::string {
