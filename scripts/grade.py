@@ -191,15 +191,17 @@ class Grader:
         return results
 
     def run_case(self, exe, variant, args, timeout, workdir):
+        """Runs one case; the verdict comes from the exit code and the run's result record."""
         rec = workdir / "record.json"
         rec.unlink(missing_ok=True)
-        cmd = [exe, "--variant", variant, "--iters", "0", "--quiet", "--json", rec] + args
+        cmd = [exe, "--variant", variant, "--iters", "0", "--json", rec] + args
         code, out, secs = self.run_limited(cmd, timeout)
         record_ok = False
         if rec.exists():
             try:
                 r = json.loads(rec.read_text())[-1]
                 record_ok = bool(r["check"]["passed"]) and r["check"]["rows_checked"] > 0 and r["build"] == "lab"
+                out += "\n" + r["check"].get("verdict", "")  # "output not written: ..." and the like
             except (ValueError, KeyError, IndexError, TypeError):
                 record_ok = False
         return code, out, secs, record_ok
