@@ -27,7 +27,7 @@ def _series(records, pick, x, y):
 
 
 def _draw(plt, series, title, xlabel, ylabel, path, logx=True, logy=False, extra=None):
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(11, 5.5))
     for label, pts in series.items():
         style = "--" if "(baseline)" in label else "-"
         ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", label=label)
@@ -41,19 +41,22 @@ def _draw(plt, series, title, xlabel, ylabel, path, logx=True, logy=False, extra
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
 def prefill_ladder(records, folder, plt):
-    """TFLOP/s against T for the prefill ladder, non-causal, one dtype per line, baselines dashed."""
+    """TFLOP/s against T for the prefill ladder: non-causal, D = 64, fp32 and bf16, the SDPA
+    backends dashed (eager attention is in the tables)."""
     def pick(r):
         p = r["problem"]
-        if p["causal"] or p["t_q"] != p["t_kv"] or r["section"] not in PREFILL_SECTIONS:
+        if p["causal"] or p["t_q"] != p["t_kv"] or r["section"] not in PREFILL_SECTIONS or p["d"] != 64:
             return None
-        tag = f"{r['section']} {r['variant']} D={p['d']} {p['dtype']}"
+        if p["dtype"] not in ("fp32", "bf16") or (r["build"] == "baseline" and not r["variant"].startswith("sdpa")):
+            return None
+        tag = f"{r['section']} {r['variant']} {p['dtype']}"
         return tag + (" (baseline)" if r["build"] == "baseline" else "")
     s = _series(records, pick, lambda r: r["problem"]["t_q"], lambda r: r["metrics"].get("tflops"))
     if not s:

@@ -119,6 +119,15 @@ def section_table(records, ceilings=None, ncu=None):
     return "\n".join(rows)
 
 
+def error_table(records):
+    rows = ["| variant | shape | bug | max abs error | bound | check |", "|---|---|---|---:|---:|---|"]
+    for r in sorted(records, key=lambda r: (r["problem"]["t_q"], r.get("bug") or "")):
+        c = r["check"]
+        rows.append(f"| {r['variant']} | {shape(r)} | {r.get('bug') or '–'} | {num(c.get('max_abs_err'), '.3g')} | "
+                    f"{num(c.get('ref_err_bound'), '.3g')} | {'pass' if c['passed'] else 'FAIL'} |")
+    return "\n".join(rows)
+
+
 def load_side_files(folder):
     """ceilings.json (the same run's copy and GEMM rates) and ncu.json (measured DRAM bytes), if present."""
     ceilings, ncu = None, {}
@@ -150,9 +159,15 @@ def render(folder):
                 f"fp32 GEMM (no TF32) {ceilings['fp32_gemm_tflops']:.1f} TFLOP/s, bf16 GEMM {ceilings['bf16_gemm_tflops']:.0f} TFLOP/s. "
                 "\"% of ceiling\" is against the GEMM rate of the section's precision, or the copy rate for decode.", ""]
     for section in sorted(by_section):
-        recs = by_section[section]
-        shas = sorted({r.get("git_sha", "?") for r in recs if r["build"] != "baseline"})
-        out += [f"## {section}", "", f"Commit(s): {', '.join(shas)}", "", section_table(recs, ceilings, ncu), ""]
+        recs = [r for r in by_section[section] if r["timing"].get("median_ms") is not None or r["build"] == "baseline"]
+        sweeps = [r for r in by_section[section] if r["timing"].get("median_ms") is None and r["build"] != "baseline"]
+        shas = sorted({r.get("git_sha", "?") for r in by_section[section] if r["build"] != "baseline"})
+        out += [f"## {section}", "", f"Commit(s): {', '.join(shas)}", ""]
+        if recs:
+            out += [section_table(recs, ceilings, ncu), ""]
+        if sweeps:
+            out += ["Error sweep (untimed runs, some with a --bug: the error against fp64 and the bound it is held to):", "",
+                    error_table(sweeps), ""]
     if problems:
         out += ["## Problems found while rendering", ""] + [f"- {p}" for p in problems] + [""]
     return "\n".join(out), problems, by_section
@@ -164,7 +179,8 @@ def update_readme(readme, by_section, folder_name, ceilings=None, ncu=None):
         raise SystemExit(f"tables: {readme} has no results markers")
     body = [README_BEGIN, "", f"From `results/{folder_name}/` (see its TABLES.md for every run).", ""]
     for section in sorted(by_section):
-        body += [f"**{section}**", "", section_table(by_section[section], ceilings, ncu), ""]
+        timed = [r for r in by_section[section] if r["timing"].get("median_ms") is not None or r["build"] == "baseline"]
+        body += [f"**{section}**", "", section_table(timed, ceilings, ncu), ""]
     body.append(README_END)
     head, rest = text.split(README_BEGIN, 1)
     tail = rest.split(README_END, 1)[1]
