@@ -1,5 +1,7 @@
 #include "block_allocator.h"
 
+#include "rng.h"
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -10,19 +12,6 @@
 
 namespace lab {
 namespace {
-// splitmix64, as in problem.cpp: seeded and identical on every platform.
-struct Rng {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  int uniform(int lo, int hi) { return lo + int(next() % uint64_t(hi - lo + 1)); }  // [lo, hi]
-  double unit() { return double(next() >> 11) / 9007199254740992.0; }                // [0, 1)
-};
-
 int blocks_needed(int tokens, int block_size) { return (tokens + block_size - 1) / block_size; }
 }  // namespace
 
@@ -196,8 +185,8 @@ ServingReport simulate_serving(const ServingConfig& c) {
   for (int r = 0; r < c.requests; ++r) {
     Request q;
     q.shares = c.shared_prefix > 0 && rng.unit() < c.share_fraction;
-    q.prompt = rng.uniform(c.prompt_min, c.prompt_max) + (q.shares ? c.shared_prefix : 0);
-    q.output = rng.uniform(c.output_min, c.output_max);
+    q.prompt = rng.between(c.prompt_min, c.prompt_max) + (q.shares ? c.shared_prefix : 0);
+    q.output = rng.between(c.output_min, c.output_max);
     queue.push_back(q);
   }
 

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "attention_math.h"
+#include "rng.h"
 
 namespace lab {
 
@@ -45,22 +46,10 @@ int64_t fused_hbm_bytes(const Problem& p) {
 }
 
 namespace {
-// splitmix64: tiny, seedable, identical on every platform.
-struct Rng {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  float uniform() { return float(next() >> 40) * (2.0f / 16777216.0f) - 1.0f; }  // [-1, 1)
-};
-
 void fill(std::vector<float>& x, int64_t n, uint64_t seed, float offset, float scale, DType t) {
   Rng rng{seed};
   x.resize(size_t(n));
-  for (auto& e : x) e = round_to(t, (rng.uniform() + offset) * scale);
+  for (auto& e : x) e = round_to(t, (rng.symmetric() + offset) * scale);
 }
 }  // namespace
 
