@@ -45,6 +45,22 @@ class Tables(unittest.TestCase):
             text, _, _ = tables.render(Path(tmp))
             self.assertIn("| 4.5 GB / 4.36 GB |", text)
 
+    def test_plots_are_drawn_from_the_records_that_exist(self):
+        import plots
+        records, _ = tables.load_records(SAMPLE)
+        ceilings, _ = tables.load_side_files(SAMPLE)
+        with tempfile.TemporaryDirectory() as tmp:
+            made, notes = plots.render_all(records, Path(tmp), ceilings)
+            names = sorted(p.name for p in made)
+            if notes and notes[0].startswith("matplotlib not installed"):
+                self.skipTest(notes[0])
+            # the sample has prefill records of 01 (with extra memory) and ceilings: those three plots
+            self.assertEqual(names, ["memory_vs_t.png", "prefill_tflops.png", "roofline.png"])
+            for p in made:
+                self.assertGreater(p.stat().st_size, 10000)
+                self.assertEqual(p.read_bytes()[:8], b"\x89PNG\r\n\x1a\n")
+            self.assertIn("plot 'decode bandwidth': no records for it yet", notes)
+
     def test_readme_table_is_replaced_between_markers_only(self):
         _, _, by_section = tables.render(SAMPLE)
         with tempfile.TemporaryDirectory() as tmp:
