@@ -60,6 +60,13 @@ std::string validate(const Problem& p, const Options& o, const Section& s) {
   constexpr int kMaxT = 1 << 24;
   if (p.t_q > kMaxT || p.t_kv > kMaxT)
     return "T=" + std::to_string(std::max(p.t_q, p.t_kv)) + " exceeds the lab's limit of " + std::to_string(kMaxT) + " rows";
+  // Sizes are int64 products: refuse shapes whose tensors could overflow them before computing any.
+  const double q_elems = double(p.b) * p.t_q * p.h * p.d, kv_elems = double(p.b) * p.t_kv * p.h_kv * p.d;
+  if (std::max(q_elems, kv_elems) > 1e13) {
+    std::ostringstream m;
+    m << "Q or K/V would hold " << std::max(q_elems, kv_elems) << " elements: beyond any memory (B, H or T too large)";
+    return m.str();
+  }
   if (p.h_kv > p.h || p.h % p.h_kv != 0)
     return "H=" + std::to_string(p.h) + " is not a multiple of H_kv=" + std::to_string(p.h_kv) +
            " (each K/V head must serve a whole group of query heads)";

@@ -59,6 +59,7 @@ TEST_CASE("options: each bad input is refused with its reason", "[options]") {
       {{"--t", "20000000"}, "exceeds the lab's limit"},
       {{"--t", "abc"}, "--t"},
       {{"--frobnicate"}, "frobnicate"},
+      {{"--b", "2000000000", "--h", "2000000000", "--t", "1000"}, "beyond any memory"},
       {{"--kv-lens", "some"}, "unknown --kv-lens 'some'"},
       {{"--kv-lens", "random"}, "--kv-lens random is not supported by 99_demo"},
   };
