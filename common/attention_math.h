@@ -54,6 +54,23 @@ LAB_HD KeyRange visible_keys_of_rows(int q_begin, int q_end, int t_q, int t_kv, 
   return {first.begin, imax(first.begin, last.end)};
 }
 
+// How much of the tile [q_begin, q_end) x [k_begin, k_end) attends: nothing (skip the tile), all
+// of it (no per-element mask needed), or part of it (mask at the edges). Both ends of a row's key
+// range grow with the row, so the first and last rows decide: some pair is visible iff the
+// rows' union meets the tile; every pair is iff the last row starts at or before k_begin and the
+// first row ends at or after k_end. k_end past T_kv counts as masked (a ragged last tile is partial).
+enum class TileVisibility { none, partial, full };
+
+LAB_HD TileVisibility tile_visibility(int q_begin, int q_end, int k_begin, int k_end, int t_q, int t_kv,
+                                      bool causal, int window) {
+  const KeyRange any = visible_keys_of_rows(q_begin, q_end, t_q, t_kv, causal, window);
+  if (any.empty() || any.end <= k_begin || any.begin >= k_end) return TileVisibility::none;
+  const KeyRange first = visible_keys(q_begin, t_q, t_kv, causal, window);
+  const KeyRange last = visible_keys(q_end - 1, t_q, t_kv, causal, window);
+  const bool all = !first.empty() && last.begin <= k_begin && first.end >= k_end;
+  return all ? TileVisibility::full : TileVisibility::partial;
+}
+
 // GQA/MQA: n_heads query heads share n_kv_heads K/V heads in contiguous groups
 // (query heads [g*r, (g+1)*r) read K/V head g, r = n_heads / n_kv_heads).
 LAB_HD int kv_head_of(int head, int n_heads, int n_kv_heads) {

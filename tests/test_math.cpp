@@ -71,3 +71,31 @@ TEST_CASE("lse_merge is log(exp(a)+exp(b)) and safe on empty states", "[math]") 
   CHECK(lse_merge(-INFINITY, -INFINITY) == -INFINITY);  // never -inf - -inf = NaN
   CHECK(lse_merge(100.0f, 100.0f) == Approx(100.0f + std::log(2.0f)));
 }
+
+TEST_CASE("tile_visibility matches brute force, windows W-1, W, W+1 at tile edges", "[math]") {
+  int checked = 0;
+  for (int tile : {16, 64})
+    for (int t_q : {1, 63, 64, 65, 130})
+      for (int t_kv : {1, 64, 65, 130, 200})
+        for (int window : {0, 1, tile - 1, tile, tile + 1, 2 * tile, 1000})
+          for (bool causal : {false, true}) {
+            if (window && !causal) continue;
+            for (int q0 = 0; q0 < t_q; q0 += tile)
+              for (int k0 = 0; k0 < t_kv; k0 += tile) {
+                const int q1 = std::min(q0 + tile, t_q), k1 = k0 + tile;  // k1 may pass t_kv: ragged
+                int seen = 0, total = 0;
+                for (int i = q0; i < q1; ++i)
+                  for (int j = k0; j < k1; ++j) {
+                    ++total;
+                    seen += brute_visible(i, j, t_q, t_kv, causal, window);
+                  }
+                const TileVisibility want = seen == 0 ? TileVisibility::none
+                                          : seen == total ? TileVisibility::full : TileVisibility::partial;
+                INFO("tile " << tile << " T_q " << t_q << " T_kv " << t_kv << " W " << window << " causal "
+                     << causal << " q0 " << q0 << " k0 " << k0);
+                REQUIRE(int(tile_visibility(q0, q1, k0, k1, t_q, t_kv, causal, window)) == int(want));
+                ++checked;
+              }
+          }
+  CHECK(checked > 5000);
+}
