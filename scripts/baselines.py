@@ -7,7 +7,8 @@
   baselines.py --ceilings --json ceilings.json      # copy bandwidth, fp32 (no TF32) and bf16 GEMM
 
 Variants: sdpa-flash, sdpa-cudnn, sdpa-efficient, sdpa-math (torch SDPA with one backend forced),
-eager (unfused: matmul, softmax, matmul, as a user would write it). Tensors use the lab's layout
+eager (unfused: matmul, softmax, matmul, as a user would write it), flex (FlexAttention, compiled,
+with a causal or sliding-window block mask: spec key "window"). Tensors use the lab's layout
 [B, T, H, D] (SDPA sees a transposed view). Each baseline is checked on a sample of rows against
 float64 before it is timed. Exit 77 when PyTorch or a GPU is missing.
 """
@@ -24,10 +25,35 @@ ROOT = Path(__file__).resolve().parent.parent
 TOL = {"fp32": 1e-4, "fp16": 4e-3, "bf16": 3e-2}  # max |error| vs float64 on the sampled rows
 
 
-def flops(b, h, tq, tkv, d, causal):
-    """The lab's one convention: 4·B·H·T_q·T_kv·D, halved for causal."""
+def visible_pairs(tq, tkv, causal, window):
+    """(query, key) pairs that attend, exactly, with the lab's bottom-right alignment."""
+    total = 0
+    for i in range(tq):
+        pos = i + tkv - tq
+        end = min(tkv, pos + 1) if causal else tkv
+        begin = max(0, pos - window + 1) if window else 0
+        total += max(0, end - max(begin, 0)) if end > 0 else 0
+    return total
+
+
+def flops(b, h, tq, tkv, d, causal, window=None):
+    """The lab's one convention: 4·B·H·T_q·T_kv·D, halved for causal; 4·D per visible pair with a window."""
+    if window:
+        return 4.0 * b * h * d * visible_pairs(tq, tkv, causal, window)
     f = 4.0 * b * h * tq * tkv * d
     return f / 2 if causal else f
+
+
+def visibility_mask(torch, tq, tkv, causal, window, device):
+    """[T_q, T_kv] bool, True where the key is masked out (bottom-right aligned, as the reference)."""
+    pos = torch.arange(tq, device=device)[:, None] + (tkv - tq)
+    j = torch.arange(tkv, device=device)[None, :]
+    masked = torch.zeros(tq, tkv, dtype=torch.bool, device=device)
+    if causal:
+        masked |= j > pos
+    if window:
+        masked |= j <= pos - window
+    return masked
 
 
 def git_sha():
@@ -59,13 +85,26 @@ def time_ms(torch, fn, warmup, iters):
     return statistics.median(times), min(times), max(times)
 
 
-def make_fn(torch, variant, q, k, v, causal, gqa):
+def make_fn(torch, variant, q, k, v, causal, gqa, window=None):
     """q [B, T, H, D] etc. Returns a callable computing O [B, H, T, D] with the chosen path."""
     F = torch.nn.functional
     from torch.nn.attention import SDPBackend, sdpa_kernel
     qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))  # [B, H, T, D] views
     backends = {"sdpa-flash": SDPBackend.FLASH_ATTENTION, "sdpa-cudnn": SDPBackend.CUDNN_ATTENTION,
                 "sdpa-efficient": SDPBackend.EFFICIENT_ATTENTION, "sdpa-math": SDPBackend.MATH}
+    if variant == "flex":  # FlexAttention with a (sliding-window) causal block mask, compiled once
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+        tq, tkv = q.shape[1], k.shape[1]
+        off, w = tkv - tq, window or 0
+
+        def keep(b, h, q_idx, kv_idx):
+            visible = kv_idx <= q_idx + off if causal else kv_idx >= 0
+            return visible & (kv_idx > q_idx + off - w) if w else visible
+        block_mask = create_block_mask(keep, B=None, H=None, Q_LEN=tq, KV_LEN=tkv, device=q.device)
+        compiled = torch.compile(flex_attention)
+        return lambda: compiled(qt, kt, vt, block_mask=block_mask, enable_gqa=gqa)
+    if window:
+        raise ValueError("only the flex baseline takes a window")
     if variant in backends:
         def run():
             with sdpa_kernel(backends[variant]):
@@ -91,7 +130,7 @@ def make_fn(torch, variant, q, k, v, causal, gqa):
     raise SystemExit(f"baselines: unknown variant '{variant}'")
 
 
-def sample_error(torch, out, q, k, v, causal, rows=128):
+def sample_error(torch, out, q, k, v, causal, rows=128, window=None):
     """Max |out - float64| over `rows` query rows of batch 0, every head."""
     tq, tkv, h, d = q.shape[1], k.shape[1], q.shape[2], q.shape[3]
     group = h // k.shape[2]
@@ -101,8 +140,7 @@ def sample_error(torch, out, q, k, v, causal, rows=128):
         qh = q[0, idx, head].double()
         kh, vh = k[0, :, head // group].double(), v[0, :, head // group].double()
         s = qh @ kh.T / math.sqrt(d)
-        if causal:
-            s = s.masked_fill(torch.arange(tkv, device=q.device)[None, :] > (idx[:, None] + tkv - tq), float("-inf"))
+        s = s.masked_fill(visibility_mask(torch, tq, tkv, causal, window, q.device)[idx], float("-inf"))
         ref = torch.softmax(s, dim=-1) @ vh
         worst = max(worst, (out[0, head, idx].double() - ref).abs().max().item())
     return worst
@@ -111,7 +149,7 @@ def sample_error(torch, out, q, k, v, causal, rows=128):
 def run_spec(torch, spec, section, warmup, iters):
     b, h, t, d = spec["b"], spec["h"], spec["t"], spec["d"]
     h_kv, t_kv = spec.get("h_kv", h), spec.get("t_kv", t)
-    dtype_name, causal = spec.get("dtype", "bf16"), spec.get("causal", False)
+    dtype_name, causal, window = spec.get("dtype", "bf16"), spec.get("causal", False), spec.get("window")
     dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype_name]
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32 (TF32 would be a different precision)
     torch.backends.cudnn.allow_tf32 = False
@@ -124,13 +162,13 @@ def run_spec(torch, spec, section, warmup, iters):
                "git_sha": git_sha(), "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                "gpu": gpu_info(torch),
                "problem": {"b": b, "h": h, "h_kv": h_kv, "t_q": t, "t_kv": t_kv, "d": d, "dtype": dtype_name,
-                           "causal": causal, "window": None, "page_size": None},
+                           "causal": causal, "window": window, "page_size": None},
                "command": "scripts/baselines.py --spec " + json.dumps(spec, separators=(",", ":"))}
         try:
-            fn = make_fn(torch, variant, q, k, v, causal, h_kv != h)
+            fn = make_fn(torch, variant, q, k, v, causal, h_kv != h, window)
             out = fn()
             torch.cuda.synchronize()
-            err = sample_error(torch, out, q, k, v, causal)
+            err = sample_error(torch, out, q, k, v, causal, window=window)
             med, lo, hi = time_ms(torch, fn, warmup, iters)
         except Exception as e:  # a backend that refuses the shape is recorded as such, not skipped silently
             rec.update(check={"passed": False, "max_abs_err": None, "rel_l2_err": None, "ref_err_bound": None,
@@ -140,7 +178,7 @@ def run_spec(torch, spec, section, warmup, iters):
             records.append(rec)
             print(f"  {variant:<15} unavailable: {type(e).__name__}: {str(e)[:120]}", flush=True)
             continue
-        f = flops(b, h, t, t_kv, d, causal)
+        f = flops(b, h, t, t_kv, d, causal, window)
         e = {"fp32": 4, "fp16": 2, "bf16": 2}[dtype_name]
         nbytes = (2 * b * t * h * d + 2 * b * t_kv * h_kv * d) * e
         rec.update(check={"passed": err <= TOL[dtype_name], "max_abs_err": err, "rel_l2_err": None,
