@@ -31,6 +31,11 @@ class TimeLimit(unittest.TestCase):
         self.assertLess(code, 0)
         self.assertIn("CRASHED", out)
 
+    def test_a_missing_program_is_a_failed_run(self):
+        code, out, _ = lab.run_limited(["no-such-tool-here", "--x"], 10)
+        self.assertEqual(code, 127)
+        self.assertIn("cannot start no-such-tool-here", out)
+
     def test_exit_codes_pass_through(self):
         code, out, _ = lab.run_limited([sys.executable, "-c", "print('hi'); raise SystemExit(77)"], 10)
         self.assertEqual((code, out.strip()), (77, "hi"))
