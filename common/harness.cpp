@@ -80,6 +80,10 @@ std::string validate(const Problem& p, const Options& o, const Section& s) {
   if (p.window > 0 && !p.causal) return "--window needs --causal (a sliding window is a causal mask)";
   if (p.page_size != 0 && (p.page_size < 16 || p.page_size % 16 != 0))
     return "page size " + std::to_string(p.page_size) + " is not a positive multiple of 16";
+  if (p.window > 0 && !s.supports_window)
+    return "--window is not supported by " + s.name + " (sliding windows are section 07)";
+  if (p.page_size != 0 && !s.paged)
+    return "--page-size is not supported by " + s.name + " (it reads a contiguous K/V cache; paged KV is section 06)";
   if (std::find(s.variants.begin(), s.variants.end(), o.variant) == s.variants.end())
     return "unknown variant '" + o.variant + "' for " + s.name + " (variants: " + join(s.variants) + ")";
   if (!o.bug.empty() && std::find(s.bugs.begin(), s.bugs.end(), o.bug) == s.bugs.end())

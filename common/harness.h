@@ -87,6 +87,8 @@ struct Section {
   std::vector<DType> dtypes = {DType::f32};
   bool needs_sm90a = false;
   bool writes_lse = true;
+  bool supports_window = false;     // the kernels honour a sliding window (--window)
+  bool paged = false;               // the section reads a paged KV cache (--page-size applies)
   bool has_splits = false;          // the section splits the K/V range (--splits applies)
   bool supports_ragged_kv = false;  // the kernels honour kv_len[b] (DeviceTensors::kv_len)
   bool ragged_kv_default = false;   // decode sections: sequences of different lengths unless --kv-lens full

@@ -303,6 +303,7 @@ int main(int argc, char** argv) {
     if (lab::ceil_div(p.t_q, TILE) > 65535) return "T_q must be <= " + std::to_string(65535 * TILE) + " for the naive kernels";
     return "";
   };
+  s.supports_window = true;
   s.gpu = setup_gpu;
   s.cpu = run_cpu;
   return lab::lab_main(argc, argv, s);

@@ -662,6 +662,7 @@ int main(int argc, char** argv) {
     if (int64_t(p.b) * p.t_q * p.h > (int64_t(1) << 31) - 1) return "B*T_q*H must be < 2^31 (one grid dimension)";
     return "";
   };
+  s.supports_window = true;
   s.gpu = setup_gpu;
   s.cpu = run_cpu;
   return lab::lab_main(argc, argv, s);

@@ -417,8 +417,6 @@ int main(int argc, char** argv) {
   s.workspace_bytes = [](const lab::Problem& p, const std::string&) { return state_bytes(p); };
   s.workspace_what = "running O, m, l";
   s.validate = [](const lab::Problem& p, const lab::Options&) -> std::string {
-    if (p.window > 0) return "--window is not supported by 02_v1_tile (sliding windows are section 07)";
-    if (p.page_size > 0) return "--page-size is not supported by 02_v1_tile (paged KV is section 06)";
     if (int64_t(p.b) * p.h > 65535) return "B*H must be <= 65535 (one grid row per head)";
     return "";
   };

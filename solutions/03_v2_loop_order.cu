@@ -477,8 +477,6 @@ int main(int argc, char** argv) {
   s.default_problem.h = 8;
   s.default_problem.t_q = s.default_problem.t_kv = 1024;
   s.validate = [](const lab::Problem& p, const lab::Options&) -> std::string {
-    if (p.window > 0) return "--window is not supported by 03_v2_loop_order (sliding windows are section 07)";
-    if (p.page_size > 0) return "--page-size is not supported by 03_v2_loop_order (paged KV is section 06)";
     if (int64_t(p.b) * p.h > 65535) return "B*H must be <= 65535 (one grid row per head)";
     return "";
   };

@@ -721,8 +721,6 @@ int main(int argc, char** argv) {
   s.default_problem.t_q = s.default_problem.t_kv = 2048;
   s.default_problem.d = 64;
   s.validate = [](const lab::Problem& p, const lab::Options&) -> std::string {
-    if (p.window > 0) return "04_fp16 has no sliding window (section 07 adds it)";
-    if (p.page_size > 0) return "04_fp16 reads contiguous K/V only (paged KV is section 06)";
     if (int64_t(p.b) * p.h > 65535) return "B*H must be <= 65535 (one grid dimension per head)";
     return "";
   };

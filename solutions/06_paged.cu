@@ -794,6 +794,8 @@ int main(int argc, char** argv) {
       if (std::string bad = lab::check_block_tables(make_cache(lengths, p, o.seed, o.bug)); !bad.empty()) return bad;
     return "";
   };
+  s.supports_window = true;
+  s.paged = true;
   s.gpu = setup_gpu;
   s.cpu = run_cpu;
   return lab::lab_main(argc, argv, s);

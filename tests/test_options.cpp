@@ -52,6 +52,8 @@ TEST_CASE("options: each bad input is refused with its reason", "[options]") {
       {{"--window", "16"}, "--window needs --causal"},
       {{"--window", "0", "--causal"}, "--window must be >= 1"},
       {{"--page-size", "24"}, "page size 24 is not a positive multiple of 16"},
+      {{"--page-size", "16"}, "--page-size is not supported by 99_demo"},
+      {{"--window", "8", "--causal"}, "--window is not supported by 99_demo"},
       {{"--page-size", "-16"}, "page size -16 is not a positive multiple of 16"},
       {{"--check", "most"}, "unknown --check mode 'most'"},
       {{"--magnitude", "0"}, "--magnitude must be a positive number"},
