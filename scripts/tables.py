@@ -72,6 +72,14 @@ def problem_key(r):
             tuple(p["kv_len"]) if p.get("kv_len") else None)
 
 
+def key_to_json(key):
+    return [list(k) if isinstance(k, tuple) else k for k in key]
+
+
+def key_from_json(key):
+    return tuple(tuple(k) if isinstance(k, list) else k for k in key)
+
+
 def ceiling_pct(r, ceilings):
     """% of the same run's ceiling: copy bandwidth for decode (T_q = 1), else the GEMM rate of the
     section's precision (fp32 without TF32, or bf16 for 16-bit sections)."""
@@ -137,8 +145,7 @@ def load_side_files(folder):
     n = Path(folder) / "ncu.json"
     if n.exists():
         for e in json.loads(n.read_text()):
-            k = e["problem_key"]
-            ncu[(e["section"], e["variant"], tuple(k[:9]) + (tuple(k[9]) if len(k) > 9 and k[9] else None,))] = e["dram_bytes"]
+            ncu[(e["section"], e["variant"], key_from_json(e["problem_key"]))] = e["dram_bytes"]
     return ceilings, ncu
 
 
