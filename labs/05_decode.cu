@@ -39,6 +39,9 @@
 
 #include "kv_cache.h"
 #include "lab.cuh"
+#include "mma_sm80.cuh"  // 16-bit helpers, swizzle, cp.async, ldmatrix, mma.sync wrappers
+
+using namespace lab::sm80;
 
 constexpr int NUM_WARPS = 4;
 constexpr int THREADS = NUM_WARPS * 32;
@@ -129,64 +132,6 @@ struct DecodeParams {
   float scale_log2;   // softmax scale · log2(e)
   bool gqa_bug;
 };
-
-// 16-bit element helpers: T is __half or __nv_bfloat16.
-template <class T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {  // lo in the low half
-  if constexpr (std::is_same_v<T, __half>) {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  } else {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
-}
-template <class T>
-__device__ __forceinline__ T from_float(float x) {
-  if constexpr (std::is_same_v<T, __half>) return __float2half_rn(x);
-  else return __float2bfloat16_rn(x);
-}
-
-// Swizzled tile: row r, 16-byte chunk c lives at chunk r·CHUNKS + (c ^ (r % 8)); the 8 rows an
-// ldmatrix phase reads at one logical chunk land in 8 different bank groups. Byte offset.
-template <int CHUNKS>
-__device__ __forceinline__ uint32_t swizzle(int r, int c) { return uint32_t(r * CHUNKS + (c ^ (r & 7))) * 16u; }
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-// cp.async 16 bytes, L2 only (.cg: the cache is streamed once). valid = false reads nothing and
-// writes zeros: a key outside the split is never read, and a zero V row adds 0·0, not 0·garbage.
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-
-// ldmatrix.x4: lanes 8m..8m+7 give the row addresses of 8x8 matrix m; register m of every lane gets
-// (row lane/4, columns 2·(lane%4), +1) of matrix m; .trans: its transpose.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-// D += A·B, m16n8k16, fp32 accumulators. Fragments (lane = 4·g + t):
-//   A 16x16: a0 = (row g, cols 2t, 2t+1)  a1 = (row g+8, same)  a2 = (row g, cols 2t+8, +9)  a3 = (row g+8, same)
-//   B 16x8:  b0 = (rows 2t, 2t+1 of col g)  b1 = (rows 2t+8, 2t+9 of col g)
-//   C 16x8:  c0, c1 = (row g, cols 2t, 2t+1)  c2, c3 = (row g+8, same cols)
-template <class T>
-__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<T, __half>)
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  else
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 // Row r (0..15) of a block's chunk of heads -> its query head, or -1 (padding row, or a stub).
 __device__ __forceinline__ int head_of_row(const DecodeParams& p, int kv_head, int chunk, int r) {

@@ -48,6 +48,9 @@
 #include <type_traits>
 
 #include "lab.cuh"
+#include "mma_sm80.cuh"  // 16-bit helpers, swizzle, cp.async, ldmatrix, mma.sync wrappers
+
+using namespace lab::sm80;
 
 struct Shape {  // what the kernels need of a lab::Problem
   int t_q, t_kv, h, h_kv;
@@ -57,33 +60,6 @@ struct Shape {  // what the kernels need of a lab::Problem
 };
 
 constexpr float kLog2e = 1.4426950408889634f;
-
-// ---------------------------------------------------------------------------------------------
-// 16-bit element helpers. T is __half or __nv_bfloat16; Vec2<T> packs two of them in 32 bits
-// (.x in the low half: the lower column index, as every mma and ldmatrix fragment expects).
-template <class T>
-using Vec2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
-
-__device__ __forceinline__ float2 to_float2(__half2 x) { return __half22float2(x); }
-__device__ __forceinline__ float2 to_float2(__nv_bfloat162 x) { return __bfloat1622float2(x); }
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-
-template <class T>
-__device__ __forceinline__ T from_float(float x) {
-  if constexpr (std::is_same_v<T, __half>) return __float2half_rn(x);
-  else return __float2bfloat16_rn(x);
-}
-template <class T>
-__device__ __forceinline__ Vec2<T> from_float2(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __half>) return __floats2half2_rn(lo, hi);
-  else return __floats2bfloat162_rn(lo, hi);
-}
-template <class T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  Vec2<T> v = from_float2<T>(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
 
 // What an accumulator can hold. Correct: a float. --bug fp16-accum (ACC16): the 16-bit type T,
 // as an fp16 accumulator would; with 11 significant bits, once the sum passes 2048 every term
@@ -301,57 +277,6 @@ static_assert(32 * (Tiles<128>::D_STEPS - 1) < Tiles<128>::ROW_BYTES && 32 * (Ti
               "the k-step XOR stays inside a row");
 }  // namespace mma
 
-// Swizzled tile layout: row r, 16-byte chunk c (elements 8c..8c+7) is stored at chunk
-// r·CHUNKS + (c ^ (r % 8)). Rows are 128 or 256 bytes, so a row starts at bank 0; the 8 rows an
-// ldmatrix phase reads (same logical c) then land on 8 different 16-byte bank groups: no
-// conflicts. Returns a byte offset.
-// Moving on by k 16-column steps keeps r % 8 and turns c into c ^ 2k (c's low bit is the lane's
-// half, 2k has none): the offset becomes swizzle(r, c) ^ (32·k), an XOR with a constant, as long
-// as 32·k stays inside the row. The fragment loops below use that (one LOP3, no extra registers).
-template <int CHUNKS>
-__device__ __forceinline__ uint32_t swizzle(int r, int c) {
-  return uint32_t(r * CHUNKS + (c ^ (r & 7))) * 16u;
-}
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-// cp.async, 16 bytes, L2 only (.cg: K/V are streamed, not reused from L1). src_size 0 reads
-// nothing and writes 16 zero bytes (the ragged end of a tile).
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-
-// ldmatrix.x4: lanes 8m..8m+7 give the row addresses of 8x8 matrix m; register m of every lane
-// receives its piece of matrix m (row lane/4, columns 2·(lane%4), +1; .trans: the transpose).
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-
-// D = A·B + D, 16x8x16, fp32 accumulators.
-template <class T>
-__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<T, __half>)
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  else
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // O += P V for one n-block. --bug fp16-accum (ACC16): 16-bit accumulators. fp16 has the real
 // instruction (f16 C and D: two registers of (row g, cols 2t, 2t+1) and (row g+8, ...)); the
 // accumulator is packed to fp16 before and widened after, so between mmas it only ever holds
@@ -373,12 +298,6 @@ __device__ __forceinline__ void mma_pv(float (&d)[4], const uint32_t (&a)[4], ui
     if constexpr (ACC16)
       for (int e = 0; e < 4; ++e) d[e] = to_float(from_float<T>(d[e]));
   }
-}
-
-__device__ __forceinline__ float fast_exp2(float x) {  // MUFU.EX2; exp2(-inf) = 0
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
 }
 
 // A [ROWS, D] tile of a [.., T, H, D] tensor -> swizzled shared memory at byte address `dst`,

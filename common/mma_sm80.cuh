@@ -1,0 +1,107 @@
+// The Ampere-style Tensor Core toolbox shared by sections 04-07: 16-bit element helpers, the
+// swizzled shared-memory layout, cp.async, ldmatrix and mma.sync.m16n8k16. These are plumbing,
+// written once; the lessons (the online softmax, the loop order, the masks, the GQA mapping, the
+// paged address) stay in the section files. Section 08 adds the Hopper path (TMA, wgmma) beside it.
+//
+// Fragment layouts of mma.m16n8k16 (lane = 4·g + t, g = lane / 4, t = lane % 4), 32-bit registers
+// holding two 16-bit elements (.x, the lower column index, in the low half):
+//   A 16x16: a0 = (row g, cols 2t, 2t+1)  a1 = (row g+8, same)  a2 = (row g, cols 2t+8, +9)  a3 = (row g+8, same)
+//   B 16x8:  b0 = (rows 2t, 2t+1 of col g)  b1 = (rows 2t+8, 2t+9 of col g)
+//   C 16x8:  c0, c1 = (row g, cols 2t, 2t+1)  c2, c3 = (row g+8, same cols)   (fp32)
+// The C layout of two neighbouring n-blocks is the A layout of one k-step: a score tile S = Q Kᵀ
+// becomes the A operand of O = P V in registers, with no trip through shared memory.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace lab::sm80 {
+
+// ---- 16-bit elements: T is __half or __nv_bfloat16; Vec2<T> packs two of them in 32 bits.
+template <class T>
+using Vec2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
+
+__device__ __forceinline__ float2 to_float2(__half2 x) { return __half22float2(x); }
+__device__ __forceinline__ float2 to_float2(__nv_bfloat162 x) { return __bfloat1622float2(x); }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+template <class T>
+__device__ __forceinline__ T from_float(float x) {
+  if constexpr (std::is_same_v<T, __half>) return __float2half_rn(x);
+  else return __float2bfloat16_rn(x);
+}
+template <class T>
+__device__ __forceinline__ Vec2<T> from_float2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __half>) return __floats2half2_rn(lo, hi);
+  else return __floats2bfloat162_rn(lo, hi);
+}
+template <class T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {  // lo in the low half
+  Vec2<T> v = from_float2<T>(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {  // MUFU.EX2; exp2(-inf) = 0
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// ---- Shared memory.
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Swizzled tile layout: row r, 16-byte chunk c (elements 8c..8c+7) is stored at chunk
+// r·CHUNKS + (c ^ (r % 8)). With rows a multiple of 128 bytes every row starts at bank 0, and the
+// 8 rows an ldmatrix phase reads at one logical chunk land on 8 different 16-byte bank groups: no
+// conflicts, no padding. Returns a byte offset.
+// Moving on by k 16-column steps keeps r % 8 and turns c into c ^ 2k (for even k-step chunks):
+// the offset becomes swizzle(r, c) ^ (32·k), one XOR with a constant while 32·k stays in the row.
+template <int CHUNKS>
+__device__ __forceinline__ uint32_t swizzle(int r, int c) {
+  static_assert(CHUNKS % 8 == 0, "rows of a multiple of 128 bytes");
+  return uint32_t(r * CHUNKS + (c ^ (r & 7))) * 16u;
+}
+
+// ---- cp.async: 16 bytes global -> shared without a register round trip, L2 only (.cg: streamed
+// tiles are not reused from L1). valid = false reads nothing and writes 16 zero bytes (the ragged
+// end of a tile); callers still pass an in-bounds address.
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>  // wait until at most N of this thread's committed groups are still in flight
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+// ---- ldmatrix.x4: lanes 8m..8m+7 give the row addresses of 8x8 matrix m; register m of every lane
+// receives its piece of matrix m (row lane/4, columns 2·(lane%4), +1; .trans: of the transpose).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+
+// ---- D += A·B, m16n8k16, 16-bit inputs, fp32 accumulators (layouts in the header comment).
+template <class T>
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __half>)
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+}  // namespace lab::sm80
