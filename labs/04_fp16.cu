@@ -33,6 +33,10 @@
 //             masked, and the heaviest Q tiles (the bottom ones) are launched first.
 //           Target on an H200: >= 0.9x PyTorch SDPA's FlashAttention-2 backend (~300-350 TFLOP/s at
 //           D = 128, T >= 4096). `scripts/lab bench 04` measures it; results/ holds real numbers.
+//   mma-no-ldmatrix, mma-no-cp-async   Ablations: mma with one feature turned off, to measure
+//           what it buys (ch12/04_fp16.md). no-ldmatrix gathers each fragment with 32-bit (V:
+//           16-bit) shared loads; no-cp-async loads each K/V tile through registers into a single
+//           stage while the block waits (shared memory unchanged, so occupancy is the same).
 // --bug fp16-accum (the chapter's "fp16 累加 → 长序列下数值崩"): the O accumulator and the row
 // sum l are kept in the 16-bit element type. Both variants implement it: scalar rounds after every
 // key; mma runs O += P V as mma.m16n8k16.f16.f16.f16.f16 (fp16 accumulators; with bf16, for which
@@ -278,12 +282,13 @@ __device__ __forceinline__ void mma_pv(float (&d)[4], const uint32_t (&a)[4], ui
   }
 }
 
-// A [ROWS, D] tile of a [.., T, H, D] tensor -> swizzled shared memory at byte address `dst`,
-// asynchronously. Thread tid copies chunk tid % CHUNKS of rows tid / CHUNKS + ROW_STEP·n. Rows
-// >= rows_valid are zero-filled (their source address is clamped to row 0, never read).
-template <int ROWS, int HEAD_DIM, class T>
-__device__ __forceinline__ void load_tile_async(uint32_t dst, const T* gmem /* row 0 */, int64_t row_stride,
-                                                int rows_valid) {
+// A [ROWS, D] tile of a [.., T, H, D] tensor -> swizzled shared memory at byte address `dst`.
+// Thread tid copies chunk tid % CHUNKS of rows tid / CHUNKS + ROW_STEP·n. Rows >= rows_valid are
+// zero-filled (their source address is clamped to row 0, never read). ASYNC: with cp.async (the
+// copy proceeds while the thread goes on). Otherwise (ablation `mma-no-cp-async`) through
+// registers: ld.global, then st.shared, which must wait for the load to arrive.
+template <int ROWS, int HEAD_DIM, bool ASYNC = true, class T>
+__device__ __forceinline__ void load_tile(uint32_t dst, const T* gmem /* row 0 */, int64_t row_stride, int rows_valid) {
   using TL = mma::Tiles<HEAD_DIM>;
   static_assert(ROWS % TL::ROW_STEP == 0, "whole passes");
   const int row0 = threadIdx.x / TL::CHUNKS, chunk = threadIdx.x % TL::CHUNKS;
@@ -292,12 +297,41 @@ __device__ __forceinline__ void load_tile_async(uint32_t dst, const T* gmem /* r
   for (int n = 0; n < ROWS / TL::ROW_STEP; ++n) {
     const int r = row0 + n * TL::ROW_STEP;
     const bool valid = r < rows_valid;
-    cp_async_16(dst0 + uint32_t(n * TL::ROW_STEP * TL::CHUNKS * 16), gmem + (valid ? r * row_stride : 0) + chunk * 8,
-                valid);
+    const T* src = gmem + (valid ? r * row_stride : 0) + chunk * 8;
+    const uint32_t to = dst0 + uint32_t(n * TL::ROW_STEP * TL::CHUNKS * 16);
+    if constexpr (ASYNC) {
+      cp_async_16(to, src, valid);
+    } else {
+      const uint4 x = valid ? *reinterpret_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
+      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(to), "r"(x.x), "r"(x.y), "r"(x.z), "r"(x.w)
+                   : "memory");
+    }
   }
 }
 
-template <class T, int HEAD_DIM, bool ACC16>
+// Ablation `mma-no-ldmatrix`: the four 8x8 fragments of one ldmatrix.x4 gathered with ordinary
+// shared loads. addr_of(l) is the row address lane l would hand to ldmatrix. Register m of this
+// lane is row g of matrix m, columns 2t, 2t+1 (one 32-bit load); with TRANS, column g of rows 2t
+// and 2t+1 (two 16-bit loads). So 4 (TRANS: 8) load instructions and their address arithmetic
+// per fragment, where ldmatrix issues one.
+template <bool TRANS, class AddrOf>
+__device__ __forceinline__ void gather_x4(uint32_t (&r)[4], AddrOf addr_of) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+    if constexpr (!TRANS) {
+      asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(r[m]) : "r"(addr_of(8 * m + g) + 4u * t));
+    } else {
+      uint16_t lo, hi;
+      asm volatile("ld.shared.b16 %0, [%1];\n" : "=h"(lo) : "r"(addr_of(8 * m + 2 * t) + 2u * g));
+      asm volatile("ld.shared.b16 %0, [%1];\n" : "=h"(hi) : "r"(addr_of(8 * m + 2 * t + 1) + 2u * g));
+      r[m] = uint32_t(lo) | (uint32_t(hi) << 16);
+    }
+  }
+}
+
+// LDMATRIX, CP_ASYNC: false only in the ablation variants (mma-no-ldmatrix, mma-no-cp-async).
+template <class T, int HEAD_DIM, bool ACC16, bool LDMATRIX = true, bool CP_ASYNC = true>
 __global__ void __launch_bounds__(mma::THREADS, ACC16 ? 2 : mma::Tiles<HEAD_DIM>::MIN_BLOCKS)
 mma_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
            const T* __restrict__ k,  // [B, T_kv, H_kv, D]
@@ -331,17 +365,19 @@ mma_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
   const int tile_end = block_keys.empty() ? tile_begin : lab::ceil_div(block_keys.end, BLOCK_KV);
   auto load_kv = [&](int stage, int tile) {
     const int kv0 = tile * BLOCK_KV;
-    load_tile_async<BLOCK_KV, HEAD_DIM>(k_tile(stage), k_head + kv0 * kv_stride, kv_stride, sh.t_kv - kv0);
-    load_tile_async<BLOCK_KV, HEAD_DIM>(v_tile(stage), v_head + kv0 * kv_stride, kv_stride, sh.t_kv - kv0);
+    load_tile<BLOCK_KV, HEAD_DIM, CP_ASYNC>(k_tile(stage), k_head + kv0 * kv_stride, kv_stride, sh.t_kv - kv0);
+    load_tile<BLOCK_KV, HEAD_DIM, CP_ASYNC>(v_tile(stage), v_head + kv0 * kv_stride, kv_stride, sh.t_kv - kv0);
   };
 
   // Prologue: the Q tile goes through stage 1's K slot (free until tile 1 is issued), the first
   // K/V tile into stage 0, then Q moves to registers for good: q_frag[kk] is the A fragment of
   // this warp's 16 rows, columns 16·kk .. 16·kk + 15.
-  load_tile_async<BLOCK_Q, HEAD_DIM>(k_tile(1), q_head + q0 * q_stride, q_stride, sh.t_q - q0);
-  if (tile_begin < tile_end) load_kv(0, tile_begin);
-  cp_async_commit();
-  cp_async_wait<0>();
+  load_tile<BLOCK_Q, HEAD_DIM, CP_ASYNC>(k_tile(1), q_head + q0 * q_stride, q_stride, sh.t_q - q0);
+  if constexpr (CP_ASYNC) {
+    if (tile_begin < tile_end) load_kv(0, tile_begin);
+    cp_async_commit();
+    cp_async_wait<0>();
+  }
   __syncthreads();  // the Q tile (and K/V tile 0) written by every thread is visible to all
   // ldmatrix row addresses of this lane at k-step 0 (byte offsets in a tile; step kk: ^ 32·kk):
   //   Q (A operand):  matrices (rows 0-7 | 8-15) x (cols lo | hi):      row lane % 16, chunk lane / 16
@@ -349,13 +385,19 @@ mma_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
   //                   chunk (lane / 8) % 2 — registers 0, 1: n-block 2·nb2; 2, 3: n-block 2·nb2 + 1
   //   V (B, .trans):  matrices (keys 0-7 | 8-15, cols lo), (.., cols hi): key lane % 16, chunk lane / 16
   //                   — registers 0, 1: O n-block 2·db2; 2, 3: n-block 2·db2 + 1
-  const uint32_t q_lane = swizzle<TL::CHUNKS>(warp * ROWS_PER_WARP + (lane & 15), lane >> 4);
-  const uint32_t k_lane = swizzle<TL::CHUNKS>((lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1);
-  const uint32_t v_lane = swizzle<TL::CHUNKS>(lane & 15, lane >> 4);
+  auto q_addr = [&](int l) { return swizzle<TL::CHUNKS>(warp * ROWS_PER_WARP + (l & 15), l >> 4); };
+  auto k_addr = [](int l) { return swizzle<TL::CHUNKS>((l & 7) + ((l >> 4) << 3), (l >> 3) & 1); };
+  auto v_addr = [](int l) { return swizzle<TL::CHUNKS>(l & 15, l >> 4); };
+  const uint32_t q_lane = q_addr(lane), k_lane = k_addr(lane), v_lane = v_addr(lane);
+  // One x4 fragment at byte address base + (lane's address ^ x): ldmatrix, or the ablation's gather.
+  auto load_x4 = [&](uint32_t(&r)[4], uint32_t base, uint32_t lane_addr, auto addr_of, uint32_t x) {
+    if constexpr (LDMATRIX) ldmatrix_x4(r, base + (lane_addr ^ x));
+    else gather_x4<false>(r, [&](int l) { return base + (addr_of(l) ^ x); });
+  };
   constexpr uint32_t ROWS16 = 16 * TL::ROW_BYTES;  // 16 rows further down a tile
   uint32_t q_frag[TL::D_STEPS][4];
 #pragma unroll
-  for (int kk = 0; kk < TL::D_STEPS; ++kk) ldmatrix_x4(q_frag[kk], k_tile(1) + (q_lane ^ (32u * kk)));
+  for (int kk = 0; kk < TL::D_STEPS; ++kk) load_x4(q_frag[kk], k_tile(1), q_lane, q_addr, 32u * kk);
 
   // Per-thread state of rows g and g+8 of the warp: index r = 0 for row g, 1 for row g+8.
   float o_acc[TL::O_BLOCKS][4] = {};  // unnormalised O, C-fragment layout (c0, c1: row g; c2, c3: row g+8)
@@ -369,11 +411,18 @@ mma_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
 
   int stage = 0;
   for (int tile = tile_begin; tile < tile_end; ++tile, stage ^= 1) {
-    cp_async_wait<0>();  // this thread's copies of `tile` have landed ...
-    __syncthreads();     // ... and everyone's; and every warp is done reading the other stage
-                         // (tile - 1, or Q on the first pass), which the next line overwrites
-    if (tile + 1 < tile_end) load_kv(stage ^ 1, tile + 1);
-    cp_async_commit();
+    if constexpr (CP_ASYNC) {
+      cp_async_wait<0>();  // this thread's copies of `tile` have landed ...
+      __syncthreads();     // ... and everyone's; and every warp is done reading the other stage
+                           // (tile - 1, or Q on the first pass), which the next line overwrites
+      if (tile + 1 < tile_end) load_kv(stage ^ 1, tile + 1);
+      cp_async_commit();
+    } else {  // the ablation: one stage, loaded while nobody computes
+      stage = 0;
+      __syncthreads();  // every warp is done reading tile - 1 (Q stays in stage 1, never reused)
+      load_kv(0, tile);
+      __syncthreads();  // the tile written by every thread is visible to all
+    }
 
     // S = Q K_tileᵀ   [16 rows x BLOCK_KV keys] per warp, fp32. One ldmatrix.x4 (k_lane) gives the
     // B fragments of two n-blocks, keys 16·nb2 .. 16·nb2 + 15, at k-step kk.
@@ -383,7 +432,7 @@ mma_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
 #pragma unroll
       for (int kk = 0; kk < TL::D_STEPS; ++kk) {
         uint32_t kf[4];
-        ldmatrix_x4(kf, k_tile(stage) + nb2 * ROWS16 + (k_lane ^ (32u * kk)));
+        load_x4(kf, k_tile(stage) + nb2 * ROWS16, k_lane, k_addr, 32u * kk);
         mma_16816<T>(s[2 * nb2], q_frag[kk], kf[0], kf[1]);
         mma_16816<T>(s[2 * nb2 + 1], q_frag[kk], kf[2], kf[3]);
       }
@@ -429,7 +478,8 @@ mma_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
 #pragma unroll
       for (int db2 = 0; db2 < TL::O_BLOCKS / 2; ++db2) {
         uint32_t vf[4];
-        ldmatrix_x4_trans(vf, v_tile(stage) + kk * ROWS16 + (v_lane ^ (32u * db2)));
+        if constexpr (LDMATRIX) ldmatrix_x4_trans(vf, v_tile(stage) + kk * ROWS16 + (v_lane ^ (32u * db2)));
+        else gather_x4<true>(vf, [&](int l) { return v_tile(stage) + kk * ROWS16 + (v_addr(l) ^ (32u * db2)); });
         mma_pv<T, ACC16>(o_acc[2 * db2], p_frag, vf[0], vf[1]);
         mma_pv<T, ACC16>(o_acc[2 * db2 + 1], p_frag, vf[2], vf[3]);
       }
@@ -463,7 +513,7 @@ std::function<void(cudaStream_t)> make_scalar(const lab::RunContext& ctx, const 
   };
 }
 
-template <class T, int HEAD_DIM, bool ACC16>
+template <class T, int HEAD_DIM, bool ACC16, bool LDMATRIX = true, bool CP_ASYNC = true>
 std::function<void(cudaStream_t)> make_mma(const lab::RunContext& ctx, const Shape& sh) {
   const auto* q = static_cast<const T*>(ctx.tensors.q);
   const auto* k = static_cast<const T*>(ctx.tensors.k);
@@ -473,12 +523,13 @@ std::function<void(cudaStream_t)> make_mma(const lab::RunContext& ctx, const Sha
   constexpr int smem = mma::Tiles<HEAD_DIM>::SMEM_BYTES;
   // More than 48 KB of dynamic shared memory must be asked for (§12 常见坑); and the largest
   // carveout lets MIN_BLOCKS blocks of 64 KB share an SM.
-  CUDA_CHECK(cudaFuncSetAttribute(mma_kernel<T, HEAD_DIM, ACC16>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  CUDA_CHECK(cudaFuncSetAttribute(mma_kernel<T, HEAD_DIM, ACC16>, cudaFuncAttributePreferredSharedMemoryCarveout,
+  auto* kernel = mma_kernel<T, HEAD_DIM, ACC16, LDMATRIX, CP_ASYNC>;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                   int(cudaSharedmemCarveoutMaxShared)));
   const dim3 grid(unsigned(lab::ceil_div(sh.t_q, mma::BLOCK_Q)), unsigned(ctx.problem.b * sh.h));
   return [=](cudaStream_t st) {
-    mma_kernel<T, HEAD_DIM, ACC16><<<grid, mma::THREADS, smem, st>>>(q, k, v, o, lse, sh);
+    kernel<<<grid, mma::THREADS, smem, st>>>(q, k, v, o, lse, sh);
     CUDA_CHECK_LAST();
   };
 }
@@ -486,6 +537,9 @@ std::function<void(cudaStream_t)> make_mma(const lab::RunContext& ctx, const Sha
 template <class T, int HEAD_DIM>
 std::function<void(cudaStream_t)> make_forward(const lab::RunContext& ctx, const Shape& sh, bool acc16) {
   if (ctx.variant == "mma") return acc16 ? make_mma<T, HEAD_DIM, true>(ctx, sh) : make_mma<T, HEAD_DIM, false>(ctx, sh);
+  // The ablations: mma with one feature turned off (no --bug: validate() refuses it).
+  if (ctx.variant == "mma-no-ldmatrix") return make_mma<T, HEAD_DIM, false, /*LDMATRIX=*/false, true>(ctx, sh);
+  if (ctx.variant == "mma-no-cp-async") return make_mma<T, HEAD_DIM, false, true, /*CP_ASYNC=*/false>(ctx, sh);
   return acc16 ? make_scalar<T, HEAD_DIM, true>(ctx, sh) : make_scalar<T, HEAD_DIM, false>(ctx, sh);
 }
 
@@ -501,11 +555,11 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   lab::GpuRun run;
   if (pr.d == 64) run.forward = f16 ? make_forward<__half, 64>(ctx, sh, acc16) : make_forward<__nv_bfloat16, 64>(ctx, sh, acc16);
   else run.forward = f16 ? make_forward<__half, 128>(ctx, sh, acc16) : make_forward<__nv_bfloat16, 128>(ctx, sh, acc16);
-  if (ctx.variant == "mma") {
+  if (ctx.variant != "scalar") {
     const int block_kv = pr.d == 64 ? mma::Tiles<64>::BLOCK_KV : mma::Tiles<128>::BLOCK_KV;
     const int smem = pr.d == 64 ? mma::Tiles<64>::SMEM_BYTES : mma::Tiles<128>::SMEM_BYTES;
     run.metrics = {{"block_q", mma::BLOCK_Q}, {"block_kv", block_kv}, {"warps", mma::NUM_WARPS},
-                   {"stages", mma::STAGES}, {"smem_bytes", smem}};
+                   {"stages", ctx.variant == "mma-no-cp-async" ? 1 : mma::STAGES}, {"smem_bytes", smem}};
   } else {
     run.metrics = {{"block_q", scalar::BLOCK_Q}, {"block_kv", scalar::BLOCK_KV}, {"warps", scalar::THREADS / 32}};
   }
@@ -569,7 +623,8 @@ int main(int argc, char** argv) {
   lab::Section s;
   s.name = "04_fp16";
   s.title = "fp16/bf16 storage, fp32 accumulation: scalar (exercise 3) and Tensor Cores (mma.sync, §12.4)";
-  s.variants = {"scalar", "mma"};
+  // mma-no-ldmatrix and mma-no-cp-async: the ablations of ch12/04_fp16.md (what each feature buys).
+  s.variants = {"scalar", "mma", "mma-no-ldmatrix", "mma-no-cp-async"};
   s.bugs = {"fp16-accum"};
   s.dtypes = {lab::DType::f16, lab::DType::bf16};
   s.default_problem.dtype = lab::DType::f16;
@@ -578,8 +633,10 @@ int main(int argc, char** argv) {
   s.default_problem.h_kv = 8;
   s.default_problem.t_q = s.default_problem.t_kv = 2048;
   s.default_problem.d = 64;
-  s.validate = [](const lab::Problem& p, const lab::Options&) -> std::string {
+  s.validate = [](const lab::Problem& p, const lab::Options& opt) -> std::string {
     if (int64_t(p.b) * p.h > 65535) return "B*H must be <= 65535 (one grid dimension per head)";
+    if (!opt.bug.empty() && opt.variant.rfind("mma-no-", 0) == 0)
+      return "--bug " + opt.bug + " applies to the scalar and mma variants, not to the ablation " + opt.variant;
     return "";
   };
   s.gpu = setup_gpu;

@@ -12,7 +12,8 @@
               run only with `bench --tag TAG` (e.g. an error sweep with a --bug: `expect: "fail"`)
   baselines   [spec]: library baselines for the bench (scripts/baselines.py --spec)
   grade_perf  optional {args, variants}: the shape the grader times against the solution
-  sanitize    optional {args}: the small shape compute-sanitizer runs (default: ragged causal T=67/131)
+  sanitize    optional {args, variants}: the small shape compute-sanitizer runs (default: ragged causal
+              T=67/131) and on which variants (default: all)
   ncu         optional {args, variants}: the shape `bench --ncu` measures DRAM bytes on
 
 An instructor's hidden case file has the same format (a `section` and `cases`, optionally
