@@ -291,6 +291,7 @@ int run_section(int argc, char** argv, const Section& s) {
   Timing timing;
   int64_t extra_bytes = 0, hbm_bytes = fused_hbm_bytes(p);
   json metrics = json::object();
+  std::string run_failure;  // wrong beyond the output (GpuRun::after_check_run, CpuRun::failure)
 
   if (opt.cpu) {
     if (!opt.quiet)
@@ -301,6 +302,7 @@ int run_section(int argc, char** argv, const Section& s) {
     if (s.writes_lse) lse = std::move(lse_buf);
     extra_bytes = run.extra_host_bytes;
     metrics = run.metrics;
+    run_failure = run.failure;
   } else {
     DeviceBuffer q = upload(in.q, p.dtype), k = upload(in.k, p.dtype), v = upload(in.v, p.dtype);
     DeviceBuffer o_dev(size_t(p.q_elems()) * size_t(dtype_bytes(p.dtype)));
@@ -325,13 +327,19 @@ int run_section(int argc, char** argv, const Section& s) {
     CUDA_CHECK(cudaStreamSynchronize(stream));  // a fault inside the kernel surfaces here
     o = download(o_dev, p.q_elems(), p.dtype);
     if (s.writes_lse) lse = download(lse_dev, p.lse_elems(), DType::f32);
+    if (run.after_check_run) run_failure = run.after_check_run(metrics);
     timing = time_forward(run.forward, opt.warmup, opt.iters, opt.flush_l2, dev, stream);
     CUDA_CHECK_LAST();
     CUDA_CHECK(cudaStreamDestroy(stream));
   }
 
   const std::vector<RowId> rows = rows_to_check(p, opt.check, opt.sample_rows, opt.seed);
-  const CheckResult check = check_rows(p, in, rows, o, lse);
+  CheckResult check = check_rows(p, in, rows, o, lse);
+  if (!run_failure.empty()) {  // the output may be right; the run is not
+    if (check.passed) check.verdict = run_failure;
+    else check.details.insert(check.details.begin(), run_failure);
+    check.passed = false;
+  }
 
   const double flops = attention_flops(p);
   const bool timed = timing.iters > 0 && timing.median_ms > 0;

@@ -69,12 +69,18 @@ struct GpuRun {
   int64_t extra_device_bytes = 0;             // workspace beyond Q, K, V, O, LSE
   int64_t hbm_bytes_model = -1;               // -1: fused_hbm_bytes(problem)
   nlohmann::json metrics = nlohmann::json::object();  // section-specific extras
+  // Optional. Called once after the checked run, its stream synchronised: adds what the run
+  // measured on the device to `metrics` and returns "" or why the run is wrong in a way its output
+  // cannot show (07: the kernel visited other K/V tiles than its skip predicate allows). A reason
+  // fails the self-check (exit 1) and is printed with it.
+  std::function<std::string(nlohmann::json& metrics)> after_check_run;
 };
 
 // What a section's CPU model returns (it writes O and LSE, which arrive poisoned).
 struct CpuRun {
   int64_t extra_host_bytes = 0;
   nlohmann::json metrics = nlohmann::json::object();
+  std::string failure;  // as GpuRun::after_check_run's reason: "" or why the run is wrong
 };
 
 struct Section {
