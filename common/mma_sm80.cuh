@@ -78,6 +78,25 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>  // wait until at most N of this thread's committed groups are still in flight
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
+// A tile of ROWS rows of CHUNKS·8 16-bit elements (row r at gmem + r·row_stride) -> the swizzled
+// layout above at shared byte address `dst`, asynchronously, by the THREADS threads of a block:
+// thread tid copies chunk tid % CHUNKS of rows tid / CHUNKS + (THREADS / CHUNKS)·n, so its rows
+// differ by multiples of 8 and its swizzled chunk is the same in all of them. Rows >= rows_valid
+// are zero-filled (their source address is clamped to row 0, never read).
+template <int ROWS, int CHUNKS, int THREADS, class T>
+__device__ __forceinline__ void cp_async_tile(uint32_t dst, const T* gmem, int64_t row_stride, int rows_valid) {
+  constexpr int ROW_STEP = THREADS / CHUNKS;  // rows one pass of the block covers
+  static_assert(THREADS % CHUNKS == 0 && ROWS % ROW_STEP == 0 && ROW_STEP % 8 == 0, "whole passes, rows 8 apart");
+  const int row0 = threadIdx.x / CHUNKS, chunk = threadIdx.x % CHUNKS;
+  const uint32_t dst0 = dst + swizzle<CHUNKS>(row0, chunk);
+#pragma unroll
+  for (int n = 0; n < ROWS / ROW_STEP; ++n) {
+    const int r = row0 + n * ROW_STEP;
+    const bool valid = r < rows_valid;
+    cp_async_16(dst0 + uint32_t(n * ROW_STEP * CHUNKS * 16), gmem + (valid ? r * row_stride : 0) + chunk * 8, valid);
+  }
+}
+
 // ---- ldmatrix.x4: lanes 8m..8m+7 give the row addresses of 8x8 matrix m; register m of every lane
 // receives its piece of matrix m (row lane/4, columns 2·(lane%4), +1; .trans: of the transpose).
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {

@@ -1,0 +1,521 @@
+// 07 sliding window (§12.9.5, Mistral): causal attention in which query i sees only its W most
+// recent keys, i - W < j <= i (absolute positions; bottom-right aligned when T_q != T_kv, as
+// everywhere in the lab). The work drops from T²/2 query-key pairs to T·W - W²/2: O(T·W).
+//
+// What this step adds over 04 (whose mma kernel it keeps as it is: Tensor Cores, 4 warps of 16
+// query rows, Q in registers, 64-key K/V tiles in a 2-stage cp.async ring, swizzled shared memory):
+//   - The tile skip. The rows [q0, q1) of a Q tile attend key ranges whose two ends both grow
+//     with the row, so together they attend one run of keys, [first row's begin, last row's end),
+//     and the K/V tiles that meet it are exactly those lab::tile_visibility does not call `none`
+//     (tests/test_math.cpp checks this against brute force). A block walks only those: once the
+//     window is full, W/64 + 1 or + 2 tiles per Q tile wherever the tile sits, against 04's q0/64 + 1
+//     under a plain causal mask. (EXERCISE tile-span.)
+//   - The second mask edge. 04 masks one tile per warp, the diagonal; a window adds the tile(s)
+//     where it starts. A warp masks per element only the tiles its 16 rows do not all see whole
+//     (lab::tile_visibility's `partial`, for the warp's rows); every other tile runs 04's loop
+//     untouched. (EXERCISE edge-mask.)
+//   - The kernel counts the K/V tiles its blocks visit (one atomicAdd per block); the host counts
+//     them with lab::tile_visibility; a difference fails the run (metrics tiles_visited,
+//     tiles_expected, tiles_total), so a skip that is wrong but hidden by the mask is caught too.
+// Variants (one kernel template, SKIP and the warp count its parameters):
+//   window       the tile skip. Without --window it is plain causal attention, 04's mma: the
+//                time the window's is compared with (the bench runs both).
+//   full         the same kernel with SKIP = false: every K/V tile 0 .. ceil(T_kv/64) is loaded
+//                and computed, what lies outside the window masked. Its time minus window's is
+//                what the skip saves, measured on one kernel.
+//   window-q128  window with 8 warps (128-row Q tiles): each K/V tile brought into shared memory
+//                serves twice the query rows, halving the L2 -> SM traffic (~5 TB/s at 04's
+//                ~330 TFLOP/s, near what an H100/H200 L2 delivers). One block (8 warps) per SM
+//                instead of two of 4. An experiment: which of the two is faster is for the H200 to say.
+// Expected effect: the window's time over plain causal's, at W = 4096, should approach the FLOP
+// ratio (T·W - W²/2) / (T²/2): 1 at T = 4096, 0.44 at 8192, 0.23 at 32768, 0.12 at 65536. Above it:
+// the 1-2 extra tiles per Q tile at the window edge (~1.5 / 64 at W = 4096) and their masking.
+// --bug inverted-window (常见坑 "sliding window + causal mask 双重判断写颠倒"): the window's test written
+// the wrong way round, keeping keys j <= i - W and dropping those inside the window; both the tile
+// skip and the mask follow it, so the kernel attends the causal keys before the window instead.
+// Exercise (ch12/07_sliding_window.md): kv_tile_span (EXERCISE tile-span) and the per-element
+// edge mask (EXERCISE edge-mask).
+// Registers per thread (ptxas, sm_90, no spills): window/full D=64: 150, D=128: 206 (2 blocks of
+// 4 warps per SM at D=128, 3 at D=64); window-q128 D=64: 150, D=128: 206 (1 block of 8 warps).
+// Shared memory: 32 KB (D=64) / 64 KB (D=128) per block.
+// Run: scripts/lab run 07 -- --t 4096 --causal --window 1024            (your stub)
+//      build/bin/07_sliding_window --t 16384 --causal --window 4096 --h 16 --d 128 --dtype bf16
+//      build/bin/07_sliding_window --variant full --t 16384 --causal --window 4096 --h 16 --d 128 --dtype bf16
+//      build/bin/07_sliding_window --cpu --t 1000 --causal --window 100   (the CPU model)
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "lab.cuh"
+#include "mma_sm80.cuh"  // 16-bit helpers, swizzle, cp.async, ldmatrix, mma.sync wrappers
+
+using namespace lab::sm80;
+
+struct Shape {  // what the kernel and the CPU model need of a lab::Problem
+  int t_q, t_kv, h, h_kv;
+  bool causal;
+  int window;            // W (0: none)
+  bool inverted_window;  // --bug inverted-window
+  float scale;           // 1/sqrt(D)
+  float scale_log2;      // scale · log2(e): exp(scale·x) = exp2(scale_log2·x)
+};
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr int ROWS_PER_WARP = 16;  // one m16 tile of query rows per warp
+constexpr int BLOCK_KV = 64;       // keys per K/V tile
+constexpr int STAGES = 2;          // K/V ring: tile j computes while j+1 loads
+
+template <int HEAD_DIM, int WARPS>
+struct Tiles {
+  static constexpr int THREADS = WARPS * 32;
+  static constexpr int BLOCK_Q = WARPS * ROWS_PER_WARP;  // 64 (window, full) or 128 (window-q128)
+  static constexpr int CHUNKS = HEAD_DIM / 8;            // 16-byte chunks per row of a tile
+  static constexpr int D_STEPS = HEAD_DIM / 16;          // k-steps of S = Q Kᵀ (16 columns of D each)
+  static constexpr int KV_STEPS = BLOCK_KV / 16;         // k-steps of O = P V (16 keys each)
+  static constexpr int S_BLOCKS = BLOCK_KV / 8;          // n-blocks of S (8 keys each)
+  static constexpr int O_BLOCKS = HEAD_DIM / 8;          // n-blocks of O (8 columns each)
+  static constexpr int ROW_BYTES = HEAD_DIM * 2;
+  static constexpr int TILE_BYTES = BLOCK_KV * ROW_BYTES;
+  static constexpr int SMEM_BYTES = STAGES * 2 * TILE_BYTES;  // [STAGES][K, V][BLOCK_KV][D]: 32 / 64 KB
+  // Blocks per SM (launch bounds): 4 warps as 04 (registers allow 3 at D = 64, 2 at D = 128); 8 warps: 1.
+  static constexpr int MIN_BLOCKS = WARPS == 8 ? 1 : HEAD_DIM == 64 ? 3 : 2;
+  static_assert(WARPS == 4 || WARPS == 8, "64- or 128-row Q tiles");
+  static_assert(BLOCK_Q * ROW_BYTES <= 2 * TILE_BYTES, "the Q tile fits in stage 1's K and V slots");
+  static_assert(S_BLOCKS % 2 == 0 && O_BLOCKS % 2 == 0, "ldmatrix.x4 covers 2 n-blocks");
+  static_assert(32 * (D_STEPS - 1) < ROW_BYTES, "the k-step XOR stays inside a row");
+};
+
+// ---------------------------------------------------------------------------------------------
+// The keys query row i attends: lab::visible_keys (causal bottom-right aligned; with a window, the
+// W most recent keys of its position, itself included). --bug inverted-window writes the window's
+// test the wrong way round: keys j <= pos - W kept, the W inside the window dropped. The tile
+// skip and the mask below both derive from this one range, so the bug corrupts them together.
+LAB_HD lab::KeyRange attended_keys(int i, const Shape& sh) {
+  const lab::KeyRange keys = lab::visible_keys(i, sh.t_q, sh.t_kv, sh.causal, sh.window);
+  if (!sh.inverted_window || sh.window <= 0) return keys;
+  return {lab::visible_keys(i, sh.t_q, sh.t_kv, sh.causal, 0).begin, keys.begin};  // [0, window start)
+}
+
+struct TileSpan {
+  int begin, end;  // the K/V tiles [begin, end) a Q tile visits; end < begin: not computed (the stub)
+};
+
+// The K/V tiles the query rows [q_begin, q_end) visit. skip = false (variant full): all of them.
+LAB_HD TileSpan kv_tile_span(int q_begin, int q_end, const Shape& sh, bool skip) {
+  // BEGIN EXERCISE tile-span: the K/V tiles of BLOCK_KV keys that the Q tile [q_begin, q_end) must visit.
+  //   skip == false (variant full): every tile, [0, ceil(T_kv / BLOCK_KV)) (lab::ceil_div).
+  //   skip == true: row i attends the keys attended_keys(i, sh) = [begin, end). Both ends grow
+  //   with i and the ranges of neighbouring rows overlap (W >= 1), so the rows together attend
+  //   [attended_keys(q_begin).begin, attended_keys(q_end - 1).end): that run of keys, and nothing
+  //   else, is what the tile must see (lab::visible_keys_of_rows says the same for the correct
+  //   mask). Return the tiles that meet it, [begin / BLOCK_KV, ceil(end / BLOCK_KV)), or an empty
+  //   span {0, 0} when the run is empty (T_q > T_kv: the first rows see no key at all).
+  //   These are exactly the tiles lab::tile_visibility does not call `none`: the host counts
+  //   those, and the kernel's count of the tiles it visited must agree.
+  //   Until this returns a span with end >= begin, the kernel and the CPU model write nothing.
+  // STUB: (void)q_begin; (void)q_end; (void)sh; (void)skip;
+  // STUB: return {0, -1};
+  if (!skip) return {0, lab::ceil_div(sh.t_kv, BLOCK_KV)};
+  const int begin = attended_keys(q_begin, sh).begin, end = attended_keys(q_end - 1, sh).end;
+  if (end <= begin) return {0, 0};
+  return {begin / BLOCK_KV, lab::ceil_div(end, BLOCK_KV)};
+  // END EXERCISE
+}
+
+// ---------------------------------------------------------------------------------------------
+// The kernel: 04's mma kernel (see solutions/04_fp16.cu for the fragment layouts of
+// mma.m16n8k16, ldmatrix and the swizzle), walking the span above. One block = one Q tile of
+// BLOCK_Q rows of one (sequence, head); warp w owns rows q0 + 16w .. q0 + 16w + 15.
+template <class T, int HEAD_DIM, int WARPS, bool SKIP>
+__global__ void __launch_bounds__(WARPS * 32, Tiles<HEAD_DIM, WARPS>::MIN_BLOCKS)
+window_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
+              const T* __restrict__ k,  // [B, T_kv, H_kv, D]
+              const T* __restrict__ v,  // [B, T_kv, H_kv, D]
+              T* __restrict__ o,        // [B, T_q, H, D]
+              float* __restrict__ lse,  // [B, H, T_q]
+              unsigned long long* __restrict__ tiles_visited,  // [1]: K/V tiles visited, all blocks
+              Shape sh) {
+  using TL = Tiles<HEAD_DIM, WARPS>;
+  constexpr int BLOCK_Q = TL::BLOCK_Q, THREADS = TL::THREADS;
+  extern __shared__ __align__(128) unsigned char smem[];  // [STAGES][K, V][BLOCK_KV][D], swizzled
+  const uint32_t smem_base = smem_addr(smem);
+  auto k_tile = [&](int stage) { return smem_base + uint32_t((2 * stage + 0) * TL::TILE_BYTES); };
+  auto v_tile = [&](int stage) { return smem_base + uint32_t((2 * stage + 1) * TL::TILE_BYTES); };
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;  // fragment coordinates: rows g, g+8; columns 2t, 2t+1
+  // Causal: the bottom Q tiles go first. Without a window they are the heaviest; with one, every
+  // Q tile past the first W/BLOCK_Q costs the same and the light ones (whose window the start of
+  // the sequence cuts short) are left for the tail.
+  const int q_tile = sh.causal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+  const int bh = blockIdx.y, b = bh / sh.h, head = bh % sh.h;
+  const int kv_head = lab::kv_head_of(head, sh.h, sh.h_kv);
+  const int q0 = q_tile * BLOCK_Q;
+  const int64_t q_stride = int64_t(sh.h) * HEAD_DIM, kv_stride = int64_t(sh.h_kv) * HEAD_DIM;
+  const T* q_head = q + (int64_t(b) * sh.t_q * sh.h + head) * HEAD_DIM;  // row i at + i·q_stride
+  const T* k_head = k + (int64_t(b) * sh.t_kv * sh.h_kv + kv_head) * HEAD_DIM;
+  const T* v_head = v + (int64_t(b) * sh.t_kv * sh.h_kv + kv_head) * HEAD_DIM;
+
+  const TileSpan span = kv_tile_span(q0, lab::imin(q0 + BLOCK_Q, sh.t_q), sh, SKIP);
+  if (span.end < span.begin) return;  // the stub's span: nothing visited, nothing written
+  auto load_kv = [&](int stage, int tile) {
+    const int kv0 = tile * BLOCK_KV;
+    cp_async_tile<BLOCK_KV, TL::CHUNKS, THREADS>(k_tile(stage), k_head + kv0 * kv_stride, kv_stride, sh.t_kv - kv0);
+    cp_async_tile<BLOCK_KV, TL::CHUNKS, THREADS>(v_tile(stage), v_head + kv0 * kv_stride, kv_stride, sh.t_kv - kv0);
+  };
+
+  // Prologue: the Q tile goes through stage 1's K and V slots (free until tile 1 is issued), the
+  // first K/V tile into stage 0, then Q moves to registers for good.
+  cp_async_tile<BLOCK_Q, TL::CHUNKS, THREADS>(k_tile(1), q_head + q0 * q_stride, q_stride, sh.t_q - q0);
+  if (span.begin < span.end) load_kv(0, span.begin);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();  // the Q tile (and K/V tile 0) written by every thread is visible to all
+  // ldmatrix row addresses of this lane at k-step 0 (byte offsets in a tile; step kk: ^ 32·kk), as 04.
+  const uint32_t q_lane = swizzle<TL::CHUNKS>(warp * ROWS_PER_WARP + (lane & 15), lane >> 4);
+  const uint32_t k_lane = swizzle<TL::CHUNKS>((lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1);
+  const uint32_t v_lane = swizzle<TL::CHUNKS>(lane & 15, lane >> 4);
+  constexpr uint32_t ROWS16 = 16 * TL::ROW_BYTES;  // 16 rows further down a tile
+  uint32_t q_frag[TL::D_STEPS][4];
+#pragma unroll
+  for (int kk = 0; kk < TL::D_STEPS; ++kk) ldmatrix_x4(q_frag[kk], k_tile(1) + (q_lane ^ (32u * kk)));
+
+  // Per-thread state of rows g and g+8 of the warp: index r = 0 for row g, 1 for row g+8.
+  float o_acc[TL::O_BLOCKS][4] = {};  // unnormalised O, C-fragment layout (c0, c1: row g; c2, c3: row g+8)
+  float m[2] = {-INFINITY, -INFINITY};  // running row max of the raw scores Q·K (the quad agrees)
+  float l[2] = {0.f, 0.f};              // this lane's part of the row sum (its 2 columns per n-block)
+  const int warp_q0 = q0 + warp * ROWS_PER_WARP;
+  const int row_g = warp_q0 + g;
+  // The keys every row of the warp attends: [whole_begin, whole_end), from the last row's first
+  // key to the first row's last (both ends grow with the row). A tile inside it is whole for all
+  // 16 rows (lab::tile_visibility's `full`) and needs no mask; the others are the edges.
+  const int whole_begin = attended_keys(warp_q0 + ROWS_PER_WARP - 1, sh).begin;
+  const int whole_end = attended_keys(warp_q0, sh).end;
+  const float scale_log2 = sh.scale_log2;
+
+  int visited = 0;
+  int stage = 0;
+  for (int tile = span.begin; tile < span.end; ++tile, stage ^= 1) {
+    cp_async_wait<0>();  // this thread's copies of `tile` have landed ...
+    __syncthreads();     // ... and everyone's; and every warp is done reading the other stage
+                         // (tile - 1, or Q on the first pass), which the next line overwrites
+    if (tile + 1 < span.end) load_kv(stage ^ 1, tile + 1);
+    cp_async_commit();
+    ++visited;
+
+    // S = Q K_tileᵀ   [16 rows x BLOCK_KV keys] per warp, fp32.
+    float s[TL::S_BLOCKS][4] = {};
+#pragma unroll
+    for (int nb2 = 0; nb2 < TL::S_BLOCKS / 2; ++nb2)
+#pragma unroll
+      for (int kk = 0; kk < TL::D_STEPS; ++kk) {
+        uint32_t kf[4];
+        ldmatrix_x4(kf, k_tile(stage) + nb2 * ROWS16 + (k_lane ^ (32u * kk)));
+        mma_16816<T>(s[2 * nb2], q_frag[kk], kf[0], kf[1]);
+        mma_16816<T>(s[2 * nb2 + 1], q_frag[kk], kf[2], kf[3]);
+      }
+
+    const int kv0 = tile * BLOCK_KV;
+    // BEGIN EXERCISE edge-mask: in the tiles at the edges of the warp's keys, set the score of every key its row does not attend to -INFINITY.
+    //   A tile needs the mask when it is not inside [whole_begin, whole_end) (kv0 < whole_begin:
+    //   the window starts inside it; kv0 + BLOCK_KV > whole_end: the diagonal, or the ragged end
+    //   of K/V, is inside it). Then, for rows g and g+8 take keys = attended_keys(row, sh) (both
+    //   edges: begin and end) and mask element e of n-block nb — row g (e < 2) or g+8, key
+    //   kv0 + 8·nb + 2t + (e & 1) — when !keys.contains(key). Testing only `key >= end`, as 04
+    //   does, leaves the window open at the bottom: every row would see all keys before it.
+    // STUB: (void)whole_begin; (void)whole_end; (void)kv0;
+    if (kv0 < whole_begin || kv0 + BLOCK_KV > whole_end) {
+      const lab::KeyRange keys[2] = {attended_keys(row_g, sh), attended_keys(row_g + 8, sh)};
+#pragma unroll
+      for (int nb = 0; nb < TL::S_BLOCKS; ++nb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (!keys[e >> 1].contains(kv0 + 8 * nb + 2 * t + (e & 1))) s[nb][e] = -INFINITY;
+    }
+    // END EXERCISE
+
+    // The online softmax of rows g and g+8 on the fragment (04's EXERCISE mma-online-softmax). A
+    // row can meet a tile in which it attends no key (at the window's start the block visits a
+    // tile for its later rows): all -inf, so the subtracted max is 0 until it has seen one.
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int nb = 0; nb < TL::S_BLOCKS; ++nb) tile_max = fmaxf(tile_max, fmaxf(s[nb][2 * r], s[nb][2 * r + 1]));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+      const float m_new = fmaxf(m[r], tile_max);
+      const float max_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;
+      const float alpha = fast_exp2(fmaf(m[r], scale_log2, -max_scaled));
+      m[r] = m_new;
+      l[r] *= alpha;
+#pragma unroll
+      for (int nb = 0; nb < TL::O_BLOCKS; ++nb) {
+        o_acc[nb][2 * r] *= alpha;
+        o_acc[nb][2 * r + 1] *= alpha;
+      }
+#pragma unroll
+      for (int nb = 0; nb < TL::S_BLOCKS; ++nb)
+#pragma unroll
+        for (int e = 2 * r; e < 2 * r + 2; ++e) {
+          s[nb][e] = fast_exp2(fmaf(s[nb][e], scale_log2, -max_scaled));
+          l[r] += s[nb][e];
+        }
+    }
+
+    // O += P V   [16 x BLOCK_KV] · [BLOCK_KV x D]: P from the S registers, V by ldmatrix.trans.
+#pragma unroll
+    for (int kk = 0; kk < TL::KV_STEPS; ++kk) {
+      const uint32_t p_frag[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                                  pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                  pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int db2 = 0; db2 < TL::O_BLOCKS / 2; ++db2) {
+        uint32_t vf[4];
+        ldmatrix_x4_trans(vf, v_tile(stage) + kk * ROWS16 + (v_lane ^ (32u * db2)));
+        mma_16816<T>(o_acc[2 * db2], p_frag, vf[0], vf[1]);
+        mma_16816<T>(o_acc[2 * db2 + 1], p_frag, vf[2], vf[3]);
+      }
+    }
+  }
+
+  // The deferred normalisation (04's EXERCISE mma-finalize): O = o_acc / l, LSE = m·scale + log l;
+  // a row that saw no key (T_q > T_kv) gets O = 0, LSE = -inf.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float row_sum = l[r];
+    row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 1);
+    row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 2);
+    const int i = row_g + 8 * r;
+    if (i >= sh.t_q) continue;
+    const float inv_l = row_sum > 0.f ? 1.f / row_sum : 0.f;
+    T* o_row = o + (int64_t(b) * sh.t_q + i) * q_stride + int64_t(head) * HEAD_DIM;
+#pragma unroll
+    for (int nb = 0; nb < TL::O_BLOCKS; ++nb)
+      *reinterpret_cast<Vec2<T>*>(o_row + 8 * nb + 2 * t) =
+          from_float2<T>(o_acc[nb][2 * r] * inv_l, o_acc[nb][2 * r + 1] * inv_l);
+    if (t == 0)
+      lse[(int64_t(b) * sh.h + head) * sh.t_q + i] = row_sum > 0.f ? m[r] * sh.scale + logf(row_sum) : -INFINITY;
+  }
+  if (threadIdx.x == 0) atomicAdd(tiles_visited, static_cast<unsigned long long>(visited));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host side: which kernel a variant is, the tile count the predicate expects, the launcher.
+struct VariantConfig {
+  int warps;
+  bool skip;
+};
+VariantConfig config_of(const std::string& variant) {
+  if (variant == "full") return {4, false};
+  if (variant == "window-q128") return {8, true};
+  return {4, true};
+}
+
+// The K/V tiles a variant must visit, by lab::tile_visibility over every (Q tile, K/V tile) pair
+// of one (sequence, head) (all of them have the same T_q and T_kv), times B·H: `window` visits
+// those that are not `none`, `full` every one.
+struct TileCount {
+  int64_t visible = 0;  // tile_visibility != none: what the skip visits
+  int64_t partial = 0;  // of those, masked at an edge (tile_visibility == partial, per Q tile)
+  int64_t total = 0;    // every tile: what `full` visits
+  int64_t expected(bool skip) const { return skip ? visible : total; }
+};
+TileCount count_tiles(const lab::Problem& p, int block_q) {
+  const int q_tiles = lab::ceil_div(p.t_q, block_q), kv_tiles = lab::ceil_div(p.t_kv, BLOCK_KV);
+  std::vector<TileCount> per_q_tile(static_cast<size_t>(q_tiles));
+  lab::parallel_for(q_tiles, [&](int64_t qt) {
+    const int q0 = int(qt) * block_q, q1 = std::min(q0 + block_q, p.t_q);
+    TileCount& c = per_q_tile[size_t(qt)];
+    for (int kt = 0; kt < kv_tiles; ++kt) {
+      const lab::TileVisibility vis =
+          lab::tile_visibility(q0, q1, kt * BLOCK_KV, (kt + 1) * BLOCK_KV, p.t_q, p.t_kv, p.causal, p.window);
+      c.visible += vis != lab::TileVisibility::none;
+      c.partial += vis == lab::TileVisibility::partial;
+    }
+  });
+  TileCount all;
+  for (const TileCount& c : per_q_tile) {
+    all.visible += c.visible;
+    all.partial += c.partial;
+  }
+  const int64_t heads = int64_t(p.b) * p.h;
+  all.visible *= heads;
+  all.partial *= heads;
+  all.total = int64_t(q_tiles) * kv_tiles * heads;
+  return all;
+}
+
+// The tile metrics of a run, a one-line summary for humans, and the verdict on the count.
+std::string report_tiles(nlohmann::json& metrics, const TileCount& want, bool skip, int64_t visited, bool quiet,
+                         bool cpu) {
+  metrics["tiles_visited"] = visited;
+  metrics["tiles_expected"] = want.expected(skip);
+  metrics["tiles_total"] = want.total;
+  metrics["tiles_partial"] = want.partial;
+  if (!quiet)
+    std::printf("07_sliding_window%s: visited %lld of %lld K/V tiles (%.1f%%); lab::tile_visibility: %lld visible, %lld of them masked at an edge\n",
+                cpu ? " (CPU model)" : "", static_cast<long long>(visited), static_cast<long long>(want.total),
+                want.total ? 100.0 * double(visited) / double(want.total) : 0.0, static_cast<long long>(want.visible),
+                static_cast<long long>(want.partial));
+  if (visited == want.expected(skip)) return "";
+  return std::string(cpu ? "the CPU model" : "the kernel") + " visited " + std::to_string(visited) + " K/V tiles, but lab::tile_visibility says " +
+         std::to_string(want.expected(skip)) + (skip ? " (those not `none`)" : " (every tile)") +
+         ": the tile span is wrong";
+}
+
+Shape make_shape(const lab::Problem& p, const std::string& bug) {
+  return Shape{p.t_q, p.t_kv, p.h, p.h_kv, p.causal, p.window, bug == "inverted-window",
+               p.softmax_scale(), p.softmax_scale() * kLog2e};
+}
+
+template <class T, int HEAD_DIM, int WARPS, bool SKIP>
+std::function<void(cudaStream_t)> make_launch(const lab::RunContext& ctx, const Shape& sh, unsigned long long* counter) {
+  using TL = Tiles<HEAD_DIM, WARPS>;
+  const auto* q = static_cast<const T*>(ctx.tensors.q);
+  const auto* k = static_cast<const T*>(ctx.tensors.k);
+  const auto* v = static_cast<const T*>(ctx.tensors.v);
+  auto* o = static_cast<T*>(ctx.tensors.o);
+  float* lse = ctx.tensors.lse;
+  auto* kernel = window_kernel<T, HEAD_DIM, WARPS, SKIP>;
+  // More than 48 KB of dynamic shared memory must be asked for (§12 常见坑); the largest carveout
+  // lets MIN_BLOCKS blocks share an SM.
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, TL::SMEM_BYTES));
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  int(cudaSharedmemCarveoutMaxShared)));
+  const dim3 grid(unsigned(lab::ceil_div(sh.t_q, TL::BLOCK_Q)), unsigned(ctx.problem.b * sh.h));
+  return [=](cudaStream_t st) {
+    kernel<<<grid, TL::THREADS, TL::SMEM_BYTES, st>>>(q, k, v, o, lse, counter, sh);
+    CUDA_CHECK_LAST();
+  };
+}
+
+template <class T, int HEAD_DIM>
+std::function<void(cudaStream_t)> make_forward(const lab::RunContext& ctx, const Shape& sh, VariantConfig c,
+                                               unsigned long long* counter) {
+  if (c.warps == 8) return make_launch<T, HEAD_DIM, 8, true>(ctx, sh, counter);
+  if (c.skip) return make_launch<T, HEAD_DIM, 4, true>(ctx, sh, counter);
+  return make_launch<T, HEAD_DIM, 4, false>(ctx, sh, counter);
+}
+
+lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
+  const lab::Problem& pr = ctx.problem;
+  const Shape sh = make_shape(pr, ctx.bug);
+  const VariantConfig c = config_of(ctx.variant);
+  const int block_q = c.warps * ROWS_PER_WARP;
+  auto counter = std::make_shared<lab::DeviceBuffer>(sizeof(unsigned long long));
+  CUDA_CHECK(cudaMemset(counter->get(), 0, counter->bytes()));  // the checked run counts from 0
+  auto* count = counter->as<unsigned long long>();
+  const bool f16 = pr.dtype == lab::DType::f16;
+  lab::GpuRun run;
+  std::function<void(cudaStream_t)> launch;
+  if (pr.d == 64) launch = f16 ? make_forward<__half, 64>(ctx, sh, c, count) : make_forward<__nv_bfloat16, 64>(ctx, sh, c, count);
+  else launch = f16 ? make_forward<__half, 128>(ctx, sh, c, count) : make_forward<__nv_bfloat16, 128>(ctx, sh, c, count);
+  run.forward = [launch, counter](cudaStream_t st) { launch(st); };  // the counter lives as long as the forward
+  run.extra_device_bytes = int64_t(counter->bytes());
+  const int smem = pr.d == 64 ? Tiles<64, 4>::SMEM_BYTES : Tiles<128, 4>::SMEM_BYTES;  // the same for 8 warps
+  run.metrics = {{"block_q", block_q}, {"block_kv", BLOCK_KV}, {"warps", c.warps}, {"stages", STAGES},
+                 {"smem_bytes", smem}, {"skip", c.skip}};
+  const TileCount want = count_tiles(pr, block_q);
+  const bool quiet = ctx.options.quiet;
+  run.after_check_run = [counter, want, c, quiet](nlohmann::json& metrics) -> std::string {
+    unsigned long long visited = 0;  // the checked run's count: the timed runs add to it later
+    CUDA_CHECK(cudaMemcpy(&visited, counter->get(), sizeof visited, cudaMemcpyDeviceToHost));
+    return report_tiles(metrics, want, c.skip, static_cast<int64_t>(visited), quiet, false);
+  };
+  return run;
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU model: the kernel's loop in plain C++, one Q tile of the variant's BLOCK_Q rows at a time:
+// the same kv_tile_span, the same attended_keys mask (applied to every element here; the kernel
+// skips it on tiles whole for a warp, which changes nothing), the online softmax in base 2 with
+// float scores and sums, P rounded to the element type before P V (as the mma sees it), O rounded
+// once at the end. It counts the tiles it visits against lab::tile_visibility, as the GPU run does.
+lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in, std::vector<float>& o,
+                    std::vector<float>& lse) {
+  const Shape sh = make_shape(pr, opt.bug);
+  const VariantConfig c = config_of(opt.variant);
+  const int block_q = c.warps * ROWS_PER_WARP, d = pr.d;
+  const int q_tiles = lab::ceil_div(pr.t_q, block_q);
+  const lab::DType type = pr.dtype;
+  std::atomic<int64_t> visited{0};
+  lab::parallel_for(int64_t(pr.b) * pr.h * q_tiles, [&](int64_t task) {
+    const int qt = int(task % q_tiles), bh = int(task / q_tiles), b = bh / pr.h, h = bh % pr.h;
+    const int hk = lab::kv_head_of(h, pr.h, pr.h_kv);
+    const int q0 = qt * block_q, rows = std::min(q0 + block_q, pr.t_q) - q0;
+    const TileSpan span = kv_tile_span(q0, q0 + rows, sh, c.skip);
+    if (span.end < span.begin) return;  // the stub's span: nothing written
+    std::vector<float> m(size_t(rows), -INFINITY), l(size_t(rows), 0.f), acc(size_t(rows) * size_t(d), 0.f);
+    float s[BLOCK_KV];
+    for (int tile = span.begin; tile < span.end; ++tile) {
+      visited += 1;
+      const int kv0 = tile * BLOCK_KV;
+      for (int r = 0; r < rows; ++r) {
+        const lab::KeyRange keys = attended_keys(q0 + r, sh);
+        const float* qr = &in.q[size_t(pr.q_index(b, q0 + r, h))];
+        float tile_max = -INFINITY;
+        for (int jj = 0; jj < BLOCK_KV; ++jj) {  // S = q·k (float), masked outside the row's keys
+          s[jj] = -INFINITY;
+          if (!keys.contains(kv0 + jj)) continue;
+          const float* kr = &in.k[size_t(pr.kv_index(b, kv0 + jj, hk))];
+          float dot = 0.f;
+          for (int x = 0; x < d; ++x) dot += qr[x] * kr[x];
+          s[jj] = dot;
+          tile_max = std::max(tile_max, dot);
+        }
+        const float m_new = std::max(m[size_t(r)], tile_max);  // online softmax, base 2
+        const float max_scaled = m_new == -INFINITY ? 0.f : m_new * sh.scale_log2;
+        const float alpha = std::exp2(m[size_t(r)] * sh.scale_log2 - max_scaled);
+        m[size_t(r)] = m_new;
+        l[size_t(r)] *= alpha;
+        float* a = &acc[size_t(r) * size_t(d)];
+        for (int x = 0; x < d; ++x) a[x] *= alpha;
+        for (int jj = 0; jj < BLOCK_KV; ++jj) {
+          if (s[jj] == -INFINITY) continue;
+          const float p = std::exp2(s[jj] * sh.scale_log2 - max_scaled);
+          l[size_t(r)] += p;
+          const float p16 = lab::round_to(type, p);  // P enters the PV product as a 16-bit value
+          const float* vr = &in.v[size_t(pr.kv_index(b, kv0 + jj, hk))];
+          for (int x = 0; x < d; ++x) a[x] += p16 * vr[x];
+        }
+      }
+    }
+    for (int r = 0; r < rows; ++r) {
+      const float lr = l[size_t(r)];
+      const float inv_l = lr > 0.f ? 1.f / lr : 0.f;
+      float* orow = &o[size_t(pr.q_index(b, q0 + r, h))];
+      for (int x = 0; x < d; ++x) orow[x] = lab::round_to(type, acc[size_t(r) * size_t(d) + size_t(x)] * inv_l);
+      lse[size_t(pr.lse_index(b, h, q0 + r))] = lr > 0.f ? m[size_t(r)] * sh.scale + std::log(lr) : -INFINITY;
+    }
+  });
+  lab::CpuRun run;
+  run.metrics = {{"block_q", block_q}, {"block_kv", BLOCK_KV}, {"skip", c.skip}};
+  run.failure = report_tiles(run.metrics, count_tiles(pr, block_q), c.skip, visited.load(), opt.quiet, true);
+  return run;
+}
+
+int main(int argc, char** argv) {
+  lab::Section s;
+  s.name = "07_sliding_window";
+  s.title = "sliding-window attention (Mistral, §12.9.5): skip the K/V tiles outside the window";
+  s.variants = {"window", "full", "window-q128"};
+  s.bugs = {"inverted-window"};
+  s.dtypes = {lab::DType::f16, lab::DType::bf16};
+  s.supports_window = true;
+  s.default_problem.dtype = lab::DType::f16;
+  s.default_problem.b = 1;
+  s.default_problem.h = 8;
+  s.default_problem.h_kv = 8;
+  s.default_problem.t_q = s.default_problem.t_kv = 2048;
+  s.default_problem.d = 64;
+  s.validate = [](const lab::Problem& p, const lab::Options& o) -> std::string {
+    if (int64_t(p.b) * p.h > 65535) return "B*H must be <= 65535 (one grid dimension per head)";
+    if (o.bug == "inverted-window" && p.window <= 0)
+      return "--bug inverted-window needs a window (--causal --window W): without one there is nothing to invert";
+    return "";
+  };
+  s.gpu = setup_gpu;
+  s.cpu = run_cpu;
+  return lab::lab_main(argc, argv, s);
+}
