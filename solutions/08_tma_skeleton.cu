@@ -1,0 +1,790 @@
+// 08 Hopper: TMA, an mbarrier ring, warp specialisation and wgmma (§12.9.2, §12.10.1, §12.12).
+//
+// What this step adds over 04 (mma.sync, cp.async issued by every thread, one __syncthreads per
+// tile): the Hopper forward pass of FlashAttention-3's design, on an H100/H200 only (sm_90a).
+//   - Warp specialisation. A block is three warpgroups (384 threads). Warpgroup 0 is the
+//     PRODUCER: one of its warps issues every copy and does nothing else; it gives most of its
+//     registers back (setmaxnreg.dec to 40). Warpgroups 1 and 2 are CONSUMERS: each owns 64 query
+//     rows (BLOCK_Q = 128 per block) and takes the registers (setmaxnreg.inc to 232) that its
+//     fp32 accumulators need. Loads and math overlap because different warps do them, not because
+//     one thread interleaves them.
+//   - TMA (cp.async.bulk.tensor). One instruction copies a whole box (64 columns x 128 rows) of a
+//     tensor described by a tensor map made on the host, into shared memory in the 128-byte
+//     swizzled layout wgmma reads, zero-filling whatever hangs over the end of T (ragged tiles
+//     need no special load path: the scores of those keys are masked).
+//   - An mbarrier ring of STAGES K/V slots (2 at D = 128, 3 at D = 64). Per slot: k_full and
+//     v_full (the producer arrives once with the bytes to expect; the copy completes them), and
+//     empty (each consumer warpgroup arrives once when it is done with the slot: count 2). Q has
+//     its own barrier, q_full, used once. Waits name the phase they wait for by its parity, which
+//     flips every time the slot index wraps around the ring (ring_slot()).
+//   - wgmma (warpgroup MMA, m64nNk16): S = Q Kᵀ with both operands read from shared memory
+//     through descriptors (m64n128k16: 64 rows x 128 keys per instruction, 16 columns of D), then
+//     O += P V with P from registers (the S accumulator, exponentiated and rounded to 16 bits, is
+//     exactly the A-register layout) and V from shared memory, MN-major ("transposed").
+//   - The online softmax, the causal mask (bottom-right aligned) and the deferred 1/l are 04's,
+//     on the wgmma accumulator layout (warp w of a warpgroup holds rows 16w + g and 16w + g + 8).
+//     Causal: K/V tiles past the diagonal are never loaded; the heaviest Q tiles launch first.
+// Variant `paged`: the same kernel reading K/V from a paged cache (06's pool [blocks, page, H_kv, D],
+// shuffled block tables, NaN in every slot no sequence owns) through TMA. A box may not cross a
+// page, and a tensor map has one base address, so the producer keeps a copy of the K (and V) map
+// in shared memory, rewrites its global address (and its row count, so the last page's tail is
+// zero-filled, not NaN) with tensormap.replace for each page, publishes it to a per-block, per-slot
+// global workspace slot (tensormap.cp_fenceproxy, a release fence at GPU scope) and acquires it
+// before the copy (fence.proxy.tensormap::generic.acquire): a fence pair per page and per tensor.
+// Page sizes: any multiple of 16 (a box is gcd(page, 128) rows); --page-size defaults to 64 here.
+// Exercise (ch12/08_tma_skeleton.md): the ring's slot and phase (EXERCISE ring-slot), the
+// producer loop (producer-loop: wait for a free slot, expect the bytes, issue the copies), and the
+// consumers' waits and release (consumer-wait-k, consumer-wait-v, consumer-release). The TMA,
+// wgmma and tensor-map wrappers (common/sm90.cuh) and the softmax are given.
+// Run: scripts/lab run 08 -- --t 4096 --causal                    (your stub; CPU model without a Hopper GPU)
+//      build/bin/08_tma_skeleton --t 4096 --d 128 --h 16 --b 4 --dtype bf16   (the solution)
+//      build/bin/08_tma_skeleton --variant paged --page-size 128 --t 4096 --causal
+//      build/bin/gpu_wgmma_layout                               (the layout self-test)
+#include <numeric>
+#include <type_traits>
+
+#include "block_allocator.h"
+#include "kv_cache.h"
+#include "lab.cuh"
+#include "mma_sm80.cuh"  // 16-bit helpers: pack2, from_float2, fast_exp2
+#include "sm90.cuh"      // mbarrier, TMA, tensor-map edits, setmaxnreg, wgmma and its descriptors
+
+using namespace lab::sm80;
+using namespace lab::sm90;
+
+constexpr int WG_THREADS = 128;                          // a warpgroup: 4 warps
+constexpr int CONSUMERS = 2;                             // consumer warpgroups
+constexpr int THREADS = (1 + CONSUMERS) * WG_THREADS;    // 384: producer warpgroup + consumers
+constexpr int WG_ROWS = 64;                              // query rows per consumer: the M of wgmma
+constexpr int BLOCK_Q = CONSUMERS * WG_ROWS;             // 128 query rows per block
+constexpr int BLOCK_KV = 128;                            // keys per K/V tile: the N of S = Q Kᵀ
+constexpr int BOX_COLS = 64;                             // columns per TMA box: 128 bytes, one swizzle atom
+constexpr int ROW_BYTES = BOX_COLS * 2;                  // 128
+constexpr uint32_t PRODUCER_REGS = 40;                   // setmaxnreg.dec: TMA issue needs few
+constexpr uint32_t CONSUMER_REGS = 232;                  // setmaxnreg.inc: S (64) + O (<= 64) + P (32) fp32/16-bit regs
+constexpr int DEFAULT_PAGE = 64;                         // --variant paged without --page-size
+constexpr int MAX_BOXES = BLOCK_KV / 16;                 // paged: boxes per tile at page 16
+constexpr float kLog2e = 1.4426950408889634f;
+static_assert(PRODUCER_REGS * WG_THREADS + CONSUMER_REGS * WG_THREADS * CONSUMERS <= 65536,
+              "the three warpgroups' registers fit in the SM's 64K");
+static_assert(PRODUCER_REGS % 8 == 0 && CONSUMER_REGS % 8 == 0, "setmaxnreg takes multiples of 8");
+
+template <int HEAD_DIM>
+struct Tiles {
+  static constexpr int STAGES = HEAD_DIM == 64 ? 3 : 2;        // K/V slots in the ring
+  static constexpr int COL_BOXES = HEAD_DIM / BOX_COLS;         // 64-column boxes per row of a tile
+  static constexpr int Q_BOX_BYTES = BLOCK_Q * ROW_BYTES;       // 16 KB
+  static constexpr int KV_BOX_BYTES = BLOCK_KV * ROW_BYTES;     // 16 KB
+  static constexpr int Q_BYTES = COL_BOXES * Q_BOX_BYTES;       // what q_full waits for
+  static constexpr int KV_TILE_BYTES = COL_BOXES * KV_BOX_BYTES;  // what k_full / v_full wait for
+  // Shared memory, from a 1024-byte aligned base (the 128-byte swizzle repeats every 1024 bytes):
+  //   Q [COL_BOXES][BLOCK_Q][64] | K [STAGES][COL_BOXES][BLOCK_KV][64] | V (same) | barriers | 2 maps
+  static constexpr int OFF_K = Q_BYTES;
+  static constexpr int OFF_V = OFF_K + STAGES * KV_TILE_BYTES;
+  static constexpr int OFF_BAR = OFF_V + STAGES * KV_TILE_BYTES;
+  static constexpr int BARRIERS = 1 + 3 * STAGES;               // q_full, k_full[], v_full[], empty[]
+  static constexpr int OFF_MAPS = OFF_BAR + 128;                // paged: shared copies of the K and V maps
+  static constexpr int SMEM_BYTES = OFF_MAPS + 2 * 128 + 1024;  // + slack to align the base
+  static constexpr int D_STEPS = HEAD_DIM / 16;                 // k-steps of S = Q Kᵀ
+  static constexpr int KV_STEPS = BLOCK_KV / 16;                // k-steps of O = P V
+  static constexpr int S_REGS = BLOCK_KV / 2;                   // fp32 S accumulator per thread (64 x 128 / 128)
+  static constexpr int O_REGS = HEAD_DIM / 2;                   // fp32 O accumulator per thread
+  static_assert(BARRIERS * 8 <= 128, "the barriers fit their 128 bytes");
+  static_assert(Q_BOX_BYTES % 1024 == 0 && KV_BOX_BYTES % 1024 == 0, "every box starts on a swizzle atom");
+};
+static_assert(Tiles<128>::SMEM_BYTES <= 227 * 1024 && Tiles<64>::SMEM_BYTES <= 227 * 1024, "fits one block per SM");
+static_assert(BLOCK_KV <= 256 && BLOCK_Q <= 256, "a TMA box has at most 256 rows");
+
+// ---------------------------------------------------------------------------------------------
+// The ring. K/V tiles are loaded in order n = 0, 1, 2, ... ("fill n"); fill n goes to slot
+// stage = n % STAGES, and it is the (n / STAGES)-th use of that slot. Each use of a slot is one
+// phase of its barriers, so a wait for fill n names phase n / STAGES by its parity.
+struct RingSlot {
+  int stage;        // which K/V slot (and which k_full / v_full / empty barrier)
+  uint32_t parity;  // parity of the barrier phase that fill n completes (k_full, v_full) or frees (empty)
+};
+
+LAB_HD RingSlot ring_slot(int n, int stages) {
+  // BEGIN EXERCISE ring-slot: the slot of fill n and the parity of its barrier phase.
+  //   Slots are used round-robin; the phase of a slot's barriers advances once per use, so the
+  //   parity flips each time n wraps around the ring: 0 for the first pass, 1 for the second, ...
+  //   Until this returns a stage >= 0, the kernel and the CPU model skip all their work and write
+  //   nothing (so the stub fails cleanly instead of waiting forever on a barrier).
+  // STUB: (void)n; (void)stages;
+  // STUB: return {-1, 0u};
+  return {n % stages, uint32_t(n / stages) & 1u};
+  // END EXERCISE
+}
+
+// ---------------------------------------------------------------------------------------------
+struct Params {
+  void* o;     // [B, T_q, H, D]
+  float* lse;  // [B, H, T_q]
+  int t_q, t_kv, h, h_kv;
+  bool causal;
+  float scale;       // 1/sqrt(D)
+  float scale_log2;  // scale · log2(e): exp(scale·x) = exp2(scale_log2·x)
+  // Variant paged (the maps are then over one page: (D, H_kv, page_size)).
+  const int* block_table;  // [B, table_stride]: logical block -> physical block
+  int table_stride, page_size, box_rows;  // box_rows = gcd(page_size, BLOCK_KV)
+  const uint8_t* k_pool;   // [num_blocks, page_size, H_kv, D]
+  const uint8_t* v_pool;
+  int64_t page_bytes;      // page_size · H_kv · D · 2
+  CUtensorMap* map_slots;  // [blocks][STAGES][K, V][BLOCK_KV / box_rows] global workspace
+};
+
+// Shared-memory addresses of one block's buffers and barriers.
+template <int HEAD_DIM>
+struct Smem {
+  using TL = Tiles<HEAD_DIM>;
+  uint32_t base;     // shared-memory address, 1024-byte aligned
+  uint8_t* generic;  // the same byte as a generic pointer (for ordinary stores)
+  __device__ uint32_t q() const { return base; }
+  __device__ uint32_t k(int stage) const { return base + TL::OFF_K + stage * TL::KV_TILE_BYTES; }
+  __device__ uint32_t v(int stage) const { return base + TL::OFF_V + stage * TL::KV_TILE_BYTES; }
+  __device__ uint32_t q_full() const { return base + TL::OFF_BAR; }
+  __device__ uint32_t k_full(int stage) const { return q_full() + 8 * (1 + stage); }
+  __device__ uint32_t v_full(int stage) const { return q_full() + 8 * (1 + TL::STAGES + stage); }
+  __device__ uint32_t empty(int stage) const { return q_full() + 8 * (1 + 2 * TL::STAGES + stage); }
+  __device__ uint32_t map(int which) const { return base + TL::OFF_MAPS + 128 * which; }  // 0: K, 1: V
+  __device__ uint64_t* map_generic(int which) const {
+    return reinterpret_cast<uint64_t*>(generic + TL::OFF_MAPS + 128 * which);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Producer side: issue the copies of one K or V tile into a slot, completing on `bar`. Called by
+// the whole producer warp; lane 0 issues. (Given: the exercise is the loop around it.)
+//   ws:    the 4-D map (D, H_kv, T_kv, B): one box per 64 columns, rows past T_kv zero-filled.
+//   paged: the tile is BLOCK_KV / box_rows boxes, each inside one page: edit the shared copy of
+//          the map to that page's address and valid row count, publish it to this block's global
+//          slot for (stage, K|V, box), acquire it, copy. The slot was last used by this stage's
+//          previous fill, whose copies completed before the consumers released the stage (and the
+//          producer waited for that release): so rewriting it now cannot race with its last use.
+template <int HEAD_DIM, bool PAGED>
+__device__ __forceinline__ void load_kv_tile(const CUtensorMap& map, const Params& p, const Smem<HEAD_DIM>& sm,
+                                             int which, int stage, int tile, int b, int kv_head, uint32_t bar) {
+  using TL = Tiles<HEAD_DIM>;
+  const bool leader = threadIdx.x % 32 == 0;
+  const uint32_t dst = which == 0 ? sm.k(stage) : sm.v(stage);
+  if constexpr (!PAGED) {
+    if (leader)
+#pragma unroll
+      for (int c = 0; c < TL::COL_BOXES; ++c)
+        tma_load_4d(dst + c * TL::KV_BOX_BYTES, &map, c * BOX_COLS, kv_head, tile * BLOCK_KV, b, bar);
+  } else {
+    __syncwarp();  // converged for the warp-wide publish below
+    const int rows = p.box_rows, boxes = BLOCK_KV / rows;
+    const int cta = blockIdx.y * gridDim.x + blockIdx.x;
+    CUtensorMap* slots = p.map_slots + ((int64_t(cta) * TL::STAGES + stage) * 2 + which) * boxes;
+    const uint8_t* pool = which == 0 ? p.k_pool : p.v_pool;
+    for (int j = 0; j < boxes; ++j) {
+      const int key0 = tile * BLOCK_KV + j * rows;
+      const uint32_t box_dst = dst + uint32_t(j * rows * ROW_BYTES);
+      if (key0 >= p.t_kv) {  // past the last key: the template map, a row beyond its page: all zeros
+        if (leader)
+#pragma unroll
+          for (int c = 0; c < TL::COL_BOXES; ++c)
+            tma_load_3d(box_dst + c * TL::KV_BOX_BYTES, &map, c * BOX_COLS, kv_head, p.page_size, bar);
+        continue;
+      }
+      const int logical = key0 / p.page_size, row_in_page = key0 % p.page_size;
+      const int physical = p.block_table[int64_t(b) * p.table_stride + logical];
+      const uint32_t valid = uint32_t(lab::imin(p.page_size, p.t_kv - logical * p.page_size));
+      if (leader) {
+        tensormap_replace_address(sm.map(which), pool + int64_t(physical) * p.page_bytes);
+        tensormap_replace_dim<2>(sm.map(which), valid);  // rows past the sequence's end read as 0
+      }
+      __syncwarp();  // the edit is complete before the warp copies the map out
+      tensormap_publish(&slots[j], sm.map(which));
+      if (leader) {
+        tensormap_acquire(&slots[j]);
+#pragma unroll
+        for (int c = 0; c < TL::COL_BOXES; ++c)
+          tma_load_3d(box_dst + c * TL::KV_BOX_BYTES, &slots[j], c * BOX_COLS, kv_head, row_in_page, bar);
+      }
+      __syncwarp();  // lane 0 is past this box before the shared copy is edited for the next one
+    }
+  }
+}
+
+template <class T, int HEAD_DIM, bool PAGED>
+__device__ __forceinline__ void producer(const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map,
+                                         const Params& p, const Smem<HEAD_DIM>& sm, int b, int head, int kv_head,
+                                         int q0, int n_tiles) {
+  using TL = Tiles<HEAD_DIM>;
+  constexpr int STAGES = TL::STAGES;
+  const int lane = threadIdx.x % 32;
+  const bool leader = lane == 0;
+  if (n_tiles == 0) return;  // no key visible to any row: the consumers write O = 0, LSE = -inf
+  if constexpr (PAGED) {     // the shared copies of the K and V maps that load_kv_tile edits
+    const uint64_t* src = reinterpret_cast<const uint64_t*>(lane < 16 ? &k_map : &v_map);
+    sm.map_generic(lane / 16)[lane % 16] = src[lane % 16];  // 16 lanes x 8 bytes per map
+    __syncwarp();
+  }
+  // Q: once, on its own barrier (its phase 0 is the only one; the consumers wait for parity 0).
+  if (leader) {
+    mbar_arrive_expect_tx(sm.q_full(), TL::Q_BYTES);
+#pragma unroll
+    for (int c = 0; c < TL::COL_BOXES; ++c)
+      tma_load_4d(sm.q() + c * TL::Q_BOX_BYTES, &q_map, c * BOX_COLS, head, q0, b, sm.q_full());
+  }
+  // BEGIN EXERCISE producer-loop: fill the ring with K/V tiles 0 .. n_tiles-1, in order.
+  //   For fill n (ring_slot(n, STAGES) gives its stage and parity), lane 0 (`leader`):
+  //   1. producer_acquire: waits until the consumers have released this slot's previous fill:
+  //      mbar_wait(sm.empty(stage), parity ^ 1). (The first pass waits for parity 1, which a fresh
+  //      barrier reports as complete: every slot starts free.)
+  //   2. mbar_arrive_expect_tx(sm.k_full(stage), TL::KV_TILE_BYTES): the producer's one arrival
+  //      on k_full, and the bytes the phase must also wait for (the whole tile, zero-filled rows
+  //      included: TMA always completes the full box).
+  //   3. the whole warp calls load_kv_tile<HEAD_DIM, PAGED>(k_map, p, sm, 0, stage, n, b, kv_head,
+  //      sm.k_full(stage)) (it issues the TMA copies, from lane 0).
+  //   Then the same for V: expect the bytes on sm.v_full(stage), load_kv_tile(v_map, ..., 1, ...).
+  //   K first: the consumers start S = Q Kᵀ while V is still in flight.
+  // STUB: (void)leader; (void)k_map; (void)v_map; (void)kv_head;
+  for (int n = 0; n < n_tiles; ++n) {
+    const RingSlot slot = ring_slot(n, STAGES);
+    if (leader) {
+      mbar_wait(sm.empty(slot.stage), slot.parity ^ 1u);
+      mbar_arrive_expect_tx(sm.k_full(slot.stage), TL::KV_TILE_BYTES);
+    }
+    load_kv_tile<HEAD_DIM, PAGED>(k_map, p, sm, 0, slot.stage, n, b, kv_head, sm.k_full(slot.stage));
+    if (leader) mbar_arrive_expect_tx(sm.v_full(slot.stage), TL::KV_TILE_BYTES);
+    load_kv_tile<HEAD_DIM, PAGED>(v_map, p, sm, 1, slot.stage, n, b, kv_head, sm.v_full(slot.stage));
+  }
+  // END EXERCISE
+}
+
+// ---------------------------------------------------------------------------------------------
+// Consumer side: one warpgroup, 64 query rows, every K/V tile of the block in ring order.
+// Thread lane = 4g + t of warp w (of the warpgroup) owns rows r0 = 16w + g and r0 + 8 of the
+// warpgroup's 64; in the accumulators S[4j + e] and O[4j + e] (n-block j of 8 columns) it holds
+// columns 8j + 2t + (e & 1) of row r0 (e < 2) or r0 + 8 (e >= 2). See common/sm90.cuh.
+template <class T, int HEAD_DIM>
+__device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEAD_DIM>& sm, int b, int head, int q0,
+                                         int n_tiles) {
+  using TL = Tiles<HEAD_DIM>;
+  constexpr int STAGES = TL::STAGES;
+  const int tid = threadIdx.x % WG_THREADS, warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int wg_q0 = q0 + wg * WG_ROWS;               // this warpgroup's first query row
+  const int row_g = wg_q0 + 16 * warp + g;           // this thread's rows: row_g and row_g + 8
+  // The tiles this warpgroup needs are a prefix of the block's (rows above the block's last see
+  // fewer keys under causal): past it, it waits and releases without computing.
+  const lab::KeyRange wg_keys =
+      lab::visible_keys_of_rows(wg_q0, lab::imin(wg_q0 + WG_ROWS, p.t_q), p.t_q, p.t_kv, p.causal, 0);
+  const int wg_tiles = wg_q0 >= p.t_q || wg_keys.empty() ? 0 : lab::ceil_div(wg_keys.end, BLOCK_KV);
+  // Keys past this are invisible to the warp's first row (the one that sees the fewest): a tile
+  // reaching past it needs the per-element mask; the others do not.
+  const int warp_keys_end = lab::visible_keys(wg_q0 + 16 * warp, p.t_q, p.t_kv, p.causal, 0).end;
+  const float scale_log2 = p.scale_log2;
+
+  float o_acc[TL::O_REGS];
+#pragma unroll
+  for (int i = 0; i < TL::O_REGS; ++i) o_acc[i] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY};  // running max of the raw scores Q·K of rows row_g, row_g + 8
+  float l[2] = {0.f, 0.f};              // this thread's part of their row sums (its 2 columns per n-block)
+
+  if (n_tiles > 0) mbar_wait(sm.q_full(), 0);  // Q has landed (phase 0, the only one)
+  // Q as the A operand: K-major, this warpgroup's 64 rows of each 64-column box.
+  const uint32_t q_rows = sm.q() + uint32_t(wg * WG_ROWS * ROW_BYTES);
+
+  for (int n = 0; n < n_tiles; ++n) {
+    const RingSlot slot = ring_slot(n, STAGES);
+    const int stage = slot.stage;
+    const bool active = n < wg_tiles;
+    const int kv0 = n * BLOCK_KV;
+
+    // BEGIN EXERCISE consumer-wait-k: wait until K tile n is in its slot.
+    //   consumer_wait: mbar_wait(sm.k_full(stage), slot.parity). Every thread of the warpgroup
+    //   waits (each reads the tile through its own wgmma). A warpgroup with nothing to compute on
+    //   this tile (`active` false) still waits: its release below must be for THIS fill.
+    // STUB: (void)stage;
+    mbar_wait(sm.k_full(stage), slot.parity);
+    // END EXERCISE
+
+    float s[TL::S_REGS];            // S = Q Kᵀ for 64 rows x 128 keys
+    uint32_t p_frag[TL::KV_STEPS][4];  // P, 16-bit, as A registers of O += P V
+    if (active) {
+      // S = Q K_tileᵀ: D/16 wgmmas of m64n128k16, both operands K-major in shared memory. The
+      // descriptors walk 16 columns (32 bytes) along a box row, then move to the next box.
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < TL::D_STEPS; ++kk) {
+        const uint32_t col = uint32_t((kk % 4) * 32);
+        const uint64_t a = desc_k_major_sw128(q_rows + (kk / 4) * TL::Q_BOX_BYTES + col);
+        const uint64_t bk = desc_k_major_sw128(sm.k(stage) + (kk / 4) * TL::KV_BOX_BYTES + col);
+        wgmma_ss<T, BLOCK_KV>(s, a, bk, kk > 0);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_accumulators(s);
+
+      // Mask (the diagonal tile, the ragged end of K/V): key kv0 + 8j + 2t + (e & 1) of row
+      // row_g (e < 2) or row_g + 8 is invisible past that row's visible_keys().end.
+      if (kv0 + BLOCK_KV > warp_keys_end) {
+        const int keys_end[2] = {lab::visible_keys(row_g, p.t_q, p.t_kv, p.causal, 0).end,
+                                 lab::visible_keys(row_g + 8, p.t_q, p.t_kv, p.causal, 0).end};
+#pragma unroll
+        for (int j = 0; j < BLOCK_KV / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            if (kv0 + 8 * j + 2 * t + (e & 1) >= keys_end[e >> 1]) s[4 * j + e] = -INFINITY;
+      }
+
+      // Online softmax of rows row_g (r = 0) and row_g + 8 (r = 1), as in 04: the 4 lanes of a
+      // quad hold a row's 128 columns between them.
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float tile_max = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < BLOCK_KV / 8; ++j) tile_max = fmaxf(tile_max, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+        const float m_new = fmaxf(m[r], tile_max);
+        const float max_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;  // no key yet: never -inf - -inf
+        const float alpha = fast_exp2(fmaf(m[r], scale_log2, -max_scaled));
+        m[r] = m_new;
+        l[r] *= alpha;
+#pragma unroll
+        for (int j = 0; j < TL::O_REGS / 4; ++j) {
+          o_acc[4 * j + 2 * r] *= alpha;
+          o_acc[4 * j + 2 * r + 1] *= alpha;
+        }
+#pragma unroll
+        for (int j = 0; j < BLOCK_KV / 8; ++j)
+#pragma unroll
+          for (int e = 2 * r; e < 2 * r + 2; ++e) {
+            s[4 * j + e] = fast_exp2(fmaf(s[4 * j + e], scale_log2, -max_scaled));
+            l[r] += s[4 * j + e];
+          }
+      }
+      // P as the A registers of k-step kk (keys 16kk .. 16kk + 15) = n-blocks 2kk and 2kk + 1 of S.
+#pragma unroll
+      for (int kk = 0; kk < TL::KV_STEPS; ++kk) {
+        p_frag[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
+        p_frag[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
+        p_frag[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
+        p_frag[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
+      }
+    }
+
+    // BEGIN EXERCISE consumer-wait-v: wait until V tile n is in its slot (as for K, on v_full).
+    // STUB: (void)slot;
+    mbar_wait(sm.v_full(stage), slot.parity);
+    // END EXERCISE
+
+    if (active) {
+      // O += P V: BLOCK_KV/16 wgmmas of m64n{D}k16, P from registers, V MN-major: 16 keys (two
+      // 8-row groups, SBO = 1024) per k-step, the D columns in 64-column boxes (LBO = one box).
+      wgmma_fence();  // o_acc was rescaled and p_frag written since the last wgmma
+#pragma unroll
+      for (int kk = 0; kk < TL::KV_STEPS; ++kk)
+        wgmma_rs_mn<T, HEAD_DIM>(o_acc, p_frag[kk],
+                                 desc_mn_major_sw128(sm.v(stage) + uint32_t(kk * 16 * ROW_BYTES), TL::KV_BOX_BYTES));
+      wgmma_commit();
+      wgmma_wait<0>();  // the slot is read: it may be released
+      fence_accumulators(o_acc);
+    }
+
+    // BEGIN EXERCISE consumer-release: give the slot back to the producer.
+    //   consumer_release: ONE thread of the warpgroup (tid == 0) arrives on sm.empty(stage): the
+    //   barrier counts warpgroups (CONSUMERS arrivals per phase), not threads. Only after the
+    //   wgmmas reading the slot have completed (wgmma_wait above): the producer overwrites it next.
+    // STUB: (void)tid;
+    if (tid == 0) mbar_arrive(sm.empty(stage));
+    // END EXERCISE
+  }
+
+  // Finalize (04's): O = o_acc / l, LSE = m·scale + log(l). Rows past T_q are not written.
+  T* o = static_cast<T*>(p.o);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float row_sum = l[r];
+    row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 1);
+    row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 2);
+    const int i = row_g + 8 * r;
+    if (i >= p.t_q) continue;
+    const float inv_l = row_sum > 0.f ? 1.f / row_sum : 0.f;
+    T* o_row = o + ((int64_t(b) * p.t_q + i) * p.h + head) * HEAD_DIM;
+#pragma unroll
+    for (int j = 0; j < TL::O_REGS / 4; ++j)
+      *reinterpret_cast<Vec2<T>*>(o_row + 8 * j + 2 * t) =
+          from_float2<T>(o_acc[4 * j + 2 * r] * inv_l, o_acc[4 * j + 2 * r + 1] * inv_l);
+    if (t == 0)
+      p.lse[(int64_t(b) * p.h + head) * p.t_q + i] = row_sum > 0.f ? m[r] * p.scale + logf(row_sum) : -INFINITY;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// One block: 128 query rows of one (sequence, head). grid = (ceil(T_q / 128), B·H).
+template <class T, int HEAD_DIM, bool PAGED>
+__global__ void __launch_bounds__(THREADS, 1)
+ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64, 1, 128, 1)
+          const __grid_constant__ CUtensorMap k_map,  // ws: (D, H_kv, T_kv, B), box (64, 1, 128, 1); paged: a page
+          const __grid_constant__ CUtensorMap v_map,
+          const Params p) {
+  using TL = Tiles<HEAD_DIM>;
+  if (ring_slot(0, TL::STAGES).stage < 0) return;  // the ring-slot stub: no work, nothing written
+
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_addr(smem_raw), base = (raw + 1023u) & ~1023u;
+  const Smem<HEAD_DIM> sm{base, smem_raw + (base - raw)};
+
+  const int q_tile = p.causal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);  // heaviest first
+  const int bh = blockIdx.y, b = bh / p.h, head = bh % p.h;
+  const int kv_head = lab::kv_head_of(head, p.h, p.h_kv);
+  const int q0 = q_tile * BLOCK_Q;
+  // The K/V tiles any row of the block sees: 0 .. n_tiles - 1 (causal: up to the diagonal).
+  const lab::KeyRange keys = lab::visible_keys_of_rows(q0, lab::imin(q0 + BLOCK_Q, p.t_q), p.t_q, p.t_kv, p.causal, 0);
+  const int n_tiles = keys.empty() ? 0 : lab::ceil_div(keys.end, BLOCK_KV);
+
+  if (threadIdx.x == 0) {
+    mbar_init(sm.q_full(), 1);  // the producer's arrive.expect_tx; the copies complete the bytes
+    for (int s = 0; s < TL::STAGES; ++s) {
+      mbar_init(sm.k_full(s), 1);
+      mbar_init(sm.v_full(s), 1);
+      mbar_init(sm.empty(s), CONSUMERS);  // one arrival per consumer warpgroup
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();  // the barriers are initialised before any thread waits on or arrives at them
+
+  // The roles: one if/else on the warpgroup, each branch starting with its register budget.
+  if (threadIdx.x / WG_THREADS == 0) {
+    regs_release<PRODUCER_REGS>();
+    if (threadIdx.x / 32 == 0)
+      producer<T, HEAD_DIM, PAGED>(q_map, k_map, v_map, p, sm, b, head, kv_head, q0, n_tiles);
+  } else {
+    regs_claim<CONSUMER_REGS>();
+    consumer<T, HEAD_DIM>(threadIdx.x / WG_THREADS - 1, p, sm, b, head, q0, n_tiles);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host side.
+Params make_params(const lab::Problem& pr, void* o, float* lse) {
+  Params p{};
+  p.o = o;
+  p.lse = lse;
+  p.t_q = pr.t_q;
+  p.t_kv = pr.t_kv;
+  p.h = pr.h;
+  p.h_kv = pr.h_kv;
+  p.causal = pr.causal;
+  p.scale = pr.softmax_scale();
+  p.scale_log2 = p.scale * kLog2e;
+  return p;
+}
+
+int page_size_of(const lab::Problem& pr) { return pr.page_size > 0 ? pr.page_size : DEFAULT_PAGE; }
+int box_rows_of(int page_size) { return std::gcd(page_size, BLOCK_KV); }
+
+// A tensor map over a [.., rows, heads, D] 16-bit tensor: dims (D, heads, rows[, batch]).
+CUtensorMap make_map(const lab::Problem& pr, const void* base, int heads, int rows, int batch, int box_rows) {
+  CUtensorMap map;
+  const int64_t d = pr.d, eb = 2;
+  const uint64_t dims[4] = {uint64_t(d), uint64_t(heads), uint64_t(rows), uint64_t(batch)};
+  const uint64_t strides[3] = {uint64_t(d * eb), uint64_t(heads * d * eb), uint64_t(int64_t(rows) * heads * d * eb)};
+  const uint32_t box[4] = {uint32_t(BOX_COLS), 1u, uint32_t(box_rows), 1u};
+  const CUtensorMapDataType type =
+      pr.dtype == lab::DType::f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const std::string err = encode_tensor_map(&map, type, batch > 0 ? 4 : 3, base, dims, strides, box);
+  if (!err.empty()) {
+    std::fprintf(stderr, "CUDA error: %s\n", err.c_str());
+    std::exit(3);
+  }
+  return map;
+}
+
+// The paged pool (06's construction): the harness's contiguous K/V copied block by block into a
+// shuffled pool whose every other slot holds NaN, and the block tables.
+struct PagedBuffers {
+  lab::DeviceBuffer k_pool, v_pool, tables, map_slots;
+};
+
+template <class T, int HEAD_DIM, bool PAGED>
+void launch(const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map, const Params& p, dim3 grid,
+            cudaStream_t st) {
+  ws_kernel<T, HEAD_DIM, PAGED><<<grid, THREADS, Tiles<HEAD_DIM>::SMEM_BYTES, st>>>(q_map, k_map, v_map, p);
+  CUDA_CHECK_LAST();
+}
+
+template <class T, int HEAD_DIM, bool PAGED>
+std::function<void(cudaStream_t)> make_forward(const CUtensorMap& q_map, const CUtensorMap& k_map,
+                                               const CUtensorMap& v_map, const Params& p, dim3 grid,
+                                               std::shared_ptr<PagedBuffers> keep) {
+  CUDA_CHECK(cudaFuncSetAttribute(ws_kernel<T, HEAD_DIM, PAGED>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  Tiles<HEAD_DIM>::SMEM_BYTES));
+  return [=](cudaStream_t st) {
+    launch<T, HEAD_DIM, PAGED>(q_map, k_map, v_map, p, grid, st);
+    (void)keep;  // the pool, the tables and the map workspace live as long as the forward
+  };
+}
+
+template <class T, int HEAD_DIM>
+std::function<void(cudaStream_t)> pick(bool paged, const CUtensorMap& q_map, const CUtensorMap& k_map,
+                                       const CUtensorMap& v_map, const Params& p, dim3 grid,
+                                       std::shared_ptr<PagedBuffers> keep) {
+  return paged ? make_forward<T, HEAD_DIM, true>(q_map, k_map, v_map, p, grid, keep)
+               : make_forward<T, HEAD_DIM, false>(q_map, k_map, v_map, p, grid, keep);
+}
+
+lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
+  const lab::Problem& pr = ctx.problem;
+  const bool paged = ctx.variant == "paged";
+  Params p = make_params(pr, ctx.tensors.o, ctx.tensors.lse);
+  const dim3 grid(unsigned(lab::ceil_div(pr.t_q, BLOCK_Q)), unsigned(pr.b * pr.h));
+  const CUtensorMap q_map = make_map(pr, ctx.tensors.q, pr.h, pr.t_q, pr.b, BLOCK_Q);
+  CUtensorMap k_map, v_map;
+  auto keep = std::make_shared<PagedBuffers>();
+  lab::GpuRun run;
+  const int stages = pr.d == 64 ? Tiles<64>::STAGES : Tiles<128>::STAGES;
+  if (!paged) {
+    k_map = make_map(pr, ctx.tensors.k, pr.h_kv, pr.t_kv, pr.b, BLOCK_KV);
+    v_map = make_map(pr, ctx.tensors.v, pr.h_kv, pr.t_kv, pr.b, BLOCK_KV);
+  } else {
+    const int page = page_size_of(pr), rows = box_rows_of(page);
+    const lab::PagedCache cache =
+        lab::build_paged_cache(std::vector<int>(size_t(pr.b), pr.t_kv), pr.t_kv, page, ctx.options.seed);
+    if (std::string bad = lab::check_block_tables(cache); !bad.empty()) {
+      std::fprintf(stderr, "bad input: %s\n", bad.c_str());
+      std::exit(lab::kExitBadInput);
+    }
+    const int64_t row_bytes = int64_t(pr.h_kv) * pr.d * 2, pool_bytes = int64_t(cache.num_blocks) * page * row_bytes;
+    const int64_t slot_bytes = int64_t(grid.x) * grid.y * stages * 2 * (BLOCK_KV / rows) * int64_t(sizeof(CUtensorMap));
+    keep->k_pool = lab::DeviceBuffer(size_t(pool_bytes));
+    keep->v_pool = lab::DeviceBuffer(size_t(pool_bytes));
+    keep->tables = lab::DeviceBuffer(cache.tables.size() * sizeof(int));
+    keep->map_slots = lab::DeviceBuffer(size_t(slot_bytes));
+    keep->k_pool.poison();  // every slot no sequence owns stays NaN (0xFFFF: NaN in fp16 and bf16)
+    keep->v_pool.poison();
+    CUDA_CHECK(cudaMemcpy(keep->tables.get(), cache.tables.data(), keep->tables.bytes(), cudaMemcpyHostToDevice));
+    for (auto [src, dst] : {std::pair{ctx.tensors.k, keep->k_pool.get()}, std::pair{ctx.tensors.v, keep->v_pool.get()}})
+      for (int b = 0; b < pr.b; ++b)
+        for (int j0 = 0; j0 < pr.t_kv; j0 += page) {
+          const int keys = std::min(page, pr.t_kv - j0);
+          const int64_t slot = lab::paged_slot(cache.tables.data(), cache.table_stride, page, b, j0);
+          CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst) + slot * row_bytes,
+                                     static_cast<const char*>(src) + (int64_t(b) * pr.t_kv + j0) * row_bytes,
+                                     size_t(keys * row_bytes), cudaMemcpyDeviceToDevice, 0));
+        }
+    CUDA_CHECK(cudaDeviceSynchronize());
+    // Template maps over one page (D, H_kv, page), box (64, 1, rows): the kernel edits the address
+    // and the row count per page; used as they are only for boxes past the last key (all zeros).
+    k_map = make_map(pr, keep->k_pool.get(), pr.h_kv, page, 0, rows);
+    v_map = make_map(pr, keep->v_pool.get(), pr.h_kv, page, 0, rows);
+    p.block_table = keep->tables.as<int>();
+    p.table_stride = cache.table_stride;
+    p.page_size = page;
+    p.box_rows = rows;
+    p.k_pool = keep->k_pool.as<uint8_t>();
+    p.v_pool = keep->v_pool.as<uint8_t>();
+    p.page_bytes = int64_t(page) * row_bytes;
+    p.map_slots = keep->map_slots.as<CUtensorMap>();
+    run.extra_device_bytes = 2 * pool_bytes + int64_t(keep->tables.bytes()) + slot_bytes;
+    run.metrics["page_size"] = page;
+    run.metrics["box_rows"] = rows;
+    run.metrics["map_edits_per_tile"] = 2 * (BLOCK_KV / rows);
+    run.metrics["pool_blocks"] = cache.num_blocks;
+  }
+  const bool f16 = pr.dtype == lab::DType::f16;
+  if (pr.d == 64)
+    run.forward = f16 ? pick<__half, 64>(paged, q_map, k_map, v_map, p, grid, keep)
+                      : pick<__nv_bfloat16, 64>(paged, q_map, k_map, v_map, p, grid, keep);
+  else
+    run.forward = f16 ? pick<__half, 128>(paged, q_map, k_map, v_map, p, grid, keep)
+                      : pick<__nv_bfloat16, 128>(paged, q_map, k_map, v_map, p, grid, keep);
+  run.metrics["block_q"] = BLOCK_Q;
+  run.metrics["block_kv"] = BLOCK_KV;
+  run.metrics["stages"] = stages;
+  run.metrics["smem_bytes"] = pr.d == 64 ? Tiles<64>::SMEM_BYTES : Tiles<128>::SMEM_BYTES;
+  run.metrics["producer_regs"] = PRODUCER_REGS;
+  run.metrics["consumer_regs"] = CONSUMER_REGS;
+  return run;
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU model: the kernel's loop per block, in plain C++. A block's K/V tiles pass through a ring of
+// STAGES host buffers at the slots ring_slot() gives (rows past T_kv zero, as TMA fills them; the
+// paged variant reads them through a NaN-filled pool and block tables); each of the 2 consumer
+// "warpgroups" runs the online softmax (base 2, scale_log2 folded in) on its 64 rows; P is rounded
+// to the element type before O += P V, as the kernel feeds it to wgmma.
+//
+// Before that, check_ring() replays the barrier protocol the kernel builds on ring_slot(): for
+// every fill it asks whether the producer's wait on empty (parity ^ 1) and the consumers' wait on
+// full (parity) would pass or block, exactly as mbarrier.try_wait.parity answers, at the moments
+// that matter. A wrong slot or parity is reported as the hang or the stale read it would cause.
+bool wait_passes(int phases_completed, uint32_t parity) { return uint32_t(phases_completed & 1) != parity; }
+
+std::string check_ring(int stages, int fills) {
+  std::vector<int> uses(size_t(stages), 0);  // fills of each slot so far = phases its barriers completed
+  for (int n = 0; n < fills; ++n) {
+    const RingSlot sl = ring_slot(n, stages);
+    const std::string at = "ring_slot(" + std::to_string(n) + ", " + std::to_string(stages) + ") = {stage " +
+                           std::to_string(sl.stage) + ", parity " + std::to_string(sl.parity) + "}";
+    if (sl.stage < 0 || sl.stage >= stages) return at + ": the stage must be in [0, " + std::to_string(stages) + ")";
+    if (sl.parity > 1) return at + ": a parity is 0 or 1";
+    for (int k = 1; k < stages && n - k >= 0; ++k)
+      if (ring_slot(n - k, stages).stage == sl.stage)
+        return at + ": fills " + std::to_string(n - k) + " and " + std::to_string(n) +
+               " use the same slot while both can be in flight";
+    const int u = uses[size_t(sl.stage)];
+    // Producer, before fill n: the consumers have released all u earlier fills of the slot.
+    if (!wait_passes(u, sl.parity ^ 1u))
+      return at + ": the producer's wait on empty (parity " + std::to_string(sl.parity ^ 1u) +
+             ") would block although the slot is free: the kernel would hang";
+    if (u > 0 && wait_passes(u - 1, sl.parity ^ 1u))
+      return at + ": the producer's wait on empty would pass before the consumers release fill " +
+             std::to_string(n - stages) + ": it would overwrite a tile still being read";
+    // Consumers: their wait on full must block until fill n lands, and pass once it has.
+    if (wait_passes(u, sl.parity))
+      return at + ": the consumers' wait on full would pass before the tile lands: they would read the slot's old tile";
+    if (!wait_passes(u + 1, sl.parity))
+      return at + ": the consumers' wait on full would never pass after the tile lands: the kernel would hang";
+    uses[size_t(sl.stage)] = u + 1;
+  }
+  return "";
+}
+
+lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in, std::vector<float>& o,
+                    std::vector<float>& lse) {
+  lab::CpuRun run;
+  const int stages = pr.d == 64 ? Tiles<64>::STAGES : Tiles<128>::STAGES;
+  if (ring_slot(0, stages).stage < 0) {
+    run.failure = "ring_slot() is not written yet: the kernel and this model skip every tile";
+    return run;
+  }
+  if (std::string bad = check_ring(stages, std::max(lab::ceil_div(pr.t_kv, BLOCK_KV), 4 * stages)); !bad.empty()) {
+    run.failure = bad;
+    return run;
+  }
+  const bool paged = opt.variant == "paged";
+  const int d = pr.d;
+  const float scale_log2 = pr.softmax_scale() * kLog2e;
+  const int64_t row_elems = int64_t(pr.h_kv) * d;
+  // Where K/V row (b, j, kv_head) comes from: the contiguous cache, or the paged pool.
+  lab::PagedCache cache;
+  std::vector<float> k_pool, v_pool;
+  if (paged) {
+    const int page = page_size_of(pr);
+    cache = lab::build_paged_cache(std::vector<int>(size_t(pr.b), pr.t_kv), pr.t_kv, page, opt.seed);
+    k_pool.assign(size_t(int64_t(cache.num_blocks) * page * row_elems), NAN);
+    v_pool.assign(k_pool.size(), NAN);
+    for (int b = 0; b < pr.b; ++b)
+      for (int j = 0; j < pr.t_kv; ++j) {
+        const int64_t slot = lab::paged_slot(cache.tables.data(), cache.table_stride, page, b, j);
+        std::copy_n(&in.k[size_t(pr.kv_index(b, j, 0))], row_elems, &k_pool[size_t(slot * row_elems)]);
+        std::copy_n(&in.v[size_t(pr.kv_index(b, j, 0))], row_elems, &v_pool[size_t(slot * row_elems)]);
+      }
+    run.metrics["page_size"] = page;
+    run.extra_host_bytes = int64_t(k_pool.size() + v_pool.size()) * 4;
+  }
+  auto kv_row = [&](const std::vector<float>& contiguous, const std::vector<float>& pool, int b, int j, int hk) {
+    if (!paged) return &contiguous[size_t(pr.kv_index(b, j, hk))];
+    const int64_t slot = lab::paged_slot(cache.tables.data(), cache.table_stride, cache.page_size, b, j);
+    return &pool[size_t(slot * row_elems + int64_t(hk) * d)];
+  };
+
+  const int q_tiles = lab::ceil_div(pr.t_q, BLOCK_Q);
+  lab::parallel_for(int64_t(pr.b) * pr.h * q_tiles, [&](int64_t block) {
+    const int q_tile = int(block % q_tiles), bh = int(block / q_tiles), b = bh / pr.h, h = bh % pr.h;
+    const int hk = lab::kv_head_of(h, pr.h, pr.h_kv);
+    const int q0 = q_tile * BLOCK_Q;
+    const lab::KeyRange keys = lab::visible_keys_of_rows(q0, std::min(q0 + BLOCK_Q, pr.t_q), pr.t_q, pr.t_kv, pr.causal, 0);
+    const int n_tiles = keys.empty() ? 0 : lab::ceil_div(keys.end, BLOCK_KV);
+    std::vector<float> ring_k(size_t(stages) * BLOCK_KV * d), ring_v(ring_k.size());
+    std::vector<float> m(BLOCK_Q, -INFINITY), l(BLOCK_Q, 0.f), acc(size_t(BLOCK_Q) * d, 0.f);
+    float s[BLOCK_KV];
+    for (int n = 0; n < n_tiles; ++n) {
+      const int stage = ring_slot(n, stages).stage, kv0 = n * BLOCK_KV;
+      float* k_slot = &ring_k[size_t(stage) * BLOCK_KV * d];
+      float* v_slot = &ring_v[size_t(stage) * BLOCK_KV * d];
+      for (int r = 0; r < BLOCK_KV; ++r) {  // the producer's copy: zeros past T_kv
+        const int j = kv0 + r;
+        if (j < pr.t_kv) {
+          std::copy_n(kv_row(in.k, k_pool, b, j, hk), d, k_slot + r * d);
+          std::copy_n(kv_row(in.v, v_pool, b, j, hk), d, v_slot + r * d);
+        } else {
+          std::fill_n(k_slot + r * d, d, 0.f);
+          std::fill_n(v_slot + r * d, d, 0.f);
+        }
+      }
+      for (int rr = 0; rr < BLOCK_Q; ++rr) {  // the two consumer warpgroups' rows
+        const int i = q0 + rr;
+        if (i >= pr.t_q) break;
+        const int wg_q0 = q0 + (rr / WG_ROWS) * WG_ROWS;
+        const lab::KeyRange wg_keys =
+            lab::visible_keys_of_rows(wg_q0, std::min(wg_q0 + WG_ROWS, pr.t_q), pr.t_q, pr.t_kv, pr.causal, 0);
+        if (wg_keys.empty() || n >= lab::ceil_div(wg_keys.end, BLOCK_KV)) continue;  // not active
+        const int end = lab::visible_keys(i, pr.t_q, pr.t_kv, pr.causal, 0).end;
+        const float* qr = &in.q[size_t(pr.q_index(b, i, h))];
+        float tile_max = -INFINITY;
+        for (int c = 0; c < BLOCK_KV; ++c) {  // S = q·k (float), masked
+          float dot = 0.f;
+          for (int x = 0; x < d; ++x) dot += qr[x] * k_slot[c * d + x];
+          s[c] = kv0 + c < end ? dot : -INFINITY;
+          tile_max = std::max(tile_max, s[c]);
+        }
+        const float m_new = std::max(m[size_t(rr)], tile_max);
+        const float max_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;
+        const float alpha = std::exp2(m[size_t(rr)] * scale_log2 - max_scaled);
+        m[size_t(rr)] = m_new;
+        l[size_t(rr)] *= alpha;
+        float* a = &acc[size_t(rr) * d];
+        for (int x = 0; x < d; ++x) a[x] *= alpha;
+        for (int c = 0; c < BLOCK_KV; ++c) {
+          const float pc = std::exp2(s[c] * scale_log2 - max_scaled);
+          l[size_t(rr)] += pc;
+          const float p16 = lab::round_to(pr.dtype, pc);  // P enters wgmma as a 16-bit value
+          if (p16 != 0.f)
+            for (int x = 0; x < d; ++x) a[x] += p16 * v_slot[c * d + x];
+        }
+      }
+    }
+    for (int rr = 0; rr < BLOCK_Q && q0 + rr < pr.t_q; ++rr) {  // finalize
+      const int i = q0 + rr;
+      const float inv_l = l[size_t(rr)] > 0.f ? 1.f / l[size_t(rr)] : 0.f;
+      float* orow = &o[size_t(pr.q_index(b, i, h))];
+      for (int x = 0; x < d; ++x) orow[x] = lab::round_to(pr.dtype, acc[size_t(rr) * d + x] * inv_l);
+      lse[size_t(pr.lse_index(b, h, i))] =
+          l[size_t(rr)] > 0.f ? m[size_t(rr)] * pr.softmax_scale() + std::log(l[size_t(rr)]) : -INFINITY;
+    }
+  });
+  run.metrics["stages"] = stages;
+  return run;
+}
+
+int main(int argc, char** argv) {
+  lab::Section s;
+  s.name = "08_tma_skeleton";
+  s.title = "Hopper: TMA, mbarrier ring, warp-specialised producer/consumer warpgroups, wgmma (§12.9.2, §12.12)";
+  s.variants = {"ws", "paged"};
+  s.dtypes = {lab::DType::bf16, lab::DType::f16};
+  s.needs_sm90a = true;
+  s.paged = true;  // --page-size applies (to --variant paged)
+  s.default_problem.dtype = lab::DType::bf16;
+  s.default_problem.b = 1;
+  s.default_problem.h = 8;
+  s.default_problem.h_kv = 8;
+  s.default_problem.t_q = s.default_problem.t_kv = 2048;
+  s.default_problem.d = 128;
+  s.validate = [](const lab::Problem& p, const lab::Options& o) -> std::string {
+    if (int64_t(p.b) * p.h > 65535) return "B*H must be <= 65535 (one grid dimension per head)";
+    if (o.variant == "ws" && p.page_size != 0)
+      return "--page-size applies to --variant paged (ws reads the contiguous K/V cache)";
+    return "";
+  };
+  s.workspace_bytes = [](const lab::Problem& p, const std::string& variant) -> int64_t {
+    if (variant != "paged") return 0;
+    const int page = page_size_of(p);
+    const int64_t blocks = int64_t(p.b) * lab::ceil_div(p.t_kv, page);
+    const int64_t pool = 2 * (blocks + std::max<int64_t>(1, blocks / 8)) * page * p.h_kv * p.d * 2;
+    const int64_t slots = int64_t(lab::ceil_div(p.t_q, BLOCK_Q)) * p.b * p.h * 3 * 2 * MAX_BOXES * 128;
+    return pool + slots;
+  };
+  s.workspace_what = "paged pool and tensor-map slots";
+  s.gpu = setup_gpu;
+  s.cpu = run_cpu;
+  return lab::lab_main(argc, argv, s);
+}
