@@ -99,3 +99,32 @@ TEST_CASE("tile_visibility matches brute force, windows W-1, W, W+1 at tile edge
           }
   CHECK(checked > 5000);
 }
+
+TEST_CASE("the K/V tiles a Q tile must visit are one span, from its rows' union (07's tile skip)", "[math]") {
+  // tile_visibility != none, K/V tile by K/V tile, against the span the kernels compute once per Q
+  // tile: [union.begin / block_kv, ceil(union.end / block_kv)), empty when no row sees a key.
+  // Q tiles of 64 and 128 rows over 64-key tiles (07's window and window-q128), ragged ends,
+  // T_q < T_kv and T_q > T_kv, windows W-1, W, W+1 around both tile sizes.
+  int checked = 0;
+  const int block_kv = 64;
+  for (int block_q : {64, 128})
+    for (int t_q : {1, 63, 64, 65, 200, 333})
+      for (int t_kv : {1, 64, 65, 200, 333})
+        for (int window : {0, 1, 63, 64, 65, 127, 128, 129, 1000}) {
+          for (int q0 = 0; q0 < t_q; q0 += block_q) {
+            const int q1 = std::min(q0 + block_q, t_q);
+            const KeyRange u = visible_keys_of_rows(q0, q1, t_q, t_kv, true, window);
+            const int span_begin = u.empty() ? 0 : u.begin / block_kv;
+            const int span_end = u.empty() ? 0 : ceil_div(u.end, block_kv);
+            for (int kt = 0; kt * block_kv < t_kv; ++kt) {
+              const bool visible = tile_visibility(q0, q1, kt * block_kv, (kt + 1) * block_kv, t_q, t_kv, true, window) !=
+                                   TileVisibility::none;
+              INFO("Q tile " << block_q << " T_q " << t_q << " T_kv " << t_kv << " W " << window << " q0 " << q0
+                   << " K/V tile " << kt);
+              REQUIRE(visible == (kt >= span_begin && kt < span_end));
+              ++checked;
+            }
+          }
+        }
+  CHECK(checked > 3000);
+}
