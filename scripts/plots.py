@@ -96,13 +96,26 @@ def decode_bandwidth(records, folder, plt, ceilings):
 
 
 def window_time(records, folder, plt):
+    """Time against T of 07's variants with a window and without one (plain causal), the baselines,
+    and the ideal: window's own plain-causal time times the FLOP ratio (T·W - W²/2) / (T²/2)."""
+    from tables import ideal_window_ratio
+
     def pick(r):
-        if r["section"] != "07_sliding_window":
+        if r["section"] != "07_sliding_window" or r["problem"]["t_q"] != r["problem"]["t_kv"]:
             return None
-        return f"{r['variant']}" + (" (baseline)" if r["build"] == "baseline" else "")
+        w = r["problem"].get("window")
+        return f"{r['variant']} " + (f"W={w}" if w else "causal, no window") + (" (baseline)" if r["build"] == "baseline" else "")
     s = _series(records, pick, lambda r: r["problem"]["t_q"], lambda r: r["timing"].get("median_ms"))
     if not s:
         return None
+    for label, pts in list(s.items()):  # the ideal line of each windowed series of ours
+        if "(baseline)" in label or not label.startswith("window ") or "W=" not in label:
+            continue
+        w = int(label.split("W=")[1])
+        causal = dict(s.get("window causal, no window", []))
+        ideal = [(t, causal[t] * ideal_window_ratio(t, w)) for t, _ in pts if t in causal]
+        if ideal:
+            s[f"ideal W={w}: plain causal x (T·W - W²/2) / (T²/2)"] = ideal
     path = Path(folder) / "sliding_window_time.png"
     _draw(plt, s, "Sliding window: time vs T", "T", "ms", path, logy=True)
     return path

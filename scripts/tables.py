@@ -136,6 +136,50 @@ def error_table(records):
     return "\n".join(rows)
 
 
+def ideal_window_ratio(t, w):
+    """The FLOP ratio of a causal window W to plain causal at T: (T·W - W²/2) / (T²/2), W capped at T."""
+    w = min(w, t)
+    return (t * w - w * w / 2) / (t * t / 2)
+
+
+def window_table(records):
+    """Section 07: each windowed run beside the same kernel without a window (plain causal), the
+    `full` variant (no tile skip) and FlexAttention with the same window; the time ratio against
+    plain causal next to the ideal FLOP ratio (T·W - W²/2) / (T²/2)."""
+    def ms(r):
+        return r["timing"].get("median_ms") if r else None
+
+    def same(r, variant, build, window):
+        p = r["problem"]
+        for o in records:
+            q = o["problem"]
+            if (o["variant"], o["build"]) == (variant, build) and q.get("window") == window and all(
+                    q.get(k) == p.get(k) for k in ("b", "h", "h_kv", "t_q", "t_kv", "d", "dtype", "causal")):
+                return o
+        return None
+
+    def ratio(a, b):
+        return None if a is None or b is None or b == 0 else a / b
+
+    rows = ["| variant | shape | W | window ms | plain causal ms | window / causal | ideal | / ideal "
+            "| full ms | full / window | FlexAttention ms | vs FlexAttention |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    ours = [r for r in records if r["build"] != "baseline" and r["variant"] != "full" and r["problem"].get("window")
+            and r["problem"]["t_q"] == r["problem"]["t_kv"] and ms(r)]
+    for r in sorted(ours, key=lambda r: (r["variant"], r["problem"]["t_q"], r["problem"]["window"])):
+        p, w = r["problem"], r["problem"]["window"]
+        causal = ms(same(r, r["variant"], r["build"], None))
+        ideal = ideal_window_ratio(p["t_q"], w)
+        measured = ratio(ms(r), causal)
+        full, flex = ms(same(r, "full", r["build"], w)), ms(same(r, "flex", "baseline", w))
+        vs_flex = ratio(flex, ms(r))
+        rows.append(f"| {r['variant']} | {shape(r).replace(f' W={w}', '')} | {w} | {num(ms(r), '.4g')} | {num(causal, '.4g')} | "
+                    f"{num(measured, '.3f')} | {ideal:.3f} | {num(ratio(measured, ideal), '.2f')} | {num(full, '.4g')} | "
+                    f"{num(ratio(full, ms(r)), '.2f')} | {num(flex, '.4g')} | "
+                    f"{'–' if vs_flex is None else format(vs_flex, '.2f') + '×'} |")
+    return "\n".join(rows) if len(rows) > 2 else None
+
+
 def load_side_files(folder):
     """ceilings.json (the same run's copy and GEMM rates) and ncu.json (measured DRAM bytes), if present."""
     ceilings, ncu = None, {}
@@ -172,6 +216,12 @@ def render(folder):
         out += [f"## {section}", "", f"Commit(s): {', '.join(shas)}", ""]
         if recs:
             out += [section_table(recs, ceilings, ncu), ""]
+        window = window_table(recs) if section == "07_sliding_window" else None
+        if window:
+            out += ["Sliding window against the same kernel with no window (plain causal), the `full` variant (every "
+                    "K/V tile, masked) and FlexAttention with the same window. \"ideal\" is the FLOP ratio "
+                    "(T·W - W²/2) / (T²/2); \"/ ideal\" is how far the measured ratio is above it; \"vs FlexAttention\" "
+                    "is its time over ours (above 1: ours is faster).", "", window, ""]
         if sweeps:
             out += ["Error sweep (untimed runs, some with a --bug: the error against fp64 and the bound it is held to):", "",
                     error_table(sweeps), ""]

@@ -77,5 +77,41 @@ class Tables(unittest.TestCase):
                 tables.update_readme(readme, by_section, "h200")
 
 
+    def test_sliding_window_table_against_plain_causal_and_the_ideal(self):
+        # 07 records (their own folder: the main sample's tests count its sections): T = 8192, W = 4096
+        # took 0.62 ms, the same kernel with no window 0.8 ms: 0.775 of it, where the FLOP ratio
+        # (T·W - W²/2) / (T²/2) is 0.75, so 1.03x the ideal; full 1.6 ms = 2.58x window; FlexAttention
+        # 0.55 ms = 0.89x ours. At T = 16384 no `full` record: a dash, not a made-up ratio.
+        self.assertAlmostEqual(tables.ideal_window_ratio(8192, 4096), 0.75)
+        self.assertAlmostEqual(tables.ideal_window_ratio(4096, 4096), 1.0)
+        self.assertAlmostEqual(tables.ideal_window_ratio(4096, 5000), 1.0)  # W > T is plain causal
+        text, problems, _ = tables.render(SAMPLE / "sliding_window")
+        self.assertEqual(problems, [])
+        self.assertIn("| window | B=1 H=16 T=8192 D=128 bf16 causal | 4096 | 0.62 | 0.8 | 0.775 | 0.750 | 1.03 | 1.6 | 2.58 | 0.55 | 0.89× |", text)
+        self.assertIn("| window | B=1 H=16 T=16384 D=128 bf16 causal | 4096 | 1.3 | 2.9 | 0.448 | 0.438 | 1.02 | – | – | 1.4 | 1.08× |", text)
+        # only windowed runs of ours get a row: not the plain-causal run, not `full`, not a baseline
+        self.assertEqual(text.count("| 4096 | "), 2)
+
+    def test_sliding_window_plot_has_the_ideal_line(self):
+        import plots
+        records, _ = tables.load_records(SAMPLE / "sliding_window")
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                plt = plots._plt()
+            except ImportError:
+                self.skipTest("matplotlib not installed")
+            drawn = {}
+            real_draw = plots._draw
+            plots._draw = lambda plt_, series, *args, **kw: drawn.update(series)
+            try:
+                self.assertIsNotNone(plots.window_time(records, Path(tmp), plt))
+            finally:
+                plots._draw = real_draw
+            ideal = drawn["ideal W=4096: plain causal x (T·W - W²/2) / (T²/2)"]
+            self.assertEqual([t for t, _ in ideal], [8192, 16384])
+            self.assertAlmostEqual(ideal[0][1], 0.8 * 0.75)
+            self.assertIn("window causal, no window", drawn)
+            self.assertIn("flex W=4096 (baseline)", drawn)
+
 if __name__ == "__main__":
     unittest.main()
