@@ -24,9 +24,10 @@
 //                and computed, what lies outside the window masked. Its time minus window's is
 //                what the skip saves, measured on one kernel.
 //   window-q128  window with 8 warps (128-row Q tiles): each K/V tile brought into shared memory
-//                serves twice the query rows, halving the L2 -> SM traffic (~5 TB/s at 04's
-//                ~330 TFLOP/s, near what an H100/H200 L2 delivers). One block (8 warps) per SM
-//                instead of two of 4. An experiment: which of the two is faster is for the H200 to say.
+//                serves twice the query rows, halving the L2 -> SM traffic (~5 TB/s of K/V at 04's
+//                ~330 TFLOP/s with 64-row tiles: a large share of what the L2 can deliver, not
+//                measured here). One block (8 warps) per SM instead of two of 4. An experiment:
+//                which of the two is faster is for the H200 to say.
 // Expected effect: the window's time over plain causal's, at W = 4096, should approach the FLOP
 // ratio (T·W - W²/2) / (T²/2): 1 at T = 4096, 0.44 at 8192, 0.23 at 32768, 0.12 at 65536. Above it:
 // the 1-2 extra tiles per Q tile at the window edge (~1.5 / 64 at W = 4096) and their masking.
@@ -35,8 +36,9 @@
 // skip and the mask follow it, so the kernel attends the causal keys before the window instead.
 // Exercise (ch12/07_sliding_window.md): kv_tile_span (EXERCISE tile-span) and the per-element
 // edge mask (EXERCISE edge-mask).
-// Registers per thread (ptxas, sm_90, no spills): window/full D=64: 150, D=128: 206 (2 blocks of
-// 4 warps per SM at D=128, 3 at D=64); window-q128 D=64: 150, D=128: 206 (1 block of 8 warps).
+// Registers per thread (ptxas -v, CUDA 13.0, sm_90, no spills): window and full D=64: 156-157,
+// D=128: 215 (3 blocks of 4 warps per SM at D=64, 2 at D=128); window-q128 D=64: 155, D=128: 211
+// (1 block of 8 warps). sm_80: 4 fewer.
 // Shared memory: 32 KB (D=64) / 64 KB (D=128) per block.
 // Run: scripts/lab run 07 -- --t 4096 --causal --window 1024            (your stub)
 //      build/bin/07_sliding_window --t 16384 --causal --window 4096 --h 16 --d 128 --dtype bf16
