@@ -1,9 +1,11 @@
 #include "problem.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
 #include "attention_math.h"
+#include "parallel.h"
 #include "rng.h"
 
 namespace lab {
@@ -46,10 +48,16 @@ int64_t fused_hbm_bytes(const Problem& p) {
 }
 
 namespace {
+// splitmix64 is a counter: element i is drawn from state seed + i·step whatever came before, so
+// chunks fill in parallel (a decode cache of 2·10⁹ elements) and give the sequential values.
 void fill(std::vector<float>& x, int64_t n, uint64_t seed, float offset, float scale, DType t) {
-  Rng rng{seed};
+  constexpr int64_t CHUNK = int64_t(1) << 20;
   x.resize(size_t(n));
-  for (auto& e : x) e = round_to(t, (rng.symmetric() + offset) * scale);
+  parallel_for((n + CHUNK - 1) / CHUNK, [&](int64_t c) {
+    Rng rng{seed + uint64_t(c * CHUNK) * Rng::STEP};
+    for (int64_t i = c * CHUNK; i < std::min(n, (c + 1) * CHUNK); ++i)
+      x[size_t(i)] = round_to(t, (rng.symmetric() + offset) * scale);
+  });
 }
 }  // namespace
 

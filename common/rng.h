@@ -5,9 +5,10 @@
 
 namespace lab {
 struct Rng {
+  static constexpr uint64_t STEP = 0x9E3779B97F4A7C15ull;  // state advance per draw
   uint64_t state;
   uint64_t next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    uint64_t z = (state += STEP);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
