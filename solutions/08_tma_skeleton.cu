@@ -12,7 +12,7 @@
 //     tensor described by a tensor map made on the host, into shared memory in the 128-byte
 //     swizzled layout wgmma reads, zero-filling whatever hangs over the end of T (ragged tiles
 //     need no special load path: the scores of those keys are masked).
-//   - An mbarrier ring of STAGES K/V slots (2 at D = 128, 3 at D = 64). Per slot: k_full and
+//   - An mbarrier ring of STAGES K/V slots (3 at D = 128, 4 at D = 64). Per slot: k_full and
 //     v_full (the producer arrives once with the bytes to expect; the copy completes them), and
 //     empty (each consumer warpgroup arrives once when it is done with the slot: count 2). Q has
 //     its own barrier, q_full, used once. Waits name the phase they wait for by its parity, which
@@ -24,7 +24,10 @@
 //   - The online softmax, the causal mask (bottom-right aligned) and the deferred 1/l are 04's,
 //     on the wgmma accumulator layout (warp w of a warpgroup holds rows 16w + g and 16w + g + 8).
 //     Causal: K/V tiles past the diagonal are never loaded; the heaviest Q tiles launch first.
-// Variant `paged`: the same kernel reading K/V from a paged cache (06's pool [blocks, page, H_kv, D],
+// Variant `ws-overlap`: `ws` plus FlashAttention-3's intra-warpgroup overlap: each consumer issues
+// S for tile n before O += P V of tile n - 1, and runs the softmax of tile n while that PV is on
+// the tensor core (same arithmetic, same results; one more S in flight per thread).
+// Variant `paged`: the same kernel (the plain `ws` loop) reading K/V from a paged cache (06's pool [blocks, page, H_kv, D],
 // shuffled block tables, NaN in every slot no sequence owns) through TMA. A box may not cross a
 // page, and a tensor map has one base address, so the producer keeps a copy of the K (and V) map
 // in shared memory, rewrites its global address (and its row count, so the last page's tail is
@@ -34,8 +37,8 @@
 // Page sizes: any multiple of 16 (a box is gcd(page, 128) rows); --page-size defaults to 64 here.
 // Exercise (ch12/08_tma_skeleton.md): the ring's slot and phase (EXERCISE ring-slot), the
 // producer loop (producer-loop: wait for a free slot, expect the bytes, issue the copies), and the
-// consumers' waits and release (consumer-wait-k, consumer-wait-v, consumer-release). The TMA,
-// wgmma and tensor-map wrappers (common/sm90.cuh) and the softmax are given.
+// consumers' wait and release (consumer-wait, consumer-release). The TMA, wgmma and tensor-map
+// wrappers (common/sm90.cuh), the descriptors and the softmax are given.
 // Run: scripts/lab run 08 -- --t 4096 --causal                    (your stub; CPU model without a Hopper GPU)
 //      build/bin/08_tma_skeleton --t 4096 --d 128 --h 16 --b 4 --dtype bf16   (the solution)
 //      build/bin/08_tma_skeleton --variant paged --page-size 128 --t 4096 --causal
@@ -71,7 +74,7 @@ static_assert(PRODUCER_REGS % 8 == 0 && CONSUMER_REGS % 8 == 0, "setmaxnreg take
 
 template <int HEAD_DIM>
 struct Tiles {
-  static constexpr int STAGES = HEAD_DIM == 64 ? 3 : 2;        // K/V slots in the ring
+  static constexpr int STAGES = HEAD_DIM == 64 ? 4 : 3;        // K/V slots in the ring (as many as fit)
   static constexpr int COL_BOXES = HEAD_DIM / BOX_COLS;         // 64-column boxes per row of a tile
   static constexpr int Q_BOX_BYTES = BLOCK_Q * ROW_BYTES;       // 16 KB
   static constexpr int KV_BOX_BYTES = BLOCK_KV * ROW_BYTES;     // 16 KB
@@ -260,147 +263,256 @@ __device__ __forceinline__ void producer(const CUtensorMap& q_map, const CUtenso
 // Thread lane = 4g + t of warp w (of the warpgroup) owns rows r0 = 16w + g and r0 + 8 of the
 // warpgroup's 64; in the accumulators S[4j + e] and O[4j + e] (n-block j of 8 columns) it holds
 // columns 8j + 2t + (e & 1) of row r0 (e < 2) or r0 + 8 (e >= 2). See common/sm90.cuh.
+
+// consumer_wait: every thread of the warpgroup waits until fill `slot` has landed on `full_bar`
+// (k_full or v_full of its stage).
+__device__ __forceinline__ void consumer_wait(uint32_t full_bar, RingSlot slot) {
+  // BEGIN EXERCISE consumer-wait: wait for the phase of `full_bar` that this fill completes.
+  //   mbar_wait(full_bar, slot.parity). Every thread of the warpgroup waits (each one's wgmma
+  //   reads the tile). A warpgroup with nothing to compute on a tile still waits: its release
+  //   must be for THAT fill, not run ahead of it.
+  // STUB: (void)full_bar; (void)slot;
+  mbar_wait(full_bar, slot.parity);
+  // END EXERCISE
+}
+
+// consumer_release: the warpgroup is done with a slot (its wgmmas reading it have completed).
+__device__ __forceinline__ void consumer_release(uint32_t empty_bar) {
+  // BEGIN EXERCISE consumer-release: give the slot back to the producer.
+  //   ONE thread of the warpgroup (threadIdx.x % WG_THREADS == 0) arrives on empty_bar: the
+  //   barrier counts warpgroups (CONSUMERS arrivals per phase), not threads. Call sites make sure
+  //   the wgmmas reading the slot have completed (wgmma_wait) first: the producer overwrites it next.
+  // STUB: (void)empty_bar;
+  if (threadIdx.x % WG_THREADS == 0) mbar_arrive(empty_bar);
+  // END EXERCISE
+}
+
+// The per-warpgroup state and the steps of one K/V tile (given).
 template <class T, int HEAD_DIM>
+struct ConsumerTile {
+  using TL = Tiles<HEAD_DIM>;
+  float s[TL::S_REGS];               // S = Q Kᵀ for 64 rows x 128 keys, then P = exp2(...) in fp32
+  uint32_t p_frag[TL::KV_STEPS][4];  // P, 16-bit, as the A registers of O += P V
+  float o_acc[TL::O_REGS];           // unnormalised O
+  float m[2], l[2];                  // running max (raw scores Q·K) and this thread's part of the row sums
+  float alpha[2];                    // the rescale factor of the last tile, per row
+
+  // S = Q K_tileᵀ: D/16 wgmmas of m64n128k16, both operands K-major in shared memory. The
+  // descriptors walk 16 columns (32 bytes) along a box row, then move to the next 64-column box.
+  __device__ __forceinline__ void issue_s(uint32_t q_rows, uint32_t k_slot) {
+#pragma unroll
+    for (int kk = 0; kk < TL::D_STEPS; ++kk) {
+      const uint32_t col = uint32_t((kk % 4) * 32);
+      const uint64_t a = desc_k_major_sw128(q_rows + (kk / 4) * TL::Q_BOX_BYTES + col);
+      const uint64_t b = desc_k_major_sw128(k_slot + (kk / 4) * TL::KV_BOX_BYTES + col);
+      wgmma_ss<T, BLOCK_KV>(s, a, b, kk > 0);
+    }
+  }
+  // O += P V: BLOCK_KV/16 wgmmas of m64n{D}k16, P from registers, V MN-major: 16 keys (two 8-row
+  // groups, SBO = 1024) per k-step, the D columns in 64-column boxes (LBO = one box).
+  __device__ __forceinline__ void issue_pv(uint32_t v_slot) {
+#pragma unroll
+    for (int kk = 0; kk < TL::KV_STEPS; ++kk)
+      wgmma_rs_mn<T, HEAD_DIM>(o_acc, p_frag[kk],
+                               desc_mn_major_sw128(v_slot + uint32_t(kk * 16 * ROW_BYTES), TL::KV_BOX_BYTES));
+  }
+  // Mask (the diagonal tile, the ragged end of K/V): key kv0 + 8j + 2t + (e & 1) of row row_g
+  // (e < 2) or row_g + 8 is invisible past that row's visible_keys().end. Only tiles reaching past
+  // warp_keys_end (what the warp's first row sees) need it.
+  __device__ __forceinline__ void mask(const Params& p, int kv0, int row_g, int warp_keys_end, int t) {
+    if (kv0 + BLOCK_KV > warp_keys_end) mask_all(p, kv0, row_g, t);
+  }
+  __device__ __forceinline__ void mask_all(const Params& p, int kv0, int row_g, int t) {
+    const int keys_end[2] = {lab::visible_keys(row_g, p.t_q, p.t_kv, p.causal, 0).end,
+                             lab::visible_keys(row_g + 8, p.t_q, p.t_kv, p.causal, 0).end};
+#pragma unroll
+    for (int j = 0; j < BLOCK_KV / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (kv0 + 8 * j + 2 * t + (e & 1) >= keys_end[e >> 1]) s[4 * j + e] = -INFINITY;
+  }
+  // Online softmax of rows row_g (r = 0) and row_g + 8 (r = 1), as in 04 (the 4 lanes of a quad
+  // hold a row's 128 columns between them): new max, alpha = exp2((m_old - m_new)·scale_log2),
+  // l = l·alpha + sum(P), S -> P in place. The O rescale by alpha is rescale_o(), separate: the
+  // overlapped variant may only do it once the previous O += P V has completed.
+  __device__ __forceinline__ void online_softmax(float scale_log2) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < BLOCK_KV / 8; ++j) tile_max = fmaxf(tile_max, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+      const float m_new = fmaxf(m[r], tile_max);
+      const float max_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;  // no key yet: never -inf - -inf
+      alpha[r] = fast_exp2(fmaf(m[r], scale_log2, -max_scaled));
+      m[r] = m_new;
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < BLOCK_KV / 8; ++j)
+#pragma unroll
+        for (int e = 2 * r; e < 2 * r + 2; ++e) {
+          s[4 * j + e] = fast_exp2(fmaf(s[4 * j + e], scale_log2, -max_scaled));
+          sum += s[4 * j + e];
+        }
+      l[r] = l[r] * alpha[r] + sum;
+    }
+  }
+  __device__ __forceinline__ void rescale_o() {
+#pragma unroll
+    for (int j = 0; j < TL::O_REGS / 4; ++j) {
+      o_acc[4 * j + 0] *= alpha[0];
+      o_acc[4 * j + 1] *= alpha[0];
+      o_acc[4 * j + 2] *= alpha[1];
+      o_acc[4 * j + 3] *= alpha[1];
+    }
+  }
+  // P as the A registers of k-step kk (keys 16kk .. 16kk + 15) = n-blocks 2kk and 2kk + 1 of S.
+  __device__ __forceinline__ void pack_p() {
+#pragma unroll
+    for (int kk = 0; kk < TL::KV_STEPS; ++kk) {
+      p_frag[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
+      p_frag[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
+      p_frag[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
+      p_frag[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+  }
+};
+
+template <class T, int HEAD_DIM, bool OVERLAP>
 __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEAD_DIM>& sm, int b, int head, int q0,
                                          int n_tiles) {
   using TL = Tiles<HEAD_DIM>;
   constexpr int STAGES = TL::STAGES;
   const int tid = threadIdx.x % WG_THREADS, warp = tid / 32, lane = tid % 32;
-  const int g = lane / 4, t = lane % 4;
-  const int wg_q0 = q0 + wg * WG_ROWS;               // this warpgroup's first query row
-  const int row_g = wg_q0 + 16 * warp + g;           // this thread's rows: row_g and row_g + 8
-  // The tiles this warpgroup needs are a prefix of the block's (rows above the block's last see
-  // fewer keys under causal): past it, it waits and releases without computing.
+  const int t = lane % 4;
+  const int wg_q0 = q0 + wg * WG_ROWS;            // this warpgroup's first query row
+  const int row_g = wg_q0 + 16 * warp + lane / 4;  // this thread's rows: row_g and row_g + 8
+  // The tiles this warpgroup needs are a prefix 0 .. wg_tiles-1 of the block's (its rows see no
+  // further under causal); on the rest it only waits and releases.
   const lab::KeyRange wg_keys =
       lab::visible_keys_of_rows(wg_q0, lab::imin(wg_q0 + WG_ROWS, p.t_q), p.t_q, p.t_kv, p.causal, 0);
   const int wg_tiles = wg_q0 >= p.t_q || wg_keys.empty() ? 0 : lab::ceil_div(wg_keys.end, BLOCK_KV);
-  // Keys past this are invisible to the warp's first row (the one that sees the fewest): a tile
-  // reaching past it needs the per-element mask; the others do not.
   const int warp_keys_end = lab::visible_keys(wg_q0 + 16 * warp, p.t_q, p.t_kv, p.causal, 0).end;
-  const float scale_log2 = p.scale_log2;
+  const uint32_t q_rows = sm.q() + uint32_t(wg * WG_ROWS * ROW_BYTES);  // this warpgroup's 64 rows of Q
 
-  float o_acc[TL::O_REGS];
+  ConsumerTile<T, HEAD_DIM> c;
 #pragma unroll
-  for (int i = 0; i < TL::O_REGS; ++i) o_acc[i] = 0.f;
-  float m[2] = {-INFINITY, -INFINITY};  // running max of the raw scores Q·K of rows row_g, row_g + 8
-  float l[2] = {0.f, 0.f};              // this thread's part of their row sums (its 2 columns per n-block)
+  for (int i = 0; i < TL::O_REGS; ++i) c.o_acc[i] = 0.f;
+  c.m[0] = c.m[1] = -INFINITY;
+  c.l[0] = c.l[1] = 0.f;
 
-  if (n_tiles > 0) mbar_wait(sm.q_full(), 0);  // Q has landed (phase 0, the only one)
-  // Q as the A operand: K-major, this warpgroup's 64 rows of each 64-column box.
-  const uint32_t q_rows = sm.q() + uint32_t(wg * WG_ROWS * ROW_BYTES);
+  if (n_tiles > 0) mbar_wait(sm.q_full(), 0);  // Q has landed (phase 0, its only one)
 
-  for (int n = 0; n < n_tiles; ++n) {
-    const RingSlot slot = ring_slot(n, STAGES);
-    const int stage = slot.stage;
-    const bool active = n < wg_tiles;
-    const int kv0 = n * BLOCK_KV;
-
-    // BEGIN EXERCISE consumer-wait-k: wait until K tile n is in its slot.
-    //   consumer_wait: mbar_wait(sm.k_full(stage), slot.parity). Every thread of the warpgroup
-    //   waits (each reads the tile through its own wgmma). A warpgroup with nothing to compute on
-    //   this tile (`active` false) still waits: its release below must be for THIS fill.
-    // STUB: (void)stage;
-    mbar_wait(sm.k_full(stage), slot.parity);
-    // END EXERCISE
-
-    float s[TL::S_REGS];            // S = Q Kᵀ for 64 rows x 128 keys
-    uint32_t p_frag[TL::KV_STEPS][4];  // P, 16-bit, as A registers of O += P V
-    if (active) {
-      // S = Q K_tileᵀ: D/16 wgmmas of m64n128k16, both operands K-major in shared memory. The
-      // descriptors walk 16 columns (32 bytes) along a box row, then move to the next box.
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < TL::D_STEPS; ++kk) {
-        const uint32_t col = uint32_t((kk % 4) * 32);
-        const uint64_t a = desc_k_major_sw128(q_rows + (kk / 4) * TL::Q_BOX_BYTES + col);
-        const uint64_t bk = desc_k_major_sw128(sm.k(stage) + (kk / 4) * TL::KV_BOX_BYTES + col);
-        wgmma_ss<T, BLOCK_KV>(s, a, bk, kk > 0);
+  if constexpr (!OVERLAP) {
+    // The plain loop, one tile at a time: wait K, S, softmax, wait V, O += P V, release.
+    for (int n = 0; n < n_tiles; ++n) {
+      const RingSlot slot = ring_slot(n, STAGES);
+      const bool active = n < wg_tiles;
+      consumer_wait(sm.k_full(slot.stage), slot);
+      if (active) {
+        wgmma_fence();
+        c.issue_s(q_rows, sm.k(slot.stage));
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_accumulators(c.s);
+        c.mask(p, n * BLOCK_KV, row_g, warp_keys_end, t);
+        c.online_softmax(p.scale_log2);
+        c.rescale_o();
+        c.pack_p();
       }
+      consumer_wait(sm.v_full(slot.stage), slot);
+      if (active) {
+        wgmma_fence();  // o_acc was rescaled and p_frag written since the last wgmma
+        c.issue_pv(sm.v(slot.stage));
+        wgmma_commit();
+        wgmma_wait<0>();  // the slot is read: it may be released
+        fence_accumulators(c.o_acc);
+      }
+      consumer_release(sm.empty(slot.stage));
+    }
+  } else {
+    // FlashAttention-3's intra-warpgroup overlap: S for tile n is issued before O += P V of tile
+    // n - 1, and the softmax of tile n runs while that PV is still on the tensor core.
+    //   prologue: S(0), softmax(0)
+    //   n >= 1:   wait PV(n-2), release n-2, O *= alpha(n-1), pack P(n-1) | wait K(n), V(n-1) |
+    //             issue S(n), PV(n-1) | wait S(n) only | softmax(n)
+    //   epilogue: wait PV(last-1), release, O *= alpha(last), PV(last), release last
+    // The same operations on O in the same order as the plain loop (bit-identical results). The
+    // release sits at the top of the next step on purpose: an mbarrier arrive right after the
+    // softmax gets scheduled early by ptxas, and drags the wait for PV(n-1) up with it, before
+    // the exponentials: the overlap would be lost (checked in the SASS: DEPBAR.LE gsb0 0x1,
+    // then the 64 MUFU.EX2, then DEPBAR.LE gsb0 0x0).
+    // No branch may sit between the issue of a wgmma and its wait (ptxas would then wait at
+    // the branch: no overlap), so the tiles that need the mask run in a loop of their own: tiles
+    // 0 .. n_plain-1 are fully visible to every row of the warpgroup, the rest are masked.
+    const int first_row_end = lab::visible_keys(wg_q0, p.t_q, p.t_kv, p.causal, 0).end;
+    const int n_plain = lab::imin(wg_tiles, first_row_end / BLOCK_KV);
+    // step(n): finish PV(n-2) (wait, release, rescale by alpha(n-1)), pack P(n-1), issue S(n) and
+    // PV(n-1), wait for S(n) only, softmax(n) while PV(n-1) runs.
+    auto step = [&](int n, auto masked) {
+      const RingSlot prev = ring_slot(n - 1, STAGES), cur = ring_slot(n, STAGES);
+      wgmma_wait<0>();  // PV(n-2) is done
+      fence_accumulators(c.o_acc);
+#pragma unroll
+      for (int kk = 0; kk < TL::KV_STEPS; ++kk) fence_registers(c.p_frag[kk]);
+      if (n >= 2) consumer_release(sm.empty(ring_slot(n - 2, STAGES).stage));
+      c.rescale_o();  // by alpha(n-1)
+      c.pack_p();     // P(n-1)
+      consumer_wait(sm.k_full(cur.stage), cur);
+      consumer_wait(sm.v_full(prev.stage), prev);
+      wgmma_fence();
+      c.issue_s(q_rows, sm.k(cur.stage));
+      wgmma_commit();
+      c.issue_pv(sm.v(prev.stage));
+      wgmma_commit();
+      wgmma_wait<1>();  // S(n) is done (the older group); PV(n-1) may still run
+      fence_accumulators(c.s);
+      if constexpr (decltype(masked)::value) c.mask_all(p, n * BLOCK_KV, row_g, t);
+      c.online_softmax(p.scale_log2);
+    };
+    if (wg_tiles > 0) {
+      const RingSlot first = ring_slot(0, STAGES);
+      consumer_wait(sm.k_full(first.stage), first);
+      wgmma_fence();
+      c.issue_s(q_rows, sm.k(first.stage));
       wgmma_commit();
       wgmma_wait<0>();
-      fence_accumulators(s);
-
-      // Mask (the diagonal tile, the ragged end of K/V): key kv0 + 8j + 2t + (e & 1) of row
-      // row_g (e < 2) or row_g + 8 is invisible past that row's visible_keys().end.
-      if (kv0 + BLOCK_KV > warp_keys_end) {
-        const int keys_end[2] = {lab::visible_keys(row_g, p.t_q, p.t_kv, p.causal, 0).end,
-                                 lab::visible_keys(row_g + 8, p.t_q, p.t_kv, p.causal, 0).end};
+      fence_accumulators(c.s);
+      if (n_plain == 0) c.mask_all(p, 0, row_g, t);
+      c.online_softmax(p.scale_log2);  // O is still 0: its rescale is harmless
+      int n = 1;
+      for (; n < n_plain; ++n) step(n, std::false_type{});
+      for (; n < wg_tiles; ++n) step(n, std::true_type{});
+      wgmma_wait<0>();
+      fence_accumulators(c.o_acc);
 #pragma unroll
-        for (int j = 0; j < BLOCK_KV / 8; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            if (kv0 + 8 * j + 2 * t + (e & 1) >= keys_end[e >> 1]) s[4 * j + e] = -INFINITY;
-      }
-
-      // Online softmax of rows row_g (r = 0) and row_g + 8 (r = 1), as in 04: the 4 lanes of a
-      // quad hold a row's 128 columns between them.
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float tile_max = -INFINITY;
-#pragma unroll
-        for (int j = 0; j < BLOCK_KV / 8; ++j) tile_max = fmaxf(tile_max, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
-        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-        const float m_new = fmaxf(m[r], tile_max);
-        const float max_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;  // no key yet: never -inf - -inf
-        const float alpha = fast_exp2(fmaf(m[r], scale_log2, -max_scaled));
-        m[r] = m_new;
-        l[r] *= alpha;
-#pragma unroll
-        for (int j = 0; j < TL::O_REGS / 4; ++j) {
-          o_acc[4 * j + 2 * r] *= alpha;
-          o_acc[4 * j + 2 * r + 1] *= alpha;
-        }
-#pragma unroll
-        for (int j = 0; j < BLOCK_KV / 8; ++j)
-#pragma unroll
-          for (int e = 2 * r; e < 2 * r + 2; ++e) {
-            s[4 * j + e] = fast_exp2(fmaf(s[4 * j + e], scale_log2, -max_scaled));
-            l[r] += s[4 * j + e];
-          }
-      }
-      // P as the A registers of k-step kk (keys 16kk .. 16kk + 15) = n-blocks 2kk and 2kk + 1 of S.
-#pragma unroll
-      for (int kk = 0; kk < TL::KV_STEPS; ++kk) {
-        p_frag[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
-        p_frag[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
-        p_frag[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
-        p_frag[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
-      }
-    }
-
-    // BEGIN EXERCISE consumer-wait-v: wait until V tile n is in its slot (as for K, on v_full).
-    // STUB: (void)slot;
-    mbar_wait(sm.v_full(stage), slot.parity);
-    // END EXERCISE
-
-    if (active) {
-      // O += P V: BLOCK_KV/16 wgmmas of m64n{D}k16, P from registers, V MN-major: 16 keys (two
-      // 8-row groups, SBO = 1024) per k-step, the D columns in 64-column boxes (LBO = one box).
-      wgmma_fence();  // o_acc was rescaled and p_frag written since the last wgmma
-#pragma unroll
-      for (int kk = 0; kk < TL::KV_STEPS; ++kk)
-        wgmma_rs_mn<T, HEAD_DIM>(o_acc, p_frag[kk],
-                                 desc_mn_major_sw128(sm.v(stage) + uint32_t(kk * 16 * ROW_BYTES), TL::KV_BOX_BYTES));
+      for (int kk = 0; kk < TL::KV_STEPS; ++kk) fence_registers(c.p_frag[kk]);
+      if (wg_tiles >= 2) consumer_release(sm.empty(ring_slot(wg_tiles - 2, STAGES).stage));
+      c.rescale_o();
+      const RingSlot last = ring_slot(wg_tiles - 1, STAGES);
+      c.pack_p();
+      consumer_wait(sm.v_full(last.stage), last);
+      wgmma_fence();
+      c.issue_pv(sm.v(last.stage));
       wgmma_commit();
-      wgmma_wait<0>();  // the slot is read: it may be released
-      fence_accumulators(o_acc);
+      wgmma_wait<0>();
+      fence_accumulators(c.o_acc);
+      consumer_release(sm.empty(last.stage));
     }
-
-    // BEGIN EXERCISE consumer-release: give the slot back to the producer.
-    //   consumer_release: ONE thread of the warpgroup (tid == 0) arrives on sm.empty(stage): the
-    //   barrier counts warpgroups (CONSUMERS arrivals per phase), not threads. Only after the
-    //   wgmmas reading the slot have completed (wgmma_wait above): the producer overwrites it next.
-    // STUB: (void)tid;
-    if (tid == 0) mbar_arrive(sm.empty(stage));
-    // END EXERCISE
+    for (int n = wg_tiles; n < n_tiles; ++n) {  // tiles only the other warpgroup needs
+      const RingSlot slot = ring_slot(n, STAGES);
+      consumer_wait(sm.k_full(slot.stage), slot);
+      consumer_wait(sm.v_full(slot.stage), slot);
+      consumer_release(sm.empty(slot.stage));
+    }
   }
 
   // Finalize (04's): O = o_acc / l, LSE = m·scale + log(l). Rows past T_q are not written.
   T* o = static_cast<T*>(p.o);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float row_sum = l[r];
+    float row_sum = c.l[r];
     row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 1);
     row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 2);
     const int i = row_g + 8 * r;
@@ -410,15 +522,15 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
 #pragma unroll
     for (int j = 0; j < TL::O_REGS / 4; ++j)
       *reinterpret_cast<Vec2<T>*>(o_row + 8 * j + 2 * t) =
-          from_float2<T>(o_acc[4 * j + 2 * r] * inv_l, o_acc[4 * j + 2 * r + 1] * inv_l);
+          from_float2<T>(c.o_acc[4 * j + 2 * r] * inv_l, c.o_acc[4 * j + 2 * r + 1] * inv_l);
     if (t == 0)
-      p.lse[(int64_t(b) * p.h + head) * p.t_q + i] = row_sum > 0.f ? m[r] * p.scale + logf(row_sum) : -INFINITY;
+      p.lse[(int64_t(b) * p.h + head) * p.t_q + i] = row_sum > 0.f ? c.m[r] * p.scale + logf(row_sum) : -INFINITY;
   }
 }
 
 // ---------------------------------------------------------------------------------------------
 // One block: 128 query rows of one (sequence, head). grid = (ceil(T_q / 128), B·H).
-template <class T, int HEAD_DIM, bool PAGED>
+template <class T, int HEAD_DIM, bool PAGED, bool OVERLAP>
 __global__ void __launch_bounds__(THREADS, 1)
 ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64, 1, 128, 1)
           const __grid_constant__ CUtensorMap k_map,  // ws: (D, H_kv, T_kv, B), box (64, 1, 128, 1); paged: a page
@@ -457,7 +569,7 @@ ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64
       producer<T, HEAD_DIM, PAGED>(q_map, k_map, v_map, p, sm, b, head, kv_head, q0, n_tiles);
   } else {
     regs_claim<CONSUMER_REGS>();
-    consumer<T, HEAD_DIM>(threadIdx.x / WG_THREADS - 1, p, sm, b, head, q0, n_tiles);
+    consumer<T, HEAD_DIM, OVERLAP>(threadIdx.x / WG_THREADS - 1, p, sm, b, head, q0, n_tiles);
   }
 }
 
@@ -503,31 +615,32 @@ struct PagedBuffers {
   lab::DeviceBuffer k_pool, v_pool, tables, map_slots;
 };
 
-template <class T, int HEAD_DIM, bool PAGED>
+template <class T, int HEAD_DIM, bool PAGED, bool OVERLAP>
 void launch(const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map, const Params& p, dim3 grid,
             cudaStream_t st) {
-  ws_kernel<T, HEAD_DIM, PAGED><<<grid, THREADS, Tiles<HEAD_DIM>::SMEM_BYTES, st>>>(q_map, k_map, v_map, p);
+  ws_kernel<T, HEAD_DIM, PAGED, OVERLAP><<<grid, THREADS, Tiles<HEAD_DIM>::SMEM_BYTES, st>>>(q_map, k_map, v_map, p);
   CUDA_CHECK_LAST();
 }
 
-template <class T, int HEAD_DIM, bool PAGED>
+template <class T, int HEAD_DIM, bool PAGED, bool OVERLAP>
 std::function<void(cudaStream_t)> make_forward(const CUtensorMap& q_map, const CUtensorMap& k_map,
                                                const CUtensorMap& v_map, const Params& p, dim3 grid,
                                                std::shared_ptr<PagedBuffers> keep) {
-  CUDA_CHECK(cudaFuncSetAttribute(ws_kernel<T, HEAD_DIM, PAGED>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  CUDA_CHECK(cudaFuncSetAttribute(ws_kernel<T, HEAD_DIM, PAGED, OVERLAP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   Tiles<HEAD_DIM>::SMEM_BYTES));
   return [=](cudaStream_t st) {
-    launch<T, HEAD_DIM, PAGED>(q_map, k_map, v_map, p, grid, st);
+    launch<T, HEAD_DIM, PAGED, OVERLAP>(q_map, k_map, v_map, p, grid, st);
     (void)keep;  // the pool, the tables and the map workspace live as long as the forward
   };
 }
 
 template <class T, int HEAD_DIM>
-std::function<void(cudaStream_t)> pick(bool paged, const CUtensorMap& q_map, const CUtensorMap& k_map,
+std::function<void(cudaStream_t)> pick(const std::string& variant, const CUtensorMap& q_map, const CUtensorMap& k_map,
                                        const CUtensorMap& v_map, const Params& p, dim3 grid,
                                        std::shared_ptr<PagedBuffers> keep) {
-  return paged ? make_forward<T, HEAD_DIM, true>(q_map, k_map, v_map, p, grid, keep)
-               : make_forward<T, HEAD_DIM, false>(q_map, k_map, v_map, p, grid, keep);
+  if (variant == "paged") return make_forward<T, HEAD_DIM, true, false>(q_map, k_map, v_map, p, grid, keep);
+  if (variant == "ws-overlap") return make_forward<T, HEAD_DIM, false, true>(q_map, k_map, v_map, p, grid, keep);
+  return make_forward<T, HEAD_DIM, false, false>(q_map, k_map, v_map, p, grid, keep);
 }
 
 lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
@@ -590,11 +703,11 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   }
   const bool f16 = pr.dtype == lab::DType::f16;
   if (pr.d == 64)
-    run.forward = f16 ? pick<__half, 64>(paged, q_map, k_map, v_map, p, grid, keep)
-                      : pick<__nv_bfloat16, 64>(paged, q_map, k_map, v_map, p, grid, keep);
+    run.forward = f16 ? pick<__half, 64>(ctx.variant, q_map, k_map, v_map, p, grid, keep)
+                      : pick<__nv_bfloat16, 64>(ctx.variant, q_map, k_map, v_map, p, grid, keep);
   else
-    run.forward = f16 ? pick<__half, 128>(paged, q_map, k_map, v_map, p, grid, keep)
-                      : pick<__nv_bfloat16, 128>(paged, q_map, k_map, v_map, p, grid, keep);
+    run.forward = f16 ? pick<__half, 128>(ctx.variant, q_map, k_map, v_map, p, grid, keep)
+                      : pick<__nv_bfloat16, 128>(ctx.variant, q_map, k_map, v_map, p, grid, keep);
   run.metrics["block_q"] = BLOCK_Q;
   run.metrics["block_kv"] = BLOCK_KV;
   run.metrics["stages"] = stages;
@@ -759,7 +872,7 @@ int main(int argc, char** argv) {
   lab::Section s;
   s.name = "08_tma_skeleton";
   s.title = "Hopper: TMA, mbarrier ring, warp-specialised producer/consumer warpgroups, wgmma (§12.9.2, §12.12)";
-  s.variants = {"ws", "paged"};
+  s.variants = {"ws", "paged", "ws-overlap"};
   s.dtypes = {lab::DType::bf16, lab::DType::f16};
   s.needs_sm90a = true;
   s.paged = true;  // --page-size applies (to --variant paged)
@@ -771,8 +884,8 @@ int main(int argc, char** argv) {
   s.default_problem.d = 128;
   s.validate = [](const lab::Problem& p, const lab::Options& o) -> std::string {
     if (int64_t(p.b) * p.h > 65535) return "B*H must be <= 65535 (one grid dimension per head)";
-    if (o.variant == "ws" && p.page_size != 0)
-      return "--page-size applies to --variant paged (ws reads the contiguous K/V cache)";
+    if (o.variant != "paged" && p.page_size != 0)
+      return "--page-size applies to --variant paged (" + o.variant + " reads the contiguous K/V cache)";
     return "";
   };
   s.workspace_bytes = [](const lab::Problem& p, const std::string& variant) -> int64_t {
@@ -780,7 +893,7 @@ int main(int argc, char** argv) {
     const int page = page_size_of(p);
     const int64_t blocks = int64_t(p.b) * lab::ceil_div(p.t_kv, page);
     const int64_t pool = 2 * (blocks + std::max<int64_t>(1, blocks / 8)) * page * p.h_kv * p.d * 2;
-    const int64_t slots = int64_t(lab::ceil_div(p.t_q, BLOCK_Q)) * p.b * p.h * 3 * 2 * MAX_BOXES * 128;
+    const int64_t slots = int64_t(lab::ceil_div(p.t_q, BLOCK_Q)) * p.b * p.h * Tiles<64>::STAGES * 2 * MAX_BOXES * 128;
     return pool + slots;
   };
   s.workspace_what = "paged pool and tensor-map slots";

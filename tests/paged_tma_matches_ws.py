@@ -2,9 +2,10 @@
 """paged_tma_matches_ws.py BIN_DIR [--cpu]: section 08's `paged` variant (K/V read from a shuffled,
 NaN-filled page pool through device-edited tensor maps) must give exactly `ws`'s outputs on the
 same logical cache: the same tiles land in shared memory (rows past T_kv zero in both), and the
-consumers run the same code on them. Runs ws once per shape with --dump, then paged on the same
-seed for several page sizes and shuffles, and compares O and LSE byte for byte. Exit 0 when all
-match, 1 otherwise, 77 when the programs cannot run here (no Hopper GPU), 2 on a usage error."""
+consumers run the same code on them. So must `ws-overlap` (the same operations on O, reordered in
+time only). Runs ws once per shape with --dump, then ws-overlap, then paged on the same seed for
+several page sizes and shuffles, and compares O and LSE byte for byte. Exit 0 when all match, 1
+otherwise, 77 when the programs cannot run here (no Hopper GPU), 2 on a usage error."""
 import subprocess
 import sys
 import tempfile
@@ -38,13 +39,14 @@ with tempfile.TemporaryDirectory() as tmp:
                 print(f"FAIL: ws {' '.join(common)} exited {r.returncode}\n{r.stdout}{r.stderr}")
                 failed += 1
                 continue
-            for page in PAGES:
-                out = Path(tmp) / f"paged_{n}_{seed}_{page}"
-                r = subprocess.run([bin_dir / "08_tma_skeleton", "--variant", "paged", *common, "--page-size", page,
+            runs = [("ws-overlap", [])] + [("paged", ["--page-size", page]) for page in PAGES]
+            for variant, more in runs:
+                out = Path(tmp) / f"{variant}_{n}_{seed}_{'_'.join(more)}"
+                r = subprocess.run([bin_dir / "08_tma_skeleton", "--variant", variant, *common, *more,
                                     "--dump", out], capture_output=True, text=True)
-                label = f"shape {n} seed {seed} page {page}"
+                label = f"shape {n} seed {seed} {variant} {' '.join(more)}".rstrip()
                 if r.returncode != 0:
-                    print(f"FAIL: {label}: paged exited {r.returncode}\n{r.stdout}{r.stderr}")
+                    print(f"FAIL: {label}: exited {r.returncode}\n{r.stdout}{r.stderr}")
                     failed += 1
                     continue
                 same = all((ref / f).read_bytes() == (out / f).read_bytes() for f in ("o.npy", "lse.npy"))
