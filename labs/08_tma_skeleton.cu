@@ -136,7 +136,7 @@ struct Params {
   const uint8_t* k_pool;   // [num_blocks, page_size, H_kv, D]
   const uint8_t* v_pool;
   int64_t page_bytes;      // page_size · H_kv · D · 2
-  CUtensorMap* map_slots;  // [blocks][STAGES][K, V][BLOCK_KV / box_rows] global workspace
+  CUtensorMap* map_slots;  // [blocks][2·STAGES][K, V][BLOCK_KV / box_rows] global workspace
 };
 
 // Shared-memory addresses of one block's buffers and barriers.
@@ -159,14 +159,50 @@ struct Smem {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Producer side: issue the copies of one K or V tile into a slot, completing on `bar`. Called by
-// the whole producer warp; lane 0 issues. (Given: the exercise is the loop around it.)
+// Paged: the tensor maps of a fill. A K or V tile is BLOCK_KV / box_rows boxes, each inside one
+// page; box j of fill `fill` gets its own map in this block's global workspace, in one of
+// 2·STAGES sets (set = fill % (2·STAGES)). prepare_maps() edits the shared copy of the template
+// map to the page's address and valid row count (rows past T_kv then read as zeros, not as the
+// pool's NaN) and publishes it to the slot (a release fence at GPU scope); the copy later acquires
+// it. Sets alternate so that the maps of fill n + STAGES can be prepared right after fill n is
+// issued, off the critical path: that set was last used by fill n - STAGES, whose copies completed
+// before the consumers released its stage, a release the producer waited for before fill n.
+template <int HEAD_DIM>
+__device__ __forceinline__ CUtensorMap* map_slots(const Params& p, int which, int fill) {
+  constexpr int SETS = 2 * Tiles<HEAD_DIM>::STAGES;
+  const int boxes = BLOCK_KV / p.box_rows;
+  const int64_t cta = int64_t(blockIdx.y) * gridDim.x + blockIdx.x;
+  return p.map_slots + ((cta * SETS + fill % SETS) * 2 + which) * boxes;
+}
+
+// Whole producer warp (the publish is warp-wide); lane 0 edits.
+template <int HEAD_DIM>
+__device__ __forceinline__ void prepare_maps(const Params& p, const Smem<HEAD_DIM>& sm, int which, int fill, int b) {
+  const int rows = p.box_rows, boxes = BLOCK_KV / rows;
+  CUtensorMap* slots = map_slots<HEAD_DIM>(p, which, fill);
+  const uint8_t* pool = which == 0 ? p.k_pool : p.v_pool;
+  for (int j = 0; j < boxes; ++j) {
+    const int key0 = fill * BLOCK_KV + j * rows;
+    if (key0 >= p.t_kv) break;  // past the last key: load_kv_tile uses the template map
+    const int logical = key0 / p.page_size;
+    const int physical = p.block_table[int64_t(b) * p.table_stride + logical];
+    const uint32_t valid = uint32_t(lab::imin(p.page_size, p.t_kv - logical * p.page_size));
+    __syncwarp();  // every lane is done with the previous publish of the shared copy
+    if (threadIdx.x % 32 == 0) {
+      tensormap_replace_address(sm.map(which), pool + int64_t(physical) * p.page_bytes);
+      tensormap_replace_dim<2>(sm.map(which), valid);  // rows of the page past the sequence's end read as 0
+    }
+    __syncwarp();  // the edit is complete before the warp copies the map out
+    tensormap_publish(&slots[j], sm.map(which));
+  }
+}
+
+// Producer side: issue the copies of one K or V tile (fill `tile`) into a slot, completing on
+// `bar`. Called by the whole producer warp; lane 0 issues. (Given: the exercise is the loop.)
 //   ws:    the 4-D map (D, H_kv, T_kv, B): one box per 64 columns, rows past T_kv zero-filled.
-//   paged: the tile is BLOCK_KV / box_rows boxes, each inside one page: edit the shared copy of
-//          the map to that page's address and valid row count, publish it to this block's global
-//          slot for (stage, K|V, box), acquire it, copy. The slot was last used by this stage's
-//          previous fill, whose copies completed before the consumers released the stage (and the
-//          producer waited for that release): so rewriting it now cannot race with its last use.
+//   paged: per box, acquire the map prepare_maps() published and copy through it; boxes past the
+//          last key use the unedited template with a row beyond its page (all zeros). Then
+//          prepare the maps of fill tile + STAGES.
 template <int HEAD_DIM, bool PAGED>
 __device__ __forceinline__ void load_kv_tile(const CUtensorMap& map, const Params& p, const Smem<HEAD_DIM>& sm,
                                              int which, int stage, int tile, int b, int kv_head, uint32_t bar) {
@@ -179,38 +215,21 @@ __device__ __forceinline__ void load_kv_tile(const CUtensorMap& map, const Param
       for (int c = 0; c < TL::COL_BOXES; ++c)
         tma_load_4d(dst + c * TL::KV_BOX_BYTES, &map, c * BOX_COLS, kv_head, tile * BLOCK_KV, b, bar);
   } else {
-    __syncwarp();  // converged for the warp-wide publish below
     const int rows = p.box_rows, boxes = BLOCK_KV / rows;
-    const int cta = blockIdx.y * gridDim.x + blockIdx.x;
-    CUtensorMap* slots = p.map_slots + ((int64_t(cta) * TL::STAGES + stage) * 2 + which) * boxes;
-    const uint8_t* pool = which == 0 ? p.k_pool : p.v_pool;
-    for (int j = 0; j < boxes; ++j) {
-      const int key0 = tile * BLOCK_KV + j * rows;
-      const uint32_t box_dst = dst + uint32_t(j * rows * ROW_BYTES);
-      if (key0 >= p.t_kv) {  // past the last key: the template map, a row beyond its page: all zeros
-        if (leader)
-#pragma unroll
-          for (int c = 0; c < TL::COL_BOXES; ++c)
-            tma_load_3d(box_dst + c * TL::KV_BOX_BYTES, &map, c * BOX_COLS, kv_head, p.page_size, bar);
-        continue;
-      }
-      const int logical = key0 / p.page_size, row_in_page = key0 % p.page_size;
-      const int physical = p.block_table[int64_t(b) * p.table_stride + logical];
-      const uint32_t valid = uint32_t(lab::imin(p.page_size, p.t_kv - logical * p.page_size));
-      if (leader) {
-        tensormap_replace_address(sm.map(which), pool + int64_t(physical) * p.page_bytes);
-        tensormap_replace_dim<2>(sm.map(which), valid);  // rows past the sequence's end read as 0
-      }
-      __syncwarp();  // the edit is complete before the warp copies the map out
-      tensormap_publish(&slots[j], sm.map(which));
-      if (leader) {
-        tensormap_acquire(&slots[j]);
+    const CUtensorMap* slots = map_slots<HEAD_DIM>(p, which, tile);
+    if (leader)
+      for (int j = 0; j < boxes; ++j) {
+        const int key0 = tile * BLOCK_KV + j * rows;
+        const uint32_t box_dst = dst + uint32_t(j * rows * ROW_BYTES);
+        const bool past_end = key0 >= p.t_kv;
+        const CUtensorMap* box_map = past_end ? &map : &slots[j];
+        const int row = past_end ? p.page_size : key0 % p.page_size;
+        if (!past_end) tensormap_acquire(box_map);  // the edited map, not a stale cached copy
 #pragma unroll
         for (int c = 0; c < TL::COL_BOXES; ++c)
-          tma_load_3d(box_dst + c * TL::KV_BOX_BYTES, &slots[j], c * BOX_COLS, kv_head, row_in_page, bar);
+          tma_load_3d(box_dst + c * TL::KV_BOX_BYTES, box_map, c * BOX_COLS, kv_head, row, bar);
       }
-      __syncwarp();  // lane 0 is past this box before the shared copy is edited for the next one
-    }
+    prepare_maps<HEAD_DIM>(p, sm, which, tile + TL::STAGES, b);  // ahead, while the ring is full
   }
 }
 
@@ -223,10 +242,14 @@ __device__ __forceinline__ void producer(const CUtensorMap& q_map, const CUtenso
   const int lane = threadIdx.x % 32;
   const bool leader = lane == 0;
   if (n_tiles == 0) return;  // no key visible to any row: the consumers write O = 0, LSE = -inf
-  if constexpr (PAGED) {     // the shared copies of the K and V maps that load_kv_tile edits
+  if constexpr (PAGED) {  // shared copies of the K and V template maps; the maps of the first fills
     const uint64_t* src = reinterpret_cast<const uint64_t*>(lane < 16 ? &k_map : &v_map);
     sm.map_generic(lane / 16)[lane % 16] = src[lane % 16];  // 16 lanes x 8 bytes per map
     __syncwarp();
+    for (int fill = 0; fill < TL::STAGES; ++fill) {
+      prepare_maps<HEAD_DIM>(p, sm, 0, fill, b);
+      prepare_maps<HEAD_DIM>(p, sm, 1, fill, b);
+    }
   }
   // Q: once, on its own barrier (its phase 0 is the only one; the consumers wait for parity 0).
   if (leader) {
@@ -659,7 +682,8 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
       std::exit(lab::kExitBadInput);
     }
     const int64_t row_bytes = int64_t(pr.h_kv) * pr.d * 2, pool_bytes = int64_t(cache.num_blocks) * page * row_bytes;
-    const int64_t slot_bytes = int64_t(grid.x) * grid.y * stages * 2 * (BLOCK_KV / rows) * int64_t(sizeof(CUtensorMap));
+    const int64_t slot_bytes =
+        int64_t(grid.x) * grid.y * 2 * stages * 2 * (BLOCK_KV / rows) * int64_t(sizeof(CUtensorMap));  // 2·STAGES sets
     keep->k_pool = lab::DeviceBuffer(size_t(pool_bytes));
     keep->v_pool = lab::DeviceBuffer(size_t(pool_bytes));
     keep->tables = lab::DeviceBuffer(cache.tables.size() * sizeof(int));
@@ -887,7 +911,7 @@ int main(int argc, char** argv) {
     const int page = page_size_of(p);
     const int64_t blocks = int64_t(p.b) * lab::ceil_div(p.t_kv, page);
     const int64_t pool = 2 * (blocks + std::max<int64_t>(1, blocks / 8)) * page * p.h_kv * p.d * 2;
-    const int64_t slots = int64_t(lab::ceil_div(p.t_q, BLOCK_Q)) * p.b * p.h * Tiles<64>::STAGES * 2 * MAX_BOXES * 128;
+    const int64_t slots = int64_t(lab::ceil_div(p.t_q, BLOCK_Q)) * p.b * p.h * 2 * Tiles<64>::STAGES * 2 * MAX_BOXES * 128;
     return pool + slots;
   };
   s.workspace_what = "paged pool and tensor-map slots";
