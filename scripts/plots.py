@@ -83,14 +83,18 @@ def memory_vs_t(records, folder, plt):
 
 def decode_bandwidth(records, folder, plt, ceilings):
     def pick(r):
-        if r["problem"]["t_q"] != 1 or r["section"] not in ("05_decode", "06_paged"):
+        p = r["problem"]
+        if p["t_q"] != 1 or r["section"] not in ("05_decode", "06_paged"):
             return None
-        return f"{r['section']} {r['variant']} B={r['problem']['b']}" + (" (baseline)" if r["build"] == "baseline" else "")
+        if any(n != p["t_kv"] for n in p.get("kv_len") or []):
+            return None  # a mixed-length batch is not a point on a kv_len axis (TABLES.md lists it)
+        page = f" page={p['page_size']}" if p.get("page_size") else ""
+        return f"{r['section']} {r['variant']} B={p['b']}{page}" + (" (baseline)" if r["build"] == "baseline" else "")
     s = _series(records, pick, lambda r: r["problem"]["t_kv"], lambda r: r["metrics"].get("hbm_gbps"))
     if not s:
         return None
     path = Path(folder) / "decode_bandwidth.png"
-    extra = (lambda ax: ax.axhline(ceilings["copy_gbps"], color="k", lw=1, ls=":", label="copy ceiling")) if ceilings else None
+    extra = (lambda ax: ax.axhline(ceilings["copy_gbps"], color="k", lw=1, ls=":", label="copy ceiling (read + write)")) if ceilings else None
     _draw(plt, s, "Decode: GB/s of K/V read vs kv_len", "kv_len", "GB/s", path, extra=extra)
     return path
 

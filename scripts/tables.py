@@ -49,6 +49,11 @@ def shape(r):
     extra = " causal" if p["causal"] else ""
     if p.get("window"):
         extra += f" W={p['window']}"
+    lens = p.get("kv_len") or []
+    if lens and any(n != p["t_kv"] for n in lens):  # a mixed-length decode batch
+        extra += f" mixed kv_len (mean {sum(lens) / len(lens):.0f})"
+    if p.get("page_size"):
+        extra += f" page={p['page_size']}"
     return f"B={p['b']} {heads} {t} D={p['d']} {p['dtype']}{extra}"
 
 

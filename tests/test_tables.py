@@ -27,6 +27,12 @@ class Tables(unittest.TestCase):
         self.assertIn("copy 4250 GB/s", text)
         self.assertIn("# Measured results: NVIDIA H200", text)
 
+    def test_shape_names_a_mixed_length_batch_and_the_page_size(self):
+        base = {"b": 2, "h": 8, "h_kv": 2, "t_q": 1, "t_kv": 100, "d": 128, "dtype": "fp16", "causal": False}
+        self.assertEqual(tables.shape({"problem": dict(base, kv_len=[100, 100])}), "B=2 H=8/2 T_q=1 T_kv=100 D=128 fp16")
+        self.assertEqual(tables.shape({"problem": dict(base, kv_len=[100, 50], page_size=16)}),
+                         "B=2 H=8/2 T_q=1 T_kv=100 D=128 fp16 mixed kv_len (mean 75) page=16")
+
     def test_malformed_records_and_files_are_named_and_skipped(self):
         _, problems, _ = tables.render(SAMPLE)
         self.assertIn("01_naive.json: record 3: field 'timing.median_ms' missing; skipped", problems)
