@@ -41,6 +41,34 @@ class TimeLimit(unittest.TestCase):
         self.assertEqual((code, out.strip()), (77, "hi"))
 
 
+class ParallelCheck(unittest.TestCase):
+    """check --jobs N runs N programs at once but reports every verdict, in case order."""
+    def test_jobs_keep_the_verdicts_and_the_order(self):
+        import argparse
+        with tempfile.TemporaryDirectory() as tmp:
+            fake = Path(tmp) / "fake_section"  # --t N: sleeps (5 - N) / 10 s, exits N % 2 (odd T fails)
+            fake.write_text("#!/usr/bin/env python3\nimport sys, time\nt = int(sys.argv[sys.argv.index('--t') + 1])\n"
+                            "time.sleep((5 - t) / 10)\nsys.exit(t % 2)\n")
+            fake.chmod(0o755)
+            data = {"section": "99_fake", "variants": ["v"],
+                    "cases": [{"name": f"t{t}", "args": ["--t", str(t)]} for t in range(1, 5)]}
+            saved = (lab.load_cases, lab.binary, lab.gpu_available)
+            lab.load_cases = lambda section, extra=None: data
+            lab.binary = lambda section, solution: fake
+            lab.gpu_available = lambda section, solution, timeout: (True, "")
+            try:
+                verdicts = {}
+                for jobs in (1, 4):
+                    a = argparse.Namespace(cases=None, solution=True, cpu=False, require_gpu=True, no_bugs=True,
+                                           expect_fail=False, timeout=30, verbose=False, jobs=jobs)
+                    results = lab.check_section("99_fake", a)
+                    verdicts[jobs] = [(r["case"], r["ok"]) for r in results]
+            finally:
+                lab.load_cases, lab.binary, lab.gpu_available = saved
+        self.assertEqual(verdicts[1], [("t1", False), ("t2", True), ("t3", False), ("t4", True)])
+        self.assertEqual(verdicts[4], verdicts[1])
+
+
 class Cases(unittest.TestCase):
     data = {"section": "01_naive", "variants": ["kernels", "cublas"],
             "cases": [{"name": "a", "args": ["--t", "1"]}, {"name": "big", "args": ["--t", "5000"], "cpu": False},
