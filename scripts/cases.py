@@ -8,8 +8,9 @@
               must PASS the self-check (exit 0); `cpu: false` = skipped by the CPU model (too slow)
   bad_inputs  [{name, args}]: must be refused with exit 2 and a one-line reason, before any GPU work
   bugs        [{bug, name, args}]: run on the solution with --bug, must FAIL the self-check (exit 1)
-  bench       [{args, variants, tag, expect}]: the sweep of `scripts/lab bench`; entries with a `tag`
-              run only with `bench --tag TAG` (e.g. an error sweep with a --bug: `expect: "fail"`)
+  bench       [{args, variants, tag, expect, quick}]: the sweep of `scripts/lab bench`; entries with a
+              `tag` run only with `bench --tag TAG` (e.g. an error sweep with a --bug: `expect: "fail"`);
+              `bench --quick` runs the entries marked `quick: true` (else the first)
   baselines   [spec]: library baselines for the bench (scripts/baselines.py --spec)
   grade_perf  optional {args, variants}: the shape the grader times against the solution
   sanitize    optional {args, variants}: the small shape compute-sanitizer runs (default: ragged causal

@@ -33,6 +33,16 @@ class Tables(unittest.TestCase):
         self.assertEqual(tables.shape({"problem": dict(base, kv_len=[100, 50], page_size=16)}),
                          "B=2 H=8/2 T_q=1 T_kv=100 D=128 fp16 mixed kv_len (mean 75) page=16")
 
+    def test_quick_smoke_runs_stay_out_of_the_table(self):
+        import json
+        with tempfile.TemporaryDirectory() as tmp:
+            for f in SAMPLE.glob("*.json"):
+                shutil.copy(f, tmp)
+            good = [r for r in json.loads((SAMPLE / "01_naive.json").read_text()) if "median_ms" in r.get("timing", {})]
+            (Path(tmp) / "01_naive.quick.json").write_text(json.dumps(good[:1]))
+            _, _, by_section = tables.render(tmp)
+        self.assertEqual(len(by_section["01_naive"]), 3)
+
     def test_malformed_records_and_files_are_named_and_skipped(self):
         _, problems, _ = tables.render(SAMPLE)
         self.assertIn("01_naive.json: record 3: field 'timing.median_ms' missing; skipped", problems)
