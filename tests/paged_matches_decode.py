@@ -5,10 +5,11 @@ seed (same Q, K, V and kv_len) for several page sizes, each with its own shuffle
 compares O and LSE byte for byte (the kernels differ only in where a K/V row is read from, and
 both split the keys the same way). Exit 0 when all match, 1 otherwise, 77 when the programs
 cannot run here (no GPU), 2 on a usage error."""
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from same_outputs import SameOutputs
 
 if len(sys.argv) < 2:
     print(__doc__)
@@ -23,32 +24,17 @@ SEEDS = ["5", "11"]
 if "--cpu" in extra:  # the CPU models (same loops, same splits): smaller, so CI stays quick
     SHAPES[0] = ["--b", "4", "--h", "32", "--h-kv", "8", "--d", "128", "--t", "1", "--t-kv", "1000", "--kv-lens", "random"]
     SEEDS = ["5"]
-failed = 0
+check = SameOutputs()
 with tempfile.TemporaryDirectory() as tmp:
     for n, shape in enumerate(SHAPES):
         for variant in ("single", "split"):
             for seed in SEEDS:
                 common = ["--variant", variant, "--seed", seed, "--iters", "0", "--quiet"] + shape + extra
                 ref = Path(tmp) / f"05_{n}_{variant}_{seed}"
-                r = subprocess.run([bin_dir / "05_decode", *common, "--dump", ref], capture_output=True, text=True)
-                if r.returncode == 77:
-                    print("SKIP: " + (r.stdout + r.stderr).strip().splitlines()[-1])
-                    sys.exit(77)
-                if r.returncode != 0:
-                    print(f"FAIL: 05_decode {' '.join(common)} exited {r.returncode}\n{r.stdout}{r.stderr}")
-                    failed += 1
+                if not check.reference([bin_dir / "05_decode", *common], ref):
                     continue
                 for page in PAGES:
-                    out = Path(tmp) / f"06_{n}_{variant}_{seed}_{page}"
-                    r = subprocess.run([bin_dir / "06_paged", *common, "--page-size", page, "--dump", out],
-                                       capture_output=True, text=True)
-                    label = f"shape {n} {variant} seed {seed} page {page}"
-                    if r.returncode != 0:
-                        print(f"FAIL: {label}: 06_paged exited {r.returncode}\n{r.stdout}{r.stderr}")
-                        failed += 1
-                        continue
-                    same = all((ref / f).read_bytes() == (out / f).read_bytes() for f in ("o.npy", "lse.npy"))
-                    print(f"{'ok  ' if same else 'FAIL'} {label}: O and LSE {'identical' if same else 'differ'} to 05")
-                    failed += not same
-print("all identical" if not failed else f"{failed} mismatches")
-sys.exit(1 if failed else 0)
+                    check.candidate(f"shape {n} {variant} seed {seed} page {page}",
+                                    [bin_dir / "06_paged", *common, "--page-size", page],
+                                    Path(tmp) / f"06_{n}_{variant}_{seed}_{page}", ref, "05")
+check.finish()

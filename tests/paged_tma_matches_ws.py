@@ -6,10 +6,11 @@ consumers run the same code on them. So must `ws-overlap` (the same operations o
 time only). Runs ws once per shape with --dump, then ws-overlap, then paged on the same seed for
 several page sizes and shuffles, and compares O and LSE byte for byte. Exit 0 when all match, 1
 otherwise, 77 when the programs cannot run here (no Hopper GPU), 2 on a usage error."""
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from same_outputs import SameOutputs
 
 if len(sys.argv) < 2:
     print(__doc__)
@@ -24,33 +25,16 @@ SEEDS = ["5", "11"]
 if "--cpu" in extra:  # the CPU models: smaller, so CI stays quick
     SHAPES = [["--b", "2", "--h", "2", "--h-kv", "1", "--d", "64", "--t", "150", "--t-kv", "333", "--causal"]]
     SEEDS = ["5"]
-failed = 0
+check = SameOutputs()
 with tempfile.TemporaryDirectory() as tmp:
     for n, shape in enumerate(SHAPES):
         for seed in SEEDS:
             common = ["--seed", seed, "--iters", "0", "--quiet"] + shape + extra
             ref = Path(tmp) / f"ws_{n}_{seed}"
-            r = subprocess.run([bin_dir / "08_tma_skeleton", "--variant", "ws", *common, "--dump", ref],
-                               capture_output=True, text=True)
-            if r.returncode == 77:
-                print("SKIP: " + (r.stdout + r.stderr).strip().splitlines()[-1])
-                sys.exit(77)
-            if r.returncode != 0:
-                print(f"FAIL: ws {' '.join(common)} exited {r.returncode}\n{r.stdout}{r.stderr}")
-                failed += 1
+            if not check.reference([bin_dir / "08_tma_skeleton", "--variant", "ws", *common], ref):
                 continue
-            runs = [("ws-overlap", [])] + [("paged", ["--page-size", page]) for page in PAGES]
-            for variant, more in runs:
-                out = Path(tmp) / f"{variant}_{n}_{seed}_{'_'.join(more)}"
-                r = subprocess.run([bin_dir / "08_tma_skeleton", "--variant", variant, *common, *more,
-                                    "--dump", out], capture_output=True, text=True)
-                label = f"shape {n} seed {seed} {variant} {' '.join(more)}".rstrip()
-                if r.returncode != 0:
-                    print(f"FAIL: {label}: exited {r.returncode}\n{r.stdout}{r.stderr}")
-                    failed += 1
-                    continue
-                same = all((ref / f).read_bytes() == (out / f).read_bytes() for f in ("o.npy", "lse.npy"))
-                print(f"{'ok  ' if same else 'FAIL'} {label}: O and LSE {'identical' if same else 'differ'} to ws")
-                failed += not same
-print("all identical" if not failed else f"{failed} mismatches")
-sys.exit(1 if failed else 0)
+            for variant, more in [("ws-overlap", [])] + [("paged", ["--page-size", page]) for page in PAGES]:
+                check.candidate(f"shape {n} seed {seed} {variant} {' '.join(more)}".rstrip(),
+                                [bin_dir / "08_tma_skeleton", "--variant", variant, *common, *more],
+                                Path(tmp) / f"{variant}_{n}_{seed}_{'_'.join(more)}", ref, "ws")
+check.finish()
