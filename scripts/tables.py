@@ -185,6 +185,40 @@ def window_table(records):
     return "\n".join(rows) if len(rows) > 2 else None
 
 
+# The issues' targets that compare two kernels of the lab on the same problem (page size aside):
+# (label, candidate (section, variant, page filter), reference (section, variant), target ratio).
+COMPARISONS = [
+    ("06 paged (page 16) vs 05, same logical cache", ("06_paged", "split", lambda page: page == 16),
+     ("05_decode", "split"), 0.95),
+    ("08 ws vs 04 mma", ("08_tma_skeleton", "ws", None), ("04_fp16", "mma"), 1.0),
+    ("08 ws-overlap vs 04 mma", ("08_tma_skeleton", "ws-overlap", None), ("04_fp16", "mma"), 1.0),
+    ("08 paged (page >= 64) vs 08 ws", ("08_tma_skeleton", "paged", lambda page: (page or 0) >= 64),
+     ("08_tma_skeleton", "ws"), 0.9),
+]
+
+
+def comparison_table(records):
+    """One row per (comparison, problem) where both kernels have a timed record: the reference's time
+    over the candidate's (above 1: the candidate is faster) against the issue's target."""
+    timed = [r for r in records if r["build"] == "solution" and r["timing"].get("median_ms")]
+    rows = []
+    for label, (sec, var, page_ok), (ref_sec, ref_var), target in COMPARISONS:
+        for r in sorted((r for r in timed if r["section"] == sec and r["variant"] == var), key=problem_key):
+            if page_ok and not page_ok(r["problem"].get("page_size")):
+                continue
+            ref = [o for o in timed if o["section"] == ref_sec and o["variant"] == ref_var and problem_key(o) == problem_key(r)]
+            if not ref:
+                continue
+            ratio = ref[0]["timing"]["median_ms"] / r["timing"]["median_ms"]
+            rows.append(f"| {label} | {shape(r)} | {num(r['timing']['median_ms'], '.4g')} | "
+                        f"{num(ref[0]['timing']['median_ms'], '.4g')} | {ratio:.2f}× | ≥ {target:.2f}× | "
+                        f"{'yes' if ratio >= target else '**no**'} | {r.get('git_sha', '?')} / {ref[0].get('git_sha', '?')} |")
+    if not rows:
+        return None
+    return "\n".join(["| comparison | shape | ms | reference ms | reference / ours | target | met | commits |",
+                      "|---|---|---:|---:|---:|---:|---|---|"] + rows)
+
+
 def load_side_files(folder):
     """ceilings.json (the same run's copy and GEMM rates) and ncu.json (measured DRAM bytes), if present."""
     ceilings, ncu = None, {}
@@ -230,6 +264,11 @@ def render(folder):
         if sweeps:
             out += ["Error sweep (untimed runs, some with a --bug: the error against fp64 and the bound it is held to):", "",
                     error_table(sweeps), ""]
+    compared = comparison_table(records)
+    if compared:
+        out += ["## Kernel against kernel", "",
+                "The issues' targets that compare two of the lab's kernels on the same problem (commits differ when the "
+                "two come from different runs: then the ratio is indicative only).", "", compared, ""]
     if problems:
         out += ["## Problems found while rendering", ""] + [f"- {p}" for p in problems] + [""]
     return "\n".join(out), problems, by_section

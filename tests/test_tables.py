@@ -43,6 +43,25 @@ class Tables(unittest.TestCase):
             _, _, by_section = tables.render(tmp)
         self.assertEqual(len(by_section["01_naive"]), 3)
 
+    def test_kernel_against_kernel_targets(self):
+        def rec(section, variant, ms, page=None, sha="abc"):
+            return {"section": section, "variant": variant, "build": "solution", "git_sha": sha,
+                    "problem": {"b": 8, "h": 32, "h_kv": 8, "t_q": 1, "t_kv": 4096, "d": 128, "dtype": "fp16",
+                                "causal": False, "page_size": page},
+                    "check": {"passed": True}, "timing": {"median_ms": ms}, "metrics": {"tflops": 1.0}}
+        records = [rec("05_decode", "split", 0.100), rec("06_paged", "split", 0.104, page=16),
+                   rec("06_paged", "split", 0.090, page=32),  # not the target's page size: no row
+                   rec("08_tma_skeleton", "ws", 2.0), rec("08_tma_skeleton", "paged", 2.5, page=64)]
+        text = tables.comparison_table(records)
+        # 0.100 / 0.104 = 0.96 >= 0.95: met; ws / paged = 2.0 / 2.5 = 0.80 < 0.9: not met
+        self.assertIn("| 06 paged (page 16) vs 05, same logical cache | B=8 H=32/8 T_q=1 T_kv=4096 D=128 fp16 page=16 | "
+                      "0.104 | 0.1 | 0.96× | ≥ 0.95× | yes |", text)
+        self.assertIn("| 08 paged (page >= 64) vs 08 ws | B=8 H=32/8 T_q=1 T_kv=4096 D=128 fp16 page=64 | 2.5 | 2 | "
+                      "0.80× | ≥ 0.90× | **no** |", text)
+        self.assertNotIn("page=32", text)
+        self.assertNotIn("04 mma", text)  # no 04 record: no row, not a made-up one
+        self.assertIsNone(tables.comparison_table(records[:1]))
+
     def test_malformed_records_and_files_are_named_and_skipped(self):
         _, problems, _ = tables.render(SAMPLE)
         self.assertIn("01_naive.json: record 3: field 'timing.median_ms' missing; skipped", problems)
