@@ -177,12 +177,13 @@ def render_all(records, folder, ceilings):
     except ImportError:
         return [], ["matplotlib not installed (pip install -r scripts/requirements.txt): no plots"]
     made, notes = [], []
-    for name, fn in (("prefill ladder", lambda: prefill_ladder(records, folder, plt)),
-                     ("memory vs T", lambda: memory_vs_t(records, folder, plt)),
-                     ("decode bandwidth", lambda: decode_bandwidth(records, folder, plt, ceilings)),
-                     ("sliding window", lambda: window_time(records, folder, plt)),
+    sweep = [r for r in records if not r.get("_tag")]  # a tagged file (bench --tag) is a side study
+    for name, fn in (("prefill ladder", lambda: prefill_ladder(sweep, folder, plt)),
+                     ("memory vs T", lambda: memory_vs_t(sweep, folder, plt)),
+                     ("decode bandwidth", lambda: decode_bandwidth(sweep, folder, plt, ceilings)),
+                     ("sliding window", lambda: window_time(sweep, folder, plt)),
                      ("fp16 accumulation error", lambda: fp16_accum_error(records, folder, plt)),
-                     ("roofline", lambda: roofline(records, folder, plt, ceilings))):
+                     ("roofline", lambda: roofline(sweep, folder, plt, ceilings))):
         path = fn()
         (made.append(path) if path else notes.append(f"plot '{name}': no records for it yet"))
     return made, notes

@@ -32,11 +32,12 @@ def load_records(folder):
         except json.JSONDecodeError as e:
             problems.append(f"{path.name}: not valid JSON ({e.msg} at line {e.lineno})")
             continue
+        tag = path.stem.split(".", 1)[1] if "." in path.stem else None  # NN_name.TAG.json: bench --tag TAG
         for n, r in enumerate(data if isinstance(data, list) else [data]):
             try:
                 for f in REQUIRED:
                     field(r, f)
-                records.append(r)
+                records.append(dict(r, _tag=tag) if tag else r)
             except KeyError as e:
                 problems.append(f"{path.name}: record {n}: field '{e.args[0]}' missing; skipped")
     return records, problems
@@ -232,6 +233,26 @@ def load_side_files(folder):
     return ceilings, ncu
 
 
+def render_group(section, tag, records, ceilings, ncu):
+    """Markdown lines for one section's records of one file: the sweep (tag "") or a side study of
+    `bench --tag TAG` (its own table under its own heading, so it never mixes into the sweep's)."""
+    out = [f"### `bench {section[:2]} --tag {tag}`", ""] if tag else []
+    timed = [r for r in records if r["timing"].get("median_ms") is not None or r["build"] == "baseline"]
+    sweeps = [r for r in records if r["timing"].get("median_ms") is None and r["build"] != "baseline"]
+    if timed:
+        out += [section_table(timed, ceilings, ncu), ""]
+    window = window_table(timed) if section == "07_sliding_window" and not tag else None
+    if window:
+        out += ["Sliding window against the same kernel with no window (plain causal), the `full` variant (every "
+                "K/V tile, masked) and FlexAttention with the same window. \"ideal\" is the FLOP ratio "
+                "(T·W - W²/2) / (T²/2); \"/ ideal\" is how far the measured ratio is above it; \"vs FlexAttention\" "
+                "is its time over ours (above 1: ours is faster).", "", window, ""]
+    if sweeps:
+        out += ["Error sweep (untimed runs, some with a --bug: the error against fp64 and the bound it is held to):", "",
+                error_table(sweeps), ""]
+    return out
+
+
 def render(folder):
     """Markdown for one GPU's results folder, and the problems found on the way."""
     records, problems = load_records(folder)
@@ -249,22 +270,13 @@ def render(folder):
                 f"fp32 GEMM (no TF32) {ceilings['fp32_gemm_tflops']:.1f} TFLOP/s, bf16 GEMM {ceilings['bf16_gemm_tflops']:.0f} TFLOP/s. "
                 "\"% of ceiling\" is against the GEMM rate of the section's precision, or the copy rate for decode.", ""]
     for section in sorted(by_section):
-        recs = [r for r in by_section[section] if r["timing"].get("median_ms") is not None or r["build"] == "baseline"]
-        sweeps = [r for r in by_section[section] if r["timing"].get("median_ms") is None and r["build"] != "baseline"]
         shas = sorted({r.get("git_sha", "?") for r in by_section[section] if r["build"] != "baseline"})
         out += [f"## {section}", "", f"Commit(s): {', '.join(shas)}", ""]
-        if recs:
-            out += [section_table(recs, ceilings, ncu), ""]
-        window = window_table(recs) if section == "07_sliding_window" else None
-        if window:
-            out += ["Sliding window against the same kernel with no window (plain causal), the `full` variant (every "
-                    "K/V tile, masked) and FlexAttention with the same window. \"ideal\" is the FLOP ratio "
-                    "(T·W - W²/2) / (T²/2); \"/ ideal\" is how far the measured ratio is above it; \"vs FlexAttention\" "
-                    "is its time over ours (above 1: ours is faster).", "", window, ""]
-        if sweeps:
-            out += ["Error sweep (untimed runs, some with a --bug: the error against fp64 and the bound it is held to):", "",
-                    error_table(sweeps), ""]
-    compared = comparison_table(records)
+        tags = sorted({r.get("_tag") or "" for r in by_section[section]})
+        for tag in tags:  # the sweep first (tag ""), then each side study of `bench --tag`
+            group = [r for r in by_section[section] if (r.get("_tag") or "") == tag]
+            out += render_group(section, tag, group, ceilings, ncu)
+    compared = comparison_table([r for r in records if not r.get("_tag")])
     if compared:
         out += ["## Kernel against kernel", "",
                 "The issues' targets that compare two of the lab's kernels on the same problem (commits differ when the "
@@ -280,8 +292,10 @@ def update_readme(readme, by_section, folder_name, ceilings=None, ncu=None):
         raise SystemExit(f"tables: {readme} has no results markers")
     body = [README_BEGIN, "", f"From `results/{folder_name}/` (see its TABLES.md for every run).", ""]
     for section in sorted(by_section):
-        timed = [r for r in by_section[section] if r["timing"].get("median_ms") is not None or r["build"] == "baseline"]
-        body += [f"**{section}**", "", section_table(timed, ceilings, ncu), ""]
+        timed = [r for r in by_section[section] if not r.get("_tag")  # the sweep; side studies are in TABLES.md
+                 and (r["timing"].get("median_ms") is not None or r["build"] == "baseline")]
+        if timed:
+            body += [f"**{section}**", "", section_table(timed, ceilings, ncu), ""]
     body.append(README_END)
     head, rest = text.split(README_BEGIN, 1)
     tail = rest.split(README_END, 1)[1]

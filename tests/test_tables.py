@@ -62,6 +62,23 @@ class Tables(unittest.TestCase):
         self.assertNotIn("04 mma", text)  # no 04 record: no row, not a made-up one
         self.assertIsNone(tables.comparison_table(records[:1]))
 
+    def test_a_tagged_side_study_gets_its_own_table_and_stays_out_of_the_sweep(self):
+        import json
+        with tempfile.TemporaryDirectory() as tmp:
+            for f in SAMPLE.glob("*.json"):
+                shutil.copy(f, tmp)
+            good = [r for r in json.loads((SAMPLE / "01_naive.json").read_text()) if "median_ms" in r.get("timing", {})]
+            side = dict(good[0], variant="kernels-ablated")
+            (Path(tmp) / "01_naive.ablation.json").write_text(json.dumps([side]))
+            text, _, by_section = tables.render(tmp)
+            sweep, study = text.split("### `bench 01 --tag ablation`")
+            self.assertNotIn("kernels-ablated", sweep)
+            self.assertIn("| kernels-ablated | solution |", study)
+            readme = Path(tmp) / "README.md"
+            readme.write_text(f"x\n{tables.README_BEGIN}\n{tables.README_END}\ny\n")
+            tables.update_readme(readme, by_section, "sample")
+            self.assertNotIn("kernels-ablated", readme.read_text())
+
     def test_malformed_records_and_files_are_named_and_skipped(self):
         _, problems, _ = tables.render(SAMPLE)
         self.assertIn("01_naive.json: record 3: field 'timing.median_ms' missing; skipped", problems)
