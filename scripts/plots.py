@@ -138,6 +138,14 @@ def fp16_accum_error(records, folder, plt):
     return path
 
 
+def roof(peak_tflops, bw_tbs, lo=0.1, hi=1e4):
+    """The roofline min(peak, bandwidth x intensity) as the points a log-log plot needs: the two
+    ends and the ridge, where the slope meets the flat top (intensity peak / bandwidth)."""
+    ridge = peak_tflops / bw_tbs
+    xs = [lo] + ([ridge] if lo < ridge < hi else []) + [hi]
+    return [(x, min(peak_tflops, bw_tbs * x)) for x in xs]
+
+
 def roofline(records, folder, plt, ceilings):
     """Each kernel at (FLOP per modelled HBM byte, TFLOP/s) under the same run's two ceilings."""
     pts = {}
@@ -150,10 +158,10 @@ def roofline(records, folder, plt, ceilings):
     if not pts or not ceilings:
         return None
     fig, ax = plt.subplots(figsize=(8, 5))
-    xs = [0.1, 1e4]
     bw = ceilings["copy_gbps"] / 1e3  # TB/s
     for name, peak in (("bf16 GEMM", ceilings["bf16_gemm_tflops"]), ("fp32 GEMM", ceilings["fp32_gemm_tflops"])):
-        ax.plot(xs, [min(peak, bw * x) for x in xs], ":", label=f"{name} {peak:.0f} TFLOP/s / copy {bw:.2f} TB/s")
+        xs, ys = zip(*roof(peak, bw))
+        ax.plot(xs, ys, ":", label=f"{name} {peak:.0f} TFLOP/s / copy {bw:.2f} TB/s")
     for name, p in sorted(pts.items()):
         ax.scatter([a for a, _ in p], [b for _, b in p], label=name)
     ax.set_xscale("log")

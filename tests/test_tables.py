@@ -79,6 +79,12 @@ class Tables(unittest.TestCase):
             tables.update_readme(readme, by_section, "sample")
             self.assertNotIn("kernels-ablated", readme.read_text())
 
+    def test_roofline_bends_at_the_ridge(self):
+        import plots
+        # 4 TB/s and 800 TFLOP/s: the slope meets the top at 200 FLOP/byte
+        self.assertEqual(plots.roof(800, 4.0), [(0.1, 0.4), (200.0, 800.0), (1e4, 800)])
+        self.assertEqual(len(plots.roof(800, 4.0, lo=1e3)), 2)  # ridge outside the range: no bend point
+
     def test_malformed_records_and_files_are_named_and_skipped(self):
         _, problems, _ = tables.render(SAMPLE)
         self.assertIn("01_naive.json: record 3: field 'timing.median_ms' missing; skipped", problems)
