@@ -28,9 +28,10 @@ def _series(records, pick, x, y):
 
 def _draw(plt, series, title, xlabel, ylabel, path, logx=True, logy=False, extra=None):
     fig, ax = plt.subplots(figsize=(11, 5.5))
-    for label, pts in series.items():
-        style = "--" if "(baseline)" in label else "-"
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", label=label)
+    colors = plt.get_cmap("tab20").colors  # 20 distinct colours: the default cycle repeats after 10
+    for n, (label, pts) in enumerate(series.items()):
+        style = "--" if "(baseline)" in label or "bound" in label else "-"
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", label=label, color=colors[n % len(colors)])
     if extra:
         extra(ax)
     if logx:
@@ -67,17 +68,21 @@ def prefill_ladder(records, folder, plt):
 
 
 def memory_vs_t(records, folder, plt):
-    """Extra device memory against T: S and P (naive) against the flash sections' O(T·D)."""
+    """Extra device memory against T for prefill (T_q = T_kv): S and P (naive) against the flash
+    sections' O(T·D) or nothing. A log axis cannot show 0 bytes: those are drawn at 1 byte."""
     def pick(r):
-        if r["build"] == "baseline" or r["problem"]["causal"] or r["metrics"].get("extra_device_bytes") is None:
+        p = r["problem"]
+        if r["build"] == "baseline" or p["causal"] or p["t_q"] != p["t_kv"] or p["t_q"] == 1:
             return None
-        return f"{r['section']} {r['variant']}"
+        if r["metrics"].get("extra_device_bytes") is None:
+            return None
+        return f"{r['section']} {r['variant']} D={p['d']}"
     s = _series(records, pick, lambda r: r["problem"]["t_q"],
                 lambda r: max(r["metrics"]["extra_device_bytes"], 1) / 1e6)
     if not s:
         return None
     path = Path(folder) / "memory_vs_t.png"
-    _draw(plt, s, "Extra device memory vs T (beyond Q, K, V, O)", "T", "MB", path, logy=True)
+    _draw(plt, s, "Extra device memory vs T, prefill (beyond Q, K, V, O; 0 B drawn at 1 B)", "T", "MB", path, logy=True)
     return path
 
 
@@ -126,15 +131,21 @@ def window_time(records, folder, plt):
 
 
 def fp16_accum_error(records, folder, plt):
+    """04's accumulation sweep (bench 04 --tag accum-sweep: one shape family, T = 1k ... 32k): the
+    error against fp64 with fp32 and with fp16 accumulation, and the bound the check holds it to."""
+    sweep = [r for r in records if r["section"] == "04_fp16" and r.get("_tag") == "accum-sweep"
+             and r["check"].get("max_abs_err") is not None]
+
     def pick(r):
-        if r["section"] != "04_fp16" or r["check"].get("max_abs_err") is None:
-            return None
         return f"{r['variant']} {'--bug ' + r['bug'] if r.get('bug') else 'fp32 accumulation'} {r['problem']['dtype']}"
-    s = _series(records, pick, lambda r: r["problem"]["t_q"], lambda r: r["check"]["max_abs_err"])
+    s = _series(sweep, pick, lambda r: r["problem"]["t_q"], lambda r: r["check"]["max_abs_err"])
     if not s:
         return None
+    bound = _series([r for r in sweep if not r.get("bug")], lambda r: "bound (2x same-precision error + atol)",
+                    lambda r: r["problem"]["t_q"], lambda r: r["check"].get("ref_err_bound"))
+    s.update(bound)
     path = Path(folder) / "fp16_accum_error.png"
-    _draw(plt, s, "Max |error| vs fp64 against T", "T", "max abs error", path, logy=True)
+    _draw(plt, s, "04, accumulation sweep: max |error| vs fp64 against T", "T", "max abs error", path, logy=True)
     return path
 
 
