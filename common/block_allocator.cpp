@@ -1,9 +1,11 @@
 #include "block_allocator.h"
 
+#include "kv_cache.h"
 #include "rng.h"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <deque>
 #include <fstream>
@@ -134,6 +136,16 @@ PagedCache build_paged_cache(const std::vector<int>& lengths, int t_kv, int page
     for (size_t i = 0; i < seqs[b].blocks.size() && i < size_t(c.table_stride); ++i)
       c.tables[b * size_t(c.table_stride) + i] = seqs[b].blocks[i];
   return c;
+}
+
+std::vector<float> paged_pool(const PagedCache& c, const std::vector<float>& x, int t_kv, int64_t row_elems) {
+  std::vector<float> pool(size_t(int64_t(c.num_blocks) * c.page_size * row_elems), NAN);
+  for (int b = 0; b < int(c.lengths.size()); ++b)
+    for (int j = 0; j < c.lengths[size_t(b)]; ++j) {
+      const int64_t slot = paged_slot(c.tables.data(), c.table_stride, c.page_size, b, j);
+      std::copy_n(&x[size_t((int64_t(b) * t_kv + j) * row_elems)], row_elems, &pool[size_t(slot * row_elems)]);
+    }
+  return pool;
 }
 
 std::string check_block_tables(const PagedCache& c) {

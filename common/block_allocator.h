@@ -85,6 +85,10 @@ PagedCache build_paged_cache(const std::vector<int>& lengths, int t_kv, int page
 // reason naming the sequence and the entry. What a kernel would do with such a table is read
 // outside the pool (an illegal address) or read another sequence's keys.
 std::string check_block_tables(const PagedCache& c);
+// The paged pool of a contiguous cache x [B, t_kv, row_elems]: each sequence's tokens at the
+// slots its table gives ([num_blocks·page_size, row_elems]), NaN in every slot no sequence owns,
+// so a read past a sequence's length poisons what it touches. (On the GPU: copy_to_paged_pool.)
+std::vector<float> paged_pool(const PagedCache& c, const std::vector<float>& x, int t_kv, int64_t row_elems);
 
 // ---------------------------------------------------------------------------------------------
 // A serving simulation. `requests` requests wait at time 0; at most `max_batch` run at once.

@@ -5,7 +5,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "block_allocator.h"
 #include "cuda_check.h"
+#include "kv_cache.h"
 
 namespace lab {
 
@@ -143,6 +145,18 @@ Timing time_forward(const std::function<void(cudaStream_t)>& forward, int warmup
   t.max_ms = ms.back();
   t.median_ms = ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
   return t;
+}
+
+void copy_to_paged_pool(const PagedCache& c, const void* src, void* pool, int t_kv, int64_t row_bytes) {
+  for (int b = 0; b < int(c.lengths.size()); ++b)
+    for (int j0 = 0; j0 < c.lengths[size_t(b)]; j0 += c.page_size) {  // a page's tokens are contiguous in both
+      const int keys = std::min(c.page_size, c.lengths[size_t(b)] - j0);
+      const int64_t slot = paged_slot(c.tables.data(), c.table_stride, c.page_size, b, j0);
+      CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(pool) + slot * row_bytes,
+                                 static_cast<const char*>(src) + (int64_t(b) * t_kv + j0) * row_bytes,
+                                 size_t(keys * row_bytes), cudaMemcpyDeviceToDevice, 0));
+    }
+  CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 }  // namespace lab

@@ -46,6 +46,13 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+struct PagedCache;  // block_allocator.h
+// Copies the contiguous device cache src [B, t_kv, row_bytes] into the paged pool `pool`, page by
+// page to the slots c's tables give, with copy-engine copies (no kernel: a profile of the run then
+// holds the forward alone), and waits for them. Slots no sequence owns are left as they are:
+// poison the pool first. (On the host: paged_pool.)
+void copy_to_paged_pool(const PagedCache& c, const void* src, void* pool, int t_kv, int64_t row_bytes);
+
 // Host floats -> device buffer in element type t (values already representable: see make_inputs).
 DeviceBuffer upload(const std::vector<float>& host, DType t);
 // Device buffer in element type t -> host floats; the poison pattern maps to poison_float().

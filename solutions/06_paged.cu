@@ -181,21 +181,10 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   // The kernel reads through `cache` (corrupted only under --bug table-* with
   // LAB_UNCHECKED_TABLES=1); the pool is filled through the clean tables.
   CUDA_CHECK(cudaMemcpy(buf->tables.get(), cache.tables.data(), buf->tables.bytes(), cudaMemcpyHostToDevice));
-  // Building the pool: each logical block of each sequence is copied from the contiguous cache the
-  // harness uploaded, [B, T_kv, H_kv, D], to its physical block (a block's tokens are contiguous in
-  // both layouts). Copy-engine copies, not a kernel: Nsight Compute's DRAM count of a run (bench
-  // --ncu) then holds the decode kernel alone.
+  // The pool, built from the contiguous cache the harness uploaded, [B, T_kv, H_kv, D].
   const int64_t row_bytes = int64_t(pr.h_kv) * pr.d * lab::dtype_bytes(pr.dtype);
-  for (auto [src, dst] : {std::pair{ctx.tensors.k, buf->k_pool.get()}, std::pair{ctx.tensors.v, buf->v_pool.get()}})
-    for (int b = 0; b < pr.b; ++b)
-      for (int j0 = 0; j0 < clean.lengths[size_t(b)]; j0 += pr.page_size) {
-        const int keys = std::min(pr.page_size, clean.lengths[size_t(b)] - j0);
-        const int64_t slot = lab::paged_slot(clean.tables.data(), clean.table_stride, pr.page_size, b, j0);
-        CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst) + slot * row_bytes,
-                                   static_cast<const char*>(src) + (int64_t(b) * pr.t_kv + j0) * row_bytes,
-                                   size_t(keys * row_bytes), cudaMemcpyDeviceToDevice, 0));
-      }
-  CUDA_CHECK(cudaDeviceSynchronize());
+  lab::copy_to_paged_pool(clean, ctx.tensors.k, buf->k_pool.get(), pr.t_kv, row_bytes);
+  lab::copy_to_paged_pool(clean, ctx.tensors.v, buf->v_pool.get(), pr.t_kv, row_bytes);
 
   lab::GpuRun run = make_gpu_run<Decode06>(
       ctx, PagedKv{buf->k_pool.get(), buf->v_pool.get(), buf->tables.as<int>(), cache.table_stride, pr.page_size}, buf);
@@ -217,14 +206,8 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
   }
   if (!opt.dump_dir.empty()) dump_tables(opt.dump_dir, cache);
   const int64_t row_elems = int64_t(pr.h_kv) * pr.d;
-  std::vector<float> k_pool(size_t(int64_t(cache.num_blocks) * pr.page_size * row_elems), NAN);
-  std::vector<float> v_pool(k_pool.size(), NAN);
-  for (int b = 0; b < pr.b; ++b)
-    for (int j = 0; j < cache.lengths[size_t(b)]; ++j) {
-      const int64_t slot = lab::paged_slot(cache.tables.data(), cache.table_stride, pr.page_size, b, j);
-      std::copy_n(&in.k[size_t(pr.kv_index(b, j, 0))], row_elems, &k_pool[size_t(slot * row_elems)]);
-      std::copy_n(&in.v[size_t(pr.kv_index(b, j, 0))], row_elems, &v_pool[size_t(slot * row_elems)]);
-    }
+  const std::vector<float> k_pool = lab::paged_pool(cache, in.k, pr.t_kv, row_elems);
+  const std::vector<float> v_pool = lab::paged_pool(cache, in.v, pr.t_kv, row_elems);
   auto k_row = [&](int b, int j, int kv_head) -> const float* {
     const int64_t off = kv_row_offset(cache.tables.data(), cache.table_stride, pr.page_size, pr.h_kv, pr.d, b, j, kv_head);
     return off < 0 ? nullptr : &k_pool[size_t(off)];

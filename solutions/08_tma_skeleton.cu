@@ -697,16 +697,8 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
     keep->k_pool.poison();  // every slot no sequence owns stays NaN (0xFFFF: NaN in fp16 and bf16)
     keep->v_pool.poison();
     CUDA_CHECK(cudaMemcpy(keep->tables.get(), cache.tables.data(), keep->tables.bytes(), cudaMemcpyHostToDevice));
-    for (auto [src, dst] : {std::pair{ctx.tensors.k, keep->k_pool.get()}, std::pair{ctx.tensors.v, keep->v_pool.get()}})
-      for (int b = 0; b < pr.b; ++b)
-        for (int j0 = 0; j0 < pr.t_kv; j0 += page) {
-          const int keys = std::min(page, pr.t_kv - j0);
-          const int64_t slot = lab::paged_slot(cache.tables.data(), cache.table_stride, page, b, j0);
-          CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst) + slot * row_bytes,
-                                     static_cast<const char*>(src) + (int64_t(b) * pr.t_kv + j0) * row_bytes,
-                                     size_t(keys * row_bytes), cudaMemcpyDeviceToDevice, 0));
-        }
-    CUDA_CHECK(cudaDeviceSynchronize());
+    lab::copy_to_paged_pool(cache, ctx.tensors.k, keep->k_pool.get(), pr.t_kv, row_bytes);
+    lab::copy_to_paged_pool(cache, ctx.tensors.v, keep->v_pool.get(), pr.t_kv, row_bytes);
     // Template maps over one page (D, H_kv, page), box (64, 1, rows): the kernel edits the address
     // and the row count per page; used as they are only for boxes past the last key (all zeros).
     k_map = make_map(pr, keep->k_pool.get(), pr.h_kv, page, 0, rows);
@@ -805,14 +797,8 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
   if (paged) {
     const int page = page_size_of(pr);
     cache = lab::build_paged_cache(std::vector<int>(size_t(pr.b), pr.t_kv), pr.t_kv, page, opt.seed);
-    k_pool.assign(size_t(int64_t(cache.num_blocks) * page * row_elems), NAN);
-    v_pool.assign(k_pool.size(), NAN);
-    for (int b = 0; b < pr.b; ++b)
-      for (int j = 0; j < pr.t_kv; ++j) {
-        const int64_t slot = lab::paged_slot(cache.tables.data(), cache.table_stride, page, b, j);
-        std::copy_n(&in.k[size_t(pr.kv_index(b, j, 0))], row_elems, &k_pool[size_t(slot * row_elems)]);
-        std::copy_n(&in.v[size_t(pr.kv_index(b, j, 0))], row_elems, &v_pool[size_t(slot * row_elems)]);
-      }
+    k_pool = lab::paged_pool(cache, in.k, pr.t_kv, row_elems);
+    v_pool = lab::paged_pool(cache, in.v, pr.t_kv, row_elems);
     run.metrics["page_size"] = page;
     run.extra_host_bytes = int64_t(k_pool.size() + v_pool.size()) * 4;
   }

@@ -283,6 +283,25 @@ TEST_CASE("build_paged_cache: shuffled blocks covering every length, spare block
   CHECK(build_paged_cache(lengths, 100, 16, 43).tables != c.tables);
 }
 
+TEST_CASE("paged_pool: every token at the slot its table gives, NaN where no sequence owns", "[allocator]") {
+  const std::vector<int> lengths = {37, 5, 20};
+  const int t_kv = 40, row = 3;
+  const PagedCache c = build_paged_cache(lengths, t_kv, 16, 7);
+  std::vector<float> x(size_t(3 * t_kv * row));
+  for (size_t e = 0; e < x.size(); ++e) x[e] = float(e);  // token (b, j) holds (b·t_kv + j)·row + 0..2
+  const std::vector<float> pool = paged_pool(c, x, t_kv, row);
+  REQUIRE(pool.size() == size_t(c.num_blocks) * 16 * row);
+  std::vector<bool> owned(pool.size() / row, false);
+  for (int b = 0; b < 3; ++b)
+    for (int j = 0; j < lengths[size_t(b)]; ++j) {
+      const int64_t slot = paged_slot(c.tables.data(), c.table_stride, 16, b, j);
+      owned[size_t(slot)] = true;
+      for (int e = 0; e < row; ++e) CHECK(pool[size_t(slot * row + e)] == float((b * t_kv + j) * row + e));
+    }
+  for (size_t slot = 0; slot < owned.size(); ++slot)
+    if (!owned[slot]) CHECK(std::isnan(pool[slot * row]));
+}
+
 TEST_CASE("check_block_tables catches out-of-range entries and short tables", "[allocator]") {
   PagedCache c = build_paged_cache({40, 20}, 48, 16, 1);  // 3 + 2 blocks, stride 3
   REQUIRE(check_block_tables(c).empty());
