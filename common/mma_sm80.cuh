@@ -79,12 +79,14 @@ template <int N>  // wait until at most N of this thread's committed groups are 
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
 // A tile of ROWS rows of CHUNKS·8 16-bit elements (row r at gmem + r·row_stride) -> the swizzled
-// layout above at shared byte address `dst`, asynchronously, by the THREADS threads of a block:
-// thread tid copies chunk tid % CHUNKS of rows tid / CHUNKS + (THREADS / CHUNKS)·n, so its rows
-// differ by multiples of 8 and its swizzled chunk is the same in all of them. Rows >= rows_valid
-// are zero-filled (their source address is clamped to row 0, never read).
-template <int ROWS, int CHUNKS, int THREADS, class T>
-__device__ __forceinline__ void cp_async_tile(uint32_t dst, const T* gmem, int64_t row_stride, int rows_valid) {
+// layout above at shared byte address `dst`, by the THREADS threads of a block: thread tid copies
+// chunk tid % CHUNKS of rows tid / CHUNKS + (THREADS / CHUNKS)·n, so its rows differ by multiples
+// of 8 and its swizzled chunk is the same in all of them. Rows >= rows_valid are zero-filled
+// (their source address is clamped to row 0, never read). ASYNC: with cp.async (the copy proceeds
+// while the thread goes on). Otherwise through registers, ld.global then st.shared, which waits
+// for the load to arrive (04's ablation mma-no-cp-async).
+template <int ROWS, int CHUNKS, int THREADS, bool ASYNC = true, class T>
+__device__ __forceinline__ void load_tile_swizzled(uint32_t dst, const T* gmem, int64_t row_stride, int rows_valid) {
   constexpr int ROW_STEP = THREADS / CHUNKS;  // rows one pass of the block covers
   static_assert(THREADS % CHUNKS == 0 && ROWS % ROW_STEP == 0 && ROW_STEP % 8 == 0, "whole passes, rows 8 apart");
   const int row0 = threadIdx.x / CHUNKS, chunk = threadIdx.x % CHUNKS;
@@ -93,7 +95,15 @@ __device__ __forceinline__ void cp_async_tile(uint32_t dst, const T* gmem, int64
   for (int n = 0; n < ROWS / ROW_STEP; ++n) {
     const int r = row0 + n * ROW_STEP;
     const bool valid = r < rows_valid;
-    cp_async_16(dst0 + uint32_t(n * ROW_STEP * CHUNKS * 16), gmem + (valid ? r * row_stride : 0) + chunk * 8, valid);
+    const T* src = gmem + (valid ? r * row_stride : 0) + chunk * 8;
+    const uint32_t to = dst0 + uint32_t(n * ROW_STEP * CHUNKS * 16);
+    if constexpr (ASYNC) {
+      cp_async_16(to, src, valid);
+    } else {
+      const uint4 x = valid ? *reinterpret_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
+      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(to), "r"(x.x), "r"(x.y), "r"(x.z), "r"(x.w)
+                   : "memory");
+    }
   }
 }
 

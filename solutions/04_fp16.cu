@@ -304,33 +304,6 @@ __device__ __forceinline__ void mma_pv(float (&d)[4], const uint32_t (&a)[4], ui
   }
 }
 
-// A [ROWS, D] tile of a [.., T, H, D] tensor -> swizzled shared memory at byte address `dst`.
-// Thread tid copies chunk tid % CHUNKS of rows tid / CHUNKS + ROW_STEP·n. Rows >= rows_valid are
-// zero-filled (their source address is clamped to row 0, never read). ASYNC: with cp.async (the
-// copy proceeds while the thread goes on). Otherwise (ablation `mma-no-cp-async`) through
-// registers: ld.global, then st.shared, which must wait for the load to arrive.
-template <int ROWS, int HEAD_DIM, bool ASYNC = true, class T>
-__device__ __forceinline__ void load_tile(uint32_t dst, const T* gmem /* row 0 */, int64_t row_stride, int rows_valid) {
-  using TL = mma::Tiles<HEAD_DIM>;
-  static_assert(ROWS % TL::ROW_STEP == 0, "whole passes");
-  const int row0 = threadIdx.x / TL::CHUNKS, chunk = threadIdx.x % TL::CHUNKS;
-  const uint32_t dst0 = dst + swizzle<TL::CHUNKS>(row0, chunk);
-#pragma unroll
-  for (int n = 0; n < ROWS / TL::ROW_STEP; ++n) {
-    const int r = row0 + n * TL::ROW_STEP;
-    const bool valid = r < rows_valid;
-    const T* src = gmem + (valid ? r * row_stride : 0) + chunk * 8;
-    const uint32_t to = dst0 + uint32_t(n * TL::ROW_STEP * TL::CHUNKS * 16);
-    if constexpr (ASYNC) {
-      cp_async_16(to, src, valid);
-    } else {
-      const uint4 x = valid ? *reinterpret_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
-      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(to), "r"(x.x), "r"(x.y), "r"(x.z), "r"(x.w)
-                   : "memory");
-    }
-  }
-}
-
 // Ablation `mma-no-ldmatrix`: the four 8x8 fragments of one ldmatrix.x4 gathered with ordinary
 // shared loads. addr_of(l) is the row address lane l would hand to ldmatrix. Register m of this
 // lane is row g of matrix m, columns 2t, 2t+1 (one 32-bit load); with TRANS, column g of rows 2t
@@ -387,14 +360,14 @@ mma_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
   const int tile_end = block_keys.empty() ? tile_begin : lab::ceil_div(block_keys.end, BLOCK_KV);
   auto load_kv = [&](int stage, int tile) {
     const int kv0 = tile * BLOCK_KV;
-    load_tile<BLOCK_KV, HEAD_DIM, CP_ASYNC>(k_tile(stage), k_head + kv0 * kv_stride, kv_stride, sh.t_kv - kv0);
-    load_tile<BLOCK_KV, HEAD_DIM, CP_ASYNC>(v_tile(stage), v_head + kv0 * kv_stride, kv_stride, sh.t_kv - kv0);
+    load_tile_swizzled<BLOCK_KV, TL::CHUNKS, THREADS, CP_ASYNC>(k_tile(stage), k_head + kv0 * kv_stride, kv_stride, sh.t_kv - kv0);
+    load_tile_swizzled<BLOCK_KV, TL::CHUNKS, THREADS, CP_ASYNC>(v_tile(stage), v_head + kv0 * kv_stride, kv_stride, sh.t_kv - kv0);
   };
 
   // Prologue: the Q tile goes through stage 1's K slot (free until tile 1 is issued), the first
   // K/V tile into stage 0, then Q moves to registers for good: q_frag[kk] is the A fragment of
   // this warp's 16 rows, columns 16·kk .. 16·kk + 15.
-  load_tile<BLOCK_Q, HEAD_DIM, CP_ASYNC>(k_tile(1), q_head + q0 * q_stride, q_stride, sh.t_q - q0);
+  load_tile_swizzled<BLOCK_Q, TL::CHUNKS, THREADS, CP_ASYNC>(k_tile(1), q_head + q0 * q_stride, q_stride, sh.t_q - q0);
   if constexpr (CP_ASYNC) {
     if (tile_begin < tile_end) load_kv(0, tile_begin);
     cp_async_commit();

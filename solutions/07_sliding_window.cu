@@ -162,13 +162,13 @@ window_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
   if (span.end < span.begin) return;  // the stub's span: nothing visited, nothing written
   auto load_kv = [&](int stage, int tile) {
     const int kv0 = tile * BLOCK_KV;
-    cp_async_tile<BLOCK_KV, TL::CHUNKS, THREADS>(k_tile(stage), k_head + kv0 * kv_stride, kv_stride, sh.t_kv - kv0);
-    cp_async_tile<BLOCK_KV, TL::CHUNKS, THREADS>(v_tile(stage), v_head + kv0 * kv_stride, kv_stride, sh.t_kv - kv0);
+    load_tile_swizzled<BLOCK_KV, TL::CHUNKS, THREADS>(k_tile(stage), k_head + kv0 * kv_stride, kv_stride, sh.t_kv - kv0);
+    load_tile_swizzled<BLOCK_KV, TL::CHUNKS, THREADS>(v_tile(stage), v_head + kv0 * kv_stride, kv_stride, sh.t_kv - kv0);
   };
 
   // Prologue: the Q tile goes through stage 1's K and V slots (free until tile 1 is issued), the
   // first K/V tile into stage 0, then Q moves to registers for good.
-  cp_async_tile<BLOCK_Q, TL::CHUNKS, THREADS>(k_tile(1), q_head + q0 * q_stride, q_stride, sh.t_q - q0);
+  load_tile_swizzled<BLOCK_Q, TL::CHUNKS, THREADS>(k_tile(1), q_head + q0 * q_stride, q_stride, sh.t_q - q0);
   if (span.begin < span.end) load_kv(0, span.begin);
   cp_async_commit();
   cp_async_wait<0>();
