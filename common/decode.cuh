@@ -294,18 +294,25 @@ __global__ void __launch_bounds__(THREADS, Tiles<HEAD_DIM>::MIN_BLOCKS) decode_k
   __syncthreads();  // everyone sees the verdict
   if (!*is_last) return;
   __threadfence();  // the other splits' partials are read after their tickets were seen
-  if (tid < ROWS) {
-    const int head = head_of_row<Hooks>(p, kv_head, chunk, tid);
+  // Every split's LSE into shared memory at once, all threads loading in parallel (a loop over the
+  // splits in one thread per row would wait out one L2 round trip per split, ~1 us each).
+  for (int e = tid; e < p.num_splits * ROWS; e += THREADS) {
+    const int s = e / ROWS, row = e % ROWS;
+    const int head = head_of_row<Hooks>(p, kv_head, chunk, row);
     const int64_t out_row = (int64_t(b) * p.t_q + i) * p.h + (head < 0 ? 0 : head);
-    const float* lse_s = p.part_lse + out_row * p.num_splits;
+    split_weight[s * ROWS + row] = __ldcg(p.part_lse + out_row * p.num_splits + s);
+  }
+  __syncthreads();  // the splits' LSEs are in shared memory
+  if (tid < ROWS) {
     float lse = -INFINITY;
-    bool complete = head >= 0;
+    bool complete = head_of_row<Hooks>(p, kv_head, chunk, tid) >= 0;
     for (int s = 0; s < p.num_splits && complete; ++s) {
-      const float x = __ldcg(lse_s + s);
+      const float x = split_weight[s * ROWS + tid];
       complete = !isnan(x);  // still the poison: that split never ran (a stub); leave the row unwritten
       lse = lab::lse_merge(lse, x);
     }
-    for (int s = 0; s < p.num_splits && complete; ++s) split_weight[s * ROWS + tid] = lab::partial_weight(__ldcg(lse_s + s), lse);
+    for (int s = 0; s < p.num_splits && complete; ++s)
+      split_weight[s * ROWS + tid] = lab::partial_weight(split_weight[s * ROWS + tid], lse);
     lse_row[tid] = lse;
     row_complete[tid] = complete;
   }
@@ -318,7 +325,8 @@ __global__ void __launch_bounds__(THREADS, Tiles<HEAD_DIM>::MIN_BLOCKS) decode_k
     const int64_t out_row = (int64_t(b) * p.t_q + i) * p.h + head;
     const float* o_s = p.part_o + out_row * p.num_splits * HEAD_DIM + col;
     float o = 0.f;
-    for (int s = 0; s < p.num_splits; ++s) {
+#pragma unroll 8
+    for (int s = 0; s < p.num_splits; ++s) {  // independent loads: unrolled, they are in flight together
       const float w = split_weight[s * ROWS + row];
       if (w > 0.f) o += w * __ldcg(o_s + s * HEAD_DIM);
     }

@@ -138,6 +138,11 @@ __device__ __forceinline__ void tensormap_publish(void* gmem_map, uint32_t smem_
 __device__ __forceinline__ void tensormap_acquire(const void* gmem_map) {
   asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(gmem_map) : "memory");
 }
+// A map in global memory that the host wrote (cudaMemcpy before the launch) is acquired once, at
+// system scope, by the thread that copies through it (the CUDA guide's rule for such maps).
+__device__ __forceinline__ void tensormap_acquire_host_written(const void* gmem_map) {
+  asm volatile("fence.proxy.tensormap::generic.acquire.sys [%0], 128;\n" ::"l"(gmem_map) : "memory");
+}
 
 // =============================================================================================
 // setmaxnreg: a warpgroup gives registers back (dec) or takes them (inc). Every warp of the

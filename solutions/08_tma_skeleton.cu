@@ -35,6 +35,12 @@
 // global workspace slot (tensormap.cp_fenceproxy, a release fence at GPU scope) and acquires it
 // before the copy (fence.proxy.tensormap::generic.acquire): a fence pair per page and per tensor.
 // Page sizes: any multiple of 16 (a box is gcd(page, 128) rows); --page-size defaults to 64 here.
+// Variant `paged-pool`: the same pool with no edit on the device. One 4-D map covers the whole pool,
+// (D, H_kv, page_size, blocks), so the physical block is simply the box's 4th coordinate, read from
+// the block table; only the box that holds a sequence's last key goes through a second map, made on
+// the host per sequence over its last page with the page's valid rows, so the rows past the end
+// read as zeros (the pool holds NaN there). Per page this costs a table read instead of an edit and
+// two fences: the chapter's per-page tensormap.replace is the expensive way to do paged TMA.
 // Exercise (ch12/08_tma_skeleton.md): the ring's slot and phase (EXERCISE ring-slot), the
 // producer loop (producer-loop: wait for a free slot, expect the bytes, issue the copies), and the
 // consumers' wait and release (consumer-wait, consumer-release). The TMA, wgmma and tensor-map
@@ -134,6 +140,16 @@ struct Params {
   const uint8_t* v_pool;
   int64_t page_bytes;      // page_size · H_kv · D · 2
   CUtensorMap* map_slots;  // [blocks][2·STAGES][K, V][BLOCK_KV / box_rows] global workspace
+  // Variant paged-pool (the K/V maps are then over the whole pool: (D, H_kv, page_size, blocks)).
+  int pool_blocks;               // a block coordinate past the pool: the box reads as zeros
+  const CUtensorMap* last_page_maps;  // [B][K, V]: the sequence's last page, its valid rows only
+};
+
+// Where the producer's K/V copies read from: the variants.
+enum class KvSource {
+  contiguous,  // ws, ws-overlap: one 4-D map over the cache [B, T_kv, H_kv, D]
+  page_maps,   // paged: one map per page, edited on the device (tensormap.replace), as the chapter says
+  pool_map,    // paged-pool: one 4-D map over the pool, the physical block as a coordinate
 };
 
 // Shared-memory addresses of one block's buffers and barriers.
@@ -200,17 +216,40 @@ __device__ __forceinline__ void prepare_maps(const Params& p, const Smem<HEAD_DI
 //   paged: per box, acquire the map prepare_maps() published and copy through it; boxes past the
 //          last key use the unedited template with a row beyond its page (all zeros). Then
 //          prepare the maps of fill tile + STAGES.
-template <int HEAD_DIM, bool PAGED>
+//   paged-pool: per box, the pool map at (column, kv_head, row in page, physical block); the box
+//          holding the last key through the sequence's last-page map; boxes past the last key at
+//          block coordinate pool_blocks, outside the pool (all zeros).
+template <int HEAD_DIM, KvSource KV>
 __device__ __forceinline__ void load_kv_tile(const CUtensorMap& map, const Params& p, const Smem<HEAD_DIM>& sm,
                                              int which, int stage, int tile, int b, int kv_head, uint32_t bar) {
   using TL = Tiles<HEAD_DIM>;
   const bool leader = threadIdx.x % 32 == 0;
   const uint32_t dst = which == 0 ? sm.k(stage) : sm.v(stage);
-  if constexpr (!PAGED) {
+  if constexpr (KV == KvSource::contiguous) {
     if (leader)
 #pragma unroll
       for (int c = 0; c < TL::COL_BOXES; ++c)
         tma_load_4d(dst + c * TL::KV_BOX_BYTES, &map, c * BOX_COLS, kv_head, tile * BLOCK_KV, b, bar);
+  } else if constexpr (KV == KvSource::pool_map) {
+    const int rows = p.box_rows, boxes = BLOCK_KV / rows;
+    if (leader)
+      for (int j = 0; j < boxes; ++j) {
+        const int key0 = tile * BLOCK_KV + j * rows;
+        const uint32_t box_dst = dst + uint32_t(j * rows * ROW_BYTES);
+        const int row = key0 % p.page_size;
+        if (key0 + rows > p.t_kv && key0 < p.t_kv) {  // the box of the last key: its page's map
+          const CUtensorMap* last_page = p.last_page_maps + 2 * b + which;
+#pragma unroll
+          for (int c = 0; c < TL::COL_BOXES; ++c)
+            tma_load_3d(box_dst + c * TL::KV_BOX_BYTES, last_page, c * BOX_COLS, kv_head, row, bar);
+        } else {
+          const int block =
+              key0 < p.t_kv ? p.block_table[int64_t(b) * p.table_stride + key0 / p.page_size] : p.pool_blocks;
+#pragma unroll
+          for (int c = 0; c < TL::COL_BOXES; ++c)
+            tma_load_4d(box_dst + c * TL::KV_BOX_BYTES, &map, c * BOX_COLS, kv_head, row, block, bar);
+        }
+      }
   } else {
     const int rows = p.box_rows, boxes = BLOCK_KV / rows;
     const CUtensorMap* slots = map_slots<HEAD_DIM>(p, which, tile);
@@ -230,7 +269,7 @@ __device__ __forceinline__ void load_kv_tile(const CUtensorMap& map, const Param
   }
 }
 
-template <class T, int HEAD_DIM, bool PAGED>
+template <class T, int HEAD_DIM, KvSource KV>
 __device__ __forceinline__ void producer(const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map,
                                          const Params& p, const Smem<HEAD_DIM>& sm, int b, int head, int kv_head,
                                          int q0, int n_tiles) {
@@ -239,7 +278,13 @@ __device__ __forceinline__ void producer(const CUtensorMap& q_map, const CUtenso
   const int lane = threadIdx.x % 32;
   const bool leader = lane == 0;
   if (n_tiles == 0) return;  // no key visible to any row: the consumers write O = 0, LSE = -inf
-  if constexpr (PAGED) {  // shared copies of the K and V template maps; the maps of the first fills
+  if constexpr (KV == KvSource::pool_map) {  // the host wrote the last-page maps: acquire them once
+    if (leader) {
+      tensormap_acquire_host_written(p.last_page_maps + 2 * b);
+      tensormap_acquire_host_written(p.last_page_maps + 2 * b + 1);
+    }
+  }
+  if constexpr (KV == KvSource::page_maps) {  // shared copies of the K and V template maps; the maps of the first fills
     const uint64_t* src = reinterpret_cast<const uint64_t*>(lane < 16 ? &k_map : &v_map);
     sm.map_generic(lane / 16)[lane % 16] = src[lane % 16];  // 16 lanes x 8 bytes per map
     __syncwarp();
@@ -263,7 +308,7 @@ __device__ __forceinline__ void producer(const CUtensorMap& q_map, const CUtenso
   //   2. mbar_arrive_expect_tx(sm.k_full(stage), TL::KV_TILE_BYTES): the producer's one arrival
   //      on k_full, and the bytes the phase must also wait for (the whole tile, zero-filled rows
   //      included: TMA always completes the full box).
-  //   3. the whole warp calls load_kv_tile<HEAD_DIM, PAGED>(k_map, p, sm, 0, stage, n, b, kv_head,
+  //   3. the whole warp calls load_kv_tile<HEAD_DIM, KV>(k_map, p, sm, 0, stage, n, b, kv_head,
   //      sm.k_full(stage)) (it issues the TMA copies, from lane 0).
   //   Then the same for V: expect the bytes on sm.v_full(stage), load_kv_tile(v_map, ..., 1, ...).
   //   K first: the consumers start S = Q Kᵀ while V is still in flight.
@@ -274,9 +319,9 @@ __device__ __forceinline__ void producer(const CUtensorMap& q_map, const CUtenso
       mbar_wait(sm.empty(slot.stage), slot.parity ^ 1u);
       mbar_arrive_expect_tx(sm.k_full(slot.stage), TL::KV_TILE_BYTES);
     }
-    load_kv_tile<HEAD_DIM, PAGED>(k_map, p, sm, 0, slot.stage, n, b, kv_head, sm.k_full(slot.stage));
+    load_kv_tile<HEAD_DIM, KV>(k_map, p, sm, 0, slot.stage, n, b, kv_head, sm.k_full(slot.stage));
     if (leader) mbar_arrive_expect_tx(sm.v_full(slot.stage), TL::KV_TILE_BYTES);
-    load_kv_tile<HEAD_DIM, PAGED>(v_map, p, sm, 1, slot.stage, n, b, kv_head, sm.v_full(slot.stage));
+    load_kv_tile<HEAD_DIM, KV>(v_map, p, sm, 1, slot.stage, n, b, kv_head, sm.v_full(slot.stage));
   }
   // END EXERCISE
 }
@@ -553,10 +598,11 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
 
 // ---------------------------------------------------------------------------------------------
 // One block: 128 query rows of one (sequence, head). grid = (ceil(T_q / 128), B·H).
-template <class T, int HEAD_DIM, bool PAGED, bool OVERLAP>
+template <class T, int HEAD_DIM, KvSource KV, bool OVERLAP>
 __global__ void __launch_bounds__(THREADS, 1)
 ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64, 1, 128, 1)
-          const __grid_constant__ CUtensorMap k_map,  // ws: (D, H_kv, T_kv, B), box (64, 1, 128, 1); paged: a page
+          const __grid_constant__ CUtensorMap k_map,  // ws: (D, H_kv, T_kv, B), box (64, 1, 128, 1); paged: a page;
+                                                       // paged-pool: (D, H_kv, page, blocks)
           const __grid_constant__ CUtensorMap v_map,
           const Params p) {
   using TL = Tiles<HEAD_DIM>;
@@ -589,7 +635,7 @@ ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64
   if (threadIdx.x / WG_THREADS == 0) {
     regs_release<PRODUCER_REGS>();
     if (threadIdx.x / 32 == 0)
-      producer<T, HEAD_DIM, PAGED>(q_map, k_map, v_map, p, sm, b, head, kv_head, q0, n_tiles);
+      producer<T, HEAD_DIM, KV>(q_map, k_map, v_map, p, sm, b, head, kv_head, q0, n_tiles);
   } else {
     regs_claim<CONSUMER_REGS>();
     consumer<T, HEAD_DIM, OVERLAP>(threadIdx.x / WG_THREADS - 1, p, sm, b, head, q0, n_tiles);
@@ -635,24 +681,24 @@ CUtensorMap make_map(const lab::Problem& pr, const void* base, int heads, int ro
 // The paged pool (06's construction): the harness's contiguous K/V copied block by block into a
 // shuffled pool whose every other slot holds NaN, and the block tables.
 struct PagedBuffers {
-  lab::DeviceBuffer k_pool, v_pool, tables, map_slots;
+  lab::DeviceBuffer k_pool, v_pool, tables, map_slots, last_page_maps;
 };
 
-template <class T, int HEAD_DIM, bool PAGED, bool OVERLAP>
+template <class T, int HEAD_DIM, KvSource KV, bool OVERLAP>
 void launch(const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map, const Params& p, dim3 grid,
             cudaStream_t st) {
-  ws_kernel<T, HEAD_DIM, PAGED, OVERLAP><<<grid, THREADS, Tiles<HEAD_DIM>::SMEM_BYTES, st>>>(q_map, k_map, v_map, p);
+  ws_kernel<T, HEAD_DIM, KV, OVERLAP><<<grid, THREADS, Tiles<HEAD_DIM>::SMEM_BYTES, st>>>(q_map, k_map, v_map, p);
   CUDA_CHECK_LAST();
 }
 
-template <class T, int HEAD_DIM, bool PAGED, bool OVERLAP>
+template <class T, int HEAD_DIM, KvSource KV, bool OVERLAP>
 std::function<void(cudaStream_t)> make_forward(const CUtensorMap& q_map, const CUtensorMap& k_map,
                                                const CUtensorMap& v_map, const Params& p, dim3 grid,
                                                std::shared_ptr<PagedBuffers> keep) {
-  CUDA_CHECK(cudaFuncSetAttribute(ws_kernel<T, HEAD_DIM, PAGED, OVERLAP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  CUDA_CHECK(cudaFuncSetAttribute(ws_kernel<T, HEAD_DIM, KV, OVERLAP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   Tiles<HEAD_DIM>::SMEM_BYTES));
   return [=](cudaStream_t st) {
-    launch<T, HEAD_DIM, PAGED, OVERLAP>(q_map, k_map, v_map, p, grid, st);
+    launch<T, HEAD_DIM, KV, OVERLAP>(q_map, k_map, v_map, p, grid, st);
     (void)keep;  // the pool, the tables and the map workspace live as long as the forward
   };
 }
@@ -661,14 +707,17 @@ template <class T, int HEAD_DIM>
 std::function<void(cudaStream_t)> pick(const std::string& variant, const CUtensorMap& q_map, const CUtensorMap& k_map,
                                        const CUtensorMap& v_map, const Params& p, dim3 grid,
                                        std::shared_ptr<PagedBuffers> keep) {
-  if (variant == "paged") return make_forward<T, HEAD_DIM, true, false>(q_map, k_map, v_map, p, grid, keep);
-  if (variant == "ws-overlap") return make_forward<T, HEAD_DIM, false, true>(q_map, k_map, v_map, p, grid, keep);
-  return make_forward<T, HEAD_DIM, false, false>(q_map, k_map, v_map, p, grid, keep);
+  if (variant == "paged") return make_forward<T, HEAD_DIM, KvSource::page_maps, false>(q_map, k_map, v_map, p, grid, keep);
+  if (variant == "paged-pool")
+    return make_forward<T, HEAD_DIM, KvSource::pool_map, false>(q_map, k_map, v_map, p, grid, keep);
+  if (variant == "ws-overlap")
+    return make_forward<T, HEAD_DIM, KvSource::contiguous, true>(q_map, k_map, v_map, p, grid, keep);
+  return make_forward<T, HEAD_DIM, KvSource::contiguous, false>(q_map, k_map, v_map, p, grid, keep);
 }
 
 lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   const lab::Problem& pr = ctx.problem;
-  const bool paged = ctx.variant == "paged";
+  const bool paged = ctx.variant == "paged" || ctx.variant == "paged-pool";
   Params p = make_params(pr, ctx.tensors.o, ctx.tensors.lse);
   const dim3 grid(unsigned(lab::ceil_div(pr.t_q, BLOCK_Q)), unsigned(pr.b * pr.h));
   const CUtensorMap q_map = make_map(pr, ctx.tensors.q, pr.h, pr.t_q, pr.b, BLOCK_Q);
@@ -688,21 +737,14 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
       std::exit(lab::kExitBadInput);
     }
     const int64_t row_bytes = int64_t(pr.h_kv) * pr.d * 2, pool_bytes = int64_t(cache.num_blocks) * page * row_bytes;
-    const int64_t slot_bytes =
-        int64_t(grid.x) * grid.y * 2 * stages * 2 * (BLOCK_KV / rows) * int64_t(sizeof(CUtensorMap));  // 2·STAGES sets
     keep->k_pool = lab::DeviceBuffer(size_t(pool_bytes));
     keep->v_pool = lab::DeviceBuffer(size_t(pool_bytes));
     keep->tables = lab::DeviceBuffer(cache.tables.size() * sizeof(int));
-    keep->map_slots = lab::DeviceBuffer(size_t(slot_bytes));
     keep->k_pool.poison();  // every slot no sequence owns stays NaN (0xFFFF: NaN in fp16 and bf16)
     keep->v_pool.poison();
     CUDA_CHECK(cudaMemcpy(keep->tables.get(), cache.tables.data(), keep->tables.bytes(), cudaMemcpyHostToDevice));
     lab::copy_to_paged_pool(cache, ctx.tensors.k, keep->k_pool.get(), pr.t_kv, row_bytes);
     lab::copy_to_paged_pool(cache, ctx.tensors.v, keep->v_pool.get(), pr.t_kv, row_bytes);
-    // Template maps over one page (D, H_kv, page), box (64, 1, rows): the kernel edits the address
-    // and the row count per page; used as they are only for boxes past the last key (all zeros).
-    k_map = make_map(pr, keep->k_pool.get(), pr.h_kv, page, 0, rows);
-    v_map = make_map(pr, keep->v_pool.get(), pr.h_kv, page, 0, rows);
     p.block_table = keep->tables.as<int>();
     p.table_stride = cache.table_stride;
     p.page_size = page;
@@ -710,11 +752,38 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
     p.k_pool = keep->k_pool.as<uint8_t>();
     p.v_pool = keep->v_pool.as<uint8_t>();
     p.page_bytes = int64_t(page) * row_bytes;
-    p.map_slots = keep->map_slots.as<CUtensorMap>();
-    run.extra_device_bytes = 2 * pool_bytes + int64_t(keep->tables.bytes()) + slot_bytes;
+    int64_t map_bytes = 0;
+    if (ctx.variant == "paged") {
+      // Template maps over one page (D, H_kv, page), box (64, 1, rows): the kernel edits the address
+      // and the row count per page; used as they are only for boxes past the last key (all zeros).
+      k_map = make_map(pr, keep->k_pool.get(), pr.h_kv, page, 0, rows);
+      v_map = make_map(pr, keep->v_pool.get(), pr.h_kv, page, 0, rows);
+      map_bytes = int64_t(grid.x) * grid.y * 2 * stages * 2 * (BLOCK_KV / rows) * int64_t(sizeof(CUtensorMap));
+      keep->map_slots = lab::DeviceBuffer(size_t(map_bytes));  // 2·STAGES sets per block
+      p.map_slots = keep->map_slots.as<CUtensorMap>();
+      run.metrics["map_edits_per_tile"] = 2 * (BLOCK_KV / rows);
+    } else {
+      // One map over the whole pool (D, H_kv, page, blocks), and per sequence the maps of its last
+      // page with only its valid rows (K and V): the rows past the sequence's end read as zeros.
+      k_map = make_map(pr, keep->k_pool.get(), pr.h_kv, page, cache.num_blocks, rows);
+      v_map = make_map(pr, keep->v_pool.get(), pr.h_kv, page, cache.num_blocks, rows);
+      std::vector<CUtensorMap> last_page(size_t(2 * pr.b));
+      for (int b = 0; b < pr.b; ++b) {
+        const int logical = (pr.t_kv - 1) / page, valid = pr.t_kv - logical * page;
+        const int64_t offset = int64_t(cache.tables[size_t(b) * cache.table_stride + logical]) * p.page_bytes;
+        last_page[size_t(2 * b)] = make_map(pr, p.k_pool + offset, pr.h_kv, valid, 0, rows);
+        last_page[size_t(2 * b + 1)] = make_map(pr, p.v_pool + offset, pr.h_kv, valid, 0, rows);
+      }
+      map_bytes = int64_t(last_page.size() * sizeof(CUtensorMap));
+      keep->last_page_maps = lab::DeviceBuffer(size_t(map_bytes));
+      CUDA_CHECK(cudaMemcpy(keep->last_page_maps.get(), last_page.data(), size_t(map_bytes), cudaMemcpyHostToDevice));
+      p.last_page_maps = keep->last_page_maps.as<CUtensorMap>();
+      p.pool_blocks = cache.num_blocks;
+      run.metrics["map_edits_per_tile"] = 0;
+    }
+    run.extra_device_bytes = 2 * pool_bytes + int64_t(keep->tables.bytes()) + map_bytes;
     run.metrics["page_size"] = page;
     run.metrics["box_rows"] = rows;
-    run.metrics["map_edits_per_tile"] = 2 * (BLOCK_KV / rows);
     run.metrics["pool_blocks"] = cache.num_blocks;
   }
   const bool f16 = pr.dtype == lab::DType::f16;
@@ -787,7 +856,7 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
     run.failure = bad;
     return run;
   }
-  const bool paged = opt.variant == "paged";
+  const bool paged = opt.variant == "paged" || opt.variant == "paged-pool";  // the same pool, read alike
   const int d = pr.d;
   const float scale_log2 = pr.softmax_scale() * kLog2e;
   const int64_t row_elems = int64_t(pr.h_kv) * d;
@@ -881,10 +950,10 @@ int main(int argc, char** argv) {
   lab::Section s;
   s.name = "08_tma_skeleton";
   s.title = "Hopper: TMA, mbarrier ring, warp-specialised producer/consumer warpgroups, wgmma (§12.9.2, §12.12)";
-  s.variants = {"ws", "paged", "ws-overlap"};
+  s.variants = {"ws", "paged", "ws-overlap", "paged-pool"};
   s.dtypes = {lab::DType::bf16, lab::DType::f16};
   s.needs_sm90a = true;
-  s.paged = true;  // --page-size applies (to --variant paged)
+  s.paged = true;  // --page-size applies (to --variant paged and paged-pool)
   s.default_problem.dtype = lab::DType::bf16;
   s.default_problem.b = 1;
   s.default_problem.h = 8;
@@ -893,12 +962,12 @@ int main(int argc, char** argv) {
   s.default_problem.d = 128;
   s.validate = [](const lab::Problem& p, const lab::Options& o) -> std::string {
     if (int64_t(p.b) * p.h > 65535) return "B*H must be <= 65535 (one grid dimension per head)";
-    if (o.variant != "paged" && p.page_size != 0)
-      return "--page-size applies to --variant paged (" + o.variant + " reads the contiguous K/V cache)";
+    if (o.variant != "paged" && o.variant != "paged-pool" && p.page_size != 0)
+      return "--page-size applies to --variant paged and paged-pool (" + o.variant + " reads the contiguous K/V cache)";
     return "";
   };
   s.workspace_bytes = [](const lab::Problem& p, const std::string& variant) -> int64_t {
-    if (variant != "paged") return 0;
+    if (variant != "paged" && variant != "paged-pool") return 0;
     const int page = page_size_of(p);
     const int64_t blocks = int64_t(p.b) * lab::ceil_div(p.t_kv, page);
     const int64_t pool = 2 * (blocks + std::max<int64_t>(1, blocks / 8)) * page * p.h_kv * p.d * 2;

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""paged_tma_matches_ws.py BIN_DIR [--cpu]: section 08's `paged` variant (K/V read from a shuffled,
-NaN-filled page pool through device-edited tensor maps) must give exactly `ws`'s outputs on the
-same logical cache: the same tiles land in shared memory (rows past T_kv zero in both), and the
-consumers run the same code on them. So must `ws-overlap` (the same operations on O, reordered in
-time only). Runs ws once per shape with --dump, then ws-overlap, then paged on the same seed for
-several page sizes and shuffles, and compares O and LSE byte for byte. Exit 0 when all match, 1
-otherwise, 77 when the programs cannot run here (no Hopper GPU), 2 on a usage error."""
+"""paged_tma_matches_ws.py BIN_DIR [--cpu]: section 08's paged variants must give exactly `ws`'s
+outputs on the same logical cache: `paged` (K/V read from a shuffled, NaN-filled page pool through
+tensor maps edited on the device) and `paged-pool` (the same pool through one map over all of it).
+The same tiles land in shared memory (rows past T_kv zero in all three), and the consumers run the
+same code on them. So must `ws-overlap` (the same operations on O, reordered in time only). Runs ws
+once per shape with --dump, then ws-overlap, then both paged variants on the same seed for several
+page sizes and shuffles, and compares O and LSE byte for byte. Exit 0 when all match, 1 otherwise,
+77 when the programs cannot run here (no Hopper GPU), 2 on a usage error."""
 import sys
 import tempfile
 from pathlib import Path
@@ -33,7 +34,8 @@ with tempfile.TemporaryDirectory() as tmp:
             ref = Path(tmp) / f"ws_{n}_{seed}"
             if not check.reference([bin_dir / "08_tma_skeleton", "--variant", "ws", *common], ref):
                 continue
-            for variant, more in [("ws-overlap", [])] + [("paged", ["--page-size", page]) for page in PAGES]:
+            paged = [(v, ["--page-size", page]) for page in PAGES for v in ("paged", "paged-pool")]
+            for variant, more in [("ws-overlap", [])] + paged:
                 check.candidate(f"shape {n} seed {seed} {variant} {' '.join(more)}".rstrip(),
                                 [bin_dir / "08_tma_skeleton", "--variant", variant, *common, *more],
                                 Path(tmp) / f"{variant}_{n}_{seed}_{'_'.join(more)}", ref, "ws")
