@@ -168,11 +168,13 @@ def write_class_summary(reports, path):
 class Grader:
     """Holds what every submission shares: the repository, the reference build, the run helper."""
 
-    def __init__(self, root, ref_build, run_limited, make_stub, load_cases, expand_cases, cmake_env, say, jobs=1):
+    def __init__(self, root, ref_build, run_limited, make_stub, load_cases, expand_cases, cmake_env, say, jobs=1,
+                 devices=(None,), on_device=lambda cmd, device: cmd):
         self.root, self.ref_build = Path(root), Path(ref_build)
         self.run_limited, self.make_stub, self.load_cases = run_limited, make_stub, load_cases
         self.expand_cases, self.cmake_env, self.say = expand_cases, cmake_env, say
         self.jobs = max(1, jobs)  # case runs at once (the timing runs stay one at a time)
+        self.devices, self.on_device = list(devices), on_device  # case n runs on devices[n % len]
 
     def build_submission(self, labs_dir, build_dir, sections):
         """Configures a build of only the submitted labs; returns {section: (ok, log)}."""
@@ -203,7 +205,7 @@ class Grader:
         rec = workdir / f"record-{n}.json"  # one per run: several may run at once
         rec.unlink(missing_ok=True)
         cmd = [exe, "--variant", variant, "--iters", "0", "--json", rec] + args
-        code, out, secs = self.run_limited(cmd, timeout)
+        code, out, secs = self.run_limited(self.on_device(cmd, self.devices[n % len(self.devices)]), timeout)
         record_ok = False
         if rec.exists():
             try:
@@ -218,7 +220,8 @@ class Grader:
     def median_ms(self, exe, variant, args, timeout, workdir):
         rec = workdir / "perf.json"
         rec.unlink(missing_ok=True)
-        code, out, _ = self.run_limited([exe, "--variant", variant, "--quiet", "--check", "sample", "--json", rec] + args, timeout)
+        cmd = [exe, "--variant", variant, "--quiet", "--check", "sample", "--json", rec] + args
+        code, out, _ = self.run_limited(self.on_device(cmd, self.devices[0]), timeout)  # alone on its GPU
         if code != 0 or not rec.exists():
             return None
         try:

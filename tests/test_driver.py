@@ -68,6 +68,35 @@ class ParallelCheck(unittest.TestCase):
         self.assertEqual(verdicts[1], [("t1", False), ("t2", True), ("t3", False), ("t4", True)])
         self.assertEqual(verdicts[4], verdicts[1])
 
+    def test_gpus_spread_the_runs_over_the_visible_devices(self):
+        import argparse
+        import os
+        with tempfile.TemporaryDirectory() as tmp:
+            fake = Path(tmp) / "fake_section"  # writes the device it was given to dev<T>
+            fake.write_text("#!/usr/bin/env python3\nimport os, sys\nt = sys.argv[sys.argv.index('--t') + 1]\n"
+                            f"open('{tmp}/dev' + t, 'w').write(os.environ.get('CUDA_VISIBLE_DEVICES', 'unset'))\n")
+            fake.chmod(0o755)
+            data = {"section": "99_fake", "variants": ["v"],
+                    "cases": [{"name": f"t{t}", "args": ["--t", str(t)]} for t in range(1, 5)]}
+            saved = (lab.load_cases, lab.binary, lab.gpu_available, os.environ.get("CUDA_VISIBLE_DEVICES"))
+            lab.load_cases = lambda section, extra=None: data
+            lab.binary = lambda section, solution: fake
+            lab.gpu_available = lambda section, solution, timeout: (True, "")
+            os.environ["CUDA_VISIBLE_DEVICES"] = "3,5,7"
+            try:
+                a = argparse.Namespace(cases=None, solution=True, cpu=False, require_gpu=True, no_bugs=True,
+                                       expect_fail=False, timeout=30, verbose=False, jobs=4, gpus=2)
+                self.assertTrue(all(r["ok"] for r in lab.check_section("99_fake", a)))
+                devices = [(Path(tmp) / f"dev{t}").read_text() for t in range(1, 5)]
+            finally:
+                lab.load_cases, lab.binary, lab.gpu_available = saved[:3]
+                if saved[3] is None:
+                    del os.environ["CUDA_VISIBLE_DEVICES"]
+                else:
+                    os.environ["CUDA_VISIBLE_DEVICES"] = saved[3]
+        self.assertEqual(devices, ["3", "5", "3", "5"])  # the first two of the visible ones, in turn
+        self.assertEqual(lab.gpu_devices(1), [None])      # one GPU: the environment is left alone
+
 
 class Cases(unittest.TestCase):
     data = {"section": "01_naive", "variants": ["kernels", "cublas"],
