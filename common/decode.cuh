@@ -347,10 +347,8 @@ inline Plan make_plan(const lab::Problem& pr, const std::string& variant, int sm
   pl.group = pr.h / pr.h_kv;
   pl.head_chunks = lab::ceil_div(pl.group, ROWS);
   pl.rows = pr.b * pr.t_q * pr.h_kv * pl.head_chunks;
-  const int min_blocks = pr.d == 128 ? Tiles<128>::MIN_BLOCKS : Tiles<64>::MIN_BLOCKS;
-  if (variant == "split")
-    pl.split = lab::plan_splits(pl.rows, pr.t_kv, BLOCK_N, sms * min_blocks, MIN_TILES_PER_SPLIT, MAX_SPLITS,
-                                forced_splits);
+  if (variant == "split")  // one wave, one block per SM (the measurement behind it: lab::plan_splits)
+    pl.split = lab::plan_splits(pl.rows, pr.t_kv, BLOCK_N, sms, MIN_TILES_PER_SPLIT, MAX_SPLITS, forced_splits);
   else
     pl.split = {1, lab::ceil_div(pr.t_kv, BLOCK_N) * BLOCK_N};
   return pl;

@@ -48,14 +48,15 @@ struct SplitPlan {
   int keys_per_split = 0;
 };
 
-// FlashAttention's wave heuristic. `rows` = blocks the launch has without splitting (one per
-// sequence, query row and K/V head group), `slots` = blocks the GPU runs at once (SMs x blocks
-// per SM). A launch of n blocks runs in ceil(n / slots) waves, the last one maybe partly empty;
-// its efficiency is (n / slots) / ceil(n / slots). Pick the fewest splits whose efficiency is at
-// least 85% of the best reachable, with at least `min_tiles` key tiles per split (the per-block
-// start-up and the merge are not free) and at most `max_splits`. A launch that already fills
-// 80% of the slots is not split. forced > 0 overrides the choice (clamped to the tiles and to
-// max_splits).
+// How many splits. `rows` = blocks the launch has without splitting (one per sequence, query row
+// and K/V head group), `slots` = SMs. Split so that the launch is one wave of at most one block
+// per SM: as many splits as fit (slots / rows), with at least `min_tiles` key tiles each and at most
+// `max_splits`. A launch that already fills 80% of the SMs is not split. Measured on the H200
+// (`scripts/lab bench 05 --tag split-count`, kv_len 32k and 128k, B = 1 and 8): one block per SM
+// beat two or more per SM every time, by up to 1.2x at B = 1 (FlashAttention's rule, the fewest
+// splits filling 85% of a wave of *resident* blocks, gave 29 splits at B = 1 and ran slower), so
+// the extra blocks buy nothing once every SM streams and each adds a partial state to merge.
+// forced > 0 overrides the choice (clamped to the tiles and to max_splits).
 inline SplitPlan plan_splits(int rows, int t_kv, int tile, int slots, int min_tiles, int max_splits,
                              int forced = 0) {
   const int tiles = ceil_div(imax(t_kv, 1), tile);
@@ -64,14 +65,7 @@ inline SplitPlan plan_splits(int rows, int t_kv, int tile, int slots, int min_ti
     splits = imin(imin(forced, tiles), imax(max_splits, 1));
   } else if (rows < 0.8 * slots) {
     const int most = imax(1, imin(max_splits, tiles / imax(min_tiles, 1)));
-    auto efficiency = [&](int s) {
-      const double waves = double(rows) * s / slots;
-      return waves / std::ceil(waves);
-    };
-    double best = 0;
-    for (int s = 1; s <= most; ++s) best = efficiency(s) > best ? efficiency(s) : best;
-    for (int s = 1; s <= most; ++s)
-      if (efficiency(s) >= 0.85 * best) { splits = s; break; }
+    splits = imax(1, imin(slots / imax(rows, 1), most));
   }
   // Whole tiles per split; rounding may leave fewer splits than asked for.
   const int tiles_per_split = ceil_div(tiles, splits);

@@ -235,28 +235,24 @@ __device__ __forceinline__ void load_kv_tile(const CUtensorMap& map, const Param
         tma_load_4d(dst + c * TL::KV_BOX_BYTES, &map, c * BOX_COLS, kv_head, tile * BLOCK_KV, b, bar);
   } else if constexpr (KV == KvSource::pool_map) {
     const int rows = p.box_rows, boxes = BLOCK_KV / rows;
-    // The physical blocks of the tile's boxes, read from the table by the warp at once (lane j:
-    // box j), so that the copies wait for one global load, not one per box.
-    const int lane = threadIdx.x % 32, lane_key = tile * BLOCK_KV + lane * rows;
-    const int lane_block = lane < boxes && lane_key < p.t_kv
-                               ? p.block_table[int64_t(b) * p.table_stride + lane_key / p.page_size]
-                               : p.pool_blocks;  // past the last key: outside the pool, zeros
-    for (int j = 0; j < boxes; ++j) {
-      const int block = __shfl_sync(0xffffffffu, lane_block, j);
-      const int key0 = tile * BLOCK_KV + j * rows, row = key0 % p.page_size;
-      const uint32_t box_dst = dst + uint32_t(j * rows * ROW_BYTES);
-      if (!leader) continue;
-      if (key0 + rows > p.t_kv && key0 < p.t_kv) {  // the box of the last key: its page's map
-        const CUtensorMap* last_page = p.last_page_maps + 2 * b + which;
+    if (leader)
+      for (int j = 0; j < boxes; ++j) {
+        const int key0 = tile * BLOCK_KV + j * rows;
+        const uint32_t box_dst = dst + uint32_t(j * rows * ROW_BYTES);
+        const int row = key0 % p.page_size;
+        if (key0 + rows > p.t_kv && key0 < p.t_kv) {  // the box of the last key: its page's map
+          const CUtensorMap* last_page = p.last_page_maps + 2 * b + which;
 #pragma unroll
-        for (int c = 0; c < TL::COL_BOXES; ++c)
-          tma_load_3d(box_dst + c * TL::KV_BOX_BYTES, last_page, c * BOX_COLS, kv_head, row, bar);
-      } else {
+          for (int c = 0; c < TL::COL_BOXES; ++c)
+            tma_load_3d(box_dst + c * TL::KV_BOX_BYTES, last_page, c * BOX_COLS, kv_head, row, bar);
+        } else {
+          const int block =
+              key0 < p.t_kv ? p.block_table[int64_t(b) * p.table_stride + key0 / p.page_size] : p.pool_blocks;
 #pragma unroll
-        for (int c = 0; c < TL::COL_BOXES; ++c)
-          tma_load_4d(box_dst + c * TL::KV_BOX_BYTES, &map, c * BOX_COLS, kv_head, row, block, bar);
+          for (int c = 0; c < TL::COL_BOXES; ++c)
+            tma_load_4d(box_dst + c * TL::KV_BOX_BYTES, &map, c * BOX_COLS, kv_head, row, block, bar);
+        }
       }
-    }
   } else {
     const int rows = p.box_rows, boxes = BLOCK_KV / rows;
     const CUtensorMap* slots = map_slots<HEAD_DIM>(p, which, tile);

@@ -40,17 +40,23 @@ TEST_CASE("split_keys cuts the visible keys into disjoint fixed-size splits", "[
   CHECK(split_keys({0, 1}, 3, 64).empty());
 }
 
-TEST_CASE("plan_splits: the wave heuristic on the benchmark shapes", "[kv_cache]") {
-  const int slots = 132 * 2;  // H200, two 96 KB blocks per SM (D = 128)
-  // B = 8, H_kv = 8: 64 blocks. 4 splits = 256 blocks = 0.97 of one wave, the fewest above 85%.
+TEST_CASE("plan_splits: one wave, one block per SM, on the benchmark shapes", "[kv_cache]") {
+  const int slots = 132;  // H200 SMs
+  // B = 8, H_kv = 8: 64 blocks. 2 splits = 128 blocks: one per SM (3 would be 192: a second block on 60 SMs).
   SplitPlan p = plan_splits(64, 32768, 64, slots, 2, 128);
-  CHECK(p.num_splits == 4);
-  CHECK(p.keys_per_split == 8192);
-  // B = 1: 8 blocks. 29 splits = 232 blocks = 0.88 of a wave (28: 224 / 264 = 0.848, under 85%).
+  CHECK(p.num_splits == 2);
+  CHECK(p.keys_per_split == 16384);
+  // B = 1: 8 blocks. 16 splits = 128 blocks (17 would be 136 > 132 SMs).
   p = plan_splits(8, 32768, 64, slots, 2, 128);
-  CHECK(p.num_splits == 29);
-  CHECK(p.keys_per_split == 18 * 64);  // ceil(512 tiles / 29) = 18 tiles
+  CHECK(p.num_splits == 16);
+  CHECK(p.keys_per_split == 32 * 64);  // 512 tiles / 16
   CHECK(int64_t(p.num_splits) * p.keys_per_split >= 32768);
+  p = plan_splits(8, 32768 + 64, 64, slots, 2, 128);  // 513 tiles: 33 per split, still 16 splits
+  CHECK(p.num_splits == 16);
+  CHECK(int64_t(p.num_splits) * p.keys_per_split >= 32768 + 64);
+  // 80% of the SMs (106 of 132 blocks) already: not split; 60 blocks: 2 splits (120 blocks).
+  CHECK(plan_splits(106, 32768, 64, slots, 2, 128).num_splits == 1);
+  CHECK(plan_splits(60, 32768, 64, slots, 2, 128).num_splits == 2);
   // A launch that already fills the GPU is not split.
   CHECK(plan_splits(1024, 32768, 64, slots, 2, 128).num_splits == 1);
   // Short caches: at least 2 tiles per split (1000 keys = 16 tiles: at most 8 splits).
