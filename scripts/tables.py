@@ -78,6 +78,11 @@ def problem_key(r):
             tuple(p["kv_len"]) if p.get("kv_len") else None)
 
 
+def sort_order(r):
+    """problem_key(r) made sortable: None (no window, equal lengths) after any value."""
+    return tuple((1, 0) if x is None else (0, x) for x in problem_key(r))
+
+
 def key_to_json(key):
     return [list(k) if isinstance(k, tuple) else k for k in key]
 
@@ -195,6 +200,8 @@ COMPARISONS = [
     ("08 ws-overlap vs 04 mma", ("08_tma_skeleton", "ws-overlap", None), ("04_fp16", "mma"), 1.0),
     ("08 paged (page >= 64) vs 08 ws", ("08_tma_skeleton", "paged", lambda page: (page or 0) >= 64),
      ("08_tma_skeleton", "ws"), 0.9),
+    ("08 paged-pool (page >= 64) vs 08 ws", ("08_tma_skeleton", "paged-pool", lambda page: (page or 0) >= 64),
+     ("08_tma_skeleton", "ws"), 0.9),
 ]
 
 
@@ -204,7 +211,7 @@ def comparison_table(records):
     timed = [r for r in records if r["build"] == "solution" and r["timing"].get("median_ms")]
     rows = []
     for label, (sec, var, page_ok), (ref_sec, ref_var), target in COMPARISONS:
-        for r in sorted((r for r in timed if r["section"] == sec and r["variant"] == var), key=problem_key):
+        for r in sorted((r for r in timed if r["section"] == sec and r["variant"] == var), key=sort_order):
             if page_ok and not page_ok(r["problem"].get("page_size")):
                 continue
             ref = [o for o in timed if o["section"] == ref_sec and o["variant"] == ref_var and problem_key(o) == problem_key(r)]

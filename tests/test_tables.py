@@ -44,15 +44,22 @@ class Tables(unittest.TestCase):
         self.assertEqual(len(by_section["01_naive"]), 3)
 
     def test_kernel_against_kernel_targets(self):
-        def rec(section, variant, ms, page=None, sha="abc"):
+        def rec(section, variant, ms, page=None, sha="abc", kv_len=None):
             return {"section": section, "variant": variant, "build": "solution", "git_sha": sha,
                     "problem": {"b": 8, "h": 32, "h_kv": 8, "t_q": 1, "t_kv": 4096, "d": 128, "dtype": "fp16",
-                                "causal": False, "page_size": page},
+                                "causal": False, "page_size": page, "kv_len": kv_len},
                     "check": {"passed": True}, "timing": {"median_ms": ms}, "metrics": {"tflops": 1.0}}
+        mixed = [4096, 100, 2000, 7, 4096, 1, 3000, 50]
         records = [rec("05_decode", "split", 0.100), rec("06_paged", "split", 0.104, page=16),
                    rec("06_paged", "split", 0.090, page=32),  # not the target's page size: no row
-                   rec("08_tma_skeleton", "ws", 2.0), rec("08_tma_skeleton", "paged", 2.5, page=64)]
+                   rec("05_decode", "split", 0.050, kv_len=mixed),  # a mixed batch sorts beside equal lengths
+                   rec("06_paged", "split", 0.100, page=16, kv_len=mixed),
+                   rec("08_tma_skeleton", "ws", 2.0), rec("08_tma_skeleton", "paged", 2.5, page=64),
+                   rec("08_tma_skeleton", "paged-pool", 2.1, page=64)]
         text = tables.comparison_table(records)
+        self.assertIn("mixed kv_len (mean 1669) page=16 | 0.1 | 0.05 | 0.50× | ≥ 0.95× | **no** |", text)
+        self.assertIn("| 08 paged-pool (page >= 64) vs 08 ws | B=8 H=32/8 T_q=1 T_kv=4096 D=128 fp16 page=64 | 2.1 | 2 | "
+                      "0.95× | ≥ 0.90× | yes |", text)
         # 0.100 / 0.104 = 0.96 >= 0.95: met; ws / paged = 2.0 / 2.5 = 0.80 < 0.9: not met
         self.assertIn("| 06 paged (page 16) vs 05, same logical cache | B=8 H=32/8 T_q=1 T_kv=4096 D=128 fp16 page=16 | "
                       "0.104 | 0.1 | 0.96× | ≥ 0.95× | yes |", text)
