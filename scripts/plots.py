@@ -57,13 +57,13 @@ def prefill_ladder(records, folder, plt):
             return None
         if p["dtype"] not in ("fp32", "bf16") or (r["build"] == "baseline" and not r["variant"].startswith("sdpa")):
             return None
-        tag = f"{r['section']} {r['variant']} {p['dtype']}"
+        tag = f"{r['section']} {r['variant']} {p['dtype']}" + (f" page={p['page_size']}" if p.get("page_size") else "")
         return tag + (" (baseline)" if r["build"] == "baseline" else "")
     s = _series(records, pick, lambda r: r["problem"]["t_q"], lambda r: r["metrics"].get("tflops"))
     if not s:
         return None
     path = Path(folder) / "prefill_tflops.png"
-    _draw(plt, s, "Prefill: TFLOP/s vs sequence length (non-causal)", "T", "TFLOP/s", path, logy=True)
+    _draw(plt, s, "Prefill: TFLOP/s vs sequence length (non-causal, D = 64)", "T", "TFLOP/s", path, logy=True)
     return path
 
 
@@ -158,7 +158,7 @@ def roof(peak_tflops, bw_tbs, lo=0.1, hi=1e4):
 
 
 def roofline(records, folder, plt, ceilings):
-    """Each kernel at (FLOP per modelled HBM byte, TFLOP/s) under the same run's two ceilings."""
+    """Each kernel at (FLOP per modelled HBM byte, TFLOP/s) under the GPU's two measured ceilings."""
     pts = {}
     for r in records:
         m = r["metrics"]
@@ -179,7 +179,7 @@ def roofline(records, folder, plt, ceilings):
     ax.set_yscale("log")
     ax.set_xlabel("FLOP per modelled HBM byte")
     ax.set_ylabel("TFLOP/s")
-    ax.set_title("Roofline (ceilings measured in the same run)")
+    ax.set_title("Roofline (ceilings measured on this GPU: ceilings.json)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()

@@ -228,7 +228,7 @@ def comparison_table(records):
 
 
 def load_side_files(folder):
-    """ceilings.json (the same run's copy and GEMM rates) and ncu.json (measured DRAM bytes), if present."""
+    """ceilings.json (the GPU's measured copy and GEMM rates) and ncu.json (measured DRAM bytes), if present."""
     ceilings, ncu = None, {}
     c = Path(folder) / "ceilings.json"
     if c.exists():
@@ -273,7 +273,8 @@ def render(folder):
            "section's byte model (not a measurement) by the median time.", ""]
     ceilings, ncu = load_side_files(folder)
     if ceilings:
-        out += [f"Ceilings measured in the same run: device-to-device copy {ceilings['copy_gbps']:.0f} GB/s (read + write), "
+        when = f" (commit {ceilings.get('git_sha', '?')}, {ceilings.get('time_utc', '?')})"
+        out += [f"Ceilings measured on this GPU by `bench --ceilings`{when}: device-to-device copy {ceilings['copy_gbps']:.0f} GB/s (read + write), "
                 f"fp32 GEMM (no TF32) {ceilings['fp32_gemm_tflops']:.1f} TFLOP/s, bf16 GEMM {ceilings['bf16_gemm_tflops']:.0f} TFLOP/s. "
                 "\"% of ceiling\" is against the GEMM rate of the section's precision, or the copy rate for decode.", ""]
     for section in sorted(by_section):
