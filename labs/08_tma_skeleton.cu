@@ -761,9 +761,10 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
       // page with only its valid rows (K and V): the rows past the sequence's end read as zeros.
       k_map = make_map(pr, keep->k_pool.get(), pr.h_kv, page, cache.num_blocks, rows);
       v_map = make_map(pr, keep->v_pool.get(), pr.h_kv, page, cache.num_blocks, rows);
+      // Every sequence has T_kv keys here: the same last logical page and valid rows, its own block.
+      const int logical = (pr.t_kv - 1) / page, valid = pr.t_kv - logical * page;
       std::vector<CUtensorMap> last_page(size_t(2 * pr.b));
       for (int b = 0; b < pr.b; ++b) {
-        const int logical = (pr.t_kv - 1) / page, valid = pr.t_kv - logical * page;
         const int64_t offset = int64_t(cache.tables[size_t(b) * cache.table_stride + logical]) * p.page_bytes;
         last_page[size_t(2 * b)] = make_map(pr, p.k_pool + offset, pr.h_kv, valid, 0, rows);
         last_page[size_t(2 * b + 1)] = make_map(pr, p.v_pool + offset, pr.h_kv, valid, 0, rows);
