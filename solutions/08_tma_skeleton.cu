@@ -24,6 +24,9 @@
 //   - The online softmax, the causal mask (bottom-right aligned) and the deferred 1/l are 04's,
 //     on the wgmma accumulator layout (warp w of a warpgroup holds rows 16w + g and 16w + g + 8).
 //     Causal: K/V tiles past the diagonal are never loaded; the heaviest Q tiles launch first.
+// `ws --window W` (with --causal): section 07's sliding window on this kernel. A block loads only
+// the K/V tiles its rows' windows meet (kv_tile_span: fill n is tile first_tile + n), a warpgroup
+// computes only the tiles its own rows see, and the mask also cuts at each row's window start.
 // Variant `ws-overlap`: `ws` plus FlashAttention-3's intra-warpgroup overlap: each consumer issues
 // S for tile n before O += P V of tile n - 1, and runs the softmax of tile n while that PV is on
 // the tensor core (same arithmetic, same results; one more S in flight per thread).
@@ -125,12 +128,27 @@ LAB_HD RingSlot ring_slot(int n, int stages) {
   // END EXERCISE
 }
 
+// The K/V tiles [first, end) that query rows [q_begin, q_end) see: up to the diagonal under
+// causal, from the first row's window start with a window (section 07's skip, on tile indices).
+struct TileSpan {
+  int first, end;
+  LAB_HD int count() const { return end - first; }
+  LAB_HD bool has(int tile) const { return tile >= first && tile < end; }
+};
+
+LAB_HD TileSpan kv_tile_span(int q_begin, int q_end, int t_q, int t_kv, bool causal, int window) {
+  if (q_begin >= t_q) return {0, 0};
+  const lab::KeyRange keys = lab::visible_keys_of_rows(q_begin, lab::imin(q_end, t_q), t_q, t_kv, causal, window);
+  return keys.empty() ? TileSpan{0, 0} : TileSpan{keys.begin / BLOCK_KV, lab::ceil_div(keys.end, BLOCK_KV)};
+}
+
 // ---------------------------------------------------------------------------------------------
 struct Params {
   void* o;     // [B, T_q, H, D]
   float* lse;  // [B, H, T_q]
   int t_q, t_kv, h, h_kv;
   bool causal;
+  int window;        // sliding window W (ws only), 0: none
   float scale;       // 1/sqrt(D)
   float scale_log2;  // scale · log2(e): exp(scale·x) = exp2(scale_log2·x)
   // Variant paged (the maps are then over one page: (D, H_kv, page_size)).
@@ -272,7 +290,7 @@ __device__ __forceinline__ void load_kv_tile(const CUtensorMap& map, const Param
 template <class T, int HEAD_DIM, KvSource KV>
 __device__ __forceinline__ void producer(const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map,
                                          const Params& p, const Smem<HEAD_DIM>& sm, int b, int head, int kv_head,
-                                         int q0, int n_tiles) {
+                                         int q0, int first_tile, int n_tiles) {
   using TL = Tiles<HEAD_DIM>;
   constexpr int STAGES = TL::STAGES;
   const int lane = threadIdx.x % 32;
@@ -300,7 +318,8 @@ __device__ __forceinline__ void producer(const CUtensorMap& q_map, const CUtenso
     for (int c = 0; c < TL::COL_BOXES; ++c)
       tma_load_4d(sm.q() + c * TL::Q_BOX_BYTES, &q_map, c * BOX_COLS, head, q0, b, sm.q_full());
   }
-  // BEGIN EXERCISE producer-loop: fill the ring with K/V tiles 0 .. n_tiles-1, in order.
+  // BEGIN EXERCISE producer-loop: fill the ring with the block's n_tiles K/V tiles, in order: fill n
+  //   is tile first_tile + n (first_tile is 0 unless a sliding window skips the tiles before it).
   //   For fill n (ring_slot(n, STAGES) gives its stage and parity), lane 0 (`leader`):
   //   1. producer_acquire: waits until the consumers have released this slot's previous fill:
   //      mbar_wait(sm.empty(stage), parity ^ 1). (The first pass waits for parity 1, which a fresh
@@ -308,20 +327,20 @@ __device__ __forceinline__ void producer(const CUtensorMap& q_map, const CUtenso
   //   2. mbar_arrive_expect_tx(sm.k_full(stage), TL::KV_TILE_BYTES): the producer's one arrival
   //      on k_full, and the bytes the phase must also wait for (the whole tile, zero-filled rows
   //      included: TMA always completes the full box).
-  //   3. the whole warp calls load_kv_tile<HEAD_DIM, KV>(k_map, p, sm, 0, stage, n, b, kv_head,
-  //      sm.k_full(stage)) (it issues the TMA copies, from lane 0).
+  //   3. the whole warp calls load_kv_tile<HEAD_DIM, KV>(k_map, p, sm, 0, stage, first_tile + n, b,
+  //      kv_head, sm.k_full(stage)) (it issues the TMA copies, from lane 0).
   //   Then the same for V: expect the bytes on sm.v_full(stage), load_kv_tile(v_map, ..., 1, ...).
   //   K first: the consumers start S = Q Kᵀ while V is still in flight.
-  // STUB: (void)leader; (void)k_map; (void)v_map; (void)kv_head; (void)STAGES;
+  // STUB: (void)leader; (void)k_map; (void)v_map; (void)kv_head; (void)STAGES; (void)first_tile;
   for (int n = 0; n < n_tiles; ++n) {
     const RingSlot slot = ring_slot(n, STAGES);
     if (leader) {
       mbar_wait(sm.empty(slot.stage), slot.parity ^ 1u);
       mbar_arrive_expect_tx(sm.k_full(slot.stage), TL::KV_TILE_BYTES);
     }
-    load_kv_tile<HEAD_DIM, KV>(k_map, p, sm, 0, slot.stage, n, b, kv_head, sm.k_full(slot.stage));
+    load_kv_tile<HEAD_DIM, KV>(k_map, p, sm, 0, slot.stage, first_tile + n, b, kv_head, sm.k_full(slot.stage));
     if (leader) mbar_arrive_expect_tx(sm.v_full(slot.stage), TL::KV_TILE_BYTES);
-    load_kv_tile<HEAD_DIM, KV>(v_map, p, sm, 1, slot.stage, n, b, kv_head, sm.v_full(slot.stage));
+    load_kv_tile<HEAD_DIM, KV>(v_map, p, sm, 1, slot.stage, first_tile + n, b, kv_head, sm.v_full(slot.stage));
   }
   // END EXERCISE
 }
@@ -384,20 +403,22 @@ struct ConsumerTile {
       wgmma_rs_mn<T, HEAD_DIM>(o_acc, p_frag[kk],
                                desc_mn_major_sw128(v_slot + uint32_t(kk * 16 * ROW_BYTES), TL::KV_BOX_BYTES));
   }
-  // Mask (the diagonal tile, the ragged end of K/V): key kv0 + 8j + 2t + (e & 1) of row row_g
-  // (e < 2) or row_g + 8 is invisible past that row's visible_keys().end. Only tiles reaching past
-  // warp_keys_end (what the warp's first row sees) need it.
-  __device__ __forceinline__ void mask(const Params& p, int kv0, int row_g, int warp_keys_end, int t) {
-    if (kv0 + BLOCK_KV > warp_keys_end) mask_all(p, kv0, row_g, t);
+  // Mask (the diagonal tile, the ragged end of K/V, a window's start): key kv0 + 8j + 2t + (e & 1)
+  // of row row_g (e < 2) or row_g + 8 is invisible outside that row's visible_keys(). Only tiles
+  // reaching past warp_keys_end (what the warp's first row sees) or starting before
+  // warp_keys_begin (where its last row's window starts) need it.
+  __device__ __forceinline__ void mask(const Params& p, int kv0, int row_g, int warp_keys_begin, int warp_keys_end,
+                                       int t) {
+    if (kv0 + BLOCK_KV > warp_keys_end || kv0 < warp_keys_begin) mask_all(p, kv0, row_g, t);
   }
   __device__ __forceinline__ void mask_all(const Params& p, int kv0, int row_g, int t) {
-    const int keys_end[2] = {lab::visible_keys(row_g, p.t_q, p.t_kv, p.causal, 0).end,
-                             lab::visible_keys(row_g + 8, p.t_q, p.t_kv, p.causal, 0).end};
+    const lab::KeyRange keys[2] = {lab::visible_keys(row_g, p.t_q, p.t_kv, p.causal, p.window),
+                                   lab::visible_keys(row_g + 8, p.t_q, p.t_kv, p.causal, p.window)};
 #pragma unroll
     for (int j = 0; j < BLOCK_KV / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        if (kv0 + 8 * j + 2 * t + (e & 1) >= keys_end[e >> 1]) s[4 * j + e] = -INFINITY;
+        if (!keys[e >> 1].contains(kv0 + 8 * j + 2 * t + (e & 1))) s[4 * j + e] = -INFINITY;
   }
   // Online softmax of rows row_g (r = 0) and row_g + 8 (r = 1), as in 04 (the 4 lanes of a quad
   // hold a row's 128 columns between them): new max, alpha = exp2((m_old - m_new)·scale_log2),
@@ -449,19 +470,19 @@ struct ConsumerTile {
 
 template <class T, int HEAD_DIM, bool OVERLAP>
 __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEAD_DIM>& sm, int b, int head, int q0,
-                                         int n_tiles) {
+                                         int first_tile, int n_tiles) {
   using TL = Tiles<HEAD_DIM>;
   constexpr int STAGES = TL::STAGES;
   const int tid = threadIdx.x % WG_THREADS, warp = tid / 32, lane = tid % 32;
   const int t = lane % 4;
   const int wg_q0 = q0 + wg * WG_ROWS;            // this warpgroup's first query row
   const int row_g = wg_q0 + 16 * warp + lane / 4;  // this thread's rows: row_g and row_g + 8
-  // The tiles this warpgroup needs are a prefix 0 .. wg_tiles-1 of the block's (its rows see no
-  // further under causal); on the rest it only waits and releases.
-  const lab::KeyRange wg_keys =
-      lab::visible_keys_of_rows(wg_q0, lab::imin(wg_q0 + WG_ROWS, p.t_q), p.t_q, p.t_kv, p.causal, 0);
-  const int wg_tiles = wg_q0 >= p.t_q || wg_keys.empty() ? 0 : lab::ceil_div(wg_keys.end, BLOCK_KV);
-  const int warp_keys_end = lab::visible_keys(wg_q0 + 16 * warp, p.t_q, p.t_kv, p.causal, 0).end;
+  // The tiles this warpgroup needs are a part of the block's (its rows see no further under causal,
+  // and with a window its rows' windows may start later); on the others it only waits and releases.
+  const TileSpan wg_span = kv_tile_span(wg_q0, wg_q0 + WG_ROWS, p.t_q, p.t_kv, p.causal, p.window);
+  const int warp_keys_end = lab::visible_keys(wg_q0 + 16 * warp, p.t_q, p.t_kv, p.causal, p.window).end;
+  const int warp_last_row = lab::imin(wg_q0 + 16 * warp + 15, p.t_q - 1);
+  const int warp_keys_begin = lab::visible_keys(warp_last_row, p.t_q, p.t_kv, p.causal, p.window).begin;
   const uint32_t q_rows = sm.q() + uint32_t(wg * WG_ROWS * ROW_BYTES);  // this warpgroup's 64 rows of Q
 
   ConsumerTile<T, HEAD_DIM> c;
@@ -476,7 +497,8 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
     // The plain loop, one tile at a time: wait K, S, softmax, wait V, O += P V, release.
     for (int n = 0; n < n_tiles; ++n) {
       const RingSlot slot = ring_slot(n, STAGES);
-      const bool active = n < wg_tiles;
+      const int tile = first_tile + n;
+      const bool active = wg_span.has(tile);
       consumer_wait(sm.k_full(slot.stage), slot);
       if (active) {
         wgmma_fence();
@@ -484,7 +506,7 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
         wgmma_commit();
         wgmma_wait<0>();
         fence_accumulators(c.s);
-        c.mask(p, n * BLOCK_KV, row_g, warp_keys_end, t);
+        c.mask(p, tile * BLOCK_KV, row_g, warp_keys_begin, warp_keys_end, t);
         c.online_softmax(p.scale_log2);
         c.rescale_o();
         c.pack_p();
@@ -514,6 +536,8 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
     // No branch may sit between the issue of a wgmma and its wait (ptxas would then wait at
     // the branch: no overlap), so the tiles that need the mask run in a loop of their own: tiles
     // 0 .. n_plain-1 are fully visible to every row of the warpgroup, the rest are masked.
+    // (ws-overlap takes no window: its tiles, the block's and the warpgroup's, start at tile 0.)
+    const int wg_tiles = wg_span.end;
     const int first_row_end = lab::visible_keys(wg_q0, p.t_q, p.t_kv, p.causal, 0).end;
     const int n_plain = lab::imin(wg_tiles, first_row_end / BLOCK_KV);
     // step(n): finish PV(n-2) (wait, release, rescale by alpha(n-1)), pack P(n-1), issue S(n) and
@@ -616,9 +640,9 @@ ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64
   const int bh = blockIdx.y, b = bh / p.h, head = bh % p.h;
   const int kv_head = lab::kv_head_of(head, p.h, p.h_kv);
   const int q0 = q_tile * BLOCK_Q;
-  // The K/V tiles any row of the block sees: 0 .. n_tiles - 1 (causal: up to the diagonal).
-  const lab::KeyRange keys = lab::visible_keys_of_rows(q0, lab::imin(q0 + BLOCK_Q, p.t_q), p.t_q, p.t_kv, p.causal, 0);
-  const int n_tiles = keys.empty() ? 0 : lab::ceil_div(keys.end, BLOCK_KV);
+  // The K/V tiles any row of the block sees (causal: up to the diagonal; a window: from its start).
+  const TileSpan span = kv_tile_span(q0, q0 + BLOCK_Q, p.t_q, p.t_kv, p.causal, p.window);
+  const int first_tile = span.first, n_tiles = span.count();
 
   if (threadIdx.x == 0) {
     mbar_init(sm.q_full(), 1);  // the producer's arrive.expect_tx; the copies complete the bytes
@@ -635,10 +659,10 @@ ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64
   if (threadIdx.x / WG_THREADS == 0) {
     regs_release<PRODUCER_REGS>();
     if (threadIdx.x / 32 == 0)
-      producer<T, HEAD_DIM, KV>(q_map, k_map, v_map, p, sm, b, head, kv_head, q0, n_tiles);
+      producer<T, HEAD_DIM, KV>(q_map, k_map, v_map, p, sm, b, head, kv_head, q0, first_tile, n_tiles);
   } else {
     regs_claim<CONSUMER_REGS>();
-    consumer<T, HEAD_DIM, OVERLAP>(threadIdx.x / WG_THREADS - 1, p, sm, b, head, q0, n_tiles);
+    consumer<T, HEAD_DIM, OVERLAP>(threadIdx.x / WG_THREADS - 1, p, sm, b, head, q0, first_tile, n_tiles);
   }
 }
 
@@ -653,6 +677,7 @@ Params make_params(const lab::Problem& pr, void* o, float* lse) {
   p.h = pr.h;
   p.h_kv = pr.h_kv;
   p.causal = pr.causal;
+  p.window = pr.window;
   p.scale = pr.softmax_scale();
   p.scale_log2 = p.scale * kLog2e;
   return p;
@@ -883,13 +908,13 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
     const int q_tile = int(block % q_tiles), bh = int(block / q_tiles), b = bh / pr.h, h = bh % pr.h;
     const int hk = lab::kv_head_of(h, pr.h, pr.h_kv);
     const int q0 = q_tile * BLOCK_Q;
-    const lab::KeyRange keys = lab::visible_keys_of_rows(q0, std::min(q0 + BLOCK_Q, pr.t_q), pr.t_q, pr.t_kv, pr.causal, 0);
-    const int n_tiles = keys.empty() ? 0 : lab::ceil_div(keys.end, BLOCK_KV);
+    const TileSpan span = kv_tile_span(q0, q0 + BLOCK_Q, pr.t_q, pr.t_kv, pr.causal, pr.window);
+    const int n_tiles = span.count();
     std::vector<float> ring_k(size_t(stages) * BLOCK_KV * d), ring_v(ring_k.size());
     std::vector<float> m(BLOCK_Q, -INFINITY), l(BLOCK_Q, 0.f), acc(size_t(BLOCK_Q) * d, 0.f);
     float s[BLOCK_KV];
     for (int n = 0; n < n_tiles; ++n) {
-      const int stage = ring_slot(n, stages).stage, kv0 = n * BLOCK_KV;
+      const int stage = ring_slot(n, stages).stage, tile = span.first + n, kv0 = tile * BLOCK_KV;
       float* k_slot = &ring_k[size_t(stage) * BLOCK_KV * d];
       float* v_slot = &ring_v[size_t(stage) * BLOCK_KV * d];
       for (int r = 0; r < BLOCK_KV; ++r) {  // the producer's copy: zeros past T_kv
@@ -906,16 +931,14 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
         const int i = q0 + rr;
         if (i >= pr.t_q) break;
         const int wg_q0 = q0 + (rr / WG_ROWS) * WG_ROWS;
-        const lab::KeyRange wg_keys =
-            lab::visible_keys_of_rows(wg_q0, std::min(wg_q0 + WG_ROWS, pr.t_q), pr.t_q, pr.t_kv, pr.causal, 0);
-        if (wg_keys.empty() || n >= lab::ceil_div(wg_keys.end, BLOCK_KV)) continue;  // not active
-        const int end = lab::visible_keys(i, pr.t_q, pr.t_kv, pr.causal, 0).end;
+        if (!kv_tile_span(wg_q0, wg_q0 + WG_ROWS, pr.t_q, pr.t_kv, pr.causal, pr.window).has(tile)) continue;  // not active
+        const lab::KeyRange row_keys = lab::visible_keys(i, pr.t_q, pr.t_kv, pr.causal, pr.window);
         const float* qr = &in.q[size_t(pr.q_index(b, i, h))];
         float tile_max = -INFINITY;
         for (int c = 0; c < BLOCK_KV; ++c) {  // S = q·k (float), masked
           float dot = 0.f;
           for (int x = 0; x < d; ++x) dot += qr[x] * k_slot[c * d + x];
-          s[c] = kv0 + c < end ? dot : -INFINITY;
+          s[c] = row_keys.contains(kv0 + c) ? dot : -INFINITY;
           tile_max = std::max(tile_max, s[c]);
         }
         const float m_new = std::max(m[size_t(rr)], tile_max);
@@ -955,6 +978,7 @@ int main(int argc, char** argv) {
   s.dtypes = {lab::DType::bf16, lab::DType::f16};
   s.needs_sm90a = true;
   s.paged = true;  // --page-size applies (to --variant paged and paged-pool)
+  s.supports_window = true;  // --window, with --variant ws
   s.default_problem.dtype = lab::DType::bf16;
   s.default_problem.b = 1;
   s.default_problem.h = 8;
@@ -963,6 +987,8 @@ int main(int argc, char** argv) {
   s.default_problem.d = 128;
   s.validate = [](const lab::Problem& p, const lab::Options& o) -> std::string {
     if (int64_t(p.b) * p.h > 65535) return "B*H must be <= 65535 (one grid dimension per head)";
+    if (p.window > 0 && o.variant != "ws")
+      return "--window applies to --variant ws (the sliding window of section 07 on the Hopper kernel)";
     if (o.variant != "paged" && o.variant != "paged-pool" && p.page_size != 0)
       return "--page-size applies to --variant paged and paged-pool (" + o.variant + " reads the contiguous K/V cache)";
     return "";
