@@ -11,6 +11,7 @@
 // the merge in the last block): solutions/05_decode.cu's header and ch12/05_decode.md.
 #pragma once
 #include <memory>
+#include <vector>
 
 #include "kv_cache.h"
 #include "lab.cuh"
@@ -363,9 +364,13 @@ inline Plan make_plan(const lab::Problem& pr, const std::string& variant, int sm
   pl.group = pr.h / pr.h_kv;
   pl.head_chunks = lab::ceil_div(pl.group, ROWS);
   pl.rows = pr.b * pr.t_q * pr.h_kv * pl.head_chunks;
-  if (variant == "split")  // one wave, one block per SM (the measurement behind it: lab::plan_splits)
-    pl.split = lab::plan_splits(pl.rows, pr.t_kv, BLOCK_N, sms, MIN_TILES_PER_SPLIT, MAX_SPLITS, forced_splits);
-  else
+  if (variant == "split") {  // one wave, one block per SM (the measurement behind it: lab::plan_splits)
+    std::vector<lab::KeyRange> visible;  // per (sequence, query row): what its blocks read
+    for (int b = 0; b < pr.b; ++b)
+      for (int i = 0; i < pr.t_q; ++i) visible.push_back(lab::visible_keys(i, pr.t_q, pr.keys_of(b), pr.causal, pr.window));
+    pl.split = lab::plan_splits(visible.data(), int(visible.size()), pr.h_kv * pl.head_chunks, BLOCK_N, sms,
+                                MIN_TILES_PER_SPLIT, MAX_SPLITS, forced_splits);
+  } else
     pl.split = {1, lab::ceil_div(pr.t_kv, BLOCK_N) * BLOCK_N};
   return pl;
 }
