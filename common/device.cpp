@@ -124,22 +124,30 @@ Timing time_forward(const std::function<void(cudaStream_t)>& forward, int warmup
   DeviceBuffer flush(flush_l2 ? size_t(std::max(dev.l2_bytes, 1 << 20)) * 2 : 0);
   for (int i = 0; i < warmup; ++i) forward(stream);
   CUDA_CHECK(cudaStreamSynchronize(stream));
-  cudaEvent_t start, stop;
-  CUDA_CHECK(cudaEventCreate(&start));
-  CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<double> ms;
+  // Every run is queued before the first wait (as triton.testing.do_bench does): the GPU goes from
+  // one run to the next without waiting for the host, so each start-stop interval is GPU time.
+  // Waiting after each run would put the launch's host latency (a few µs; for a PyTorch baseline,
+  // its Python dispatch too) inside every interval: a large error on a 50 µs decode step.
+  std::vector<cudaEvent_t> start(static_cast<size_t>(iters)), stop(static_cast<size_t>(iters));
+  for (int i = 0; i < iters; ++i) {
+    CUDA_CHECK(cudaEventCreate(&start[size_t(i)]));
+    CUDA_CHECK(cudaEventCreate(&stop[size_t(i)]));
+  }
   for (int i = 0; i < iters; ++i) {
     if (flush_l2) CUDA_CHECK(cudaMemsetAsync(flush.get(), i & 0xFF, flush.bytes(), stream));
-    CUDA_CHECK(cudaEventRecord(start, stream));
+    CUDA_CHECK(cudaEventRecord(start[size_t(i)], stream));
     forward(stream);
-    CUDA_CHECK(cudaEventRecord(stop, stream));
-    CUDA_CHECK(cudaEventSynchronize(stop));
-    float e = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&e, start, stop));
-    ms.push_back(e);
+    CUDA_CHECK(cudaEventRecord(stop[size_t(i)], stream));
   }
-  CUDA_CHECK(cudaEventDestroy(start));
-  CUDA_CHECK(cudaEventDestroy(stop));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<double> ms;
+  for (int i = 0; i < iters; ++i) {
+    float e = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&e, start[size_t(i)], stop[size_t(i)]));
+    ms.push_back(e);
+    CUDA_CHECK(cudaEventDestroy(start[size_t(i)]));
+    CUDA_CHECK(cudaEventDestroy(stop[size_t(i)]));
+  }
   std::sort(ms.begin(), ms.end());
   t.min_ms = ms.front();
   t.max_ms = ms.back();

@@ -71,17 +71,19 @@ def gpu_info(torch):
 
 
 def time_ms(torch, fn, warmup, iters):
+    """Median, min, max ms of fn over iters runs, timed the way the C++ harness times a kernel
+    (common/device.cpp): every run queued before the first wait, so each interval is GPU time and
+    not Python's dispatch of the call."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
+    for start, stop in events:
         start.record()
         fn()
         stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
+    torch.cuda.synchronize()
+    times = [start.elapsed_time(stop) for start, stop in events]
     return statistics.median(times), min(times), max(times)
 
 

@@ -32,3 +32,38 @@ class Flops(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class FakeTorch:
+    """Just enough of torch.cuda for time_ms, logging the order of what it is asked to do."""
+    def __init__(self):
+        self.log = []
+        outer = self
+
+        class Event:
+            count = 0
+
+            def __init__(self, enable_timing):
+                Event.count += 1
+                self.id = Event.count
+
+            def record(self):
+                outer.log.append("record")
+
+            def elapsed_time(self, stop):
+                return float(stop.id - self.id)
+
+        class Cuda:
+            def synchronize(self):
+                outer.log.append("sync")
+        self.cuda = Cuda()
+        self.cuda.Event = Event
+
+
+class Timing(unittest.TestCase):
+    def test_every_run_is_queued_before_the_first_wait(self):
+        torch = FakeTorch()
+        med, lo, hi = baselines.time_ms(torch, lambda: torch.log.append("run"), warmup=2, iters=5)
+        # Warm-up, one wait, then 5 x (start, run, stop) with no wait between runs, then one wait.
+        self.assertEqual(torch.log, ["run", "run", "sync"] + ["record", "run", "record"] * 5 + ["sync"])
+        self.assertEqual((med, lo, hi), (1.0, 1.0, 1.0))  # each interval is its own start-stop pair
