@@ -11,7 +11,6 @@
 // the merge in the last block): solutions/05_decode.cu's header and ch12/05_decode.md.
 #pragma once
 #include <memory>
-#include <vector>
 
 #include "kv_cache.h"
 #include "lab.cuh"
@@ -143,28 +142,15 @@ __global__ void __launch_bounds__(THREADS, Tiles<HEAD_DIM>::MIN_BLOCKS) decode_k
   const int first_tile = range.begin / BLOCK_N;
   const int n_tiles = range.empty() ? 0 : lab::ceil_div(range.end, BLOCK_N) - first_tile;
   const int ld_chunk = tid % TL::CHUNKS, ld_row = tid / TL::CHUNKS;
-  // The rows' offsets are computed one tile ahead of their copies (row_off holds the next tile's):
-  // in the paged cache each is a block-table read, and a copy issued right after the read waits for
-  // it, a global round trip per tile on the pipeline's critical path. Read a tile early, its
-  // latency hides behind the math of the tile in flight.
-  int64_t row_off[TL::LOADS];
-  auto offsets_of = [&](int t) {
-    const int key0 = (first_tile + t) * BLOCK_N;
-#pragma unroll
-    for (int n = 0; n < TL::LOADS; ++n) {
-      const int j = key0 + ld_row + n * TL::ROW_STEP;
-      row_off[n] = t < n_tiles && range.contains(j) ? p.kv.row_offset(b, j, kv_head, p.t_kv, p.h_kv, HEAD_DIM) : 0;
-    }
-  };
-  auto load_tile = [&](int t, int stage) {  // tile t, whose offsets row_off holds
+  auto load_tile = [&](int t, int stage) {
     const uint32_t k_dst = smem_addr(smem + stage * 2 * TL::TILE_BYTES);
     const uint32_t v_dst = k_dst + TL::TILE_BYTES;
     const int key0 = (first_tile + t) * BLOCK_N;
 #pragma unroll
     for (int n = 0; n < TL::LOADS; ++n) {
-      const int r = ld_row + n * TL::ROW_STEP;
-      const bool valid = range.contains(key0 + r);
-      const int64_t off = valid ? row_off[n] + ld_chunk * 8 : 0;
+      const int r = ld_row + n * TL::ROW_STEP, j = key0 + r;
+      const bool valid = range.contains(j);
+      const int64_t off = valid ? p.kv.row_offset(b, j, kv_head, p.t_kv, p.h_kv, HEAD_DIM) + ld_chunk * 8 : 0;
       cp_async_16(k_dst + swizzle<TL::CHUNKS>(r, ld_chunk), k + off, valid);
       cp_async_16(v_dst + swizzle<TL::CHUNKS>(r, ld_chunk), v + off, valid);
     }
@@ -181,18 +167,15 @@ __global__ void __launch_bounds__(THREADS, Tiles<HEAD_DIM>::MIN_BLOCKS) decode_k
   const int k_row = warp * WARP_KEYS + (mi >> 1) * 8 + mr, k_chunk = mi & 1;  // K: (keys 0-7 | 8-15) x (d lo | hi)
   const int v_row = warp * WARP_KEYS + (mi & 1) * 8 + mr, v_chunk = mi >> 1;  // V: (keys lo | hi) x (d 0-7 | 8-15)
 
-  offsets_of(0);
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < n_tiles) load_tile(s, s);
-    offsets_of(s + 1);
     cp_async_commit();
   }
   for (int t = 0; t < n_tiles; ++t) {
     cp_async_wait<STAGES - 2>();
     __syncthreads();  // tile t is in shared memory for every warp; every warp is done with tile t-1's stage
     if (t + STAGES - 1 < n_tiles) load_tile(t + STAGES - 1, (t + STAGES - 1) % STAGES);
-    offsets_of(t + STAGES);  // read now, used by the next iteration's copies
     cp_async_commit();  // (an empty group near the end keeps the wait count uniform)
 
     const uint32_t k_tile = smem_addr(smem + (t % STAGES) * 2 * TL::TILE_BYTES);
@@ -364,13 +347,9 @@ inline Plan make_plan(const lab::Problem& pr, const std::string& variant, int sm
   pl.group = pr.h / pr.h_kv;
   pl.head_chunks = lab::ceil_div(pl.group, ROWS);
   pl.rows = pr.b * pr.t_q * pr.h_kv * pl.head_chunks;
-  if (variant == "split") {  // one wave, one block per SM (the measurement behind it: lab::plan_splits)
-    std::vector<lab::KeyRange> visible;  // per (sequence, query row): what its blocks read
-    for (int b = 0; b < pr.b; ++b)
-      for (int i = 0; i < pr.t_q; ++i) visible.push_back(lab::visible_keys(i, pr.t_q, pr.keys_of(b), pr.causal, pr.window));
-    pl.split = lab::plan_splits(visible.data(), int(visible.size()), pr.h_kv * pl.head_chunks, BLOCK_N, sms,
-                                MIN_TILES_PER_SPLIT, MAX_SPLITS, forced_splits);
-  } else
+  if (variant == "split")  // one wave, one block per SM (the measurement behind it: lab::plan_splits)
+    pl.split = lab::plan_splits(pl.rows, pr.t_kv, BLOCK_N, sms, MIN_TILES_PER_SPLIT, MAX_SPLITS, forced_splits);
+  else
     pl.split = {1, lab::ceil_div(pr.t_kv, BLOCK_N) * BLOCK_N};
   return pl;
 }

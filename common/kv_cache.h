@@ -48,52 +48,28 @@ struct SplitPlan {
   int keys_per_split = 0;
 };
 
-// How many splits. The launch has one block per (query row, K/V head group) before splitting:
-// `n_ranges` distinct visible key ranges (one per sequence and query row, lengths may differ), each
-// shared by `blocks_per_range` blocks; `slots` = SMs. Split so that the launch is one wave of at
-// most one block per SM *that has keys to read*, and the longest block is as short as that allows:
-// the fewest tiles per split (at least `min_tiles`, at most `max_splits` splits) for which the
-// non-empty blocks fit the slots. Equal lengths give slots / blocks splits; a mixed batch gives its
-// long sequences more splits than its short ones would need (their surplus splits are empty blocks
-// that exit at once). A launch that already fills 80% of the SMs is not split. Measured on the H200
+// How many splits. `rows` = blocks the launch has without splitting (one per sequence, query row
+// and K/V head group), `slots` = SMs. Split so that the launch is one wave of at most one block
+// per SM: as many splits as fit (slots / rows), with at least `min_tiles` key tiles each and at most
+// `max_splits`. A launch that already fills 80% of the SMs is not split. Measured on the H200
 // (`scripts/lab bench 05 --tag split-count`, kv_len 32k and 128k, B = 1 and 8): one block per SM
 // beat two or more per SM every time, by up to 1.2x at B = 1 (FlashAttention's rule, the fewest
 // splits filling 85% of a wave of *resident* blocks, gave 29 splits at B = 1 and ran slower), so
 // the extra blocks buy nothing once every SM streams and each adds a partial state to merge.
 // forced > 0 overrides the choice (clamped to the tiles and to max_splits).
-inline SplitPlan plan_splits(const KeyRange* ranges, int n_ranges, int blocks_per_range, int tile, int slots,
-                             int min_tiles, int max_splits, int forced = 0) {
-  int tiles = 1;  // of the longest range, counted from key 0 (splits cut absolute key positions)
-  int64_t total_tiles = 0;
-  for (int r = 0; r < n_ranges; ++r) {
-    tiles = imax(tiles, ceil_div(ranges[r].end, tile));
-    if (!ranges[r].empty()) total_tiles += int64_t(blocks_per_range) * (ceil_div(ranges[r].end, tile) - ranges[r].begin / tile);
-  }
-  const int rows = n_ranges * blocks_per_range;
-  max_splits = imax(max_splits, 1);
-  int tiles_per_split = tiles;  // one split
+inline SplitPlan plan_splits(int rows, int t_kv, int tile, int slots, int min_tiles, int max_splits,
+                             int forced = 0) {
+  const int tiles = ceil_div(imax(t_kv, 1), tile);
+  int splits = 1;
   if (forced > 0) {
-    tiles_per_split = ceil_div(tiles, imin(imin(forced, tiles), max_splits));
+    splits = imin(imin(forced, tiles), imax(max_splits, 1));
   } else if (rows < 0.8 * slots) {
-    // Non-empty blocks when each split holds tps tiles: a range [lo, hi) meets splits lo/tps .. (hi-1)/tps.
-    auto busy_blocks = [&](int tps) {
-      int64_t n = 0;
-      for (int r = 0; r < n_ranges; ++r)
-        if (!ranges[r].empty()) n += int64_t(blocks_per_range) * ((ranges[r].end - 1) / tile / tps - ranges[r].begin / tile / tps + 1);
-      return n;
-    };
-    int tps = imax(imax(min_tiles, 1), imax(ceil_div(tiles, max_splits), int((total_tiles + slots - 1) / imax(slots, 1))));
-    while (tps < tiles && busy_blocks(tps) > slots) ++tps;  // (at tps = tiles: one split, rows blocks)
-    tiles_per_split = imin(tps, tiles);
+    const int most = imax(1, imin(max_splits, tiles / imax(min_tiles, 1)));
+    splits = imax(1, imin(slots / imax(rows, 1), most));
   }
   // Whole tiles per split; rounding may leave fewer splits than asked for.
+  const int tiles_per_split = ceil_div(tiles, splits);
   return {ceil_div(tiles, tiles_per_split), tiles_per_split * tile};
-}
-
-// The same for `rows` blocks that all see keys [0, t_kv).
-inline SplitPlan plan_splits(int rows, int t_kv, int tile, int slots, int min_tiles, int max_splits, int forced = 0) {
-  const KeyRange all{0, imax(t_kv, 1)};
-  return plan_splits(&all, 1, rows, tile, slots, min_tiles, max_splits, forced);
 }
 
 // ---------------------------------------------------------------------------------------------

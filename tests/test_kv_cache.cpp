@@ -75,42 +75,6 @@ TEST_CASE("plan_splits: one wave, one block per SM, on the benchmark shapes", "[
   CHECK(p.keys_per_split == 192);
 }
 
-// Blocks with at least one key when each range's blocks_per_range blocks are cut by `plan`.
-static int busy_blocks(const std::vector<KeyRange>& ranges, int blocks_per_range, SplitPlan plan) {
-  int n = 0;
-  for (const KeyRange& r : ranges)
-    for (int s = 0; s < plan.num_splits; ++s) n += split_keys(r, s, plan.keys_per_split).empty() ? 0 : blocks_per_range;
-  return n;
-}
-
-TEST_CASE("plan_splits: a mixed batch splits its long sequences finer, still one wave", "[kv_cache]") {
-  const int slots = 132, tile = 64, per_range = 8;  // H_kv = 8 blocks per sequence
-  const std::vector<KeyRange> mixed = {{0, 32768}, {0, 16384}, {0, 8192}, {0, 4096},
-                                       {0, 2048},  {0, 1024},  {0, 512},  {0, 64}};
-  const SplitPlan p = plan_splits(mixed.data(), 8, per_range, tile, slots, 2, 128);
-  CHECK(busy_blocks(mixed, per_range, p) <= slots);  // one wave of non-empty blocks
-  CHECK(p.keys_per_split % tile == 0);
-  CHECK(int64_t(p.num_splits) * p.keys_per_split >= 32768);
-  // Shorter splits than the rule for 64 blocks that all read 32768 keys (2 splits of 16384)...
-  CHECK(p.keys_per_split < 16384);
-  // ...and the shortest that fit: one tile less per split needs more blocks than there are SMs.
-  const SplitPlan finer{lab::ceil_div(512, p.keys_per_split / tile - 1), p.keys_per_split - tile};
-  CHECK(busy_blocks(mixed, per_range, finer) > slots);
-  // Equal lengths through the range form: the same plan as the (rows, t_kv) form.
-  const std::vector<KeyRange> equal(8, KeyRange{0, 32768});
-  const SplitPlan e = plan_splits(equal.data(), 8, per_range, tile, slots, 2, 128);
-  CHECK(e.num_splits == 2);
-  CHECK(e.keys_per_split == 16384);
-  // A window (keys [begin, end) not starting at 0): splits are absolute, the count is of busy blocks.
-  const std::vector<KeyRange> windowed = {{30000, 32768}};
-  const SplitPlan w = plan_splits(windowed.data(), 1, per_range, tile, slots, 2, 128);
-  CHECK(busy_blocks(windowed, per_range, w) <= slots);
-  CHECK(busy_blocks(windowed, per_range, w) >= per_range * 8);  // 44 tiles cut about 16 ways, not 1
-  // Empty ranges (kv_len 0 is not an input, but a causal row may see nothing) cost no blocks.
-  const std::vector<KeyRange> some_empty = {{0, 0}, {0, 4096}};
-  CHECK(busy_blocks(some_empty, per_range, plan_splits(some_empty.data(), 2, per_range, tile, slots, 2, 128)) <= slots);
-}
-
 // Softmax attention of one query over keys [begin, end) with scores s and values v (D = 3), as a
 // partial state: its LSE (natural log, -inf when empty) and its normalised O (0 when empty).
 struct State {
