@@ -146,13 +146,23 @@ __global__ void __launch_bounds__(THREADS, Tiles<HEAD_DIM>::MIN_BLOCKS) decode_k
     const uint32_t k_dst = smem_addr(smem + stage * 2 * TL::TILE_BYTES);
     const uint32_t v_dst = k_dst + TL::TILE_BYTES;
     const int key0 = (first_tile + t) * BLOCK_N;
+    // Every row's address first, then the copies. A row outside the range takes its nearest key's
+    // address (and copies nothing), so no branch guards the address: 06's block-table reads of
+    // all the rows are then in flight together, one round trip per tile. (Guarded by a branch and
+    // interleaved with the copies, asm with a memory clobber, each row's read waited for the
+    // previous row's copy: a chain of 8 round trips per tile on the one warp per scheduler a block
+    // has, which ran 06 at 0.35-0.69x of 05. 05's arithmetic-only address never waited.)
+    int64_t off[TL::LOADS];
+#pragma unroll
+    for (int n = 0; n < TL::LOADS; ++n)
+      off[n] = p.kv.row_offset(b, lab::imin(lab::imax(key0 + ld_row + n * TL::ROW_STEP, range.begin), range.end - 1),
+                               kv_head, p.t_kv, p.h_kv, HEAD_DIM) + ld_chunk * 8;
 #pragma unroll
     for (int n = 0; n < TL::LOADS; ++n) {
-      const int r = ld_row + n * TL::ROW_STEP, j = key0 + r;
-      const bool valid = range.contains(j);
-      const int64_t off = valid ? p.kv.row_offset(b, j, kv_head, p.t_kv, p.h_kv, HEAD_DIM) + ld_chunk * 8 : 0;
-      cp_async_16(k_dst + swizzle<TL::CHUNKS>(r, ld_chunk), k + off, valid);
-      cp_async_16(v_dst + swizzle<TL::CHUNKS>(r, ld_chunk), v + off, valid);
+      const int r = ld_row + n * TL::ROW_STEP;
+      const bool valid = range.contains(key0 + r);
+      cp_async_16(k_dst + swizzle<TL::CHUNKS>(r, ld_chunk), k + off[n], valid);
+      cp_async_16(v_dst + swizzle<TL::CHUNKS>(r, ld_chunk), v + off[n], valid);
     }
   };
 
