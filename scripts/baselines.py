@@ -15,6 +15,7 @@ float64 before it is timed. Exit 77 when PyTorch or a GPU is missing.
 import argparse
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -57,6 +58,8 @@ def visibility_mask(torch, tq, tkv, causal, window, device):
 
 
 def git_sha():
+    if os.environ.get("LAB_GIT_SHA"):  # a build of an exported tree (scripts/gpu-snapshot), as the harness reads it
+        return os.environ["LAB_GIT_SHA"]
     r = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     return r.stdout.strip() or "unknown"
 
