@@ -152,22 +152,11 @@ __global__ void __launch_bounds__(THREADS, Tiles<HEAD_DIM>::MIN_BLOCKS) decode_k
     // interleaved with the copies, asm with a memory clobber, each row's read waited for the
     // previous row's copy: a chain of 8 round trips per tile on the one warp per scheduler a block
     // has, which ran 06 at 0.35-0.69x of 05. 05's arithmetic-only address never waited.)
-    // Keys of one 16-key group are in one page (a page is a multiple of 16 keys) at consecutive
-    // slots, row_elems apart: where a thread has two rows in a group (D = 128: rows 8 apart), only
-    // the first asks for its address.
-    constexpr int PER_GROUP = 16 / TL::ROW_STEP;
-    static_assert(TL::ROW_STEP * PER_GROUP == 16, "a thread's rows tile the 16-key groups");
-    const int64_t row_elems = int64_t(p.h_kv) * HEAD_DIM;
     int64_t off[TL::LOADS];
-    int key[TL::LOADS];
 #pragma unroll
-    for (int n = 0; n < TL::LOADS; ++n) {
-      key[n] = lab::imin(lab::imax(key0 + ld_row + n * TL::ROW_STEP, range.begin), range.end - 1);
-      if (n % PER_GROUP == 0)
-        off[n] = p.kv.row_offset(b, key[n], kv_head, p.t_kv, p.h_kv, HEAD_DIM) + ld_chunk * 8;
-      else  // (clamped keys of a group stay in the group)
-        off[n] = off[n - n % PER_GROUP] + (key[n] - key[n - n % PER_GROUP]) * row_elems;
-    }
+    for (int n = 0; n < TL::LOADS; ++n)
+      off[n] = p.kv.row_offset(b, lab::imin(lab::imax(key0 + ld_row + n * TL::ROW_STEP, range.begin), range.end - 1),
+                               kv_head, p.t_kv, p.h_kv, HEAD_DIM) + ld_chunk * 8;
 #pragma unroll
     for (int n = 0; n < TL::LOADS; ++n) {
       const int r = ld_row + n * TL::ROW_STEP;
