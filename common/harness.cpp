@@ -377,7 +377,7 @@ int run_section(int argc, char** argv, const Section& s) {
                    {"build", build}, {"git_sha", sha && *sha ? sha : LAB_GIT_SHA_DEFAULT},
                    {"time_utc", utc_now()}, {"gpu", gpu}, {"problem", problem_json(p)},
                    {"check", check_json(check)},
-                   {"timing", {{"warmup", timing.warmup}, {"iters", timing.iters},
+                   {"timing", {{"method", "queued"}, {"warmup", timing.warmup}, {"iters", timing.iters},
                                {"median_ms", timed ? json(timing.median_ms) : json(nullptr)},
                                {"min_ms", timed ? json(timing.min_ms) : json(nullptr)},
                                {"max_ms", timed ? json(timing.max_ms) : json(nullptr)}}},

@@ -178,7 +178,7 @@ def run_spec(torch, spec, section, warmup, iters):
         except Exception as e:  # a backend that refuses the shape is recorded as such, not skipped silently
             rec.update(check={"passed": False, "max_abs_err": None, "rel_l2_err": None, "ref_err_bound": None,
                               "rule": "baseline unavailable", "rows_checked": 0, "verdict": f"{type(e).__name__}: {str(e)[:200]}"},
-                       timing={"warmup": warmup, "iters": 0, "median_ms": None, "min_ms": None, "max_ms": None},
+                       timing={"method": "queued", "warmup": warmup, "iters": 0, "median_ms": None, "min_ms": None, "max_ms": None},
                        metrics={"tflops": None, "hbm_gbps": None, "hbm_bytes_model": None, "extra_device_bytes": None})
             records.append(rec)
             print(f"  {variant:<15} unavailable: {type(e).__name__}: {str(e)[:120]}", flush=True)
@@ -189,7 +189,7 @@ def run_spec(torch, spec, section, warmup, iters):
         rec.update(check={"passed": err <= TOL[dtype_name], "max_abs_err": err, "rel_l2_err": None,
                           "ref_err_bound": TOL[dtype_name], "rule": "max|out-fp64| on sampled rows <= dtype tolerance",
                           "rows_checked": 130 * h},
-                   timing={"warmup": warmup, "iters": iters, "median_ms": med, "min_ms": lo, "max_ms": hi},
+                   timing={"method": "queued", "warmup": warmup, "iters": iters, "median_ms": med, "min_ms": lo, "max_ms": hi},
                    metrics={"tflops": f / (med * 1e-3) / 1e12, "hbm_gbps": nbytes / (med * 1e-3) / 1e9,
                             "hbm_bytes_model": nbytes, "extra_device_bytes": None})
         records.append(rec)

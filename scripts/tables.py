@@ -240,10 +240,27 @@ def load_side_files(folder):
     return ceilings, ncu
 
 
+# How a record's runs were timed (timing.method). Records made before the harness queued its runs
+# (958d26b) have no method: each run was synchronised before the next was launched.
+TIMING_NOTES = {
+    "queued": "every timed run queued before the first wait (CUDA events; each interval is GPU time)",
+    None: ("**synchronised after each run** (records made before 958d26b): each interval also holds the "
+           "launch's host latency, a few µs, and for a PyTorch baseline its Python dispatch, 10-40 µs; "
+           "a small bias in our favour on sub-millisecond shapes"),
+}
+
+
+def timing_note(records):
+    """One line saying how the section's records were timed (both ways when they mix)."""
+    methods = sorted({r["timing"].get("method") for r in records}, key=lambda m: m or "")
+    return "Timing: " + "; ".join(TIMING_NOTES.get(m, f"method {m!r}") for m in methods) + "."
+
+
 def render_group(section, tag, records, ceilings, ncu):
     """Markdown lines for one section's records of one file: the sweep (tag "") or a side study of
     `bench --tag TAG` (its own table under its own heading, so it never mixes into the sweep's)."""
     out = [f"### `bench {section[:2]} --tag {tag}`", ""] if tag else []
+    out += [timing_note(records), ""]
     timed = [r for r in records if r["timing"].get("median_ms") is not None or r["build"] == "baseline"]
     sweeps = [r for r in records if r["timing"].get("median_ms") is None and r["build"] != "baseline"]
     if timed:
@@ -303,7 +320,10 @@ def update_readme(readme, by_section, folder_name, ceilings=None, ncu=None):
         timed = [r for r in by_section[section] if not r.get("_tag")  # the sweep; side studies are in TABLES.md
                  and (r["timing"].get("median_ms") is not None or r["build"] == "baseline")]
         if timed:
-            body += [f"**{section}**", "", section_table(timed, ceilings, ncu), ""]
+            body += [f"**{section}**", ""]
+            if any(r["timing"].get("method") is None for r in timed):
+                body += [timing_note(timed), ""]
+            body += [section_table(timed, ceilings, ncu), ""]
     body.append(README_END)
     head, rest = text.split(README_BEGIN, 1)
     tail = rest.split(README_END, 1)[1]

@@ -27,6 +27,20 @@ class Tables(unittest.TestCase):
         self.assertIn("copy 4250 GB/s", text)
         self.assertIn("# Measured results: NVIDIA H200", text)
 
+    def test_timing_method_is_stated_and_old_records_are_flagged(self):
+        def rec(method):
+            timing = {"median_ms": 1.0} if method is None else {"method": method, "median_ms": 1.0}
+            return {"timing": timing}
+        self.assertEqual(tables.timing_note([rec("queued")]),
+                         "Timing: " + tables.TIMING_NOTES["queued"] + ".")
+        old = tables.timing_note([rec(None)])
+        self.assertIn("synchronised after each run", old)
+        mixed = tables.timing_note([rec("queued"), rec(None)])
+        self.assertIn("queued", mixed)
+        self.assertIn("synchronised after each run", mixed)
+        text, _, _ = tables.render(SAMPLE)  # the sample's records predate the method field
+        self.assertIn("Timing: **synchronised after each run**", text)
+
     def test_shape_names_a_mixed_length_batch_and_the_page_size(self):
         base = {"b": 2, "h": 8, "h_kv": 2, "t_q": 1, "t_kv": 100, "d": 128, "dtype": "fp16", "causal": False}
         self.assertEqual(tables.shape({"problem": dict(base, kv_len=[100, 100])}), "B=2 H=8/2 T_q=1 T_kv=100 D=128 fp16")
