@@ -106,13 +106,21 @@ def decode_bandwidth(records, folder, plt, ceilings):
 
 def window_time(records, folder, plt):
     """Time against T of 07's variants with a window and without one (plain causal), the baselines,
-    and the ideal: window's own plain-causal time times the FLOP ratio (T·W - W²/2) / (T²/2)."""
+    the ideal (window's own plain-causal time times the FLOP ratio (T·W - W²/2) / (T²/2)), and 08's
+    Hopper kernel with 07's tile skip (`ws --window`) on the same shapes."""
     from tables import ideal_window_ratio
 
     def pick(r):
-        if r["section"] != "07_sliding_window" or r["problem"]["t_q"] != r["problem"]["t_kv"]:
+        p = r["problem"]
+        if p["t_q"] != p["t_kv"]:
             return None
-        w = r["problem"].get("window")
+        w = p.get("window")
+        if r["section"] == "08_tma_skeleton":  # the same sweep's shapes: B=1 H=16 D=128 bf16 causal
+            if r["variant"] != "ws" or (p["b"], p["h"], p["d"], p["dtype"], p["causal"]) != (1, 16, 128, "bf16", True):
+                return None
+            return "08 ws (Hopper) " + (f"W={w}" if w else "causal, no window")
+        if r["section"] != "07_sliding_window":
+            return None
         return f"{r['variant']} " + (f"W={w}" if w else "causal, no window") + (" (baseline)" if r["build"] == "baseline" else "")
     s = _series(records, pick, lambda r: r["problem"]["t_q"], lambda r: r["timing"].get("median_ms"))
     if not s:

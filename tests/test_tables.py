@@ -192,5 +192,34 @@ class Tables(unittest.TestCase):
             self.assertIn("window causal, no window", drawn)
             self.assertIn("flex W=4096 (baseline)", drawn)
 
+    def test_sliding_window_plot_adds_the_hopper_kernel_on_the_same_shapes(self):
+        import copy
+        import plots
+        records, _ = tables.load_records(SAMPLE / "sliding_window")
+        ours = next(r for r in records if r["section"] == "07_sliding_window" and r["variant"] == "window"
+                    and r["problem"].get("window"))
+        hopper = copy.deepcopy(ours)
+        hopper.update(section="08_tma_skeleton", variant="ws")
+        other_shape = copy.deepcopy(hopper)
+        other_shape["problem"]["h"] = 32  # not the sweep's shape: left out
+        other_variant = copy.deepcopy(hopper)
+        other_variant["variant"] = "paged-pool"  # only ws takes a window: left out
+        try:
+            plt = plots._plt()
+        except ImportError:
+            self.skipTest("matplotlib not installed")
+        drawn = {}
+        real_draw = plots._draw
+        plots._draw = lambda plt_, series, *args, **kw: drawn.update(series)
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                plots.window_time(records + [hopper, other_shape, other_variant], Path(tmp), plt)
+        finally:
+            plots._draw = real_draw
+        w = ours["problem"]["window"]
+        self.assertEqual(drawn[f"08 ws (Hopper) W={w}"], [(ours["problem"]["t_q"], ours["timing"]["median_ms"])])
+        self.assertEqual(sum(1 for k in drawn if k.startswith("08 ")), 1)
+
+
 if __name__ == "__main__":
     unittest.main()
