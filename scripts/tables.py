@@ -265,10 +265,11 @@ def render_group(section, tag, records, ceilings, ncu):
     sweeps = [r for r in records if r["timing"].get("median_ms") is None and r["build"] != "baseline"]
     if timed:
         out += [section_table(timed, ceilings, ncu), ""]
-    window = window_table(timed) if section == "07_sliding_window" and not tag else None
+    window = window_table(timed) if section in ("07_sliding_window", "08_tma_skeleton") and not tag else None
     if window:
-        out += ["Sliding window against the same kernel with no window (plain causal), the `full` variant (every "
-                "K/V tile, masked) and FlexAttention with the same window. \"ideal\" is the FLOP ratio "
+        kernel = "08's Hopper kernel with 07's tile skip (`ws --window`)" if section == "08_tma_skeleton" else "Sliding window"
+        out += [f"{kernel} against the same kernel with no window (plain causal), the `full` variant (every "
+                "K/V tile, masked; 07 only) and FlexAttention with the same window. \"ideal\" is the FLOP ratio "
                 "(T·W - W²/2) / (T²/2); \"/ ideal\" is how far the measured ratio is above it; \"vs FlexAttention\" "
                 "is its time over ours (above 1: ours is faster).", "", window, ""]
     if sweeps:

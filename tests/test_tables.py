@@ -192,6 +192,19 @@ class Tables(unittest.TestCase):
             self.assertIn("window causal, no window", drawn)
             self.assertIn("flex W=4096 (baseline)", drawn)
 
+    def test_the_hopper_window_gets_the_same_window_table(self):
+        import copy
+        records, _ = tables.load_records(SAMPLE / "sliding_window")
+        as_08 = []
+        for r in records:
+            if r["variant"] in ("window", "flex") and r["problem"]["t_q"] == r["problem"]["t_kv"]:
+                o = copy.deepcopy(r)
+                o.update(section="08_tma_skeleton", variant="ws" if r["variant"] == "window" else "flex")
+                as_08.append(o)
+        text = "\n".join(tables.render_group("08_tma_skeleton", "", as_08, None, {}))
+        self.assertIn("08's Hopper kernel with 07's tile skip", text)
+        self.assertIn("| ws | B=1 H=16 T=16384 D=128 bf16 causal | 4096 | 1.3 | 2.9 | 0.448 | 0.438 | 1.02 | – | – | 1.4 | 1.08× |", text)
+
     def test_sliding_window_plot_adds_the_hopper_kernel_on_the_same_shapes(self):
         import copy
         import plots
