@@ -171,26 +171,31 @@ class Tables(unittest.TestCase):
         # only windowed runs of ours get a row: not the plain-causal run, not `full`, not a baseline
         self.assertEqual(text.count("| 4096 | "), 2)
 
-    def test_sliding_window_plot_has_the_ideal_line(self):
+    def window_plot_series(self, records):
+        """The series plots.window_time would draw from `records` (skips without matplotlib)."""
         import plots
-        records, _ = tables.load_records(SAMPLE / "sliding_window")
-        with tempfile.TemporaryDirectory() as tmp:
-            try:
-                plt = plots._plt()
-            except ImportError:
-                self.skipTest("matplotlib not installed")
-            drawn = {}
-            real_draw = plots._draw
-            plots._draw = lambda plt_, series, *args, **kw: drawn.update(series)
-            try:
+        try:
+            plt = plots._plt()
+        except ImportError:
+            self.skipTest("matplotlib not installed")
+        drawn = {}
+        real_draw = plots._draw
+        plots._draw = lambda plt_, series, *args, **kw: drawn.update(series)
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
                 self.assertIsNotNone(plots.window_time(records, Path(tmp), plt))
-            finally:
-                plots._draw = real_draw
-            ideal = drawn["ideal W=4096: plain causal x (T·W - W²/2) / (T²/2)"]
-            self.assertEqual([t for t, _ in ideal], [8192, 16384])
-            self.assertAlmostEqual(ideal[0][1], 0.8 * 0.75)
-            self.assertIn("window causal, no window", drawn)
-            self.assertIn("flex W=4096 (baseline)", drawn)
+        finally:
+            plots._draw = real_draw
+        return drawn
+
+    def test_sliding_window_plot_has_the_ideal_line(self):
+        records, _ = tables.load_records(SAMPLE / "sliding_window")
+        drawn = self.window_plot_series(records)
+        ideal = drawn["ideal W=4096: plain causal x (T·W - W²/2) / (T²/2)"]
+        self.assertEqual([t for t, _ in ideal], [8192, 16384])
+        self.assertAlmostEqual(ideal[0][1], 0.8 * 0.75)
+        self.assertIn("window causal, no window", drawn)
+        self.assertIn("flex W=4096 (baseline)", drawn)
 
     def test_the_hopper_window_gets_the_same_window_table(self):
         import copy
@@ -207,7 +212,6 @@ class Tables(unittest.TestCase):
 
     def test_sliding_window_plot_adds_the_hopper_kernel_on_the_same_shapes(self):
         import copy
-        import plots
         records, _ = tables.load_records(SAMPLE / "sliding_window")
         ours = next(r for r in records if r["section"] == "07_sliding_window" and r["variant"] == "window"
                     and r["problem"].get("window"))
@@ -217,18 +221,7 @@ class Tables(unittest.TestCase):
         other_shape["problem"]["h"] = 32  # not the sweep's shape: left out
         other_variant = copy.deepcopy(hopper)
         other_variant["variant"] = "paged-pool"  # only ws takes a window: left out
-        try:
-            plt = plots._plt()
-        except ImportError:
-            self.skipTest("matplotlib not installed")
-        drawn = {}
-        real_draw = plots._draw
-        plots._draw = lambda plt_, series, *args, **kw: drawn.update(series)
-        try:
-            with tempfile.TemporaryDirectory() as tmp:
-                plots.window_time(records + [hopper, other_shape, other_variant], Path(tmp), plt)
-        finally:
-            plots._draw = real_draw
+        drawn = self.window_plot_series(records + [hopper, other_shape, other_variant])
         w = ours["problem"]["window"]
         self.assertEqual(drawn[f"08 ws (Hopper) W={w}"], [(ours["problem"]["t_q"], ours["timing"]["median_ms"])])
         self.assertEqual(sum(1 for k in drawn if k.startswith("08 ")), 1)
