@@ -192,16 +192,18 @@ def window_table(records):
 
 
 # The issues' targets that compare two kernels of the lab on the same problem (page size aside):
-# (label, candidate (section, variant, page filter), reference (section, variant), target ratio).
+# (label, candidate (section, variant, which of its problems the target is for), reference
+# (section, variant), target ratio).
 COMPARISONS = [
-    ("06 paged (page 16) vs 05, same logical cache", ("06_paged", "split", lambda page: page == 16),
+    ("06 paged (page 16) vs 05, same logical cache", ("06_paged", "split", lambda p: p.get("page_size") == 16),
      ("05_decode", "split"), 0.95),
-    ("08 ws vs 04 mma", ("08_tma_skeleton", "ws", None), ("04_fp16", "mma"), 1.0),
-    ("08 ws-overlap vs 04 mma", ("08_tma_skeleton", "ws-overlap", None), ("04_fp16", "mma"), 1.0),
-    ("08 paged (page >= 64) vs 08 ws", ("08_tma_skeleton", "paged", lambda page: (page or 0) >= 64),
+    ("08 ws vs 04 mma (T >= 4096)", ("08_tma_skeleton", "ws", lambda p: p["t_q"] >= 4096), ("04_fp16", "mma"), 1.0),
+    ("08 ws-overlap vs 04 mma (T >= 4096)", ("08_tma_skeleton", "ws-overlap", lambda p: p["t_q"] >= 4096),
+     ("04_fp16", "mma"), 1.0),
+    ("08 paged (page >= 64) vs 08 ws", ("08_tma_skeleton", "paged", lambda p: (p.get("page_size") or 0) >= 64),
      ("08_tma_skeleton", "ws"), 0.9),
-    ("08 paged-pool (page >= 64) vs 08 ws", ("08_tma_skeleton", "paged-pool", lambda page: (page or 0) >= 64),
-     ("08_tma_skeleton", "ws"), 0.9),
+    ("08 paged-pool (page >= 64) vs 08 ws", ("08_tma_skeleton", "paged-pool",
+                                            lambda p: (p.get("page_size") or 0) >= 64), ("08_tma_skeleton", "ws"), 0.9),
 ]
 
 
@@ -210,9 +212,9 @@ def comparison_table(records):
     over the candidate's (above 1: the candidate is faster) against the issue's target."""
     timed = [r for r in records if r["build"] == "solution" and r["timing"].get("median_ms")]
     rows = []
-    for label, (sec, var, page_ok), (ref_sec, ref_var), target in COMPARISONS:
+    for label, (sec, var, applies), (ref_sec, ref_var), target in COMPARISONS:
         for r in sorted((r for r in timed if r["section"] == sec and r["variant"] == var), key=sort_order):
-            if page_ok and not page_ok(r["problem"].get("page_size")):
+            if not applies(r["problem"]):
                 continue
             ref = [o for o in timed if o["section"] == ref_sec and o["variant"] == ref_var and problem_key(o) == problem_key(r)]
             if not ref:

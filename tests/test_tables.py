@@ -82,6 +82,16 @@ class Tables(unittest.TestCase):
         self.assertNotIn("page=32", text)
         self.assertNotIn("04 mma", text)  # no 04 record: no row, not a made-up one
         self.assertIsNone(tables.comparison_table(records[:1]))
+        # 08 against 04 is issue 7's target for T >= 4096 only: a T = 1024 pair gets no row
+        short, long_ = rec("08_tma_skeleton", "ws", 1.0), rec("08_tma_skeleton", "ws", 1.0)
+        short["problem"].update(t_q=1024, t_kv=1024)
+        long_["problem"].update(t_q=4096, t_kv=4096)
+        mma_short, mma_long = rec("04_fp16", "mma", 0.9), rec("04_fp16", "mma", 1.5)
+        mma_short["problem"].update(t_q=1024, t_kv=1024)
+        mma_long["problem"].update(t_q=4096, t_kv=4096)
+        text = tables.comparison_table([short, long_, mma_short, mma_long])
+        self.assertIn("| 08 ws vs 04 mma (T >= 4096) | B=8 H=32/8 T=4096 D=128 fp16 | 1 | 1.5 | 1.50× | ≥ 1.00× | yes |", text)
+        self.assertNotIn("T=1024", text)
 
     def test_a_tagged_side_study_gets_its_own_table_and_stays_out_of_the_sweep(self):
         import json
