@@ -110,13 +110,17 @@ def window_time(records, folder, plt):
     Hopper kernel with 07's tile skip (`ws --window`) on the same shapes."""
     from tables import ideal_window_ratio
 
+    def family(p):  # a problem up to its length and window
+        return tuple(p.get(k) for k in ("b", "h", "h_kv", "d", "dtype", "causal"))
+    sweep = {family(r["problem"]) for r in records if r["section"] == "07_sliding_window"}
+
     def pick(r):
         p = r["problem"]
         if p["t_q"] != p["t_kv"]:
             return None
         w = p.get("window")
-        if r["section"] == "08_tma_skeleton":  # the same sweep's shapes: B=1 H=16 D=128 bf16 causal
-            if r["variant"] != "ws" or (p["b"], p["h"], p["d"], p["dtype"], p["causal"]) != (1, 16, 128, "bf16", True):
+        if r["section"] == "08_tma_skeleton":  # 08's ws on the shapes of 07's sweep
+            if r["variant"] != "ws" or family(p) not in sweep:
                 return None
             return "08 ws (Hopper) " + (f"W={w}" if w else "causal, no window")
         if r["section"] != "07_sliding_window":
