@@ -24,22 +24,25 @@ constexpr int THREADS = NUM_WARPS * 32;
 constexpr int WARP_KEYS = 16;                   // keys per warp per tile: the k of one O = P V mma
 constexpr int BLOCK_N = NUM_WARPS * WARP_KEYS;  // 64 keys per tile
 constexpr int ROWS = 16;                        // query heads per block: the m of mma.m16n8k16
-constexpr int STAGES = 3;                       // K/V ring: tiles t+1 and t+2 load while t computes
 constexpr int MIN_TILES_PER_SPLIT = 2;
 constexpr int MAX_SPLITS = 128;
+constexpr int MAX_TABLE_WINDOW = 1024;  // block-table entries a paged Kv stages in shared memory
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;  // for the sections' split_lse
 
-template <int HEAD_DIM>
+// The K/V ring has STAGES slots (tiles t+1 .. t+STAGES-1 load while t computes); its depth is the
+// layout's (Kv::kStages): 3 for 05's contiguous cache, 4 for 06's paged one (see the kernel).
+template <int HEAD_DIM, int STAGES>
 struct Tiles {
   static constexpr int CHUNKS = HEAD_DIM / 8;     // 16-byte chunks per row of K or V
   static constexpr int D_STEPS = HEAD_DIM / 16;   // k-steps of S = Q Kᵀ
   static constexpr int O_BLOCKS = HEAD_DIM / 8;   // n-blocks (8 columns) of O
   static constexpr int TILE_BYTES = BLOCK_N * HEAD_DIM * 2;
-  static constexpr int SMEM_BYTES = STAGES * 2 * TILE_BYTES;  // [STAGES][K, V][BLOCK_N][D]: 96 / 48 KB
+  static constexpr int SMEM_BYTES = STAGES * 2 * TILE_BYTES;  // [STAGES][K, V][BLOCK_N][D]: 32 / 16 KB a stage
   static constexpr int ROW_STEP = THREADS / CHUNKS;           // rows one pass of cp.async covers
   static constexpr int LOADS = BLOCK_N / ROW_STEP;            // rows per thread per tile (K and V each)
-  static constexpr int MIN_BLOCKS = HEAD_DIM == 128 ? 2 : 4;  // per SM: what the shared memory allows
+  // Blocks per SM: what the shared memory allows (3 stages: 2 at D = 128, 4 at D = 64; 4 stages: 1, 3).
+  static constexpr int MIN_BLOCKS = (227 * 1024) / (SMEM_BYTES + 4 * MAX_TABLE_WINDOW);
   // The end-of-block merge of the 4 warps' states reuses the ring: O [warp][row][D + 4] fp32
   // (4 floats of padding: rows start 4 banks apart), then LSE and weights [warp][row], LSE [row].
   // The split merge (last block of a row group) adds its weights [MAX_SPLITS][ROWS], a
@@ -48,13 +51,19 @@ struct Tiles {
   static constexpr int MERGE_BYTES =
       (NUM_WARPS * ROWS * O_STRIDE + 2 * NUM_WARPS * ROWS + ROWS + MAX_SPLITS * ROWS + ROWS + 1) * 4;
 };
-static_assert(BLOCK_N % Tiles<64>::ROW_STEP == 0 && BLOCK_N % Tiles<128>::ROW_STEP == 0, "whole passes");
-static_assert(Tiles<64>::ROW_STEP % 8 == 0 && Tiles<128>::ROW_STEP % 8 == 0,
+static_assert(BLOCK_N % Tiles<64, 3>::ROW_STEP == 0 && BLOCK_N % Tiles<128, 3>::ROW_STEP == 0, "whole passes");
+static_assert(Tiles<64, 3>::ROW_STEP % 8 == 0 && Tiles<128, 3>::ROW_STEP % 8 == 0,
               "a thread's rows differ by multiples of 8: its swizzled chunk is the same in every row");
-static_assert(Tiles<64>::MERGE_BYTES <= Tiles<64>::SMEM_BYTES && Tiles<128>::MERGE_BYTES <= Tiles<128>::SMEM_BYTES,
+static_assert(Tiles<64, 3>::MERGE_BYTES <= Tiles<64, 3>::SMEM_BYTES && Tiles<128, 3>::MERGE_BYTES <= Tiles<128, 3>::SMEM_BYTES,
               "the warp merge fits in the ring");
-static_assert(Tiles<128>::MIN_BLOCKS * Tiles<128>::SMEM_BYTES <= 227 * 1024 &&
-              Tiles<64>::MIN_BLOCKS * Tiles<64>::SMEM_BYTES <= 227 * 1024, "blocks per SM fit (sm_90)");
+static_assert(Tiles<128, 3>::MIN_BLOCKS == 2 && Tiles<64, 3>::MIN_BLOCKS == 4 && Tiles<128, 4>::MIN_BLOCKS == 1 &&
+              Tiles<64, 4>::MIN_BLOCKS == 3, "blocks per SM as the comments say (sm_90's 227 KB)");
+
+// Shared memory of a block: the K/V ring, then a paged Kv's window of its block table.
+template <class Kv, int HEAD_DIM>
+using KvTiles = Tiles<HEAD_DIM, Kv::kStages>;
+template <class Kv, int HEAD_DIM>
+constexpr int smem_bytes() { return KvTiles<Kv, HEAD_DIM>::SMEM_BYTES + 4 * Kv::kTableWindow; }
 
 
 // ---------------------------------------------------------------------------------------------
@@ -65,6 +74,8 @@ struct ContiguousKv {
   const void* k;  // [B, T_kv, H_kv, D]
   const void* v;  // [B, T_kv, H_kv, D]
   static constexpr bool kAddressMayFail = false;  // (a paged stub returns -1: see the kernel)
+  static constexpr int kTableWindow = 0;          // no block table (06's: see the kernel)
+  static constexpr int kStages = 3;               // the ring (06's is deeper: see the kernel)
   LAB_HD int64_t row_offset(int b, int j, int kv_head, int t_kv, int h_kv, int head_dim) const {
     return ((int64_t(b) * t_kv + j) * h_kv + kv_head) * head_dim;
   }
@@ -99,8 +110,10 @@ __device__ __forceinline__ int head_of_row(const P& p, int kv_head, int chunk, i
 // One block = one query row i of sequence b, one K/V head, 16 of its query heads, one split.
 // grid.x = ((b·T_q + i)·H_kv + kv_head)·head_chunks + chunk, grid.y = split.
 template <class Hooks, int HEAD_DIM, class T>
-__global__ void __launch_bounds__(THREADS, Tiles<HEAD_DIM>::MIN_BLOCKS) decode_kernel(const Params<typename Hooks::Kv> p) {
-  using TL = Tiles<HEAD_DIM>;
+__global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM>::MIN_BLOCKS))
+    decode_kernel(const Params<typename Hooks::Kv> p) {
+  using TL = KvTiles<typename Hooks::Kv, HEAD_DIM>;
+  constexpr int STAGES = Hooks::Kv::kStages;
   extern __shared__ __align__(128) uint8_t smem[];
   int idx = blockIdx.x;
   const int chunk = idx % p.head_chunks;
@@ -142,21 +155,56 @@ __global__ void __launch_bounds__(THREADS, Tiles<HEAD_DIM>::MIN_BLOCKS) decode_k
   const int first_tile = range.begin / BLOCK_N;
   const int n_tiles = range.empty() ? 0 : lab::ceil_div(range.end, BLOCK_N) - first_tile;
   const int ld_chunk = tid % TL::CHUNKS, ld_row = tid / TL::CHUNKS;
+
+  // 06, the paged cache: a row's address needs its block-table entry, and a copy cannot be issued
+  // before that read returns. Read from global memory, that is a round trip per tile on the issuing
+  // warp's critical path, and with one or two blocks of 4 warps per SM little else hides it. So the
+  // block stages the entries it needs, a window of kTableWindow at a time, in shared memory, and
+  // the tile loader reads them there through the same row_offset. With the short reads, one more
+  // tile in flight (06's kStages = 4) pays where it did not for 05: each tile's 64 keys are 4 pages
+  // scattered over the pool. Measured on the H200 (B = 8, 32k keys, split, same run): 06 at 0.90x of
+  // 05 with the table read from global memory, 0.94x with the window, 0.98x with window + 4 stages
+  // (4 stages alone: 0.89x; for 05, 4 stages were 0.5% slower). ch12/06_paged.md has the numbers.
+  using Kv = typename Hooks::Kv;
+  constexpr bool kStaged = Kv::kTableWindow > 0;
+  static_assert(Kv::kTableWindow <= MAX_TABLE_WINDOW, "the window fits the shared memory planned for it");
+  int* table_window = reinterpret_cast<int*>(smem + TL::SMEM_BYTES);
+  Kv kv = p.kv;       // what the tile loader reads through: a paged Kv's table is then the window
+  int window_key = 0;  // paged: the first key of the window's first block
+  auto stage_table = [&](int key) {  // the window from key's block on; every thread, between barriers
+    if constexpr (kStaged) {
+      const int first = key / p.kv.page_size, n = lab::imin(Kv::kTableWindow, p.kv.table_stride - first);
+      const int* src = p.kv.block_table + int64_t(b) * p.kv.table_stride + first;
+      for (int e = tid; e < n; e += THREADS) table_window[e] = src[e];
+      window_key = first * p.kv.page_size;
+      kv.block_table = table_window;
+      kv.table_stride = 0;
+    }
+  };
+  auto in_window = [&](int tile) {  // does the window hold the blocks of tile `tile`'s keys?
+    if constexpr (kStaged) {
+      const int last_key = lab::imin(range.end, (first_tile + tile + 1) * BLOCK_N) - 1;
+      return (last_key - window_key) / p.kv.page_size < Kv::kTableWindow;
+    }
+    return true;
+  };
+  auto row_offset = [&](int j) {  // (the window keeps j % page_size: window_key is a block start)
+    return kStaged ? kv.row_offset(0, j - window_key, kv_head, p.t_kv, p.h_kv, HEAD_DIM)
+                   : kv.row_offset(b, j, kv_head, p.t_kv, p.h_kv, HEAD_DIM);
+  };
   auto load_tile = [&](int t, int stage) {
     const uint32_t k_dst = smem_addr(smem + stage * 2 * TL::TILE_BYTES);
     const uint32_t v_dst = k_dst + TL::TILE_BYTES;
     const int key0 = (first_tile + t) * BLOCK_N;
-    // Every row's address first, then the copies. A row outside the range takes its nearest key's
-    // address (and copies nothing), so no branch guards the address: 06's block-table reads of
-    // all the rows are then in flight together, one round trip per tile. (Guarded by a branch and
-    // interleaved with the copies, asm with a memory clobber, each row's read waited for the
-    // previous row's copy: a chain of 8 round trips per tile on the one warp per scheduler a block
-    // has, which ran 06 at 0.35-0.69x of 05. 05's arithmetic-only address never waited.)
+    // Every row's address first, then the copies. A row outside the range gets its nearest key's
+    // address (and copies nothing): with no branch around it and no copy (asm with a memory
+    // clobber) between them, the rows' table reads and index math overlap. Interleaved, each
+    // row's read waited for the previous row's copy, a chain of round trips per tile on the one
+    // warp per scheduler a block has (05's arithmetic-only address never had the problem).
     int64_t off[TL::LOADS];
 #pragma unroll
     for (int n = 0; n < TL::LOADS; ++n)
-      off[n] = p.kv.row_offset(b, lab::imin(lab::imax(key0 + ld_row + n * TL::ROW_STEP, range.begin), range.end - 1),
-                               kv_head, p.t_kv, p.h_kv, HEAD_DIM) + ld_chunk * 8;
+      off[n] = row_offset(lab::imin(lab::imax(key0 + ld_row + n * TL::ROW_STEP, range.begin), range.end - 1)) + ld_chunk * 8;
 #pragma unroll
     for (int n = 0; n < TL::LOADS; ++n) {
       const int r = ld_row + n * TL::ROW_STEP;
@@ -177,15 +225,24 @@ __global__ void __launch_bounds__(THREADS, Tiles<HEAD_DIM>::MIN_BLOCKS) decode_k
   const int k_row = warp * WARP_KEYS + (mi >> 1) * 8 + mr, k_chunk = mi & 1;  // K: (keys 0-7 | 8-15) x (d lo | hi)
   const int v_row = warp * WARP_KEYS + (mi & 1) * 8 + mr, v_chunk = mi >> 1;  // V: (keys lo | hi) x (d 0-7 | 8-15)
 
+  if (kStaged && n_tiles > 0) {
+    stage_table(range.begin);
+    __syncthreads();  // the window is in shared memory
+  }
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < n_tiles) load_tile(s, s);
+    if (s < n_tiles) load_tile(s, s);  // (a window holds >= 16 tiles: these are in the first)
     cp_async_commit();
   }
   for (int t = 0; t < n_tiles; ++t) {
     cp_async_wait<STAGES - 2>();
     __syncthreads();  // tile t is in shared memory for every warp; every warp is done with tile t-1's stage
-    if (t + STAGES - 1 < n_tiles) load_tile(t + STAGES - 1, (t + STAGES - 1) % STAGES);
+    const int next = t + STAGES - 1;
+    if (kStaged && next < n_tiles && !in_window(next)) {  // (the same answer in every thread)
+      stage_table((first_tile + next) * BLOCK_N);  // every thread's last window read was before the barrier
+      __syncthreads();  // the new window is in shared memory
+    }
+    if (next < n_tiles) load_tile(next, next % STAGES);
     cp_async_commit();  // (an empty group near the end keeps the wait count uniform)
 
     const uint32_t k_tile = smem_addr(smem + (t % STAGES) * 2 * TL::TILE_BYTES);
@@ -383,14 +440,15 @@ inline int64_t hbm_bytes(const lab::Problem& pr) {
 
 template <class Hooks, int HEAD_DIM, class T>
 void launch(const Params<typename Hooks::Kv>& p, int rows, cudaStream_t stream) {
-  decode_kernel<Hooks, HEAD_DIM, T><<<dim3(unsigned(rows), unsigned(p.num_splits)), THREADS, Tiles<HEAD_DIM>::SMEM_BYTES, stream>>>(p);
+  decode_kernel<Hooks, HEAD_DIM, T>
+      <<<dim3(unsigned(rows), unsigned(p.num_splits)), THREADS, smem_bytes<typename Hooks::Kv, HEAD_DIM>(), stream>>>(p);
   CUDA_CHECK_LAST();
 }
 
 template <class Hooks, int HEAD_DIM, class T>
 void prepare() {
   CUDA_CHECK(cudaFuncSetAttribute(decode_kernel<Hooks, HEAD_DIM, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  Tiles<HEAD_DIM>::SMEM_BYTES));
+                                  smem_bytes<typename Hooks::Kv, HEAD_DIM>()));
 }
 
 // The forward of a run: the split workspace, the parameters, the launch. `kv` says where K and V
@@ -436,7 +494,7 @@ lab::GpuRun make_gpu_run(const lab::RunContext& ctx, const typename Hooks::Kv& k
   run.metrics["splits"] = splits;
   run.metrics["keys_per_split"] = pl.split.keys_per_split;
   run.metrics["blocks"] = int64_t(pl.rows) * splits;
-  run.metrics["blocks_per_sm"] = pr.d == 128 ? Tiles<128>::MIN_BLOCKS : Tiles<64>::MIN_BLOCKS;
+  run.metrics["blocks_per_sm"] = pr.d == 128 ? KvTiles<typename Hooks::Kv, 128>::MIN_BLOCKS : KvTiles<typename Hooks::Kv, 64>::MIN_BLOCKS;
   run.metrics["splits_forced"] = ctx.options.splits > 0;
   run.metrics["kv_bytes_read"] = hbm_bytes(pr) - 2 * pr.q_elems() * lab::dtype_bytes(pr.dtype) - pr.lse_elems() * 4;
   const int rows = pl.rows;
