@@ -3,11 +3,12 @@
 // stays in its own file and reaches this code through a Hooks type:
 //   struct Hooks {
 //     using Kv = decode::ContiguousKv;  // 06: its paged Kv, whose row_offset is its exercise
+//                                       // (a Kv also sets the ring depth, kStages, and kTableWindow)
 //     static LAB_HD int query_head_of(int kv_head, int r, int group, int n_kv_heads, bool wrong_mapping);
 //     static LAB_HD bool online_step(float tile_max, float& m, float& l, float& alpha, float& base);
 //     static LAB_HD float split_lse(float m, float l);  // 05's exercises (06 gives them solved)
 //   };
-// How the kernel works (GQA heads as the rows of an mma, a 3-stage cp.async ring, split-KV with
+// How the kernel works (GQA heads as the rows of an mma, a 3-stage cp.async ring (4 for 06), split-KV with
 // the merge in the last block): solutions/05_decode.cu's header and ch12/05_decode.md.
 #pragma once
 #include <memory>
