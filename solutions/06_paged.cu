@@ -7,7 +7,7 @@
 // The kernel is 05's (common/decode.cuh, shared), except where a K/V row's address comes from (EXERCISE
 // block-table, through PagedKv below): a table read per row, from a window of the block's table
 // entries that the kernel stages in shared memory (read from global memory, each tile's copies
-// waited a round trip for it), a deeper ring (6 stages against 05's 3), and 16-byte copies as before (a
+// waited a round trip for it), a ring one tile deeper (4 stages), and 16-byte copies as before (a
 // page of 16 tokens is 16 rows of 256 contiguous bytes per head: full 32-byte sectors, no waste).
 // Same logical cache, same splits, same arithmetic: O and LSE are bit-identical to 05's
 // (tests/paged_matches_decode.py checks it for several page sizes).
@@ -69,7 +69,7 @@ struct PagedKv {
   int table_stride, page_size;
   static constexpr bool kAddressMayFail = true;  // the stub's kv_row_offset returns -1
   static constexpr int kTableWindow = MAX_TABLE_WINDOW;  // entries the kernel stages (block_table then points there)
-  static constexpr int kStages = 6;                      // more tiles in flight than 05 (see common/decode.cuh)
+  static constexpr int kStages = 4;                      // one tile more in flight than 05 (see common/decode.cuh)
   LAB_HD int64_t row_offset(int b, int j, int kv_head, int /*t_kv*/, int h_kv, int head_dim) const {
     return kv_row_offset(block_table, table_stride, page_size, h_kv, head_dim, b, j, kv_head);
   }
