@@ -171,21 +171,23 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   static_assert(Kv::kTableWindow <= MAX_TABLE_WINDOW, "the window fits the shared memory planned for it");
   int* table_window = reinterpret_cast<int*>(smem + TL::SMEM_BYTES);
   Kv kv = p.kv;       // what the tile loader reads through: a paged Kv's table is then the window
-  int window_key = 0, window_end = 0;  // paged: the keys [window_key, window_end) the window maps
+  int window_key = 0;  // paged: the first key of the window's first block
   auto stage_table = [&](int key) {  // the window from key's block on; every thread, between barriers
     if constexpr (kStaged) {
-      const int page = p.kv.page();
-      const int first = key / page, n = lab::imin(Kv::kTableWindow, p.kv.table_stride - first);
+      const int first = key / p.kv.page_size, n = lab::imin(Kv::kTableWindow, p.kv.table_stride - first);
       const int* src = p.kv.block_table + int64_t(b) * p.kv.table_stride + first;
       for (int e = tid; e < n; e += THREADS) table_window[e] = src[e];
-      window_key = first * page;
-      window_end = window_key + n * page;
+      window_key = first * p.kv.page_size;
       kv.block_table = table_window;
       kv.table_stride = 0;
     }
   };
-  auto in_window = [&](int tile) {  // does the window hold the blocks of tile `tile`'s keys? (no division: once a tile)
-    return !kStaged || lab::imin(range.end, (first_tile + tile + 1) * BLOCK_N) <= window_end;
+  auto in_window = [&](int tile) {  // does the window hold the blocks of tile `tile`'s keys?
+    if constexpr (kStaged) {
+      const int last_key = lab::imin(range.end, (first_tile + tile + 1) * BLOCK_N) - 1;
+      return (last_key - window_key) / p.kv.page_size < Kv::kTableWindow;
+    }
+    return true;
   };
   auto row_offset = [&](int j) {  // (the window keeps j % page_size: window_key is a block start)
     return kStaged ? kv.row_offset(0, j - window_key, kv_head, p.t_kv, p.h_kv, HEAD_DIM)
