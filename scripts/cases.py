@@ -13,7 +13,8 @@
               `bench --quick` runs the entries marked `quick: true` (else the first)
   baselines   [spec]: library baselines for the bench (scripts/baselines.py --spec)
   grade_perf  optional {args, variants}: the shape the grader times against the solution
-  sanitize    optional {args, variants}: the small shape compute-sanitizer runs (default: ragged causal
+  sanitize    optional {args | shapes, variants}: the small shape (args) or shapes (a list of args
+              lists) compute-sanitizer runs (default: ragged causal
               T=67/131) and on which variants (default: all)
   ncu         optional {args, variants}: the shape `bench --ncu` measures DRAM bytes on
 
@@ -54,6 +55,12 @@ def validate(data, where="case file"):
         bad("'variants' must be a non-empty list of strings")
     if "timeout_s" in data and not (isinstance(data["timeout_s"], (int, float)) and data["timeout_s"] > 0):
         bad("'timeout_s' must be a positive number")
+    san = data.get("sanitize", {})
+    if "args" in san and "shapes" in san:
+        bad("'sanitize': give 'args' (one shape) or 'shapes' (several), not both")
+    if "shapes" in san and (not isinstance(san["shapes"], list) or not san["shapes"]
+                            or not all(_strings(x) for x in san["shapes"])):
+        bad("'sanitize': 'shapes' must be a non-empty list of lists of strings")
     names = set()
     for group in ("cases", "bad_inputs", "bugs"):
         items = data.get(group, [])
@@ -83,6 +90,15 @@ def validate(data, where="case file"):
                 bad(f"{at}: duplicate name")
             names.add(key)
     return data
+
+
+DEFAULT_SANITIZE_SHAPE = ["--t", "67", "--t-kv", "131", "--causal", "--h", "2"]  # small, ragged, causal
+
+
+def sanitize_shapes(data):
+    """The argument lists compute-sanitizer runs a section with (its case file's, else the default)."""
+    san = data.get("sanitize", {})
+    return san.get("shapes") or [san.get("args", DEFAULT_SANITIZE_SHAPE)]
 
 
 def load(path):

@@ -134,6 +134,20 @@ class Cases(unittest.TestCase):
                 self.assertIn("name", case, path)
                 self.assertIsInstance(case.get("args", []), list, path)
 
+    def test_sanitizer_shapes(self):
+        import cases
+        base = {"section": "06_paged", "cases": []}
+        self.assertEqual(cases.sanitize_shapes(base), [cases.DEFAULT_SANITIZE_SHAPE])
+        self.assertEqual(cases.sanitize_shapes(dict(base, sanitize={"args": ["--t", "5"]})), [["--t", "5"]])
+        two = dict(base, sanitize={"shapes": [["--page-size", "16"], ["--page-size", "32"]]})
+        self.assertEqual(cases.sanitize_shapes(cases.validate(two)), [["--page-size", "16"], ["--page-size", "32"]])
+        for bad in ({"shapes": []}, {"shapes": [["--t", 5]]}, {"args": ["--t", "1"], "shapes": [["--t", "1"]]}):
+            with self.assertRaises(cases.CaseFileError):
+                cases.validate(dict(base, sanitize=bad))
+        # 06 sanitizes page 16 (the default page) and page 32 (a page size read at run time)
+        pages = [s[s.index("--page-size") + 1] for s in cases.sanitize_shapes(lab.load_cases("06_paged"))]
+        self.assertEqual(pages, ["16", "32"])
+
     def test_sections_resolve_by_number(self):
         self.assertEqual(lab.resolve("1"), "01_naive")
         self.assertEqual(lab.resolve("01"), "01_naive")
