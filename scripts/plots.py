@@ -93,6 +93,8 @@ def decode_bandwidth(records, folder, plt, ceilings):
             return None
         if any(n != p["t_kv"] for n in p.get("kv_len") or []):
             return None  # a mixed-length batch is not a point on a kv_len axis (TABLES.md lists it)
+        if r["build"] == "baseline" and r["section"] != "05_decode":
+            return None  # SDPA has no paged path: 06's baselines are 05's calls again (TABLES.md lists them)
         page = f" page={p['page_size']}" if p.get("page_size") else ""
         return f"{r['section']} {r['variant']} B={p['b']}{page}" + (" (baseline)" if r["build"] == "baseline" else "")
     s = _series(records, pick, lambda r: r["problem"]["t_kv"], lambda r: r["metrics"].get("hbm_gbps"))

@@ -198,6 +198,32 @@ class Tables(unittest.TestCase):
             plots._draw = real_draw
         return drawn
 
+    def test_decode_plot_draws_sdpa_once(self):
+        import plots
+        try:
+            plt = plots._plt()
+        except ImportError:
+            self.skipTest("matplotlib not installed")
+
+        def rec(section, variant, build, gbps, page=None):
+            return {"section": section, "variant": variant, "build": build, "problem": {
+                    "b": 8, "h": 32, "h_kv": 8, "t_q": 1, "t_kv": 4096, "d": 128, "dtype": "fp16",
+                    "causal": False, "page_size": page}, "check": {"passed": True},
+                    "timing": {"median_ms": 0.1}, "metrics": {"hbm_gbps": gbps}}
+        records = [rec("05_decode", "split", "solution", 4000), rec("05_decode", "sdpa-cudnn", "baseline", 3900),
+                   rec("06_paged", "split", "solution", 3800, page=16), rec("06_paged", "sdpa-cudnn", "baseline", 2500)]
+        drawn = {}
+        real_draw = plots._draw
+        plots._draw = lambda plt_, series, *args, **kw: drawn.update(series)
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                self.assertIsNotNone(plots.decode_bandwidth(records, Path(tmp), plt, None))
+        finally:
+            plots._draw = real_draw
+        # 06's SDPA records time the same contiguous-cache calls as 05's: one SDPA line, 05's
+        self.assertEqual(sorted(drawn), ["05_decode sdpa-cudnn B=8 (baseline)", "05_decode split B=8",
+                                         "06_paged split B=8 page=16"])
+
     def test_sliding_window_plot_has_the_ideal_line(self):
         records, _ = tables.load_records(SAMPLE / "sliding_window")
         drawn = self.window_plot_series(records)
