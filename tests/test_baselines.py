@@ -53,11 +53,43 @@ class FakeTorch:
             def elapsed_time(self, stop):
                 return float(stop.id - self.id)
 
+        class Ctx:  # a context manager that logs entering and leaving
+            def __init__(self, name, fail=False):
+                self.name, self.fail = name, fail
+
+            def __enter__(self):
+                outer.log.append(self.name + "{")
+
+            def __exit__(self, *exc):
+                outer.log.append("}")
+                if self.fail:
+                    raise RuntimeError("operation not permitted when stream is capturing")
+
+        class Stream:
+            def wait_stream(self, other):
+                pass
+
+        class CUDAGraph:
+            def replay(self):
+                outer.log.append("replay")
+
         class Cuda:
             def synchronize(self):
                 outer.log.append("sync")
+
+            def current_stream(self):
+                return Stream()
+
+            def stream(self, s):
+                return Ctx("side")
+
+            def graph(self, g):
+                return Ctx("capture", fail=outer.capture_fails)
+        self.capture_fails = False
         self.cuda = Cuda()
         self.cuda.Event = Event
+        self.cuda.Stream = Stream
+        self.cuda.CUDAGraph = CUDAGraph
 
 
 class Timing(unittest.TestCase):
@@ -67,3 +99,22 @@ class Timing(unittest.TestCase):
         # Warm-up, one wait, then 5 x (start, run, stop) with no wait between runs, then one wait.
         self.assertEqual(torch.log, ["run", "run", "sync"] + ["record", "run", "record"] * 5 + ["sync"])
         self.assertEqual((med, lo, hi), (1.0, 1.0, 1.0))  # each interval is its own start-stop pair
+
+    def test_sdpa_is_timed_from_a_cuda_graph_and_keeps_its_eager_time(self):
+        torch = FakeTorch()
+        med, lo, hi, how = baselines.timed(torch, "sdpa-cudnn", lambda: torch.log.append("run"), warmup=1, iters=2)
+        self.assertEqual(how, {"method": "cuda-graph", "eager_median_ms": 1.0})
+        eager = ["run", "sync"] + ["record", "run", "record"] * 2 + ["sync"]
+        graph = ["side{", "run", "}", "capture{", "run", "}", "sync", "replay", "sync"] + ["record", "replay", "record"] * 2 + ["sync"]
+        self.assertEqual(torch.log, eager + graph)  # the timed intervals hold replays, not Python calls
+
+    def test_other_baselines_and_failed_captures_stay_eager(self):
+        torch = FakeTorch()
+        *_, how = baselines.timed(torch, "flex", lambda: torch.log.append("run"), warmup=1, iters=2)
+        self.assertEqual(how, {"method": "queued"})
+        self.assertNotIn("capture{", torch.log)
+        torch = FakeTorch()
+        torch.capture_fails = True
+        *_, how = baselines.timed(torch, "sdpa-flash", lambda: torch.log.append("run"), warmup=1, iters=2)
+        self.assertEqual(how["method"], "queued")
+        self.assertIn("not permitted", how["graph_unavailable"])

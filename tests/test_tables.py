@@ -38,6 +38,9 @@ class Tables(unittest.TestCase):
         mixed = tables.timing_note([rec("queued"), rec(None)])
         self.assertIn("queued", mixed)
         self.assertIn("synchronised after each run", mixed)
+        graphs = tables.timing_note([rec("queued"), rec("cuda-graph")])  # our kernels queued, SDPA from a graph
+        self.assertIn(tables.TIMING_NOTES["queued"], graphs)
+        self.assertIn("CUDA graph", graphs)
         text, _, _ = tables.render(SAMPLE)  # the sample's records predate the method field
         self.assertIn("Timing: **synchronised after each run**", text)
 
