@@ -260,13 +260,18 @@ def timing_note(records):
     return "Timing: " + "; ".join(TIMING_NOTES.get(m, f"method {m!r}") for m in methods) + "."
 
 
+def is_timed(r):
+    """A row of the timing tables: a timed run, or a baseline (one that could not run shows as such)."""
+    return r["timing"].get("median_ms") is not None or r["build"] == "baseline"
+
+
 def render_group(section, tag, records, ceilings, ncu):
     """Markdown lines for one section's records of one file: the sweep (tag "") or a side study of
     `bench --tag TAG` (its own table under its own heading, so it never mixes into the sweep's)."""
     out = [f"### `bench {section[:2]} --tag {tag}`", ""] if tag else []
     out += [timing_note(records), ""]
-    timed = [r for r in records if r["timing"].get("median_ms") is not None or r["build"] == "baseline"]
-    sweeps = [r for r in records if r["timing"].get("median_ms") is None and r["build"] != "baseline"]
+    timed = [r for r in records if is_timed(r)]
+    sweeps = [r for r in records if not is_timed(r)]
     if timed:
         out += [section_table(timed, ceilings, ncu), ""]
     window = window_table(timed) if section in ("07_sliding_window", "08_tma_skeleton") and not tag else None
@@ -323,7 +328,7 @@ def update_readme(readme, by_section, folder_name, ceilings=None, ncu=None):
     body = [README_BEGIN, "", f"From `results/{folder_name}/` (see its TABLES.md for every run).", ""]
     for section in sorted(by_section):
         timed = [r for r in by_section[section] if not r.get("_tag")  # the sweep; side studies are in TABLES.md
-                 and (r["timing"].get("median_ms") is not None or r["build"] == "baseline")]
+                 and is_timed(r)]
         if timed:
             body += [f"**{section}**", ""]
             if any(r["timing"].get("method") is None for r in timed):
