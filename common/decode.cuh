@@ -171,23 +171,21 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   static_assert(Kv::kTableWindow <= MAX_TABLE_WINDOW, "the window fits the shared memory planned for it");
   int* table_window = reinterpret_cast<int*>(smem + TL::SMEM_BYTES);
   Kv kv = p.kv;       // what the tile loader reads through: a paged Kv's table is then the window
-  int window_key = 0;  // paged: the first key of the window's first block
+  int window_key = 0, window_end = 0;  // paged: the keys [window_key, window_end) the window maps
   auto stage_table = [&](int key) {  // the window from key's block on; every thread, between barriers
     if constexpr (kStaged) {
-      const int first = key / p.kv.page_size, n = lab::imin(Kv::kTableWindow, p.kv.table_stride - first);
+      const int page = p.kv.page();
+      const int first = key / page, n = lab::imin(Kv::kTableWindow, p.kv.table_stride - first);
       const int* src = p.kv.block_table + int64_t(b) * p.kv.table_stride + first;
       for (int e = tid; e < n; e += THREADS) table_window[e] = src[e];
-      window_key = first * p.kv.page_size;
+      window_key = first * page;
+      window_end = window_key + n * page;
       kv.block_table = table_window;
       kv.table_stride = 0;
     }
   };
-  auto in_window = [&](int tile) {  // does the window hold the blocks of tile `tile`'s keys?
-    if constexpr (kStaged) {
-      const int last_key = lab::imin(range.end, (first_tile + tile + 1) * BLOCK_N) - 1;
-      return (last_key - window_key) / p.kv.page_size < Kv::kTableWindow;
-    }
-    return true;
+  auto in_window = [&](int tile) {  // does the window hold the blocks of tile `tile`'s keys? (no division: once a tile)
+    return !kStaged || lab::imin(range.end, (first_tile + tile + 1) * BLOCK_N) <= window_end;
   };
   auto row_offset = [&](int j) {  // (the window keeps j % page_size: window_key is a block start)
     return kStaged ? kv.row_offset(0, j - window_key, kv_head, p.t_kv, p.h_kv, HEAD_DIM)
@@ -386,19 +384,30 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   }
   if (tid == 0) p.tickets[blockIdx.x] = 0;  // every split has taken its ticket: reset for the next forward
   __syncthreads();  // the merged LSE and the split weights are ready
-  for (int e = tid; e < ROWS * HEAD_DIM; e += THREADS) {
-    const int row = e / HEAD_DIM, col = e % HEAD_DIM;
+  // O = Σ_s weight_s · O_s, 4 columns per thread (float4): one thread's loads over the splits are
+  // independent and in flight together, a round trip or two per thread where a scalar loop over
+  // every column took one per 8 splits (~8 at B = 1, 16 splits: the tail every other block waited for).
+  constexpr int VEC = 4, ROW_VECS = HEAD_DIM / VEC;
+  for (int e = tid; e < ROWS * ROW_VECS; e += THREADS) {
+    const int row = e / ROW_VECS, col = (e % ROW_VECS) * VEC;
     if (!row_complete[row]) continue;
     const int head = head_of_row<Hooks>(p, kv_head, chunk, row);
     const int64_t out_row = (int64_t(b) * p.t_q + i) * p.h + head;
-    const float* o_s = p.part_o + out_row * p.num_splits * HEAD_DIM + col;
-    float o = 0.f;
-#pragma unroll 8
-    for (int s = 0; s < p.num_splits; ++s) {  // independent loads: unrolled, they are in flight together
+    const float4* o_s = reinterpret_cast<const float4*>(p.part_o + out_row * p.num_splits * HEAD_DIM + col);
+    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 16
+    for (int s = 0; s < p.num_splits; ++s) {
       const float w = split_weight[s * ROWS + row];
-      if (w > 0.f) o += w * __ldcg(o_s + s * HEAD_DIM);
+      const float4 x = __ldcg(o_s + s * ROW_VECS);
+      if (w > 0.f) {  // an empty split weighs 0 (and its partial is never read into O)
+        o.x += w * x.x;
+        o.y += w * x.y;
+        o.z += w * x.z;
+        o.w += w * x.w;
+      }
     }
-    static_cast<T*>(p.o)[out_row * HEAD_DIM + col] = from_float<T>(o);
+    *reinterpret_cast<uint2*>(static_cast<T*>(p.o) + out_row * HEAD_DIM + col) =
+        make_uint2(pack2<T>(o.x, o.y), pack2<T>(o.z, o.w));  // 8 bytes, aligned: col % 4 == 0
     if (col == 0) p.lse[(int64_t(b) * p.h + head) * p.t_q + i] = lse_row[row];
   }
 }

@@ -33,13 +33,14 @@
 // Variant `ws-overlap`: `ws` plus FlashAttention-3's intra-warpgroup overlap: each consumer issues
 // S for tile n before O += P V of tile n - 1, and runs the softmax of tile n while that PV is on
 // the tensor core (same arithmetic, same results; one more S in flight per thread).
-// Variant `paged`: the same kernel (the plain `ws` loop) reading K/V from a paged cache (06's pool [blocks, page, H_kv, D],
-// shuffled block tables, NaN in every slot no sequence owns) through TMA. A box may not cross a
-// page, and a tensor map has one base address, so the producer keeps a copy of the K (and V) map
-// in shared memory, rewrites its global address (and its row count, so the last page's tail is
-// zero-filled, not NaN) with tensormap.replace for each page, publishes it to a per-block, per-slot
-// global workspace slot (tensormap.cp_fenceproxy, a release fence at GPU scope) and acquires it
-// before the copy (fence.proxy.tensormap::generic.acquire): a fence pair per page and per tensor.
+// Variant `paged`: the same kernel (the plain `ws` loop) reading K/V from a paged cache (06's pool
+// [blocks, page, H_kv, D], shuffled block tables, NaN in every slot no sequence owns) through TMA.
+// A box may not cross a page, and a tensor map has one base address, so every page gets its own
+// map: a small kernel before the attention kernel (edit_page_maps, a warp per page) copies the
+// template map to shared memory, rewrites its global address (and its row count, so the last
+// page's tail is zero-filled, not NaN) with tensormap.replace, and publishes it to the page's slot
+// in global memory (tensormap.cp_fenceproxy, a release fence at GPU scope); the producer acquires
+// a page's map (fence.proxy.tensormap::generic.acquire) a few fills before it copies through it.
 // Page sizes: any multiple of 16 (a box is gcd(page, 128) rows); --page-size defaults to 64 here.
 // Variant `paged-pool`: the same pool with no edit on the device. One 4-D map covers the whole pool,
 // (D, H_kv, page_size, blocks), so the physical block is simply the box's 4th coordinate, read from
@@ -93,13 +94,12 @@ struct Tiles {
   static constexpr int Q_BYTES = COL_BOXES * Q_BOX_BYTES;       // what q_full waits for
   static constexpr int KV_TILE_BYTES = COL_BOXES * KV_BOX_BYTES;  // what k_full / v_full wait for
   // Shared memory, from a 1024-byte aligned base (the 128-byte swizzle repeats every 1024 bytes):
-  //   Q [COL_BOXES][BLOCK_Q][64] | K [STAGES][COL_BOXES][BLOCK_KV][64] | V (same) | barriers | 2 maps
+  //   Q [COL_BOXES][BLOCK_Q][64] | K [STAGES][COL_BOXES][BLOCK_KV][64] | V (same) | barriers
   static constexpr int OFF_K = Q_BYTES;
   static constexpr int OFF_V = OFF_K + STAGES * KV_TILE_BYTES;
   static constexpr int OFF_BAR = OFF_V + STAGES * KV_TILE_BYTES;
   static constexpr int BARRIERS = 1 + 3 * STAGES;               // q_full, k_full[], v_full[], empty[]
-  static constexpr int OFF_MAPS = OFF_BAR + 128;                // paged: shared copies of the K and V maps
-  static constexpr int SMEM_BYTES = OFF_MAPS + 2 * 128 + 1024;  // + slack to align the base
+  static constexpr int SMEM_BYTES = OFF_BAR + 128 + 1024;      // + slack to align the base
   static constexpr int D_STEPS = HEAD_DIM / 16;                 // k-steps of S = Q Kᵀ
   static constexpr int KV_STEPS = BLOCK_KV / 16;                // k-steps of O = P V
   static constexpr int S_REGS = BLOCK_KV / 2;                   // fp32 S accumulator per thread (64 x 128 / 128)
@@ -160,7 +160,7 @@ struct Params {
   const uint8_t* k_pool;   // [num_blocks, page_size, H_kv, D]
   const uint8_t* v_pool;
   int64_t page_bytes;      // page_size · H_kv · D · 2
-  CUtensorMap* map_slots;  // [blocks][2·STAGES][K, V][BLOCK_KV / box_rows] global workspace
+  const CUtensorMap* page_maps;  // [pool blocks][K, V]: each page's own map, made by edit_page_maps
   // Variant paged-pool (the K/V maps are then over the whole pool: (D, H_kv, page_size, blocks)).
   int pool_blocks;               // a block coordinate past the pool: the box reads as zeros
   const CUtensorMap* last_page_maps;  // [B][K, V]: the sequence's last page, its valid rows only
@@ -170,6 +170,7 @@ struct Params {
 enum class KvSource {
   contiguous,  // ws, ws-overlap: one 4-D map over the cache [B, T_kv, H_kv, D]
   page_maps,   // paged: one map per page, edited on the device (tensormap.replace), as the chapter says
+              //        (by edit_page_maps, once per page and forward; the attention kernel acquires)
   pool_map,    // paged-pool: one 4-D map over the pool, the physical block as a coordinate
 };
 
@@ -186,57 +187,63 @@ struct Smem {
   __device__ uint32_t k_full(int stage) const { return q_full() + 8 * (1 + stage); }
   __device__ uint32_t v_full(int stage) const { return q_full() + 8 * (1 + TL::STAGES + stage); }
   __device__ uint32_t empty(int stage) const { return q_full() + 8 * (1 + 2 * TL::STAGES + stage); }
-  __device__ uint32_t map(int which) const { return base + TL::OFF_MAPS + 128 * which; }  // 0: K, 1: V
-  __device__ uint64_t* map_generic(int which) const {
-    return reinterpret_cast<uint64_t*>(generic + TL::OFF_MAPS + 128 * which);
-  }
 };
 
 // ---------------------------------------------------------------------------------------------
-// Paged: the tensor maps of a fill. A K or V tile is BLOCK_KV / box_rows boxes, each inside one
-// page; box j of fill `fill` gets its own map in this block's global workspace, in one of
-// 2·STAGES sets (set = fill % (2·STAGES)). prepare_maps() edits the shared copy of the template
-// map to the page's address and valid row count (rows past T_kv then read as zeros, not as the
-// pool's NaN) and publishes it to the slot (a release fence at GPU scope); the copy later acquires
-// it. Sets alternate so that the maps of fill n + STAGES can be prepared right after fill n is
-// issued, off the critical path: that set was last used by fill n - STAGES, whose copies completed
-// before the consumers released its stage, a release the producer waited for before fill n.
-template <int HEAD_DIM>
-__device__ __forceinline__ CUtensorMap* map_slots(const Params& p, int which, int fill) {
-  constexpr int SETS = 2 * Tiles<HEAD_DIM>::STAGES;
-  const int boxes = BLOCK_KV / p.box_rows;
-  const int64_t cta = int64_t(blockIdx.y) * gridDim.x + blockIdx.x;
-  return p.map_slots + ((cta * SETS + fill % SETS) * 2 + which) * boxes;
+// Paged: a tensor map per page, made on the device. A box may not cross a page and a map has one
+// base address, so every page gets its own map: the template (over one page, (D, H_kv, page))
+// with its global address set to the page and its row count to the page's valid rows (the last
+// page's tail then reads as zeros, not as the pool's NaN). One warp per (sequence, logical page)
+// edits a shared copy (tensormap.replace, lane 0) and publishes it to page_maps[physical] with a
+// release fence at GPU scope (tensormap.cp_fenceproxy, the whole warp). The attention kernel,
+// launched after it, acquires a page's map before its first copy through it.
+//
+// Why a kernel of its own, once per page: editing in the attention kernel's producer (the first
+// version of this variant) made every block redo every page it reads, per head and per query
+// tile, with a release fence each time; the producer became the bottleneck (0.45-0.51x `ws` at
+// page 64, 0.70-0.77x at page 128, session 5). A serving engine would make a page's map when the
+// allocator hands the page out; here it is part of every forward, and timed with it.
+__global__ void __launch_bounds__(32) edit_page_maps(const __grid_constant__ CUtensorMap k_template,
+                                                     const __grid_constant__ CUtensorMap v_template, const Params p) {
+  __shared__ alignas(128) CUtensorMap edit[2];  // K, V
+  const int logical = blockIdx.x, b = blockIdx.y, lane = threadIdx.x;
+  if (logical * p.page_size >= p.t_kv) return;  // a table slot past the sequence's end
+  const int physical = p.block_table[int64_t(b) * p.table_stride + logical];
+  const uint32_t valid = uint32_t(lab::imin(p.page_size, p.t_kv - logical * p.page_size));
+  const uint64_t* src = reinterpret_cast<const uint64_t*>(lane < 16 ? &k_template : &v_template);
+  reinterpret_cast<uint64_t*>(&edit[lane / 16])[lane % 16] = src[lane % 16];  // 16 lanes x 8 bytes per map
+  __syncwarp();  // the copies are complete before lane 0 edits them
+  if (lane == 0)
+    for (int which = 0; which < 2; ++which) {
+      const uint8_t* pool = which == 0 ? p.k_pool : p.v_pool;
+      tensormap_replace_address(smem_addr(&edit[which]), pool + int64_t(physical) * p.page_bytes);
+      tensormap_replace_dim<2>(smem_addr(&edit[which]), valid);
+    }
+  __syncwarp();  // the edits are complete before the warp copies the maps out
+  tensormap_publish(const_cast<CUtensorMap*>(&p.page_maps[2 * physical]), smem_addr(&edit[0]));
+  tensormap_publish(const_cast<CUtensorMap*>(&p.page_maps[2 * physical + 1]), smem_addr(&edit[1]));
 }
 
-// Whole producer warp (the publish is warp-wide); lane 0 edits.
-template <int HEAD_DIM>
-__device__ __forceinline__ void prepare_maps(const Params& p, const Smem<HEAD_DIM>& sm, int which, int fill, int b) {
+// Paged, producer side: acquire the page maps of fill `fill`'s boxes (K or V), ahead of its copies.
+// An acquire is a fence: done right after fill n - STAGES is issued, while the ring is full, it is
+// off the path from a freed slot to its next copies. (No map changes during the kernel, so an
+// early acquire stays valid.)
+__device__ __forceinline__ void acquire_page_maps(const Params& p, int which, int fill, int b) {
   const int rows = p.box_rows, boxes = BLOCK_KV / rows;
-  CUtensorMap* slots = map_slots<HEAD_DIM>(p, which, fill);
-  const uint8_t* pool = which == 0 ? p.k_pool : p.v_pool;
   for (int j = 0; j < boxes; ++j) {
     const int key0 = fill * BLOCK_KV + j * rows;
     if (key0 >= p.t_kv) break;  // past the last key: load_kv_tile uses the template map
-    const int logical = key0 / p.page_size;
-    const int physical = p.block_table[int64_t(b) * p.table_stride + logical];
-    const uint32_t valid = uint32_t(lab::imin(p.page_size, p.t_kv - logical * p.page_size));
-    __syncwarp();  // every lane is done with the previous publish of the shared copy
-    if (threadIdx.x % 32 == 0) {
-      tensormap_replace_address(sm.map(which), pool + int64_t(physical) * p.page_bytes);
-      tensormap_replace_dim<2>(sm.map(which), valid);  // rows of the page past the sequence's end read as 0
-    }
-    __syncwarp();  // the edit is complete before the warp copies the map out
-    tensormap_publish(&slots[j], sm.map(which));
+    const int physical = p.block_table[int64_t(b) * p.table_stride + key0 / p.page_size];
+    tensormap_acquire(&p.page_maps[2 * physical + which]);
   }
 }
 
 // Producer side: issue the copies of one K or V tile (fill `tile`) into a slot, completing on
 // `bar`. Called by the whole producer warp; lane 0 issues. (Given: the exercise is the loop.)
 //   ws:    the 4-D map (D, H_kv, T_kv, B): one box per 64 columns, rows past T_kv zero-filled.
-//   paged: per box, acquire the map prepare_maps() published and copy through it; boxes past the
-//          last key use the unedited template with a row beyond its page (all zeros). Then
-//          prepare the maps of fill tile + STAGES.
+//   paged: per box, the page's own map (edit_page_maps made it; acquired STAGES fills ahead); boxes
+//          past the last key use the template with a row beyond its page (all zeros). Then acquire
+//          the maps of fill tile + STAGES.
 //   paged-pool: per box, the pool map at (column, kv_head, row in page, physical block); the box
 //          holding the last key through the sequence's last-page map; boxes past the last key at
 //          block coordinate pool_blocks, outside the pool (all zeros).
@@ -259,7 +266,11 @@ __device__ __forceinline__ void load_kv_tile(const CUtensorMap& map, const Param
         const uint32_t box_dst = dst + uint32_t(j * rows * ROW_BYTES);
         const int row = key0 % p.page_size;
         if (key0 + rows > p.t_kv && key0 < p.t_kv) {  // the box of the last key: its page's map
+          // The host wrote this map: acquire it once, here, where it is first used: a block whose
+          // tiles never reach a box the end cuts (T_kv a multiple of the box) never fences at all,
+          // and the others fence with their earlier tiles already in flight, not before their first.
           const CUtensorMap* last_page = p.last_page_maps + 2 * b + which;
+          tensormap_acquire_host_written(last_page);
 #pragma unroll
           for (int c = 0; c < TL::COL_BOXES; ++c)
             tma_load_3d(box_dst + c * TL::KV_BOX_BYTES, last_page, c * BOX_COLS, kv_head, row, bar);
@@ -273,20 +284,20 @@ __device__ __forceinline__ void load_kv_tile(const CUtensorMap& map, const Param
       }
   } else {
     const int rows = p.box_rows, boxes = BLOCK_KV / rows;
-    const CUtensorMap* slots = map_slots<HEAD_DIM>(p, which, tile);
-    if (leader)
+    if (leader) {
       for (int j = 0; j < boxes; ++j) {
         const int key0 = tile * BLOCK_KV + j * rows;
         const uint32_t box_dst = dst + uint32_t(j * rows * ROW_BYTES);
         const bool past_end = key0 >= p.t_kv;
-        const CUtensorMap* box_map = past_end ? &map : &slots[j];
+        const CUtensorMap* box_map =  // the page's map (acquired STAGES fills ago), or the template
+            past_end ? &map : &p.page_maps[2 * p.block_table[int64_t(b) * p.table_stride + key0 / p.page_size] + which];
         const int row = past_end ? p.page_size : key0 % p.page_size;
-        if (!past_end) tensormap_acquire(box_map);  // the edited map, not a stale cached copy
 #pragma unroll
         for (int c = 0; c < TL::COL_BOXES; ++c)
           tma_load_3d(box_dst + c * TL::KV_BOX_BYTES, box_map, c * BOX_COLS, kv_head, row, bar);
       }
-    prepare_maps<HEAD_DIM>(p, sm, which, tile + TL::STAGES, b);  // ahead, while the ring is full
+      acquire_page_maps(p, which, tile + TL::STAGES, b);  // ahead, while the ring is full
+    }
   }
 }
 
@@ -299,21 +310,12 @@ __device__ __forceinline__ void producer(const CUtensorMap& q_map, const CUtenso
   const int lane = threadIdx.x % 32;
   const bool leader = lane == 0;
   if (n_tiles == 0) return;  // no key visible to any row: the consumers write O = 0, LSE = -inf
-  if constexpr (KV == KvSource::pool_map) {  // the host wrote the last-page maps: acquire them once
-    if (leader) {
-      tensormap_acquire_host_written(p.last_page_maps + 2 * b);
-      tensormap_acquire_host_written(p.last_page_maps + 2 * b + 1);
-    }
-  }
-  if constexpr (KV == KvSource::page_maps) {  // shared copies of the K and V template maps; the maps of the first fills
-    const uint64_t* src = reinterpret_cast<const uint64_t*>(lane < 16 ? &k_map : &v_map);
-    sm.map_generic(lane / 16)[lane % 16] = src[lane % 16];  // 16 lanes x 8 bytes per map
-    __syncwarp();
-    for (int fill = 0; fill < TL::STAGES; ++fill) {
-      prepare_maps<HEAD_DIM>(p, sm, 0, fill, b);
-      prepare_maps<HEAD_DIM>(p, sm, 1, fill, b);
-    }
-  }
+  if constexpr (KV == KvSource::page_maps)  // the page maps of the first fills (later ones: as fills are issued)
+    if (leader)
+      for (int fill = first_tile; fill < first_tile + lab::imin(n_tiles, TL::STAGES); ++fill) {
+        acquire_page_maps(p, 0, fill, b);
+        acquire_page_maps(p, 1, fill, b);
+      }
   // Q: once, on its own barrier (its phase 0 is the only one; the consumers wait for parity 0).
   if (leader) {
     mbar_arrive_expect_tx(sm.q_full(), TL::Q_BYTES);
@@ -700,12 +702,16 @@ CUtensorMap make_map(const lab::Problem& pr, const void* base, int heads, int ro
 // The paged pool (06's construction): the harness's contiguous K/V copied block by block into a
 // shuffled pool whose every other slot holds NaN, and the block tables.
 struct PagedBuffers {
-  lab::DeviceBuffer k_pool, v_pool, tables, map_slots, last_page_maps;
+  lab::DeviceBuffer k_pool, v_pool, tables, page_maps, last_page_maps;
 };
 
 template <class T, int HEAD_DIM, KvSource KV, bool OVERLAP>
 void launch(const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map, const Params& p, dim3 grid,
             cudaStream_t st) {
+  if constexpr (KV == KvSource::page_maps) {  // every page's maps first (k_map, v_map: the templates)
+    edit_page_maps<<<dim3(unsigned(lab::ceil_div(p.t_kv, p.page_size)), grid.y / unsigned(p.h)), 32, 0, st>>>(k_map, v_map, p);
+    CUDA_CHECK_LAST();
+  }
   ws_kernel<T, HEAD_DIM, KV, OVERLAP><<<grid, THREADS, Tiles<HEAD_DIM>::SMEM_BYTES, st>>>(q_map, k_map, v_map, p);
   CUDA_CHECK_LAST();
 }
@@ -773,14 +779,14 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
     p.page_bytes = int64_t(page) * row_bytes;
     int64_t map_bytes = 0;
     if (ctx.variant == "paged") {
-      // Template maps over one page (D, H_kv, page), box (64, 1, rows): the kernel edits the address
-      // and the row count per page; used as they are only for boxes past the last key (all zeros).
+      // Template maps over one page (D, H_kv, page), box (64, 1, rows): edit_page_maps sets the
+      // address and the row count per page; used as they are only for boxes past the last key (zeros).
       k_map = make_map(pr, keep->k_pool.get(), pr.h_kv, page, 0, rows);
       v_map = make_map(pr, keep->v_pool.get(), pr.h_kv, page, 0, rows);
-      map_bytes = int64_t(grid.x) * grid.y * 2 * stages * 2 * (BLOCK_KV / rows) * int64_t(sizeof(CUtensorMap));
-      keep->map_slots = lab::DeviceBuffer(size_t(map_bytes));  // 2·STAGES sets per block
-      p.map_slots = keep->map_slots.as<CUtensorMap>();
-      run.metrics["map_edits_per_tile"] = 2 * (BLOCK_KV / rows);
+      map_bytes = int64_t(cache.num_blocks) * 2 * int64_t(sizeof(CUtensorMap));
+      keep->page_maps = lab::DeviceBuffer(size_t(map_bytes));  // [pool blocks][K, V]
+      p.page_maps = keep->page_maps.as<CUtensorMap>();
+      run.metrics["map_edits_per_forward"] = 2 * pr.b * lab::ceil_div(pr.t_kv, page);
     } else {
       // One map over the whole pool (D, H_kv, page, blocks), and per sequence the maps of its last
       // page with only its valid rows (K and V): the rows past the sequence's end read as zeros.
@@ -799,7 +805,7 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
       CUDA_CHECK(cudaMemcpy(keep->last_page_maps.get(), last_page.data(), size_t(map_bytes), cudaMemcpyHostToDevice));
       p.last_page_maps = keep->last_page_maps.as<CUtensorMap>();
       p.pool_blocks = cache.num_blocks;
-      run.metrics["map_edits_per_tile"] = 0;
+      run.metrics["map_edits_per_forward"] = 0;
     }
     run.extra_device_bytes = 2 * pool_bytes + int64_t(keep->tables.bytes()) + map_bytes;
     run.metrics["page_size"] = page;
@@ -843,7 +849,7 @@ std::string check_ring(int stages, int fills) {
                            std::to_string(sl.stage) + ", parity " + std::to_string(sl.parity) + "}";
     if (sl.stage < 0 || sl.stage >= stages) return at + ": the stage must be in [0, " + std::to_string(stages) + ")";
     if (sl.parity > 1) return at + ": a parity is 0 or 1";
-    if (sl.stage != n % stages)  // the kernel relies on it (paged: which fill last used a map slot)
+    if (sl.stage != n % stages)  // the kernel's fills take the slots in turn
       return at + ": fills take the slots in turn, so fill " + std::to_string(n) + " goes to slot " +
              std::to_string(n % stages);
     const int u = uses[size_t(sl.stage)];
