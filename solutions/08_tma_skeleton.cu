@@ -221,26 +221,34 @@ __global__ void __launch_bounds__(32) edit_page_maps(const __grid_constant__ CUt
   tensormap_publish(const_cast<CUtensorMap*>(&p.page_maps[2 * physical + 1]), smem_addr(&edit[1]));
 }
 
-// Paged, producer side: acquire the page maps of fill `fill`'s boxes (K or V), ahead of its copies.
-// An acquire is a fence: done right after fill n - STAGES is issued, while the ring is full, it is
-// off the path from a freed slot to its next copies. (No map changes during the kernel, so an
-// early acquire stays valid.)
-__device__ __forceinline__ void acquire_page_maps(const Params& p, int which, int fill, int b) {
+// Paged, producer side (lane 0): acquire the K and V page maps of fill `fill`'s boxes, ahead of
+// its copies. An acquire is a fence, and the issuing thread waits for it: done right after fill
+// fill - STAGES has been issued (K and V both), while the ring is full, it is off the path from a
+// freed slot to that slot's next copies. (No map changes during the kernel, so an early acquire
+// stays valid.) The table entries are read first, all at once: the fences would otherwise order
+// each read behind the previous fence.
+__device__ __forceinline__ void acquire_page_maps(const Params& p, int fill, int b) {
   const int rows = p.box_rows, boxes = BLOCK_KV / rows;
-  for (int j = 0; j < boxes; ++j) {
+  int physical[MAX_BOXES];
+#pragma unroll
+  for (int j = 0; j < MAX_BOXES; ++j) {
     const int key0 = fill * BLOCK_KV + j * rows;
-    if (key0 >= p.t_kv) break;  // past the last key: load_kv_tile uses the template map
-    const int physical = p.block_table[int64_t(b) * p.table_stride + key0 / p.page_size];
-    tensormap_acquire(&p.page_maps[2 * physical + which]);
+    physical[j] = j < boxes && key0 < p.t_kv ? p.block_table[int64_t(b) * p.table_stride + key0 / p.page_size] : -1;
   }
+#pragma unroll
+  for (int j = 0; j < MAX_BOXES; ++j)
+    if (physical[j] >= 0) {  // (boxes past the last key use the template map)
+      tensormap_acquire(&p.page_maps[2 * physical[j]]);
+      tensormap_acquire(&p.page_maps[2 * physical[j] + 1]);
+    }
 }
 
 // Producer side: issue the copies of one K or V tile (fill `tile`) into a slot, completing on
 // `bar`. Called by the whole producer warp; lane 0 issues. (Given: the exercise is the loop.)
 //   ws:    the 4-D map (D, H_kv, T_kv, B): one box per 64 columns, rows past T_kv zero-filled.
 //   paged: per box, the page's own map (edit_page_maps made it; acquired STAGES fills ahead); boxes
-//          past the last key use the template with a row beyond its page (all zeros). Then acquire
-//          the maps of fill tile + STAGES.
+//          past the last key use the template with a row beyond its page (all zeros). After V,
+//          acquire the maps of fill tile + STAGES.
 //   paged-pool: per box, the pool map at (column, kv_head, row in page, physical block); the box
 //          holding the last key through the sequence's last-page map; boxes past the last key at
 //          block coordinate pool_blocks, outside the pool (all zeros).
@@ -293,7 +301,7 @@ __device__ __forceinline__ void load_kv_tile(const CUtensorMap& map, const Param
         for (int c = 0; c < TL::COL_BOXES; ++c)
           tma_load_3d(box_dst + c * TL::KV_BOX_BYTES, box_map, c * BOX_COLS, kv_head, row, bar);
       }
-      acquire_page_maps(p, which, tile + TL::STAGES, b);  // ahead, while the ring is full
+      if (which == 1) acquire_page_maps(p, tile + TL::STAGES, b);  // after V: fill `tile` is all issued
     }
   }
 }
@@ -309,10 +317,7 @@ __device__ __forceinline__ void producer(const CUtensorMap& q_map, const CUtenso
   if (n_tiles == 0) return;  // no key visible to any row: the consumers write O = 0, LSE = -inf
   if constexpr (KV == KvSource::page_maps)  // the page maps of the first fills (later ones: as fills are issued)
     if (leader)
-      for (int fill = first_tile; fill < first_tile + lab::imin(n_tiles, TL::STAGES); ++fill) {
-        acquire_page_maps(p, 0, fill, b);
-        acquire_page_maps(p, 1, fill, b);
-      }
+      for (int fill = first_tile; fill < first_tile + lab::imin(n_tiles, TL::STAGES); ++fill) acquire_page_maps(p, fill, b);
   // Q: once, on its own barrier (its phase 0 is the only one; the consumers wait for parity 0).
   if (leader) {
     mbar_arrive_expect_tx(sm.q_full(), TL::Q_BYTES);
@@ -1007,7 +1012,7 @@ int main(int argc, char** argv) {
     const int64_t slots = int64_t(lab::ceil_div(p.t_q, BLOCK_Q)) * p.b * p.h * 2 * Tiles<64>::STAGES * 2 * MAX_BOXES * 128;
     return pool + slots;
   };
-  s.workspace_what = "paged pool and tensor-map slots";
+  s.workspace_what = "paged pool and page maps";
   s.gpu = setup_gpu;
   s.cpu = run_cpu;
   return lab::lab_main(argc, argv, s);
