@@ -1003,8 +1003,9 @@ int main(int argc, char** argv) {
     const int page = page_size_of(p);
     const int64_t blocks = int64_t(p.b) * lab::ceil_div(p.t_kv, page);
     const int64_t pool = 2 * (blocks + std::max<int64_t>(1, blocks / 8)) * page * p.h_kv * p.d * 2;
-    const int64_t slots = int64_t(lab::ceil_div(p.t_q, BLOCK_Q)) * p.b * p.h * 2 * Tiles<64>::STAGES * 2 * MAX_BOXES * 128;
-    return pool + slots;
+    const int64_t maps = 128 * (variant == "paged" ? 2 * (blocks + std::max<int64_t>(1, blocks / 8))  // a K and a V map per pool block
+                                                   : 2 * int64_t(p.b));  // paged-pool: each sequence's last-page maps
+    return pool + maps;
   };
   s.workspace_what = "paged pool and page maps";
   s.gpu = setup_gpu;
