@@ -80,6 +80,7 @@ constexpr uint32_t PRODUCER_REGS = 40;                   // setmaxnreg.dec: TMA 
 constexpr uint32_t CONSUMER_REGS = 232;                  // setmaxnreg.inc: S (64) + O (<= 64) + P (32) fp32/16-bit regs
 constexpr int DEFAULT_PAGE = 64;                         // --variant paged without --page-size
 constexpr int MAX_BOXES = BLOCK_KV / 16;                 // paged: boxes per tile at page 16
+static_assert(2 * MAX_BOXES <= 32, "paged: a lane of the producer warp per box of K and of V");
 constexpr float kLog2e = 1.4426950408889634f;
 static_assert(PRODUCER_REGS * WG_THREADS + CONSUMER_REGS * WG_THREADS * CONSUMERS <= 65536,
               "the three warpgroups' registers fit in the SM's 64K");
@@ -224,34 +225,32 @@ __global__ void __launch_bounds__(32) edit_page_maps(const __grid_constant__ CUt
   tensormap_publish(const_cast<CUtensorMap*>(&p.page_maps[2 * physical + 1]), smem_addr(&edit[1]));
 }
 
-// Paged, producer side (lane 0): acquire the K and V page maps of fill `fill`'s boxes, ahead of
-// its copies. An acquire is a fence, and the issuing thread waits for it: done right after fill
-// fill - STAGES has been issued (K and V both), while the ring is full, it is off the path from a
-// freed slot to that slot's next copies. (No map changes during the kernel, so an early acquire
-// stays valid.) The table entries are read first, all at once: the fences would otherwise order
-// each read behind the previous fence.
-__device__ __forceinline__ void acquire_page_maps(const Params& p, int fill, int b) {
-  const int rows = p.box_rows, boxes = BLOCK_KV / rows;
-  int physical[MAX_BOXES];
-#pragma unroll
-  for (int j = 0; j < MAX_BOXES; ++j) {
-    const int key0 = fill * BLOCK_KV + j * rows;
-    physical[j] = j < boxes && key0 < p.t_kv ? p.block_table[int64_t(b) * p.table_stride + key0 / p.page_size] : -1;
-  }
-#pragma unroll
-  for (int j = 0; j < MAX_BOXES; ++j)
-    if (physical[j] >= 0) {  // (boxes past the last key use the template map)
-      tensormap_acquire(&p.page_maps[2 * physical[j]]);
-      tensormap_acquire(&p.page_maps[2 * physical[j] + 1]);
-    }
+// Paged, producer side: the lanes of the producer warp share the boxes of a fill, lane
+// which·boxes + j owning box j of K (which = 0) or V (1): it reads that box's table entry,
+// acquires that page's map and issues that box's copy. An acquire is a fence the issuing thread
+// waits for, and it must be the thread that copies; lanes fence in parallel, so a fill costs one
+// fence's latency instead of one per box and tensor (4 at page 64, 16 at page 16).
+LAB_HD int box_owner(int which, int j, int boxes) { return which * boxes + j; }
+
+// Acquire this lane's page map of fill `fill`, ahead of its copy: done right after fill
+// fill - STAGES has been issued, while the ring is full, it is off the path from a freed slot to
+// that slot's next copies. (No map changes during the kernel, so an early acquire stays valid.)
+__device__ __forceinline__ void acquire_page_map(const Params& p, int fill, int b) {
+  const int lane = threadIdx.x % 32, boxes = BLOCK_KV / p.box_rows;
+  if (lane >= 2 * boxes) return;
+  const int which = lane / boxes, key0 = fill * BLOCK_KV + (lane % boxes) * p.box_rows;
+  if (key0 >= p.t_kv) return;  // past the last key: load_kv_tile uses the template map
+  const int physical = p.block_table[int64_t(b) * p.table_stride + key0 / p.page_size];
+  tensormap_acquire(&p.page_maps[2 * physical + which]);
 }
 
 // Producer side: issue the copies of one K or V tile (fill `tile`) into a slot, completing on
 // `bar`. Called by the whole producer warp; lane 0 issues. (Given: the exercise is the loop.)
 //   ws:    the 4-D map (D, H_kv, T_kv, B): one box per 64 columns, rows past T_kv zero-filled.
-//   paged: per box, the page's own map (edit_page_maps made it; acquired STAGES fills ahead); boxes
-//          past the last key use the template with a row beyond its page (all zeros). After V,
-//          acquire the maps of fill tile + STAGES.
+//   paged: box j of K or V from lane box_owner(which, j), through the page's own map (edit_page_maps
+//          made it; that lane acquired it STAGES fills ago); boxes past the last key use the
+//          template with a row beyond its page (all zeros). After V, each lane acquires its map
+//          of fill tile + STAGES.
 //   paged-pool: per box, the pool map at (column, kv_head, row in page, physical block); the box
 //          holding the last key through the sequence's last-page map; boxes past the last key at
 //          block coordinate pool_blocks, outside the pool (all zeros).
@@ -292,20 +291,20 @@ __device__ __forceinline__ void load_kv_tile(const CUtensorMap& map, const Param
       }
   } else {
     const int rows = p.box_rows, boxes = BLOCK_KV / rows;
-    if (leader) {
-      for (int j = 0; j < boxes; ++j) {
-        const int key0 = tile * BLOCK_KV + j * rows;
-        const uint32_t box_dst = dst + uint32_t(j * rows * ROW_BYTES);
-        const bool past_end = key0 >= p.t_kv;
-        const CUtensorMap* box_map =  // the page's map (acquired STAGES fills ago), or the template
-            past_end ? &map : &p.page_maps[2 * p.block_table[int64_t(b) * p.table_stride + key0 / p.page_size] + which];
-        const int row = past_end ? p.page_size : key0 % p.page_size;
+    const int j = threadIdx.x % 32 - box_owner(which, 0, boxes);  // this lane's box of the tile, if any
+    __syncwarp();  // no lane copies into the slot before lane 0 has waited for it to be free
+    if (j >= 0 && j < boxes) {
+      const int key0 = tile * BLOCK_KV + j * rows;
+      const uint32_t box_dst = dst + uint32_t(j * rows * ROW_BYTES);
+      const bool past_end = key0 >= p.t_kv;
+      const CUtensorMap* box_map =  // the page's map (this lane acquired it STAGES fills ago), or the template
+          past_end ? &map : &p.page_maps[2 * p.block_table[int64_t(b) * p.table_stride + key0 / p.page_size] + which];
+      const int row = past_end ? p.page_size : key0 % p.page_size;
 #pragma unroll
-        for (int c = 0; c < TL::COL_BOXES; ++c)
-          tma_load_3d(box_dst + c * TL::KV_BOX_BYTES, box_map, c * BOX_COLS, kv_head, row, bar);
-      }
-      if (which == 1) acquire_page_maps(p, tile + TL::STAGES, b);  // after V: fill `tile` is all issued
+      for (int c = 0; c < TL::COL_BOXES; ++c)
+        tma_load_3d(box_dst + c * TL::KV_BOX_BYTES, box_map, c * BOX_COLS, kv_head, row, bar);
     }
+    if (which == 1) acquire_page_map(p, tile + TL::STAGES, b);  // after V: fill `tile` is all issued
   }
 }
 
@@ -319,8 +318,7 @@ __device__ __forceinline__ void producer(const CUtensorMap& q_map, const CUtenso
   const bool leader = lane == 0;
   if (n_tiles == 0) return;  // no key visible to any row: the consumers write O = 0, LSE = -inf
   if constexpr (KV == KvSource::page_maps)  // the page maps of the first fills (later ones: as fills are issued)
-    if (leader)
-      for (int fill = first_tile; fill < first_tile + lab::imin(n_tiles, TL::STAGES); ++fill) acquire_page_maps(p, fill, b);
+    for (int fill = first_tile; fill < first_tile + lab::imin(n_tiles, TL::STAGES); ++fill) acquire_page_map(p, fill, b);
   // Q: once, on its own barrier (its phase 0 is the only one; the consumers wait for parity 0).
   if (leader) {
     mbar_arrive_expect_tx(sm.q_full(), TL::Q_BYTES);
