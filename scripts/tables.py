@@ -247,7 +247,8 @@ def load_side_files(folder):
 TIMING_NOTES = {
     "queued": "every timed run queued before the first wait (CUDA events; each interval is GPU time)",
     "cuda-graph": ("PyTorch SDPA captured once in a CUDA graph and the graph replayed, queued the same way "
-                   "(no Python dispatch in the interval; the record keeps its eager time too)"),
+                   "(no Python dispatch in the interval); SDPA is timed both ways and keeps the faster, "
+                   "the other in the record"),
     None: ("**synchronised after each run** (records made before 958d26b): each interval also holds the "
            "launch's host latency, a few µs, and for a PyTorch baseline its Python dispatch, 10-40 µs; "
            "a small bias in our favour on sub-millisecond shapes"),

@@ -103,10 +103,32 @@ class Timing(unittest.TestCase):
     def test_sdpa_is_timed_from_a_cuda_graph_and_keeps_its_eager_time(self):
         torch = FakeTorch()
         med, lo, hi, how = baselines.timed(torch, "sdpa-cudnn", lambda: torch.log.append("run"), warmup=1, iters=2)
-        self.assertEqual(how, {"method": "cuda-graph", "eager_median_ms": 1.0})
+        self.assertEqual(how, {"method": "cuda-graph", "eager_median_ms": 1.0, "graph_median_ms": 1.0})  # a tie: the graph
         eager = ["run", "sync"] + ["record", "run", "record"] * 2 + ["sync"]
         graph = ["side{", "run", "}", "capture{", "run", "}", "sync", "replay", "sync"] + ["record", "replay", "record"] * 2 + ["sync"]
         self.assertEqual(torch.log, eager + graph)  # the timed intervals hold replays, not Python calls
+
+    def test_the_faster_of_eager_and_graph_is_kept(self):
+        med, lo, hi, how = baselines.faster_of((0.09, 0.08, 0.12), (0.02, 0.019, 0.03))  # a host-bound decode step
+        self.assertEqual((med, lo, hi, how["method"]), (0.02, 0.019, 0.03, "cuda-graph"))
+        med, lo, hi, how = baselines.faster_of((1.69, 1.68, 1.70), (1.87, 1.86, 1.88))  # a plan slower under capture
+        self.assertEqual((med, lo, hi, how["method"]), (1.69, 1.68, 1.70, "queued"))
+        self.assertEqual((how["eager_median_ms"], how["graph_median_ms"]), (1.69, 1.87))
+
+    def test_older_graph_records_are_brought_to_the_same_rule(self):
+        def rec(med, eager):
+            return {"timing": {"method": "cuda-graph", "eager_median_ms": eager, "median_ms": med, "min_ms": med,
+                               "max_ms": med}, "metrics": {"tflops": 100.0, "hbm_gbps": None}}
+        slow_graph = baselines.refresh_timing(rec(2.0, 1.0))
+        self.assertEqual(slow_graph["timing"]["method"], "queued")
+        self.assertEqual((slow_graph["timing"]["median_ms"], slow_graph["timing"]["graph_median_ms"]), (1.0, 2.0))
+        self.assertEqual(slow_graph["timing"]["min_ms"], None)  # the eager run's spread was not recorded
+        self.assertAlmostEqual(slow_graph["metrics"]["tflops"], 200.0)  # twice as fast
+        fast_graph = baselines.refresh_timing(rec(1.0, 2.0))
+        self.assertEqual((fast_graph["timing"]["method"], fast_graph["timing"]["median_ms"]), ("cuda-graph", 1.0))
+        self.assertAlmostEqual(fast_graph["metrics"]["tflops"], 100.0)
+        again = baselines.refresh_timing(dict(slow_graph))
+        self.assertEqual(again["timing"], slow_graph["timing"])  # idempotent
 
     def test_other_baselines_and_failed_captures_stay_eager(self):
         torch = FakeTorch()
