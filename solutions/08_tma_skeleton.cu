@@ -245,7 +245,8 @@ __device__ __forceinline__ void acquire_page_map(const Params& p, int fill, int 
 }
 
 // Producer side: issue the copies of one K or V tile (fill `tile`) into a slot, completing on
-// `bar`. Called by the whole producer warp; lane 0 issues. (Given: the exercise is the loop.)
+// `bar`. Called by the whole producer warp; lane 0 issues (`paged`: a lane per box). (Given: the
+// exercise is the loop.)
 //   ws:    the 4-D map (D, H_kv, T_kv, B): one box per 64 columns, rows past T_kv zero-filled.
 //   paged: box j of K or V from lane box_owner(which, j), through the page's own map (edit_page_maps
 //          made it; that lane acquired it STAGES fills ago); boxes past the last key use the
@@ -336,7 +337,7 @@ __device__ __forceinline__ void producer(const CUtensorMap& q_map, const CUtenso
   //      on k_full, and the bytes the phase must also wait for (the whole tile, zero-filled rows
   //      included: TMA always completes the full box).
   //   3. the whole warp calls load_kv_tile<HEAD_DIM, KV>(k_map, p, sm, 0, stage, first_tile + n, b,
-  //      kv_head, sm.k_full(stage)) (it issues the TMA copies, from lane 0).
+  //      kv_head, sm.k_full(stage)) (it issues the TMA copies: lane 0, or for `paged` a lane per box).
   //   Then the same for V: expect the bytes on sm.v_full(stage), load_kv_tile(v_map, ..., 1, ...).
   //   K first: the consumers start S = Q Kᵀ while V is still in flight.
   // STUB: (void)leader; (void)k_map; (void)v_map; (void)kv_head; (void)STAGES; (void)first_tile;
