@@ -155,6 +155,37 @@ class Cases(unittest.TestCase):
             lab.resolve("42")
 
 
+class BenchResume(unittest.TestCase):
+    """bench --resume: which runs of a sweep cut short by a time limit are already measured."""
+    spec = {"variants": ["sdpa-flash", "sdpa-cudnn"], "b": 1, "h": 16, "t": 16384, "d": 128, "dtype": "bf16"}
+
+    def records(self, sha):
+        kernel = {"git_sha": sha, "build": "solution", "variant": "ws",
+                  "command": "/x/build/bin/08_tma_skeleton --variant ws --json /x/b.json --quiet --dtype bf16 --t 1024"}
+        flash = {"git_sha": sha, "build": "baseline", "variant": "sdpa-flash",
+                 "command": lab.baseline_spec_command(self.spec)}
+        return [kernel, flash]
+
+    def test_runs_of_this_commit_are_done(self):
+        kernels, baselines = lab.done_in(self.records("abc1234"), "abc1234")
+        self.assertIn(lab.kernel_run_id("ws", ["--dtype", "bf16", "--t", "1024"]), kernels)
+        self.assertNotIn(lab.kernel_run_id("ws-overlap", ["--dtype", "bf16", "--t", "1024"]), kernels)
+        self.assertNotIn(lab.kernel_run_id("ws", ["--dtype", "fp16", "--t", "1024"]), kernels)
+        # a baseline spec is done only when every variant it names has a record: cuDNN is missing
+        self.assertEqual(baselines[lab.baseline_spec_command(self.spec)], {"sdpa-flash"})
+        self.assertFalse(set(self.spec["variants"]) <= baselines[lab.baseline_spec_command(self.spec)])
+
+    def test_runs_of_another_commit_count_for_nothing(self):
+        kernels, baselines = lab.done_in(self.records("0ld0ld0"), "abc1234")
+        self.assertEqual((kernels, baselines), (set(), {}))
+
+    def test_the_spec_command_is_the_one_baselines_writes(self):
+        text = (ROOT / "scripts" / "baselines.py").read_text()
+        self.assertIn('"scripts/baselines.py --spec " + json.dumps(spec, separators=(",", ":"))', text)
+        self.assertEqual(lab.baseline_spec_command({"variants": ["flex"], "t": 4}),
+                         'scripts/baselines.py --spec {"variants":["flex"],"t":4}')
+
+
 class MakeLabs(unittest.TestCase):
     SOLUTION = """// header
 __global__ void k(float* o) {
