@@ -57,6 +57,11 @@ def visibility_mask(torch, tq, tkv, causal, window, device):
     return masked
 
 
+def spec_command(spec):
+    """The command a baseline record carries for its spec (bench --resume matches records by it)."""
+    return "scripts/baselines.py --spec " + json.dumps(spec, separators=(",", ":"))
+
+
 def git_sha():
     if os.environ.get("LAB_GIT_SHA"):  # a build of an exported tree (scripts/gpu-snapshot), as the harness reads it
         return os.environ["LAB_GIT_SHA"]
@@ -228,7 +233,7 @@ def run_spec(torch, spec, section, warmup, iters):
                "gpu": gpu_info(torch),
                "problem": {"b": b, "h": h, "h_kv": h_kv, "t_q": t, "t_kv": t_kv, "d": d, "dtype": dtype_name,
                            "causal": causal, "window": window, "page_size": None},
-               "command": "scripts/baselines.py --spec " + json.dumps(spec, separators=(",", ":"))}
+               "command": spec_command(spec)}
         try:
             fn = make_fn(torch, variant, q, k, v, causal, h_kv != h, window)
             out = fn()

@@ -190,6 +190,11 @@ struct Smem {
   __device__ uint32_t empty(int stage) const { return q_full() + 8 * (1 + 2 * TL::STAGES + stage); }
 };
 
+// Paged (both variants): the physical block holding key `key` of sequence b, from its block table.
+__device__ __forceinline__ int physical_block(const Params& p, int b, int key) {
+  return p.block_table[int64_t(b) * p.table_stride + key / p.page_size];
+}
+
 // ---------------------------------------------------------------------------------------------
 // Paged: a tensor map per page, made on the device. A box may not cross a page and a map has one
 // base address, so every page gets its own map: the template (over one page, (D, H_kv, page))
@@ -209,7 +214,7 @@ __global__ void __launch_bounds__(32) edit_page_maps(const __grid_constant__ CUt
   __shared__ alignas(128) CUtensorMap edit[2];  // K, V
   const int logical = blockIdx.x, b = blockIdx.y, lane = threadIdx.x;
   if (logical * p.page_size >= p.t_kv) return;  // a table slot past the sequence's end
-  const int physical = p.block_table[int64_t(b) * p.table_stride + logical];
+  const int physical = physical_block(p, b, logical * p.page_size);
   const uint32_t valid = uint32_t(lab::imin(p.page_size, p.t_kv - logical * p.page_size));
   const uint64_t* src = reinterpret_cast<const uint64_t*>(lane < 16 ? &k_template : &v_template);
   reinterpret_cast<uint64_t*>(&edit[lane / 16])[lane % 16] = src[lane % 16];  // 16 lanes x 8 bytes per map
@@ -240,7 +245,7 @@ __device__ __forceinline__ void acquire_page_map(const Params& p, int fill, int 
   if (lane >= 2 * boxes) return;
   const int which = lane / boxes, key0 = fill * BLOCK_KV + (lane % boxes) * p.box_rows;
   if (key0 >= p.t_kv) return;  // past the last key: load_kv_tile uses the template map
-  const int physical = p.block_table[int64_t(b) * p.table_stride + key0 / p.page_size];
+  const int physical = physical_block(p, b, key0);
   tensormap_acquire(&p.page_maps[2 * physical + which]);
 }
 
@@ -284,7 +289,7 @@ __device__ __forceinline__ void load_kv_tile(const CUtensorMap& map, const Param
             tma_load_3d(box_dst + c * TL::KV_BOX_BYTES, last_page, c * BOX_COLS, kv_head, row, bar);
         } else {
           const int block =
-              key0 < p.t_kv ? p.block_table[int64_t(b) * p.table_stride + key0 / p.page_size] : p.pool_blocks;
+              key0 < p.t_kv ? physical_block(p, b, key0) : p.pool_blocks;
 #pragma unroll
           for (int c = 0; c < TL::COL_BOXES; ++c)
             tma_load_4d(box_dst + c * TL::KV_BOX_BYTES, &map, c * BOX_COLS, kv_head, row, block, bar);
@@ -299,7 +304,7 @@ __device__ __forceinline__ void load_kv_tile(const CUtensorMap& map, const Param
       const uint32_t box_dst = dst + uint32_t(j * rows * ROW_BYTES);
       const bool past_end = key0 >= p.t_kv;
       const CUtensorMap* box_map =  // the page's map (this lane acquired it STAGES fills ago), or the template
-          past_end ? &map : &p.page_maps[2 * p.block_table[int64_t(b) * p.table_stride + key0 / p.page_size] + which];
+          past_end ? &map : &p.page_maps[2 * physical_block(p, b, key0) + which];
       const int row = past_end ? p.page_size : key0 % p.page_size;
 #pragma unroll
       for (int c = 0; c < TL::COL_BOXES; ++c)
