@@ -17,13 +17,19 @@
 //   - The kernel counts the K/V tiles its blocks visit (one atomicAdd per block); the host counts
 //     them with lab::tile_visibility; a difference fails the run (metrics tiles_visited,
 //     tiles_expected, tiles_total), so a skip that is wrong but hidden by the mask is caught too.
-// Variants (one kernel template, SKIP and the warp count its parameters):
-//   window       the tile skip. Without --window it is plain causal attention, 04's mma: the
-//                time the window's is compared with (the bench runs both).
-//   full         the same kernel with SKIP = false: every K/V tile 0 .. ceil(T_kv/64) is loaded
-//                and computed, what lies outside the window masked. Its time minus window's is
-//                what the skip saves, measured on one kernel.
-//   window-q128  window with 8 warps (128-row Q tiles): each K/V tile brought into shared memory
+// Variants. The lesson (the tile span and the edge mask) runs on two kernels: 04's mma kernel in
+// this file, and section 08's Hopper kernel (common/ws_forward.cuh: TMA, an mbarrier ring, a
+// producer warp, two consumer warpgroups on wgmma), which asks this file for its rules
+// (HopperRules below: the same kv_tile_span and mask_edges the mma kernel calls).
+//   window       the tile skip, on the Hopper kernel where it runs (an H100/H200), else on the mma
+//                kernel (metrics.kernel says which). Without --window it is plain causal attention
+//                on the same kernel: the time the window's is compared with (the bench runs both).
+//   full         the same kernel with SKIP = false: every K/V tile 0 .. ceil(T_kv / tile) is
+//                loaded and computed, what lies outside the window masked. Its time minus window's
+//                is what the skip saves, measured on one kernel.
+//   window-mma, full-mma   the same two on the mma kernel everywhere (64-row Q, 64-key K/V tiles):
+//                FlashAttention-2's design, the ceiling of mma.sync on an H200 (see the handout).
+//   window-q128  window-mma with 8 warps (128-row Q tiles): each K/V tile brought into shared memory
 //                serves twice the query rows, halving the L2 -> SM traffic (~5 TB/s of K/V at 04's
 //                ~330 TFLOP/s with 64-row tiles: a large share of what the L2 can deliver, not
 //                measured here). One block (8 warps) per SM instead of two of 4. An experiment:
@@ -49,7 +55,8 @@
 #include <string>
 
 #include "lab.cuh"
-#include "mma_sm80.cuh"  // 16-bit helpers, swizzle, cp.async, ldmatrix, mma.sync wrappers
+#include "mma_sm80.cuh"    // 16-bit helpers, swizzle, cp.async, ldmatrix, mma.sync wrappers
+#include "ws_forward.cuh"  // section 08's Hopper kernel, run with this section's rules (below)
 
 using namespace lab::sm80;
 
@@ -102,25 +109,53 @@ struct TileSpan {
   int begin, end;  // the K/V tiles [begin, end) a Q tile visits; end < begin: not computed (the stub)
 };
 
-// The K/V tiles the query rows [q_begin, q_end) visit. skip = false (variant full): all of them.
-LAB_HD TileSpan kv_tile_span(int q_begin, int q_end, const Shape& sh, bool skip) {
-  // BEGIN EXERCISE tile-span: the K/V tiles of BLOCK_KV keys that the Q tile [q_begin, q_end) must visit.
-  //   skip == false (variant full): every tile, [0, ceil(T_kv / BLOCK_KV)) (lab::ceil_div).
+// The K/V tiles of block_kv keys that the query rows [q_begin, q_end) visit (q_begin < q_end <= T_q).
+// skip = false (variant full): all of them. (block_kv: 64 in the mma kernel, 128 in the Hopper one.)
+LAB_HD TileSpan kv_tile_span(int q_begin, int q_end, const Shape& sh, bool skip, int block_kv) {
+  // BEGIN EXERCISE tile-span: the K/V tiles of block_kv keys that the Q tile [q_begin, q_end) must visit.
+  //   skip == false (variant full): every tile, [0, ceil(T_kv / block_kv)) (lab::ceil_div).
   //   skip == true: row i attends the keys attended_keys(i, sh) = [begin, end). Both ends grow
   //   with i and the ranges of neighbouring rows overlap (W >= 1), so the rows together attend
   //   [attended_keys(q_begin).begin, attended_keys(q_end - 1).end): that run of keys, and nothing
   //   else, is what the tile must see (lab::visible_keys_of_rows says the same for the correct
-  //   mask). Return the tiles that meet it, [begin / BLOCK_KV, ceil(end / BLOCK_KV)), or an empty
+  //   mask). Return the tiles that meet it, [begin / block_kv, ceil(end / block_kv)), or an empty
   //   span {0, 0} when the run is empty (T_q > T_kv: the first rows see no key at all).
   //   These are exactly the tiles lab::tile_visibility does not call `none`: the host counts
   //   those, and the kernel's count of the tiles it visited must agree.
   //   Until this returns a span with end >= begin, the kernel and the CPU model write nothing.
-  // STUB: (void)q_begin; (void)q_end; (void)sh; (void)skip;
+  // STUB: (void)q_begin; (void)q_end; (void)sh; (void)skip; (void)block_kv;
   // STUB: return {0, -1};
-  if (!skip) return {0, lab::ceil_div(sh.t_kv, BLOCK_KV)};
+  if (!skip) return {0, lab::ceil_div(sh.t_kv, block_kv)};
   const int begin = attended_keys(q_begin, sh).begin, end = attended_keys(q_end - 1, sh).end;
   if (end <= begin) return {0, 0};
-  return {begin / BLOCK_KV, lab::ceil_div(end, BLOCK_KV)};
+  return {begin / block_kv, lab::ceil_div(end, block_kv)};
+  // END EXERCISE
+}
+
+// The edge mask of one S tile of a warp: 16 rows (this thread's row_g and row_g + 8) x 8·N_BLOCKS
+// keys from kv0, in the m16n8 accumulator layout: element e of n-block nb is row row_g (e < 2) or
+// row_g + 8 (e >= 2), key kv0 + 8·nb + 2t + (e & 1). Every key of [whole_begin, whole_end) is
+// attended by all 16 rows of the warp. (The Hopper kernel's wgmma accumulator is this layout too,
+// repeated over its 16 n-blocks: the same function masks both kernels.)
+template <int N_BLOCKS>
+LAB_HD void mask_edges(float (&s)[N_BLOCKS][4], int kv0, int row_g, int t, int whole_begin, int whole_end,
+                       const Shape& sh) {
+  // BEGIN EXERCISE edge-mask: in the tiles at the edges of the warp's keys, set the score of every key its row does not attend to -INFINITY.
+  //   A tile needs the mask when it is not inside [whole_begin, whole_end) (kv0 < whole_begin:
+  //   the window starts inside it; kv0 + 8·N_BLOCKS > whole_end: the diagonal, or the ragged end
+  //   of K/V, is inside it). Then, for rows row_g and row_g + 8 take keys = attended_keys(row, sh)
+  //   (both edges: begin and end) and mask element e of n-block nb — row row_g (e < 2) or row_g + 8,
+  //   key kv0 + 8·nb + 2t + (e & 1) — when !keys.contains(key). Testing only `key >= end`, as 04
+  //   does, leaves the window open at the bottom: every row would see all keys before it.
+  // STUB: (void)s; (void)kv0; (void)row_g; (void)t; (void)whole_begin; (void)whole_end; (void)sh;
+  if (kv0 < whole_begin || kv0 + 8 * N_BLOCKS > whole_end) {
+    const lab::KeyRange keys[2] = {attended_keys(row_g, sh), attended_keys(row_g + 8, sh)};
+#pragma unroll
+    for (int nb = 0; nb < N_BLOCKS; ++nb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (!keys[e >> 1].contains(kv0 + 8 * nb + 2 * t + (e & 1))) s[nb][e] = -INFINITY;
+  }
   // END EXERCISE
 }
 
@@ -158,7 +193,7 @@ window_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
   const T* k_head = k + (int64_t(b) * sh.t_kv * sh.h_kv + kv_head) * HEAD_DIM;
   const T* v_head = v + (int64_t(b) * sh.t_kv * sh.h_kv + kv_head) * HEAD_DIM;
 
-  const TileSpan span = kv_tile_span(q0, lab::imin(q0 + BLOCK_Q, sh.t_q), sh, SKIP);
+  const TileSpan span = kv_tile_span(q0, lab::imin(q0 + BLOCK_Q, sh.t_q), sh, SKIP, BLOCK_KV);
   if (span.end < span.begin) return;  // the stub's span: nothing visited, nothing written
   auto load_kv = [&](int stage, int tile) {
     const int kv0 = tile * BLOCK_KV;
@@ -217,24 +252,7 @@ window_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
         mma_16816<T>(s[2 * nb2 + 1], q_frag[kk], kf[2], kf[3]);
       }
 
-    const int kv0 = tile * BLOCK_KV;
-    // BEGIN EXERCISE edge-mask: in the tiles at the edges of the warp's keys, set the score of every key its row does not attend to -INFINITY.
-    //   A tile needs the mask when it is not inside [whole_begin, whole_end) (kv0 < whole_begin:
-    //   the window starts inside it; kv0 + BLOCK_KV > whole_end: the diagonal, or the ragged end
-    //   of K/V, is inside it). Then, for rows g and g+8 take keys = attended_keys(row, sh) (both
-    //   edges: begin and end) and mask element e of n-block nb — row g (e < 2) or g+8, key
-    //   kv0 + 8·nb + 2t + (e & 1) — when !keys.contains(key). Testing only `key >= end`, as 04
-    //   does, leaves the window open at the bottom: every row would see all keys before it.
-    // STUB: (void)whole_begin; (void)whole_end; (void)kv0;
-    if (kv0 < whole_begin || kv0 + BLOCK_KV > whole_end) {
-      const lab::KeyRange keys[2] = {attended_keys(row_g, sh), attended_keys(row_g + 8, sh)};
-#pragma unroll
-      for (int nb = 0; nb < TL::S_BLOCKS; ++nb)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (!keys[e >> 1].contains(kv0 + 8 * nb + 2 * t + (e & 1))) s[nb][e] = -INFINITY;
-    }
-    // END EXERCISE
+    mask_edges<TL::S_BLOCKS>(s, tile * BLOCK_KV, row_g, t, whole_begin, whole_end, sh);  // (EXERCISE edge-mask)
 
     // The online softmax of rows g and g+8 on the fragment (04's EXERCISE mma-online-softmax). A
     // row can meet a tile in which it attends no key (at the window's start the block visits a
@@ -303,15 +321,66 @@ window_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
 }
 
 // ---------------------------------------------------------------------------------------------
-// Host side: which kernel a variant is, the tile count the predicate expects, the launcher.
-struct VariantConfig {
-  int warps;
-  bool skip;
+// The same lesson on the Hopper kernel (common/ws_forward.cuh: section 08's warp-specialised
+// forward, TMA into an mbarrier ring, wgmma; 128 query rows and 128 keys per tile). The kernel asks
+// this section for its rules: the keys a row attends (attended_keys), the K/V tiles a block and
+// each of its two consumer warpgroups walk (kv_tile_span at 128 keys: EXERCISE tile-span) and the
+// mask of an S tile (mask_edges on the wgmma accumulator, 16 n-blocks: EXERCISE edge-mask). A block
+// counts the tiles it loads, as the mma kernel does. The ring protocol (slots, phases, the producer
+// loop, the consumers' wait and release) is section 08's exercise, used here solved.
+namespace ws = lab::ws;
+template <bool SKIP>
+struct HopperRules : ws::GivenProtocol {
+  LAB_HD static Shape shape_of(const ws::Params& p) {
+    return Shape{p.t_q, p.t_kv, p.h, p.h_kv, p.causal, p.window, p.inverted_window != 0, p.scale, p.scale_log2};
+  }
+  LAB_HD static lab::KeyRange visible_keys(int row, const ws::Params& p) { return attended_keys(row, shape_of(p)); }
+  LAB_HD static ws::TileSpan tile_span(int q_begin, int q_end, const ws::Params& p) {
+    if (q_begin >= p.t_q) return {0, 0};  // a warpgroup whose rows are all past T_q
+    const TileSpan span = kv_tile_span(q_begin, lab::imin(q_end, p.t_q), shape_of(p), SKIP, ws::BLOCK_KV);
+    return {span.begin, span.end};
+  }
+  __device__ __forceinline__ static void mask_tile(float (&s)[ws::BLOCK_KV / 2], const ws::Params& p, int kv0,
+                                                   int row_g, int t, int whole_begin, int whole_end) {
+    mask_edges<ws::BLOCK_KV / 8>(reinterpret_cast<float (&)[ws::BLOCK_KV / 8][4]>(s), kv0, row_g, t, whole_begin,
+                                 whole_end, shape_of(p));
+  }
+  __device__ __forceinline__ static bool begin_block(const ws::Params& p, ws::TileSpan span) {
+    if (span.end < span.first) return false;  // the stub's span: nothing visited, nothing written
+    if (threadIdx.x == 0) atomicAdd(p.tiles_visited, static_cast<unsigned long long>(span.count()));
+    return true;
+  }
 };
-VariantConfig config_of(const std::string& variant) {
-  if (variant == "full") return {4, false};
-  if (variant == "window-q128") return {8, true};
-  return {4, true};
+
+// ---------------------------------------------------------------------------------------------
+// Host side: which kernel a variant is, the tile count the predicate expects, the launchers.
+//   window, full      the Hopper kernel where it can run (an H100/H200, this binary built for
+//                     sm_90a: CMake adds it), else the mma kernel; the record says which (metrics.kernel)
+//   window-mma, full-mma, window-q128   the mma kernel everywhere (04's, 64 or 128 query rows)
+enum class Kernel { mma, hopper };
+struct VariantConfig {
+  Kernel kernel;
+  int warps;  // mma: 4 or 8 warps of 16 rows
+  bool skip;
+  int block_q() const { return kernel == Kernel::hopper ? ws::BLOCK_Q : warps * ROWS_PER_WARP; }
+  int block_kv() const { return kernel == Kernel::hopper ? ws::BLOCK_KV : BLOCK_KV; }
+  const char* name() const { return kernel == Kernel::hopper ? "hopper (wgmma, TMA, warp-specialised)" : "mma (mma.sync, cp.async)"; }
+};
+VariantConfig config_of(const std::string& variant, bool hopper) {
+  const Kernel k = hopper ? Kernel::hopper : Kernel::mma;
+  if (variant == "full") return {k, 4, false};
+  if (variant == "window-mma") return {Kernel::mma, 4, true};
+  if (variant == "full-mma") return {Kernel::mma, 4, false};
+  if (variant == "window-q128") return {Kernel::mma, 8, true};
+  return {k, 4, true};
+}
+
+// The Hopper kernel runs here: a compute capability 9.0 GPU, and sm_90a code in this binary.
+bool hopper_kernel_runs(const lab::DeviceInfo& dev) {
+  if (dev.cc_major != 9 || dev.cc_minor != 0) return false;
+  cudaFuncAttributes attr{};
+  CUDA_CHECK(cudaFuncGetAttributes(&attr, ws::ws_kernel<__nv_bfloat16, 64, false, HopperRules<true>>));
+  return attr.binaryVersion == 90;
 }
 
 // The K/V tiles a variant must visit, by lab::tile_visibility over every (Q tile, K/V tile) pair
@@ -323,15 +392,15 @@ struct TileCount {
   int64_t total = 0;    // every tile: what `full` visits
   int64_t expected(bool skip) const { return skip ? visible : total; }
 };
-TileCount count_tiles(const lab::Problem& p, int block_q) {
-  const int q_tiles = lab::ceil_div(p.t_q, block_q), kv_tiles = lab::ceil_div(p.t_kv, BLOCK_KV);
+TileCount count_tiles(const lab::Problem& p, int block_q, int block_kv) {
+  const int q_tiles = lab::ceil_div(p.t_q, block_q), kv_tiles = lab::ceil_div(p.t_kv, block_kv);
   std::vector<TileCount> per_q_tile(static_cast<size_t>(q_tiles));
   lab::parallel_for(q_tiles, [&](int64_t qt) {
     const int q0 = int(qt) * block_q, q1 = std::min(q0 + block_q, p.t_q);
     TileCount& c = per_q_tile[size_t(qt)];
     for (int kt = 0; kt < kv_tiles; ++kt) {
       const lab::TileVisibility vis =
-          lab::tile_visibility(q0, q1, kt * BLOCK_KV, (kt + 1) * BLOCK_KV, p.t_q, p.t_kv, p.causal, p.window);
+          lab::tile_visibility(q0, q1, kt * block_kv, (kt + 1) * block_kv, p.t_q, p.t_kv, p.causal, p.window);
       c.visible += vis != lab::TileVisibility::none;
       c.partial += vis == lab::TileVisibility::partial;
     }
@@ -392,9 +461,43 @@ std::function<void(cudaStream_t)> make_launch(const lab::RunContext& ctx, const 
   };
 }
 
+// The Hopper kernel: tensor maps over Q, K, V (made on the host, 128-byte swizzle), 384 threads.
+template <class T, int HEAD_DIM, bool SKIP>
+std::function<void(cudaStream_t)> make_hopper_launch(const lab::RunContext& ctx, const Shape& sh,
+                                                     unsigned long long* counter) {
+  const lab::Problem& pr = ctx.problem;
+  ws::Params p{};
+  p.o = ctx.tensors.o;
+  p.lse = ctx.tensors.lse;
+  p.t_q = sh.t_q;
+  p.t_kv = sh.t_kv;
+  p.h = sh.h;
+  p.h_kv = sh.h_kv;
+  p.causal = sh.causal;
+  p.window = sh.window;
+  p.scale = sh.scale;
+  p.scale_log2 = sh.scale_log2;
+  p.inverted_window = sh.inverted_window ? 1 : 0;
+  p.tiles_visited = counter;
+  const CUtensorMap q_map = ws::make_map(pr, ctx.tensors.q, pr.h, pr.t_q, pr.b, ws::BLOCK_Q);
+  const CUtensorMap k_map = ws::make_map(pr, ctx.tensors.k, pr.h_kv, pr.t_kv, pr.b, ws::BLOCK_KV);
+  const CUtensorMap v_map = ws::make_map(pr, ctx.tensors.v, pr.h_kv, pr.t_kv, pr.b, ws::BLOCK_KV);
+  auto* kernel = ws::ws_kernel<T, HEAD_DIM, false, HopperRules<SKIP>>;
+  constexpr int smem = ws::Tiles<HEAD_DIM>::SMEM_BYTES;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const dim3 grid(unsigned(lab::ceil_div(pr.t_q, ws::BLOCK_Q)), unsigned(pr.b * pr.h));
+  return [=](cudaStream_t st) {
+    kernel<<<grid, ws::THREADS, smem, st>>>(q_map, k_map, v_map, p);
+    CUDA_CHECK_LAST();
+  };
+}
+
 template <class T, int HEAD_DIM>
 std::function<void(cudaStream_t)> make_forward(const lab::RunContext& ctx, const Shape& sh, VariantConfig c,
                                                unsigned long long* counter) {
+  if (c.kernel == Kernel::hopper)
+    return c.skip ? make_hopper_launch<T, HEAD_DIM, true>(ctx, sh, counter)
+                  : make_hopper_launch<T, HEAD_DIM, false>(ctx, sh, counter);
   if (c.warps == 8) return make_launch<T, HEAD_DIM, 8, true>(ctx, sh, counter);
   if (c.skip) return make_launch<T, HEAD_DIM, 4, true>(ctx, sh, counter);
   return make_launch<T, HEAD_DIM, 4, false>(ctx, sh, counter);
@@ -403,8 +506,7 @@ std::function<void(cudaStream_t)> make_forward(const lab::RunContext& ctx, const
 lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   const lab::Problem& pr = ctx.problem;
   const Shape sh = make_shape(pr, ctx.bug);
-  const VariantConfig c = config_of(ctx.variant);
-  const int block_q = c.warps * ROWS_PER_WARP;
+  const VariantConfig c = config_of(ctx.variant, hopper_kernel_runs(ctx.device));
   auto counter = std::make_shared<lab::DeviceBuffer>(sizeof(unsigned long long));
   CUDA_CHECK(cudaMemset(counter->get(), 0, counter->bytes()));  // the checked run counts from 0
   auto* count = counter->as<unsigned long long>();
@@ -415,10 +517,18 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   else launch = f16 ? make_forward<__half, 128>(ctx, sh, c, count) : make_forward<__nv_bfloat16, 128>(ctx, sh, c, count);
   run.forward = [launch, counter](cudaStream_t st) { launch(st); };  // the counter lives as long as the forward
   run.extra_device_bytes = int64_t(counter->bytes());
-  const int smem = pr.d == 64 ? Tiles<64, 4>::SMEM_BYTES : Tiles<128, 4>::SMEM_BYTES;  // the same for 8 warps
-  run.metrics = {{"block_q", block_q}, {"block_kv", BLOCK_KV}, {"warps", c.warps}, {"stages", STAGES},
-                 {"smem_bytes", smem}, {"skip", c.skip}};
-  const TileCount want = count_tiles(pr, block_q);
+  if (c.kernel == Kernel::hopper)
+    run.metrics = {{"stages", pr.d == 64 ? ws::Tiles<64>::STAGES : ws::Tiles<128>::STAGES},
+                   {"smem_bytes", pr.d == 64 ? ws::Tiles<64>::SMEM_BYTES : ws::Tiles<128>::SMEM_BYTES},
+                   {"threads", ws::THREADS}};
+  else
+    run.metrics = {{"warps", c.warps}, {"stages", STAGES},  // 8 warps: the same shared memory
+                   {"smem_bytes", pr.d == 64 ? Tiles<64, 4>::SMEM_BYTES : Tiles<128, 4>::SMEM_BYTES}};
+  run.metrics["kernel"] = c.name();
+  run.metrics["block_q"] = c.block_q();
+  run.metrics["block_kv"] = c.block_kv();
+  run.metrics["skip"] = c.skip;
+  const TileCount want = count_tiles(pr, c.block_q(), c.block_kv());
   const bool quiet = ctx.options.quiet;
   run.after_check_run = [counter, want, c, quiet](nlohmann::json& metrics) -> std::string {
     unsigned long long visited = 0;  // the checked run's count: the timed runs add to it later
@@ -437,8 +547,8 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
 lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in, std::vector<float>& o,
                     std::vector<float>& lse) {
   const Shape sh = make_shape(pr, opt.bug);
-  const VariantConfig c = config_of(opt.variant);
-  const int block_q = c.warps * ROWS_PER_WARP, d = pr.d;
+  const VariantConfig c = config_of(opt.variant, true);  // window, full: the Hopper kernel's tiles
+  const int block_q = c.block_q(), block_kv = c.block_kv(), d = pr.d;
   const int q_tiles = lab::ceil_div(pr.t_q, block_q);
   const lab::DType type = pr.dtype;
   std::atomic<int64_t> visited{0};
@@ -446,24 +556,24 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
     const int qt = int(task % q_tiles), bh = int(task / q_tiles), b = bh / pr.h, h = bh % pr.h;
     const int hk = lab::kv_head_of(h, pr.h, pr.h_kv);
     const int q0 = qt * block_q, rows = std::min(q0 + block_q, pr.t_q) - q0;
-    const TileSpan span = kv_tile_span(q0, q0 + rows, sh, c.skip);
+    const TileSpan span = kv_tile_span(q0, q0 + rows, sh, c.skip, block_kv);
     if (span.end < span.begin) return;  // the stub's span: nothing written
     std::vector<float> m(size_t(rows), -INFINITY), l(size_t(rows), 0.f), acc(size_t(rows) * size_t(d), 0.f);
-    float s[BLOCK_KV];
+    std::vector<float> scores(static_cast<size_t>(block_kv));
     for (int tile = span.begin; tile < span.end; ++tile) {
       visited += 1;
-      const int kv0 = tile * BLOCK_KV;
+      const int kv0 = tile * block_kv;
       for (int r = 0; r < rows; ++r) {
         const lab::KeyRange keys = attended_keys(q0 + r, sh);
         const float* qr = &in.q[size_t(pr.q_index(b, q0 + r, h))];
         float tile_max = -INFINITY;
-        for (int jj = 0; jj < BLOCK_KV; ++jj) {  // S = q·k (float), masked outside the row's keys
-          s[jj] = -INFINITY;
+        for (int jj = 0; jj < block_kv; ++jj) {  // S = q·k (float), masked outside the row's keys
+          scores[size_t(jj)] = -INFINITY;
           if (!keys.contains(kv0 + jj)) continue;
           const float* kr = &in.k[size_t(pr.kv_index(b, kv0 + jj, hk))];
           float dot = 0.f;
           for (int x = 0; x < d; ++x) dot += qr[x] * kr[x];
-          s[jj] = dot;
+          scores[size_t(jj)] = dot;
           tile_max = std::max(tile_max, dot);
         }
         const float m_new = std::max(m[size_t(r)], tile_max);  // online softmax, base 2
@@ -473,9 +583,9 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
         l[size_t(r)] *= alpha;
         float* a = &acc[size_t(r) * size_t(d)];
         for (int x = 0; x < d; ++x) a[x] *= alpha;
-        for (int jj = 0; jj < BLOCK_KV; ++jj) {
-          if (s[jj] == -INFINITY) continue;
-          const float p = std::exp2(s[jj] * sh.scale_log2 - max_scaled);
+        for (int jj = 0; jj < block_kv; ++jj) {
+          if (scores[size_t(jj)] == -INFINITY) continue;
+          const float p = std::exp2(scores[size_t(jj)] * sh.scale_log2 - max_scaled);
           l[size_t(r)] += p;
           const float p16 = lab::round_to(type, p);  // P enters the PV product as a 16-bit value
           const float* vr = &in.v[size_t(pr.kv_index(b, kv0 + jj, hk))];
@@ -492,8 +602,8 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
     }
   });
   lab::CpuRun run;
-  run.metrics = {{"block_q", block_q}, {"block_kv", BLOCK_KV}, {"skip", c.skip}};
-  run.failure = report_tiles(run.metrics, count_tiles(pr, block_q), c.skip, visited.load(), opt.quiet, true);
+  run.metrics = {{"kernel", c.name()}, {"block_q", block_q}, {"block_kv", block_kv}, {"skip", c.skip}};
+  run.failure = report_tiles(run.metrics, count_tiles(pr, block_q, block_kv), c.skip, visited.load(), opt.quiet, true);
   return run;
 }
 
@@ -501,7 +611,7 @@ int main(int argc, char** argv) {
   lab::Section s;
   s.name = "07_sliding_window";
   s.title = "sliding-window attention (Mistral, §12.9.5): skip the K/V tiles outside the window";
-  s.variants = {"window", "full", "window-q128"};
+  s.variants = {"window", "full", "window-mma", "full-mma", "window-q128"};
   s.bugs = {"inverted-window"};
   s.dtypes = {lab::DType::f16, lab::DType::bf16};
   s.supports_window = true;

@@ -62,64 +62,18 @@
 #include "block_allocator.h"
 #include "kv_cache.h"
 #include "lab.cuh"
-#include "mma_sm80.cuh"  // 16-bit helpers: pack2, from_float2, fast_exp2
-#include "sm90.cuh"      // mbarrier, TMA, tensor-map edits, setmaxnreg, wgmma and its descriptors
+#include "ws_forward.cuh"  // this section's kernel, minus the exercises below (and sm90.cuh's wrappers)
 
-using namespace lab::sm80;
-using namespace lab::sm90;
+using namespace lab::ws;  // the tiles (BLOCK_Q = BLOCK_KV = 128, 2 consumer warpgroups), Params, Smem, ws_kernel
 
-constexpr int WG_THREADS = 128;                          // a warpgroup: 4 warps
-constexpr int CONSUMERS = 2;                             // consumer warpgroups
-constexpr int THREADS = (1 + CONSUMERS) * WG_THREADS;    // 384: producer warpgroup + consumers
-constexpr int WG_ROWS = 64;                              // query rows per consumer: the M of wgmma
-constexpr int BLOCK_Q = CONSUMERS * WG_ROWS;             // 128 query rows per block
-constexpr int BLOCK_KV = 128;                            // keys per K/V tile: the N of S = Q Kᵀ
-constexpr int BOX_COLS = 64;                             // columns per TMA box: 128 bytes, one swizzle atom
-constexpr int ROW_BYTES = BOX_COLS * 2;                  // 128
-constexpr uint32_t PRODUCER_REGS = 40;                   // setmaxnreg.dec: TMA issue needs few
-constexpr uint32_t CONSUMER_REGS = 232;                  // setmaxnreg.inc: S (64) + O (<= 64) + P (32) fp32/16-bit regs
-constexpr int DEFAULT_PAGE = 64;                         // --variant paged without --page-size
-constexpr int MAX_BOXES = BLOCK_KV / 16;                 // paged: boxes per tile at page 16
+constexpr int DEFAULT_PAGE = 64;          // --variant paged without --page-size
+constexpr int MAX_BOXES = BLOCK_KV / 16;  // paged: boxes per tile at page 16
 static_assert(2 * MAX_BOXES <= 32, "paged: a lane of the producer warp per box of K and of V");
-constexpr float kLog2e = 1.4426950408889634f;
-static_assert(PRODUCER_REGS * WG_THREADS + CONSUMER_REGS * WG_THREADS * CONSUMERS <= 65536,
-              "the three warpgroups' registers fit in the SM's 64K");
-static_assert(PRODUCER_REGS % 8 == 0 && CONSUMER_REGS % 8 == 0, "setmaxnreg takes multiples of 8");
-
-template <int HEAD_DIM>
-struct Tiles {
-  static constexpr int STAGES = HEAD_DIM == 64 ? 4 : 3;        // K/V slots in the ring (as many as fit)
-  static constexpr int COL_BOXES = HEAD_DIM / BOX_COLS;         // 64-column boxes per row of a tile
-  static constexpr int Q_BOX_BYTES = BLOCK_Q * ROW_BYTES;       // 16 KB
-  static constexpr int KV_BOX_BYTES = BLOCK_KV * ROW_BYTES;     // 16 KB
-  static constexpr int Q_BYTES = COL_BOXES * Q_BOX_BYTES;       // what q_full waits for
-  static constexpr int KV_TILE_BYTES = COL_BOXES * KV_BOX_BYTES;  // what k_full / v_full wait for
-  // Shared memory, from a 1024-byte aligned base (the 128-byte swizzle repeats every 1024 bytes):
-  //   Q [COL_BOXES][BLOCK_Q][64] | K [STAGES][COL_BOXES][BLOCK_KV][64] | V (same) | barriers
-  static constexpr int OFF_K = Q_BYTES;
-  static constexpr int OFF_V = OFF_K + STAGES * KV_TILE_BYTES;
-  static constexpr int OFF_BAR = OFF_V + STAGES * KV_TILE_BYTES;
-  static constexpr int BARRIERS = 1 + 3 * STAGES;               // q_full, k_full[], v_full[], empty[]
-  static constexpr int SMEM_BYTES = OFF_BAR + 128 + 1024;      // + slack to align the base
-  static constexpr int D_STEPS = HEAD_DIM / 16;                 // k-steps of S = Q Kᵀ
-  static constexpr int KV_STEPS = BLOCK_KV / 16;                // k-steps of O = P V
-  static constexpr int S_REGS = BLOCK_KV / 2;                   // fp32 S accumulator per thread (64 x 128 / 128)
-  static constexpr int O_REGS = HEAD_DIM / 2;                   // fp32 O accumulator per thread
-  static_assert(BARRIERS * 8 <= 128, "the barriers fit their 128 bytes");
-  static_assert(Q_BOX_BYTES % 1024 == 0 && KV_BOX_BYTES % 1024 == 0, "every box starts on a swizzle atom");
-};
-static_assert(Tiles<128>::SMEM_BYTES <= 227 * 1024 && Tiles<64>::SMEM_BYTES <= 227 * 1024, "fits one block per SM");
-static_assert(BLOCK_KV <= 256 && BLOCK_Q <= 256, "a TMA box has at most 256 rows");
 
 // ---------------------------------------------------------------------------------------------
 // The ring. K/V tiles are loaded in order n = 0, 1, 2, ... ("fill n"); fill n goes to slot
 // stage = n % STAGES, and it is the (n / STAGES)-th use of that slot. Each use of a slot is one
-// phase of its barriers, so a wait for fill n names phase n / STAGES by its parity.
-struct RingSlot {
-  int stage;        // which K/V slot (and which k_full / v_full / empty barrier)
-  uint32_t parity;  // parity of the barrier phase that fill n completes (k_full, v_full) or frees (empty)
-};
-
+// phase of its barriers, so a wait for fill n names phase n / STAGES by its parity (RingSlot).
 LAB_HD RingSlot ring_slot(int n, int stages) {
   // BEGIN EXERCISE ring-slot: the slot of fill n and the parity of its barrier phase.
   //   Slots are used round-robin; the phase of a slot's barriers advances once per use, so the
@@ -132,62 +86,12 @@ LAB_HD RingSlot ring_slot(int n, int stages) {
   // END EXERCISE
 }
 
-// The K/V tiles [first, end) that query rows [q_begin, q_end) see: up to the diagonal under
-// causal, from the first row's window start with a window (section 07's skip, on tile indices).
-struct TileSpan {
-  int first, end;
-  LAB_HD int count() const { return end - first; }
-  LAB_HD bool has(int tile) const { return tile >= first && tile < end; }
-};
-
-LAB_HD TileSpan kv_tile_span(int q_begin, int q_end, int t_q, int t_kv, bool causal, int window) {
-  if (q_begin >= t_q) return {0, 0};
-  const lab::KeyRange keys = lab::visible_keys_of_rows(q_begin, lab::imin(q_end, t_q), t_q, t_kv, causal, window);
-  return keys.empty() ? TileSpan{0, 0} : TileSpan{keys.begin / BLOCK_KV, lab::ceil_div(keys.end, BLOCK_KV)};
-}
-
-// ---------------------------------------------------------------------------------------------
-struct Params {
-  void* o;     // [B, T_q, H, D]
-  float* lse;  // [B, H, T_q]
-  int t_q, t_kv, h, h_kv;
-  bool causal;
-  int window;        // sliding window W (ws only), 0: none
-  float scale;       // 1/sqrt(D)
-  float scale_log2;  // scale · log2(e): exp(scale·x) = exp2(scale_log2·x)
-  // Variant paged (the maps are then over one page: (D, H_kv, page_size)).
-  const int* block_table;  // [B, table_stride]: logical block -> physical block
-  int table_stride, page_size, box_rows;  // box_rows = gcd(page_size, BLOCK_KV)
-  const uint8_t* k_pool;   // [num_blocks, page_size, H_kv, D]
-  const uint8_t* v_pool;
-  int64_t page_bytes;      // page_size · H_kv · D · 2
-  const CUtensorMap* page_maps;  // [pool blocks][K, V]: each page's own map, made by edit_page_maps
-  // Variant paged-pool (the K/V maps are then over the whole pool: (D, H_kv, page_size, blocks)).
-  int pool_blocks;               // a block coordinate past the pool: the box reads as zeros
-  const CUtensorMap* last_page_maps;  // [B][K, V]: the sequence's last page, its valid rows only
-};
-
 // Where the producer's K/V copies read from: the variants.
 enum class KvSource {
   contiguous,  // ws, ws-overlap: one 4-D map over the cache [B, T_kv, H_kv, D]
   page_maps,   // paged: one map per page, edited on the device (tensormap.replace), as the chapter says
               //        (by edit_page_maps, once per page and forward; the attention kernel acquires)
   pool_map,    // paged-pool: one 4-D map over the pool, the physical block as a coordinate
-};
-
-// Shared-memory addresses of one block's buffers and barriers.
-template <int HEAD_DIM>
-struct Smem {
-  using TL = Tiles<HEAD_DIM>;
-  uint32_t base;     // shared-memory address, 1024-byte aligned
-  uint8_t* generic;  // the same byte as a generic pointer (for ordinary stores)
-  __device__ uint32_t q() const { return base; }
-  __device__ uint32_t k(int stage) const { return base + TL::OFF_K + stage * TL::KV_TILE_BYTES; }
-  __device__ uint32_t v(int stage) const { return base + TL::OFF_V + stage * TL::KV_TILE_BYTES; }
-  __device__ uint32_t q_full() const { return base + TL::OFF_BAR; }
-  __device__ uint32_t k_full(int stage) const { return q_full() + 8 * (1 + stage); }
-  __device__ uint32_t v_full(int stage) const { return q_full() + 8 * (1 + TL::STAGES + stage); }
-  __device__ uint32_t empty(int stage) const { return q_full() + 8 * (1 + 2 * TL::STAGES + stage); }
 };
 
 // Paged (both variants): the physical block holding key `key` of sequence b, from its block table.
@@ -267,10 +171,7 @@ __device__ __forceinline__ void load_kv_tile(const CUtensorMap& map, const Param
   const bool leader = threadIdx.x % 32 == 0;
   const uint32_t dst = which == 0 ? sm.k(stage) : sm.v(stage);
   if constexpr (KV == KvSource::contiguous) {
-    if (leader)
-#pragma unroll
-      for (int c = 0; c < TL::COL_BOXES; ++c)
-        tma_load_4d(dst + c * TL::KV_BOX_BYTES, &map, c * BOX_COLS, kv_head, tile * BLOCK_KV, b, bar);
+    if (leader) load_kv_tile_contiguous<HEAD_DIM>(map, dst, tile, b, kv_head, bar);
   } else if constexpr (KV == KvSource::pool_map) {
     const int rows = p.box_rows, boxes = BLOCK_KV / rows;
     if (leader)
@@ -314,7 +215,7 @@ __device__ __forceinline__ void load_kv_tile(const CUtensorMap& map, const Param
   }
 }
 
-template <class T, int HEAD_DIM, KvSource KV>
+template <int HEAD_DIM, KvSource KV>
 __device__ __forceinline__ void producer(const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map,
                                          const Params& p, const Smem<HEAD_DIM>& sm, int b, int head, int kv_head,
                                          int q0, int first_tile, int n_tiles) {
@@ -326,12 +227,7 @@ __device__ __forceinline__ void producer(const CUtensorMap& q_map, const CUtenso
   if constexpr (KV == KvSource::page_maps)  // the page maps of the first fills (later ones: as fills are issued)
     for (int fill = first_tile; fill < first_tile + lab::imin(n_tiles, TL::STAGES); ++fill) acquire_page_map(p, fill, b);
   // Q: once, on its own barrier (its phase 0 is the only one; the consumers wait for parity 0).
-  if (leader) {
-    mbar_arrive_expect_tx(sm.q_full(), TL::Q_BYTES);
-#pragma unroll
-    for (int c = 0; c < TL::COL_BOXES; ++c)
-      tma_load_4d(sm.q() + c * TL::Q_BOX_BYTES, &q_map, c * BOX_COLS, head, q0, b, sm.q_full());
-  }
+  if (leader) load_q<HEAD_DIM>(q_map, sm, b, head, q0);
   // BEGIN EXERCISE producer-loop: fill the ring with the block's n_tiles K/V tiles, in order: fill n
   //   is tile first_tile + n (first_tile is 0 unless a sliding window skips the tiles before it).
   //   For fill n (ring_slot(n, STAGES) gives its stage and parity), lane 0 (`leader`):
@@ -359,12 +255,6 @@ __device__ __forceinline__ void producer(const CUtensorMap& q_map, const CUtenso
   // END EXERCISE
 }
 
-// ---------------------------------------------------------------------------------------------
-// Consumer side: one warpgroup, 64 query rows, every K/V tile of the block in ring order.
-// Thread lane = 4g + t of warp w (of the warpgroup) owns rows r0 = 16w + g and r0 + 8 of the
-// warpgroup's 64; in the accumulators S[4j + e] and O[4j + e] (n-block j of 8 columns) it holds
-// columns 8j + 2t + (e & 1) of row r0 (e < 2) or r0 + 8 (e >= 2). See common/sm90.cuh.
-
 // consumer_wait: every thread of the warpgroup waits until fill `slot` has landed on `full_bar`
 // (k_full or v_full of its stage).
 __device__ __forceinline__ void consumer_wait(uint32_t full_bar, RingSlot slot) {
@@ -388,297 +278,20 @@ __device__ __forceinline__ void consumer_release(uint32_t empty_bar) {
   // END EXERCISE
 }
 
-// The per-warpgroup state and the steps of one K/V tile (given).
-template <class T, int HEAD_DIM>
-struct ConsumerTile {
-  using TL = Tiles<HEAD_DIM>;
-  float s[TL::S_REGS];               // S = Q Kᵀ for 64 rows x 128 keys, then P = exp2(...) in fp32
-  uint32_t p_frag[TL::KV_STEPS][4];  // P, 16-bit, as the A registers of O += P V
-  float o_acc[TL::O_REGS];           // unnormalised O
-  float m[2], l[2];                  // running max (raw scores Q·K) and this thread's part of the row sums
-  float alpha[2];                    // the rescale factor of the last tile, per row
-
-  // S = Q K_tileᵀ: D/16 wgmmas of m64n128k16, both operands K-major in shared memory. The
-  // descriptors walk 16 columns (32 bytes) along a box row, then move to the next 64-column box.
-  __device__ __forceinline__ void issue_s(uint32_t q_rows, uint32_t k_slot) {
-#pragma unroll
-    for (int kk = 0; kk < TL::D_STEPS; ++kk) {
-      const uint32_t col = uint32_t((kk % 4) * 32);
-      const uint64_t a = desc_k_major_sw128(q_rows + (kk / 4) * TL::Q_BOX_BYTES + col);
-      const uint64_t b = desc_k_major_sw128(k_slot + (kk / 4) * TL::KV_BOX_BYTES + col);
-      wgmma_ss<T, BLOCK_KV>(s, a, b, kk > 0);
-    }
+// The kernel (common/ws_forward.cuh: the consumers' S, softmax and PV, the epilogue, the roles)
+// runs this section's protocol, above, with the lab's causal + window rules.
+template <KvSource KV>
+struct Hooks : StandardRules {
+  LAB_HD static RingSlot ring_slot(int n, int stages) { return ::ring_slot(n, stages); }
+  template <int HEAD_DIM>
+  __device__ __forceinline__ static void produce(const CUtensorMap& q_map, const CUtensorMap& k_map,
+                                                 const CUtensorMap& v_map, const Params& p, const Smem<HEAD_DIM>& sm,
+                                                 int b, int head, int kv_head, int q0, int first_tile, int n_tiles) {
+    producer<HEAD_DIM, KV>(q_map, k_map, v_map, p, sm, b, head, kv_head, q0, first_tile, n_tiles);
   }
-  // O += P V: BLOCK_KV/16 wgmmas of m64n{D}k16, P from registers, V MN-major: 16 keys (two 8-row
-  // groups, SBO = 1024) per k-step, the D columns in 64-column boxes (LBO = one box).
-  __device__ __forceinline__ void issue_pv(uint32_t v_slot) {
-#pragma unroll
-    for (int kk = 0; kk < TL::KV_STEPS; ++kk)
-      wgmma_rs_mn<T, HEAD_DIM>(o_acc, p_frag[kk],
-                               desc_mn_major_sw128(v_slot + uint32_t(kk * 16 * ROW_BYTES), TL::KV_BOX_BYTES));
-  }
-  // Mask (the diagonal tile, the ragged end of K/V, a window's start): key kv0 + 8j + 2t + (e & 1)
-  // of row row_g (e < 2) or row_g + 8 is invisible outside that row's visible_keys(). Only tiles
-  // reaching past warp_keys_end (what the warp's first row sees) or starting before
-  // warp_keys_begin (where its last row's window starts) need it.
-  __device__ __forceinline__ void mask(const Params& p, int kv0, int row_g, int warp_keys_begin, int warp_keys_end,
-                                       int t) {
-    if (kv0 + BLOCK_KV > warp_keys_end || kv0 < warp_keys_begin) mask_all(p, kv0, row_g, t);
-  }
-  __device__ __forceinline__ void mask_all(const Params& p, int kv0, int row_g, int t) {
-    const lab::KeyRange keys[2] = {lab::visible_keys(row_g, p.t_q, p.t_kv, p.causal, p.window),
-                                   lab::visible_keys(row_g + 8, p.t_q, p.t_kv, p.causal, p.window)};
-#pragma unroll
-    for (int j = 0; j < BLOCK_KV / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        if (!keys[e >> 1].contains(kv0 + 8 * j + 2 * t + (e & 1))) s[4 * j + e] = -INFINITY;
-  }
-  // Online softmax of rows row_g (r = 0) and row_g + 8 (r = 1), as in 04 (the 4 lanes of a quad
-  // hold a row's 128 columns between them): new max, alpha = exp2((m_old - m_new)·scale_log2),
-  // l = l·alpha + sum(P), S -> P in place. The O rescale by alpha is rescale_o(), separate: the
-  // overlapped variant may only do it once the previous O += P V has completed.
-  __device__ __forceinline__ void online_softmax(float scale_log2) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float tile_max = -INFINITY;
-#pragma unroll
-      for (int j = 0; j < BLOCK_KV / 8; ++j) tile_max = fmaxf(tile_max, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-      const float m_new = fmaxf(m[r], tile_max);
-      const float max_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;  // no key yet: never -inf - -inf
-      alpha[r] = fast_exp2(fmaf(m[r], scale_log2, -max_scaled));
-      m[r] = m_new;
-      float sum = 0.f;
-#pragma unroll
-      for (int j = 0; j < BLOCK_KV / 8; ++j)
-#pragma unroll
-        for (int e = 2 * r; e < 2 * r + 2; ++e) {
-          s[4 * j + e] = fast_exp2(fmaf(s[4 * j + e], scale_log2, -max_scaled));
-          sum += s[4 * j + e];
-        }
-      l[r] = l[r] * alpha[r] + sum;
-    }
-  }
-  __device__ __forceinline__ void rescale_o() {
-#pragma unroll
-    for (int j = 0; j < TL::O_REGS / 4; ++j) {
-      o_acc[4 * j + 0] *= alpha[0];
-      o_acc[4 * j + 1] *= alpha[0];
-      o_acc[4 * j + 2] *= alpha[1];
-      o_acc[4 * j + 3] *= alpha[1];
-    }
-  }
-  // P as the A registers of k-step kk (keys 16kk .. 16kk + 15) = n-blocks 2kk and 2kk + 1 of S.
-  __device__ __forceinline__ void pack_p() {
-#pragma unroll
-    for (int kk = 0; kk < TL::KV_STEPS; ++kk) {
-      p_frag[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
-      p_frag[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
-      p_frag[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
-      p_frag[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
-    }
-  }
+  __device__ __forceinline__ static void consumer_wait(uint32_t full_bar, RingSlot slot) { ::consumer_wait(full_bar, slot); }
+  __device__ __forceinline__ static void consumer_release(uint32_t empty_bar) { ::consumer_release(empty_bar); }
 };
-
-template <class T, int HEAD_DIM, bool OVERLAP>
-__device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEAD_DIM>& sm, int b, int head, int q0,
-                                         int first_tile, int n_tiles) {
-  using TL = Tiles<HEAD_DIM>;
-  constexpr int STAGES = TL::STAGES;
-  const int tid = threadIdx.x % WG_THREADS, warp = tid / 32, lane = tid % 32;
-  const int t = lane % 4;
-  const int wg_q0 = q0 + wg * WG_ROWS;            // this warpgroup's first query row
-  const int row_g = wg_q0 + 16 * warp + lane / 4;  // this thread's rows: row_g and row_g + 8
-  // The tiles this warpgroup needs are a part of the block's (its rows see no further under causal,
-  // and with a window its rows' windows may start later); on the others it only waits and releases.
-  const TileSpan wg_span = kv_tile_span(wg_q0, wg_q0 + WG_ROWS, p.t_q, p.t_kv, p.causal, p.window);
-  const int warp_keys_end = lab::visible_keys(wg_q0 + 16 * warp, p.t_q, p.t_kv, p.causal, p.window).end;
-  const int warp_last_row = lab::imin(wg_q0 + 16 * warp + 15, p.t_q - 1);
-  const int warp_keys_begin = lab::visible_keys(warp_last_row, p.t_q, p.t_kv, p.causal, p.window).begin;
-  const uint32_t q_rows = sm.q() + uint32_t(wg * WG_ROWS * ROW_BYTES);  // this warpgroup's 64 rows of Q
-
-  ConsumerTile<T, HEAD_DIM> c;
-#pragma unroll
-  for (int i = 0; i < TL::O_REGS; ++i) c.o_acc[i] = 0.f;
-  c.m[0] = c.m[1] = -INFINITY;
-  c.l[0] = c.l[1] = 0.f;
-
-  if (n_tiles > 0) mbar_wait(sm.q_full(), 0);  // Q has landed (phase 0, its only one)
-
-  if constexpr (!OVERLAP) {
-    // The plain loop, one tile at a time: wait K, S, softmax, wait V, O += P V, release.
-    for (int n = 0; n < n_tiles; ++n) {
-      const RingSlot slot = ring_slot(n, STAGES);
-      const int tile = first_tile + n;
-      const bool active = wg_span.has(tile);
-      consumer_wait(sm.k_full(slot.stage), slot);
-      if (active) {
-        wgmma_fence();
-        c.issue_s(q_rows, sm.k(slot.stage));
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_accumulators(c.s);
-        c.mask(p, tile * BLOCK_KV, row_g, warp_keys_begin, warp_keys_end, t);
-        c.online_softmax(p.scale_log2);
-        c.rescale_o();
-        c.pack_p();
-      }
-      consumer_wait(sm.v_full(slot.stage), slot);
-      if (active) {
-        wgmma_fence();  // o_acc was rescaled and p_frag written since the last wgmma
-        c.issue_pv(sm.v(slot.stage));
-        wgmma_commit();
-        wgmma_wait<0>();  // the slot is read: it may be released
-        fence_accumulators(c.o_acc);
-      }
-      consumer_release(sm.empty(slot.stage));
-    }
-  } else {
-    // FlashAttention-3's intra-warpgroup overlap: S for tile n is issued before O += P V of tile
-    // n - 1, and the softmax of tile n runs while that PV is still on the tensor core.
-    //   prologue: S(0), softmax(0)
-    //   n >= 1:   wait PV(n-2), release n-2, O *= alpha(n-1), pack P(n-1) | wait K(n), V(n-1) |
-    //             issue S(n), PV(n-1) | wait S(n) only | softmax(n)
-    //   epilogue: wait PV(last-1), release, O *= alpha(last), PV(last), release last
-    // The same operations on O in the same order as the plain loop (bit-identical results). The
-    // release sits at the top of the next step on purpose: an mbarrier arrive right after the
-    // softmax gets scheduled early by ptxas, and drags the wait for PV(n-1) up with it, before
-    // the exponentials: the overlap would be lost (checked in the SASS: DEPBAR.LE gsb0 0x1,
-    // then the 64 MUFU.EX2, then DEPBAR.LE gsb0 0x0).
-    // No branch may sit between the issue of a wgmma and its wait (ptxas would then wait at
-    // the branch: no overlap), so the tiles that need the mask run in a loop of their own: tiles
-    // 0 .. n_plain-1 are fully visible to every row of the warpgroup, the rest are masked.
-    // (ws-overlap takes no window: its tiles, the block's and the warpgroup's, start at tile 0.)
-    const int wg_tiles = wg_span.end;
-    const int first_row_end = lab::visible_keys(wg_q0, p.t_q, p.t_kv, p.causal, 0).end;
-    const int n_plain = lab::imin(wg_tiles, first_row_end / BLOCK_KV);
-    // step(n): finish PV(n-2) (wait, release, rescale by alpha(n-1)), pack P(n-1), issue S(n) and
-    // PV(n-1), wait for S(n) only, softmax(n) while PV(n-1) runs.
-    auto step = [&](int n, auto masked) {
-      const RingSlot prev = ring_slot(n - 1, STAGES), cur = ring_slot(n, STAGES);
-      wgmma_wait<0>();  // PV(n-2) is done
-      fence_accumulators(c.o_acc);
-#pragma unroll
-      for (int kk = 0; kk < TL::KV_STEPS; ++kk) fence_registers(c.p_frag[kk]);
-      if (n >= 2) consumer_release(sm.empty(ring_slot(n - 2, STAGES).stage));
-      c.rescale_o();  // by alpha(n-1)
-      c.pack_p();     // P(n-1)
-      consumer_wait(sm.k_full(cur.stage), cur);
-      consumer_wait(sm.v_full(prev.stage), prev);
-      wgmma_fence();
-      c.issue_s(q_rows, sm.k(cur.stage));
-      wgmma_commit();
-      c.issue_pv(sm.v(prev.stage));
-      wgmma_commit();
-      wgmma_wait<1>();  // S(n) is done (the older group); PV(n-1) may still run
-      fence_accumulators(c.s);
-      if constexpr (decltype(masked)::value) c.mask_all(p, n * BLOCK_KV, row_g, t);
-      c.online_softmax(p.scale_log2);
-    };
-    if (wg_tiles > 0) {
-      const RingSlot first = ring_slot(0, STAGES);
-      consumer_wait(sm.k_full(first.stage), first);
-      wgmma_fence();
-      c.issue_s(q_rows, sm.k(first.stage));
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_accumulators(c.s);
-      if (n_plain == 0) c.mask_all(p, 0, row_g, t);
-      c.online_softmax(p.scale_log2);  // O is still 0: its rescale is harmless
-      int n = 1;
-      for (; n < n_plain; ++n) step(n, std::false_type{});
-      for (; n < wg_tiles; ++n) step(n, std::true_type{});
-      wgmma_wait<0>();
-      fence_accumulators(c.o_acc);
-#pragma unroll
-      for (int kk = 0; kk < TL::KV_STEPS; ++kk) fence_registers(c.p_frag[kk]);
-      if (wg_tiles >= 2) consumer_release(sm.empty(ring_slot(wg_tiles - 2, STAGES).stage));
-      c.rescale_o();
-      const RingSlot last = ring_slot(wg_tiles - 1, STAGES);
-      c.pack_p();
-      consumer_wait(sm.v_full(last.stage), last);
-      wgmma_fence();
-      c.issue_pv(sm.v(last.stage));
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_accumulators(c.o_acc);
-      consumer_release(sm.empty(last.stage));
-    }
-    for (int n = wg_tiles; n < n_tiles; ++n) {  // tiles only the other warpgroup needs
-      const RingSlot slot = ring_slot(n, STAGES);
-      consumer_wait(sm.k_full(slot.stage), slot);
-      consumer_wait(sm.v_full(slot.stage), slot);
-      consumer_release(sm.empty(slot.stage));
-    }
-  }
-
-  // Finalize (04's): O = o_acc / l, LSE = m·scale + log(l). Rows past T_q are not written.
-  T* o = static_cast<T*>(p.o);
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float row_sum = c.l[r];
-    row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 1);
-    row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 2);
-    const int i = row_g + 8 * r;
-    if (i >= p.t_q) continue;
-    const float inv_l = row_sum > 0.f ? 1.f / row_sum : 0.f;
-    T* o_row = o + ((int64_t(b) * p.t_q + i) * p.h + head) * HEAD_DIM;
-#pragma unroll
-    for (int j = 0; j < TL::O_REGS / 4; ++j)
-      *reinterpret_cast<Vec2<T>*>(o_row + 8 * j + 2 * t) =
-          from_float2<T>(c.o_acc[4 * j + 2 * r] * inv_l, c.o_acc[4 * j + 2 * r + 1] * inv_l);
-    if (t == 0)
-      p.lse[(int64_t(b) * p.h + head) * p.t_q + i] = row_sum > 0.f ? c.m[r] * p.scale + logf(row_sum) : -INFINITY;
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// One block: 128 query rows of one (sequence, head). grid = (ceil(T_q / 128), B·H).
-template <class T, int HEAD_DIM, KvSource KV, bool OVERLAP>
-__global__ void __launch_bounds__(THREADS, 1)
-ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64, 1, 128, 1)
-          const __grid_constant__ CUtensorMap k_map,  // ws: (D, H_kv, T_kv, B), box (64, 1, 128, 1); paged: a page;
-                                                       // paged-pool: (D, H_kv, page, blocks)
-          const __grid_constant__ CUtensorMap v_map,
-          const Params p) {
-  using TL = Tiles<HEAD_DIM>;
-  if (ring_slot(0, TL::STAGES).stage < 0) return;  // the ring-slot stub: no work, nothing written
-
-  extern __shared__ uint8_t smem_raw[];
-  const uint32_t raw = smem_addr(smem_raw), base = (raw + 1023u) & ~1023u;
-  const Smem<HEAD_DIM> sm{base, smem_raw + (base - raw)};
-
-  const int q_tile = p.causal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);  // heaviest first
-  const int bh = blockIdx.y, b = bh / p.h, head = bh % p.h;
-  const int kv_head = lab::kv_head_of(head, p.h, p.h_kv);
-  const int q0 = q_tile * BLOCK_Q;
-  // The K/V tiles any row of the block sees (causal: up to the diagonal; a window: from its start).
-  const TileSpan span = kv_tile_span(q0, q0 + BLOCK_Q, p.t_q, p.t_kv, p.causal, p.window);
-  const int first_tile = span.first, n_tiles = span.count();
-
-  if (threadIdx.x == 0) {
-    mbar_init(sm.q_full(), 1);  // the producer's arrive.expect_tx; the copies complete the bytes
-    for (int s = 0; s < TL::STAGES; ++s) {
-      mbar_init(sm.k_full(s), 1);
-      mbar_init(sm.v_full(s), 1);
-      mbar_init(sm.empty(s), CONSUMERS);  // one arrival per consumer warpgroup
-    }
-    fence_barrier_init();
-  }
-  __syncthreads();  // the barriers are initialised before any thread waits on or arrives at them
-
-  // The roles: one if/else on the warpgroup, each branch starting with its register budget.
-  if (threadIdx.x / WG_THREADS == 0) {
-    regs_release<PRODUCER_REGS>();
-    if (threadIdx.x / 32 == 0)
-      producer<T, HEAD_DIM, KV>(q_map, k_map, v_map, p, sm, b, head, kv_head, q0, first_tile, n_tiles);
-  } else {
-    regs_claim<CONSUMER_REGS>();
-    consumer<T, HEAD_DIM, OVERLAP>(threadIdx.x / WG_THREADS - 1, p, sm, b, head, q0, first_tile, n_tiles);
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Host side.
@@ -700,23 +313,6 @@ Params make_params(const lab::Problem& pr, void* o, float* lse) {
 int page_size_of(const lab::Problem& pr) { return pr.page_size > 0 ? pr.page_size : DEFAULT_PAGE; }
 int box_rows_of(int page_size) { return std::gcd(page_size, BLOCK_KV); }
 
-// A tensor map over a [.., rows, heads, D] 16-bit tensor: dims (D, heads, rows[, batch]).
-CUtensorMap make_map(const lab::Problem& pr, const void* base, int heads, int rows, int batch, int box_rows) {
-  CUtensorMap map;
-  const int64_t d = pr.d, eb = 2;
-  const uint64_t dims[4] = {uint64_t(d), uint64_t(heads), uint64_t(rows), uint64_t(batch)};
-  const uint64_t strides[3] = {uint64_t(d * eb), uint64_t(heads * d * eb), uint64_t(int64_t(rows) * heads * d * eb)};
-  const uint32_t box[4] = {uint32_t(BOX_COLS), 1u, uint32_t(box_rows), 1u};
-  const CUtensorMapDataType type =
-      pr.dtype == lab::DType::f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  const std::string err = encode_tensor_map(&map, type, batch > 0 ? 4 : 3, base, dims, strides, box);
-  if (!err.empty()) {
-    std::fprintf(stderr, "CUDA error: %s\n", err.c_str());
-    std::exit(3);
-  }
-  return map;
-}
-
 // The paged pool (06's construction): the harness's contiguous K/V copied block by block into a
 // shuffled pool whose every other slot holds NaN, and the block tables.
 struct PagedBuffers {
@@ -730,7 +326,7 @@ void launch(const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMa
     edit_page_maps<<<dim3(unsigned(lab::ceil_div(p.t_kv, p.page_size)), grid.y / unsigned(p.h)), 32, 0, st>>>(k_map, v_map, p);
     CUDA_CHECK_LAST();
   }
-  ws_kernel<T, HEAD_DIM, KV, OVERLAP><<<grid, THREADS, Tiles<HEAD_DIM>::SMEM_BYTES, st>>>(q_map, k_map, v_map, p);
+  ws_kernel<T, HEAD_DIM, OVERLAP, Hooks<KV>><<<grid, THREADS, Tiles<HEAD_DIM>::SMEM_BYTES, st>>>(q_map, k_map, v_map, p);
   CUDA_CHECK_LAST();
 }
 
@@ -738,7 +334,7 @@ template <class T, int HEAD_DIM, KvSource KV, bool OVERLAP>
 std::function<void(cudaStream_t)> make_forward(const CUtensorMap& q_map, const CUtensorMap& k_map,
                                                const CUtensorMap& v_map, const Params& p, dim3 grid,
                                                std::shared_ptr<PagedBuffers> keep) {
-  CUDA_CHECK(cudaFuncSetAttribute(ws_kernel<T, HEAD_DIM, KV, OVERLAP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  CUDA_CHECK(cudaFuncSetAttribute(ws_kernel<T, HEAD_DIM, OVERLAP, Hooks<KV>>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   Tiles<HEAD_DIM>::SMEM_BYTES));
   return [=](cudaStream_t st) {
     launch<T, HEAD_DIM, KV, OVERLAP>(q_map, k_map, v_map, p, grid, st);
