@@ -55,6 +55,10 @@
 // producer loop (producer-loop: wait for a free slot, expect the bytes, issue the copies), and the
 // consumers' wait and release (consumer-wait, consumer-release). The TMA, wgmma and tensor-map
 // wrappers (common/sm90.cuh), the descriptors and the softmax are given.
+// Where the code is: the kernel (ws_kernel: tiles, shared memory, barriers, roles, the consumers'
+// S, softmax, PV and epilogue) is common/ws_forward.cuh, shared with section 07, which runs its
+// sliding-window rules on it. This file hands it the protocol you write (Hooks, below) and keeps
+// the paged variants' loaders, the host side and the CPU model.
 // Run: scripts/lab run 08 -- --t 4096 --causal                    (your stub; CPU model without a Hopper GPU)
 //      build/bin/08_tma_skeleton --t 4096 --d 128 --h 16 --b 4 --dtype bf16   (the solution)
 //      build/bin/08_tma_skeleton --variant paged --page-size 128 --t 4096 --causal
