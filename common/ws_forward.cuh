@@ -111,6 +111,7 @@ struct Params {
   const CUtensorMap* page_maps;  // [pool blocks][K, V]: each page's own map, made by edit_page_maps
   // Variant paged-pool (the K/V maps are then over the whole pool: (D, H_kv, page_size, blocks)).
   int pool_blocks;               // a block coordinate past the pool: the box reads as zeros
+  int page_shift;                // log2(page_size) when it is a power of two, else -1 (both paged variants)
   const CUtensorMap* last_page_maps;  // [B][K, V]: the sequence's last page, its valid rows only
   unsigned long long* tiles_visited;  // section 07: [1], the K/V tiles its blocks visit
 };
