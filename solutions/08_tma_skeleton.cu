@@ -39,8 +39,8 @@
 // in global memory (tensormap.cp_fenceproxy, a release fence at GPU scope); in the attention kernel,
 // each box of a fill has its own lane of the producer warp, which acquires that page's map
 // (fence.proxy.tensormap::generic.acquire) a few fills ahead and issues that box's copy, so the
-// fences of a fill wait together. Measured (ch12/08_tma_skeleton.md): 0.85-0.88x `ws` at page 64,
-// 0.89-0.93x at page 128 (0.45-0.77x when every block edited its own maps).
+// fences of a fill wait together. Measured (ch12/08_tma_skeleton.md): 0.91-0.97x `ws` at page 64,
+// 0.92-0.96x at page 128 (0.45-0.77x when every block edited its own maps).
 // Page sizes: any multiple of 16 (a box is gcd(page, 128) rows); --page-size defaults to 64 here.
 // Variant `paged-pool`: the same pool with no edit on the device. One 4-D map covers the whole pool,
 // (D, H_kv, page_size, blocks), so the physical block is simply the box's 4th coordinate, read from
