@@ -175,10 +175,7 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   auto stage_table = [&](int key) {  // the window from key's block on; every thread, between barriers
     if constexpr (kStaged) {
       const int page = p.kv.page();
-      // Only the entries this block's keys use (up to the window's size): a short range or a short
-      // sequence in a mixed batch reads a few entries, not a whole window, before its first copy.
-      const int first = key / page, last = lab::imin(p.kv.table_stride, lab::ceil_div(range.end, page));
-      const int n = lab::imin(Kv::kTableWindow, last - first);
+      const int first = key / page, n = lab::imin(Kv::kTableWindow, p.kv.table_stride - first);
       const int* src = p.kv.block_table + int64_t(b) * p.kv.table_stride + first;
       for (int e = tid; e < n; e += THREADS) table_window[e] = src[e];
       window_key = first * page;
