@@ -501,6 +501,22 @@ ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64
 #endif
 }
 
+// The fields of Params every variant sets, from the problem; the paged and section-07 fields stay 0.
+inline Params params_of(const lab::Problem& pr, void* o, float* lse) {
+  Params p{};
+  p.o = o;
+  p.lse = lse;
+  p.t_q = pr.t_q;
+  p.t_kv = pr.t_kv;
+  p.h = pr.h;
+  p.h_kv = pr.h_kv;
+  p.causal = pr.causal;
+  p.window = pr.window;
+  p.scale = pr.softmax_scale();
+  p.scale_log2 = p.scale * kLog2e;
+  return p;
+}
+
 // A tensor map over a [.., rows, heads, D] 16-bit tensor: dims (D, heads, rows[, batch]).
 inline CUtensorMap make_map(const lab::Problem& pr, const void* base, int heads, int rows, int batch, int box_rows) {
   CUtensorMap map;

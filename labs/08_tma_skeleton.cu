@@ -307,21 +307,6 @@ struct Hooks : StandardRules {
 
 // ---------------------------------------------------------------------------------------------
 // Host side.
-Params make_params(const lab::Problem& pr, void* o, float* lse) {
-  Params p{};
-  p.o = o;
-  p.lse = lse;
-  p.t_q = pr.t_q;
-  p.t_kv = pr.t_kv;
-  p.h = pr.h;
-  p.h_kv = pr.h_kv;
-  p.causal = pr.causal;
-  p.window = pr.window;
-  p.scale = pr.softmax_scale();
-  p.scale_log2 = p.scale * kLog2e;
-  return p;
-}
-
 int page_size_of(const lab::Problem& pr) { return pr.page_size > 0 ? pr.page_size : DEFAULT_PAGE; }
 int box_rows_of(int page_size) { return std::gcd(page_size, BLOCK_KV); }
 
@@ -369,7 +354,7 @@ std::function<void(cudaStream_t)> pick(const std::string& variant, const CUtenso
 lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   const lab::Problem& pr = ctx.problem;
   const bool paged = ctx.variant == "paged" || ctx.variant == "paged-pool";
-  Params p = make_params(pr, ctx.tensors.o, ctx.tensors.lse);
+  Params p = params_of(pr, ctx.tensors.o, ctx.tensors.lse);
   const dim3 grid(unsigned(lab::ceil_div(pr.t_q, BLOCK_Q)), unsigned(pr.b * pr.h));
   const CUtensorMap q_map = make_map(pr, ctx.tensors.q, pr.h, pr.t_q, pr.b, BLOCK_Q);
   CUtensorMap k_map, v_map;

@@ -466,17 +466,7 @@ template <class T, int HEAD_DIM, bool SKIP>
 std::function<void(cudaStream_t)> make_hopper_launch(const lab::RunContext& ctx, const Shape& sh,
                                                      unsigned long long* counter) {
   const lab::Problem& pr = ctx.problem;
-  ws::Params p{};
-  p.o = ctx.tensors.o;
-  p.lse = ctx.tensors.lse;
-  p.t_q = sh.t_q;
-  p.t_kv = sh.t_kv;
-  p.h = sh.h;
-  p.h_kv = sh.h_kv;
-  p.causal = sh.causal;
-  p.window = sh.window;
-  p.scale = sh.scale;
-  p.scale_log2 = sh.scale_log2;
+  ws::Params p = ws::params_of(pr, ctx.tensors.o, ctx.tensors.lse);  // (the same values as sh's)
   p.inverted_window = sh.inverted_window ? 1 : 0;
   p.tiles_visited = counter;
   const CUtensorMap q_map = ws::make_map(pr, ctx.tensors.q, pr.h, pr.t_q, pr.b, ws::BLOCK_Q);
