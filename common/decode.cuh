@@ -128,12 +128,44 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
 
   if (head_of_row<Hooks>(p, kv_head, chunk, 0) < 0) return;  // serves no head (the gqa stub): nothing to do
 
-  const int keys = p.kv_len ? p.kv_len[b] : p.t_kv;
+  // 06, the paged cache: a row's address needs its block-table entry, and a copy cannot be issued
+  // before that read returns. Read from global memory, that is a round trip per tile on the issuing
+  // warp's critical path, and with one or two blocks of 4 warps per SM little else hides it. So the
+  // block stages the entries it needs, a window of kTableWindow at a time, in shared memory, and
+  // the tile loader reads them there through the same row_offset. With the short reads, one more
+  // tile in flight (06's kStages = 4) pays where it did not for 05: each tile's 64 keys are 4 pages
+  // scattered over the pool. Measured on the H200 (B = 8, 32k keys, split, same run): 06 at 0.90x of
+  // 05 with the table read from global memory, 0.94x with the window, 0.98x with window + 4 stages
+  // (4 stages alone: 0.89x; for 05, 4 stages were 0.5% slower). ch12/06_paged.md has the numbers.
+  using Kv = typename Hooks::Kv;
+  constexpr bool kStaged = Kv::kTableWindow > 0;
+  static_assert(Kv::kTableWindow <= MAX_TABLE_WINDOW, "the window fits the shared memory planned for it");
+  int* table_window = reinterpret_cast<int*>(smem + TL::SMEM_BYTES);
+  Kv kv = p.kv;       // what the tile loader reads through: a paged Kv's table is then the window
+  int window_key = 0, window_end = 0;  // paged: the keys [window_key, window_end) the window maps
+  // Staged from the split's first key, which does not depend on the sequence's length: the table
+  // read is in flight together with kv_len's, and the first copies wait one round trip, as 05's do
+  // (staged after the length was known, they waited two; three with the stub's check, asked of
+  // global memory before the staging). Entries up to the split's last key (a
+  // whole window at most): a short split reads a few, not a window's worth.
+  const int split_end = (split + 1) * p.keys_per_split;
+  auto stage_table = [&](int key) {  // the window from key's block on; every thread, between barriers
+    if constexpr (kStaged) {
+      const int page = p.kv.page();
+      const int first = key / page, last = lab::imin(p.kv.table_stride, lab::ceil_div(split_end, page));
+      const int n = lab::imax(0, lab::imin(Kv::kTableWindow, last - first));
+      const int* src = p.kv.block_table + int64_t(b) * p.kv.table_stride + first;
+      for (int e = tid; e < n; e += THREADS) table_window[e] = src[e];
+      window_key = first * page;
+      window_end = window_key + n * page;
+      kv.block_table = table_window;
+      kv.table_stride = 0;
+    }
+  };
+  const int keys = p.kv_len ? p.kv_len[b] : p.t_kv;  // (issued before the table read: both in flight)
+  stage_table(split * p.keys_per_split);             // (05: nothing)
   const lab::KeyRange visible = lab::visible_keys(i, p.t_q, keys, p.causal, p.window);
   const lab::KeyRange range = lab::split_keys(visible, split, p.keys_per_split);
-  if constexpr (Hooks::Kv::kAddressMayFail)  // 06's address stub returns -1: skip the work rather
-    if (!range.empty() && p.kv.row_offset(b, range.begin, kv_head, p.t_kv, p.h_kv, HEAD_DIM) < 0)  // than read a wild address
-      return;
 
   // Q rows g and g+8 as A fragments for every 16-column k-step; padding rows are zero.
   const T* q = static_cast<const T*>(p.q);
@@ -157,33 +189,6 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   const int n_tiles = range.empty() ? 0 : lab::ceil_div(range.end, BLOCK_N) - first_tile;
   const int ld_chunk = tid % TL::CHUNKS, ld_row = tid / TL::CHUNKS;
 
-  // 06, the paged cache: a row's address needs its block-table entry, and a copy cannot be issued
-  // before that read returns. Read from global memory, that is a round trip per tile on the issuing
-  // warp's critical path, and with one or two blocks of 4 warps per SM little else hides it. So the
-  // block stages the entries it needs, a window of kTableWindow at a time, in shared memory, and
-  // the tile loader reads them there through the same row_offset. With the short reads, one more
-  // tile in flight (06's kStages = 4) pays where it did not for 05: each tile's 64 keys are 4 pages
-  // scattered over the pool. Measured on the H200 (B = 8, 32k keys, split, same run): 06 at 0.90x of
-  // 05 with the table read from global memory, 0.94x with the window, 0.98x with window + 4 stages
-  // (4 stages alone: 0.89x; for 05, 4 stages were 0.5% slower). ch12/06_paged.md has the numbers.
-  using Kv = typename Hooks::Kv;
-  constexpr bool kStaged = Kv::kTableWindow > 0;
-  static_assert(Kv::kTableWindow <= MAX_TABLE_WINDOW, "the window fits the shared memory planned for it");
-  int* table_window = reinterpret_cast<int*>(smem + TL::SMEM_BYTES);
-  Kv kv = p.kv;       // what the tile loader reads through: a paged Kv's table is then the window
-  int window_key = 0, window_end = 0;  // paged: the keys [window_key, window_end) the window maps
-  auto stage_table = [&](int key) {  // the window from key's block on; every thread, between barriers
-    if constexpr (kStaged) {
-      const int page = p.kv.page();
-      const int first = key / page, n = lab::imin(Kv::kTableWindow, p.kv.table_stride - first);
-      const int* src = p.kv.block_table + int64_t(b) * p.kv.table_stride + first;
-      for (int e = tid; e < n; e += THREADS) table_window[e] = src[e];
-      window_key = first * page;
-      window_end = window_key + n * page;
-      kv.block_table = table_window;
-      kv.table_stride = 0;
-    }
-  };
   auto in_window = [&](int tile) {  // does the window hold the blocks of tile `tile`'s keys? (no division: once a tile)
     return !kStaged || lab::imin(range.end, (first_tile + tile + 1) * BLOCK_N) <= window_end;
   };
@@ -224,13 +229,21 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   const int k_row = warp * WARP_KEYS + (mi >> 1) * 8 + mr, k_chunk = mi & 1;  // K: (keys 0-7 | 8-15) x (d lo | hi)
   const int v_row = warp * WARP_KEYS + (mi & 1) * 8 + mr, v_chunk = mi >> 1;  // V: (keys lo | hi) x (d 0-7 | 8-15)
 
-  if (kStaged && n_tiles > 0) {
-    stage_table(range.begin);
+  if (kStaged) {
     __syncthreads();  // the window is in shared memory
+    if (n_tiles > 0 && !in_window(lab::imin(STAGES - 2, n_tiles - 1))) {  // the keys start past it (a sliding
+      stage_table(range.begin);                                            // window's): a window from there
+      __syncthreads();  // the new window is in shared memory (no thread read the first one)
+    }
   }
+  // 06's address stub returns -1: the block skips its work rather than copy from a wild address.
+  // The question is asked of the staged window: asked of the table in global memory, before the
+  // staging, it was one more round trip that every block waited out before its first copy.
+  if constexpr (Kv::kAddressMayFail)
+    if (n_tiles > 0 && row_offset(range.begin) < 0) return;  // (the same answer in every thread)
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < n_tiles) load_tile(s, s);  // (a window holds >= 16 tiles: these are in the first)
+    if (s < n_tiles) load_tile(s, s);  // (in the window: checked above)
     cp_async_commit();
   }
   for (int t = 0; t < n_tiles; ++t) {
@@ -417,6 +430,7 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
 struct Plan {
   int group, head_chunks, rows;  // rows = blocks per split: B·T_q·H_kv·head_chunks
   lab::SplitPlan split;
+  int64_t busy_blocks;           // blocks with keys to read (the others exit at once)
 };
 
 inline Plan make_plan(const lab::Problem& pr, const std::string& variant, int sms, int forced_splits) {
@@ -424,10 +438,15 @@ inline Plan make_plan(const lab::Problem& pr, const std::string& variant, int sm
   pl.group = pr.h / pr.h_kv;
   pl.head_chunks = lab::ceil_div(pl.group, ROWS);
   pl.rows = pr.b * pr.t_q * pr.h_kv * pl.head_chunks;
+  std::vector<lab::KeyRange> ranges;  // the keys each (sequence, query row) sees
+  for (int b = 0; b < pr.b; ++b)
+    for (int i = 0; i < pr.t_q; ++i) ranges.push_back(lab::visible_keys(i, pr.t_q, pr.keys_of(b), pr.causal, pr.window));
   if (variant == "split")  // one wave, one block per SM (the measurement behind it: lab::plan_splits)
-    pl.split = lab::plan_splits(pl.rows, pr.t_kv, BLOCK_N, sms, MIN_TILES_PER_SPLIT, MAX_SPLITS, forced_splits);
+    pl.split = lab::plan_splits(ranges, pr.h_kv * pl.head_chunks, BLOCK_N, sms, MIN_TILES_PER_SPLIT, MAX_SPLITS,
+                                forced_splits);
   else
     pl.split = {1, lab::ceil_div(pr.t_kv, BLOCK_N) * BLOCK_N};
+  pl.busy_blocks = lab::nonempty_blocks(ranges, pr.h_kv * pl.head_chunks, pl.split.keys_per_split);
   return pl;
 }
 
@@ -504,6 +523,7 @@ lab::GpuRun make_gpu_run(const lab::RunContext& ctx, const typename Hooks::Kv& k
   run.metrics["splits"] = splits;
   run.metrics["keys_per_split"] = pl.split.keys_per_split;
   run.metrics["blocks"] = int64_t(pl.rows) * splits;
+  run.metrics["blocks_with_keys"] = pl.busy_blocks;
   run.metrics["blocks_per_sm"] = pr.d == 128 ? KvTiles<typename Hooks::Kv, 128>::MIN_BLOCKS : KvTiles<typename Hooks::Kv, 64>::MIN_BLOCKS;
   run.metrics["splits_forced"] = ctx.options.splits > 0;
   run.metrics["kv_bytes_read"] = hbm_bytes(pr) - 2 * pr.q_elems() * lab::dtype_bytes(pr.dtype) - pr.lse_elems() * 4;

@@ -10,6 +10,9 @@
 //   `page_size` tokens; sequence b's logical key j lives in physical block
 //   block_table[b][j / page_size], at slot j % page_size of that block.
 #pragma once
+#include <cstdint>
+#include <vector>
+
 #include "attention_math.h"
 
 namespace lab {
@@ -48,28 +51,54 @@ struct SplitPlan {
   int keys_per_split = 0;
 };
 
-// How many splits. `rows` = blocks the launch has without splitting (one per sequence, query row
-// and K/V head group), `slots` = SMs. Split so that the launch is one wave of at most one block
-// per SM: as many splits as fit (slots / rows), with at least `min_tiles` key tiles each and at most
-// `max_splits`. A launch that already fills 80% of the SMs is not split. Measured on the H200
+// Blocks a launch has when each of `ranges` (the visible keys of one query row of one sequence)
+// is cut into splits of `keys_per_split` keys and `blocks_per_range` blocks (K/V heads x head
+// chunks) serve each piece: a split that sees none of a range's keys is an empty block, not counted.
+inline int64_t nonempty_blocks(const std::vector<KeyRange>& ranges, int blocks_per_range, int keys_per_split) {
+  int64_t pieces = 0;
+  for (const KeyRange& r : ranges)
+    if (!r.empty()) pieces += ceil_div(r.end, keys_per_split) - r.begin / keys_per_split;
+  return pieces * blocks_per_range;
+}
+
+// How many splits. `ranges` = the visible keys of every (sequence, query row), `blocks_per_range`
+// = blocks each has without splitting, `slots` = SMs. Split so that the launch's non-empty blocks
+// make one wave of at most one block per SM: the shortest splits (hence the shortest longest
+// block) whose non-empty blocks fit in `slots`, with at least `min_tiles` key tiles each and at
+// most `max_splits` splits. A launch that already fills the SMs is not split. Measured on the H200
 // (`scripts/lab bench 05 --tag split-count`, kv_len 32k and 128k, B = 1 and 8): one block per SM
 // beat two or more per SM every time, by up to 1.2x at B = 1 (FlashAttention's rule, the fewest
 // splits filling 85% of a wave of *resident* blocks, gave 29 splits at B = 1 and ran slower), so
 // the extra blocks buy nothing once every SM streams and each adds a partial state to merge.
+// The count is of the keys each sequence really has: in a batch of mixed lengths the splits are
+// sized so that the long sequences get more of them (the short ones' later splits are empty
+// blocks that exit at once), which shortens the longest block, the one the launch waits for.
+// With every length equal it is the plain rule: splits = slots / ranges, in whole tiles.
 // forced > 0 overrides the choice (clamped to the tiles and to max_splits).
-inline SplitPlan plan_splits(int rows, int t_kv, int tile, int slots, int min_tiles, int max_splits,
-                             int forced = 0) {
-  const int tiles = ceil_div(imax(t_kv, 1), tile);
-  int splits = 1;
+inline SplitPlan plan_splits(const std::vector<KeyRange>& ranges, int blocks_per_range, int tile, int slots,
+                             int min_tiles, int max_splits, int forced = 0) {
+  int last_key = 1;
+  for (const KeyRange& r : ranges) last_key = imax(last_key, r.end);
+  const int tiles = ceil_div(last_key, tile);
+  int tiles_per_split = tiles;  // one split
   if (forced > 0) {
-    splits = imin(imin(forced, tiles), imax(max_splits, 1));
-  } else if (rows < 0.8 * slots) {
+    tiles_per_split = ceil_div(tiles, imin(imin(forced, tiles), imax(max_splits, 1)));
+  } else {
     const int most = imax(1, imin(max_splits, tiles / imax(min_tiles, 1)));
-    splits = imax(1, imin(slots / imax(rows, 1), most));
+    for (int tps = ceil_div(tiles, most); tps < tiles; ++tps)  // (the count is not monotonic: try each)
+      if (ceil_div(tiles, tps) <= most && nonempty_blocks(ranges, blocks_per_range, tps * tile) <= slots) {
+        tiles_per_split = tps;
+        break;
+      }
   }
   // Whole tiles per split; rounding may leave fewer splits than asked for.
-  const int tiles_per_split = ceil_div(tiles, splits);
   return {ceil_div(tiles, tiles_per_split), tiles_per_split * tile};
+}
+
+// The same for `rows` rows that all see keys [0, t_kv) (every sequence full length).
+inline SplitPlan plan_splits(int rows, int t_kv, int tile, int slots, int min_tiles, int max_splits, int forced = 0) {
+  return plan_splits(std::vector<KeyRange>(size_t(imax(rows, 0)), KeyRange{0, imax(t_kv, 1)}), 1, tile, slots,
+                     min_tiles, max_splits, forced);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -75,6 +75,30 @@ TEST_CASE("plan_splits: one wave, one block per SM, on the benchmark shapes", "[
   CHECK(p.keys_per_split == 192);
 }
 
+TEST_CASE("plan_splits: a batch of mixed lengths splits its long sequences more", "[kv_cache]") {
+  const int slots = 132;
+  // The bench's mixed batch (B = 8, seed 0, T_kv = 32768): 512, 386, 303, 261, 64, 161, 185 and 145
+  // tiles of 64 keys; 8 K/V heads, one block each per piece. A split of 161 tiles cuts them into
+  // 4+3+2+2+1+1+2+1 = 16 pieces = 128 blocks; 160 tiles would make 17 (136 blocks > 132 SMs). The
+  // longest block reads 161 tiles, where splitting by T_kv (2 splits of 256) made one of 256.
+  const std::vector<int> lengths = {32768, 24647, 19377, 16685, 4061, 10288, 11794, 9241};
+  std::vector<KeyRange> ranges;
+  for (int len : lengths) ranges.push_back({0, len});
+  SplitPlan p = plan_splits(ranges, 8, 64, slots, 2, 128);
+  CHECK(p.keys_per_split == 161 * 64);
+  CHECK(p.num_splits == 4);  // the grid's splits: sequence 0 needs 4; the others' extra splits are empty blocks
+  CHECK(nonempty_blocks(ranges, 8, p.keys_per_split) == 128);
+  CHECK(nonempty_blocks(ranges, 8, 160 * 64) == 136);
+  CHECK(nonempty_blocks(ranges, 8, 256 * 64) == 96);  // the T_kv rule's 2 splits: 12 pieces
+  // Equal lengths give the plain rule's plan, whatever the overload.
+  const SplitPlan uniform = plan_splits(std::vector<KeyRange>(8, KeyRange{0, 32768}), 8, 64, slots, 2, 128);
+  CHECK(uniform.num_splits == plan_splits(64, 32768, 64, slots, 2, 128).num_splits);
+  CHECK(uniform.keys_per_split == plan_splits(64, 32768, 64, slots, 2, 128).keys_per_split);
+  // A window's range counts only the splits it overlaps: keys [1000, 1100) by 64 = splits 15..17.
+  CHECK(nonempty_blocks({KeyRange{1000, 1100}}, 1, 64) == 3);
+  CHECK(nonempty_blocks({KeyRange{5, 5}, KeyRange{0, 1}}, 4, 64) == 4);  // an empty range: no block
+}
+
 // Softmax attention of one query over keys [begin, end) with scores s and values v (D = 3), as a
 // partial state: its LSE (natural log, -inf when empty) and its normalised O (0 when empty).
 struct State {
