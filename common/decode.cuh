@@ -11,6 +11,8 @@
 // How the kernel works (GQA heads as the rows of an mma, a 3-stage cp.async ring (4 for 06), split-KV with
 // the merge in the last block): solutions/05_decode.cu's header and ch12/05_decode.md.
 #pragma once
+#include <cuda/atomic>
+
 #include <memory>
 
 #include "kv_cache.h"
@@ -346,19 +348,30 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
     for (int w = 0; w < NUM_WARPS; ++w) weight[w * ROWS + tid] = lab::partial_weight(lse_w[w * ROWS + tid], lse);
   }
   __syncthreads();  // the merged LSE and the weights are ready
-  for (int e = tid; e < ROWS * HEAD_DIM; e += THREADS) {
-    const int row = e / HEAD_DIM, col = e % HEAD_DIM;
+  // O = Σ_w weight_w · O_w, 4 columns per thread: float4 reads of shared memory, one 16-byte
+  // (partial, fp32) or 8-byte (O) store.
+  constexpr int VEC = 4, ROW_VECS = HEAD_DIM / VEC;
+  for (int e = tid; e < ROWS * ROW_VECS; e += THREADS) {
+    const int row = e / ROW_VECS, col = (e % ROW_VECS) * VEC;
     const int head = head_of_row<Hooks>(p, kv_head, chunk, row);
     if (head < 0) continue;
-    float o = 0.f;
+    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-    for (int w = 0; w < NUM_WARPS; ++w) o += weight[w * ROWS + row] * o_smem[(w * ROWS + row) * TL::O_STRIDE + col];
+    for (int w = 0; w < NUM_WARPS; ++w) {
+      const float wt = weight[w * ROWS + row];
+      const float4 x = *reinterpret_cast<const float4*>(o_smem + (w * ROWS + row) * TL::O_STRIDE + col);
+      o.x += wt * x.x;
+      o.y += wt * x.y;
+      o.z += wt * x.z;
+      o.w += wt * x.w;
+    }
     const int64_t out_row = (int64_t(b) * p.t_q + i) * p.h + head;  // also the partial-state row
     if (p.part_o) {
-      p.part_o[(out_row * p.num_splits + split) * HEAD_DIM + col] = o;
+      *reinterpret_cast<float4*>(p.part_o + (out_row * p.num_splits + split) * HEAD_DIM + col) = o;
       if (col == 0) p.part_lse[out_row * p.num_splits + split] = lse_row[row];
     } else {
-      static_cast<T*>(p.o)[out_row * HEAD_DIM + col] = from_float<T>(o);
+      *reinterpret_cast<uint2*>(static_cast<T*>(p.o) + out_row * HEAD_DIM + col) =
+          make_uint2(pack2<T>(o.x, o.y), pack2<T>(o.z, o.w));  // 8 bytes, aligned: col % 4 == 0
       if (col == 0) p.lse[(int64_t(b) * p.h + head) * p.t_q + i] = lse_row[row];
     }
   }
@@ -367,12 +380,20 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   // The split merge, done by the last of the row group's num_splits blocks to finish (an atomic
   // ticket; no second kernel launch): LSE = log Σ exp(LSE_s), O = Σ exp(LSE_s - LSE)·O_s, an empty
   // split (LSE_s = -inf) weighing exactly 0.
-  __threadfence();  // this thread's partials are visible device-wide before the ticket is taken
-  __syncthreads();  // every thread of the block has fenced its partials
-  if (tid == 0) *is_last = atomicAdd(&p.tickets[blockIdx.x], 1) == p.num_splits - 1;
-  __syncthreads();  // everyone sees the verdict
+  // The ticket publishes the partials: the block's stores, a barrier, then one thread's atomic with
+  // acquire-release semantics at device scope. Its release covers the whole block's stores (the
+  // barrier ordered them before it); its acquire, the other splits' (their tickets released them),
+  // and the barrier after it passes that on to the block's threads (CUTLASS's split-K semaphore
+  // works the same way). A __threadfence() in every thread, as this code had, is a sequentially
+  // consistent fence (MEMBAR.SC.GPU): measured on the H200, the merge then took ~5 us after the last
+  // block's keys, a third of a 16 us decode step (ch12/05_decode.md).
+  __syncthreads();  // every thread's partials are stored
+  if (tid == 0) {
+    cuda::atomic_ref<int, cuda::thread_scope_device> ticket(p.tickets[blockIdx.x]);
+    *is_last = ticket.fetch_add(1, cuda::memory_order_acq_rel) == p.num_splits - 1;
+  }
+  __syncthreads();  // everyone sees the verdict (and, the last block, the other splits' partials)
   if (!*is_last) return;
-  __threadfence();  // the other splits' partials are read after their tickets were seen
   // Every split's LSE into shared memory at once, all threads loading in parallel (a loop over the
   // splits in one thread per row would wait out one L2 round trip per split, ~1 us each).
   for (int e = tid; e < p.num_splits * ROWS; e += THREADS) {
@@ -383,13 +404,10 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   }
   __syncthreads();  // the splits' LSEs are in shared memory
   if (tid < ROWS) {
-    float lse = -INFINITY;
     bool complete = head_of_row<Hooks>(p, kv_head, chunk, tid) >= 0;
-    for (int s = 0; s < p.num_splits && complete; ++s) {
-      const float x = split_weight[s * ROWS + tid];
-      complete = !isnan(x);  // still the poison: that split never ran (a stub); leave the row unwritten
-      lse = lab::lse_merge(lse, x);
-    }
+    for (int s = 0; s < p.num_splits && complete; ++s)  // still the poison: that split never ran
+      complete = !isnan(split_weight[s * ROWS + tid]);  // (a stub); leave the row unwritten
+    const float lse = complete ? lab::merged_lse(split_weight + tid, p.num_splits, ROWS) : -INFINITY;
     for (int s = 0; s < p.num_splits && complete; ++s)
       split_weight[s * ROWS + tid] = lab::partial_weight(split_weight[s * ROWS + tid], lse);
     lse_row[tid] = lse;
@@ -400,7 +418,6 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   // O = Σ_s weight_s · O_s, 4 columns per thread (float4): one thread's loads over the splits are
   // independent and in flight together, a round trip or two per thread where a scalar loop over
   // every column took one per 8 splits (~8 at B = 1, 16 splits: the tail every other block waited for).
-  constexpr int VEC = 4, ROW_VECS = HEAD_DIM / VEC;
   for (int e = tid; e < ROWS * ROW_VECS; e += THREADS) {
     const int row = e / ROW_VECS, col = (e % ROW_VECS) * VEC;
     if (!row_complete[row]) continue;

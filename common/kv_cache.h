@@ -29,12 +29,17 @@ LAB_HD KeyRange split_keys(KeyRange visible, int split, int keys_per_split) {
   return {lo, imax(lo, hi)};
 }
 
-// The LSE of the union of n partial states (natural log), read at lse[0], lse[stride], ...
-// -inf when every part is empty; empty parts (-inf) never produce -inf - -inf.
+// The LSE of the union of n partial states (natural log), read at lse[0], lse[stride], ...:
+// the largest first (as the softmax subtracts its max), then one sum of exp and one log, where
+// folding lse_merge over the parts would chain n exp-log1p steps (a GPU thread waits out each).
+// -inf when every part is empty; empty parts (-inf) weigh exp(-inf) = 0, never -inf - -inf.
 LAB_HD float merged_lse(const float* lse, int n, int stride = 1) {
-  float acc = -INFINITY;
-  for (int s = 0; s < n; ++s) acc = lse_merge(acc, lse[s * stride]);
-  return acc;
+  float hi = -INFINITY;
+  for (int s = 0; s < n; ++s) hi = fmaxf(hi, lse[s * stride]);
+  if (hi == -INFINITY) return -INFINITY;
+  float sum = 0.f;
+  for (int s = 0; s < n; ++s) sum += expf(lse[s * stride] - hi);
+  return hi + logf(sum);
 }
 
 // How much a partial state with LSE `lse_part` weighs in the merged O, whose LSE is `lse_all`:

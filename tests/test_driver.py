@@ -144,9 +144,11 @@ class Cases(unittest.TestCase):
         for bad in ({"shapes": []}, {"shapes": [["--t", 5]]}, {"args": ["--t", "1"], "shapes": [["--t", "1"]]}):
             with self.assertRaises(cases.CaseFileError):
                 cases.validate(dict(base, sanitize=bad))
-        # 06 sanitizes page 16 (the default page) and page 32 (a page size read at run time)
-        pages = [s[s.index("--page-size") + 1] for s in cases.sanitize_shapes(lab.load_cases("06_paged"))]
-        self.assertEqual(pages, ["16", "32"])
+        # 06 sanitizes page 16 (the default page) and page 32 (a page size read at run time), and two
+        # sliding windows whose keys lie past the split's first staged table window (re-staged).
+        shapes = cases.sanitize_shapes(lab.load_cases("06_paged"))
+        self.assertEqual([s[s.index("--page-size") + 1] for s in shapes], ["16", "32", "16", "16"])
+        self.assertEqual(sum("--window" in s for s in shapes), 2)
 
     def test_sections_resolve_by_number(self):
         self.assertEqual(lab.resolve("1"), "01_naive")
