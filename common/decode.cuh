@@ -47,12 +47,10 @@ struct Tiles {
   // Blocks per SM: what the shared memory allows (3 stages: 2 at D = 128, 4 at D = 64; 4 stages: 1, 3).
   static constexpr int MIN_BLOCKS = (227 * 1024) / (SMEM_BYTES + 4 * MAX_TABLE_WINDOW);
   // The end-of-block merge of the 4 warps' states reuses the ring: O [warp][row][D + 4] fp32
-  // (4 floats of padding: rows start 4 banks apart), then LSE and weights [warp][row], LSE [row].
-  // The split merge (last block of a row group) adds its weights [MAX_SPLITS][ROWS], a
-  // completeness flag per row and the ticket verdict.
+  // (4 floats of padding: rows start 4 banks apart), then LSE and weights [warp][row], LSE [row],
+  // and the split ticket's verdict.
   static constexpr int O_STRIDE = HEAD_DIM + 4;
-  static constexpr int MERGE_BYTES =
-      (NUM_WARPS * ROWS * O_STRIDE + 2 * NUM_WARPS * ROWS + ROWS + MAX_SPLITS * ROWS + ROWS + 1) * 4;
+  static constexpr int MERGE_BYTES = (NUM_WARPS * ROWS * O_STRIDE + 2 * NUM_WARPS * ROWS + ROWS + 1) * 4;
 };
 static_assert(BLOCK_N % Tiles<64, 3>::ROW_STEP == 0 && BLOCK_N % Tiles<128, 3>::ROW_STEP == 0, "whole passes");
 static_assert(Tiles<64, 3>::ROW_STEP % 8 == 0 && Tiles<128, 3>::ROW_STEP % 8 == 0,
@@ -326,9 +324,7 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   float* lse_w = o_smem + NUM_WARPS * ROWS * TL::O_STRIDE;  // [NUM_WARPS][ROWS]
   float* weight = lse_w + NUM_WARPS * ROWS;                 // [NUM_WARPS][ROWS]
   float* lse_row = weight + NUM_WARPS * ROWS;               // [ROWS]
-  float* split_weight = lse_row + ROWS;                     // [MAX_SPLITS][ROWS]
-  int* row_complete = reinterpret_cast<int*>(split_weight + MAX_SPLITS * ROWS);  // [ROWS]
-  int* is_last = row_complete + ROWS;
+  int* is_last = reinterpret_cast<int*>(lse_row + ROWS);
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
     l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 1);
@@ -394,52 +390,50 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   }
   __syncthreads();  // everyone sees the verdict (and, the last block, the other splits' partials)
   if (!*is_last) return;
-  // Every split's LSE into shared memory at once, all threads loading in parallel (a loop over the
-  // splits in one thread per row would wait out one L2 round trip per split, ~1 us each).
-  for (int e = tid; e < p.num_splits * ROWS; e += THREADS) {
-    const int s = e / ROWS, row = e % ROWS;
-    const int head = head_of_row<Hooks>(p, kv_head, chunk, row);
-    const int64_t out_row = (int64_t(b) * p.t_q + i) * p.h + (head < 0 ? 0 : head);
-    split_weight[s * ROWS + row] = __ldcg(p.part_lse + out_row * p.num_splits + s);
-  }
-  __syncthreads();  // the splits' LSEs are in shared memory
-  if (tid < ROWS) {
-    bool complete = head_of_row<Hooks>(p, kv_head, chunk, tid) >= 0;
-    for (int s = 0; s < p.num_splits && complete; ++s)  // still the poison: that split never ran
-      complete = !isnan(split_weight[s * ROWS + tid]);  // (a stub); leave the row unwritten
-    const float lse = complete ? lab::merged_lse(split_weight + tid, p.num_splits, ROWS) : -INFINITY;
-    for (int s = 0; s < p.num_splits && complete; ++s)
-      split_weight[s * ROWS + tid] = lab::partial_weight(split_weight[s * ROWS + tid], lse);
-    lse_row[tid] = lse;
-    row_complete[tid] = complete;
-  }
-  if (tid == 0) p.tickets[blockIdx.x] = 0;  // every split has taken its ticket: reset for the next forward
-  __syncthreads();  // the merged LSE and the split weights are ready
-  // O = Σ_s weight_s · O_s, 4 columns per thread (float4): one thread's loads over the splits are
-  // independent and in flight together, a round trip or two per thread where a scalar loop over
-  // every column took one per 8 splits (~8 at B = 1, 16 splits: the tail every other block waited for).
+  // O = Σ_s exp(LSE_s - LSE) · O_s: each thread merges 4 columns of one row, loading a group of
+  // splits' LSEs and partial O's together (independent loads: one round trip per 16 splits) and
+  // folding them in as an online softmax over the splits (lab::LseFold), with no barrier between
+  // loading the LSEs and the O's. A row some split never wrote (its LSE still the NaN poison: a
+  // stub) stays unwritten.
+  constexpr int GROUP = 16;
   for (int e = tid; e < ROWS * ROW_VECS; e += THREADS) {
     const int row = e / ROW_VECS, col = (e % ROW_VECS) * VEC;
-    if (!row_complete[row]) continue;
     const int head = head_of_row<Hooks>(p, kv_head, chunk, row);
+    if (head < 0) continue;
     const int64_t out_row = (int64_t(b) * p.t_q + i) * p.h + head;
+    const float* lse_s = p.part_lse + out_row * p.num_splits;
     const float4* o_s = reinterpret_cast<const float4*>(p.part_o + out_row * p.num_splits * HEAD_DIM + col);
+    lab::LseFold merge;
     float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 16
-    for (int s = 0; s < p.num_splits; ++s) {
-      const float w = split_weight[s * ROWS + row];
-      const float4 x = __ldcg(o_s + s * ROW_VECS);
-      if (w > 0.f) {  // an empty split weighs 0 (and its partial is never read into O)
-        o.x += w * x.x;
-        o.y += w * x.y;
-        o.z += w * x.z;
-        o.w += w * x.w;
+    bool complete = true;
+    for (int s0 = 0; s0 < p.num_splits; s0 += GROUP) {
+      float x[GROUP], w[GROUP];
+      float4 v[GROUP];
+#pragma unroll
+      for (int k = 0; k < GROUP; ++k) {
+        const bool in = s0 + k < p.num_splits;
+        x[k] = in ? __ldcg(lse_s + s0 + k) : -INFINITY;
+        v[k] = in ? __ldcg(o_s + (s0 + k) * ROW_VECS) : make_float4(0.f, 0.f, 0.f, 0.f);
+        complete = complete && !isnan(x[k]);
       }
+      const float alpha = merge.fold(x, GROUP, w);
+      o = make_float4(o.x * alpha, o.y * alpha, o.z * alpha, o.w * alpha);
+#pragma unroll
+      for (int k = 0; k < GROUP; ++k)
+        if (w[k] > 0.f) {  // an empty split weighs 0 (and its partial never enters O)
+          o.x += w[k] * v[k].x;
+          o.y += w[k] * v[k].y;
+          o.z += w[k] * v[k].z;
+          o.w += w[k] * v[k].w;
+        }
     }
+    if (!complete) continue;
+    const float inv_l = merge.inv_l();
     *reinterpret_cast<uint2*>(static_cast<T*>(p.o) + out_row * HEAD_DIM + col) =
-        make_uint2(pack2<T>(o.x, o.y), pack2<T>(o.z, o.w));  // 8 bytes, aligned: col % 4 == 0
-    if (col == 0) p.lse[(int64_t(b) * p.h + head) * p.t_q + i] = lse_row[row];
+        make_uint2(pack2<T>(o.x * inv_l, o.y * inv_l), pack2<T>(o.z * inv_l, o.w * inv_l));  // col % 4 == 0
+    if (col == 0) p.lse[(int64_t(b) * p.h + head) * p.t_q + i] = merge.lse();
   }
+  if (tid == 0) p.tickets[blockIdx.x] = 0;  // every split has taken its ticket: reset for the next forward
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -644,22 +638,27 @@ lab::CpuRun run_cpu_model(const lab::Problem& pr, const lab::Options& opt, const
       else lse[size_t(pr.lse_index(b, head[r], i))] = lse_b;
     }
   });
-  if (splits > 1)  // the merge kernel
+  if (splits > 1)  // the last block's merge: an online softmax over the splits, 16 at a time
     lab::parallel_for(int64_t(pr.b) * pr.t_q * pr.h, [&](int64_t row) {
       const float* pl_lse = &part_lse[size_t(row * splits)];
       for (int s = 0; s < splits; ++s)
         if (std::isnan(pl_lse[s])) return;  // a split that never ran
-      const float lse_all = lab::merged_lse(pl_lse, splits);
-      for (int c = 0; c < d; ++c) {
-        float v = 0.f;
-        for (int s = 0; s < splits; ++s) {
-          const float w = lab::partial_weight(pl_lse[s], lse_all);
-          if (w > 0.f) v += w * part_o[size_t((row * splits + s) * d + c)];
+      constexpr int kGroup = 16;
+      lab::LseFold merge;
+      std::vector<float> acc(size_t(d), 0.f);
+      for (int s0 = 0; s0 < splits; s0 += kGroup) {
+        const int n = std::min(kGroup, splits - s0);
+        float w[kGroup];
+        const float alpha = merge.fold(pl_lse + s0, n, w);
+        for (int c = 0; c < d; ++c) {
+          acc[size_t(c)] *= alpha;
+          for (int k = 0; k < n; ++k)
+            if (w[k] > 0.f) acc[size_t(c)] += w[k] * part_o[size_t((row * splits + s0 + k) * d + c)];
         }
-        o[size_t(row * d + c)] = lab::round_to(pr.dtype, v);
       }
+      for (int c = 0; c < d; ++c) o[size_t(row * d + c)] = lab::round_to(pr.dtype, acc[size_t(c)] * merge.inv_l());
       const int i = int((row / pr.h) % pr.t_q), b = int(row / pr.h / pr.t_q), h = int(row % pr.h);
-      lse[size_t(pr.lse_index(b, h, i))] = lse_all;
+      lse[size_t(pr.lse_index(b, h, i))] = merge.lse();
     });
   lab::CpuRun run;
   run.extra_host_bytes = split_workspace_bytes(pr, pl);

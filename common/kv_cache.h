@@ -49,6 +49,34 @@ LAB_HD float partial_weight(float lse_part, float lse_all) {
   return lse_part == -INFINITY ? 0.f : expf(lse_part - lse_all);
 }
 
+// The merge of partial states as an online softmax over the parts (the same rescaling the
+// kernel does over key tiles): fold in a group of parts at a time, and the merged state is
+// LSE = lse(), O = inv_l() · Σ_s w_s · O_s with the running O rescaled by fold's return value.
+// Within a group the parts are independent (one max, then n exps: no chain from part to part),
+// so a GPU thread can load a group's LSEs and partial O's together and fold them in one pass.
+// Empty parts (-inf) weigh 0; a fold of only empty parts so far leaves the state empty.
+struct LseFold {
+  float m = -INFINITY;  // the largest LSE folded in so far
+  float l = 0.f;        // Σ exp(LSE_s - m) so far
+  // Folds in lse[0..n): sets w[s] = exp(lse[s] - m') and returns exp(m - m'), the factor the
+  // running (unnormalised) O must be multiplied by before the new w[s] · O_s are added.
+  LAB_HD float fold(const float* lse, int n, float* w) {
+    float m_new = m;
+    for (int s = 0; s < n; ++s) m_new = fmaxf(m_new, lse[s]);
+    const float base = m_new == -INFINITY ? 0.f : m_new;  // all empty so far: never -inf - -inf
+    const float alpha = expf(m - base);
+    l *= alpha;
+    for (int s = 0; s < n; ++s) {
+      w[s] = expf(lse[s] - base);
+      l += w[s];
+    }
+    m = m_new;
+    return alpha;
+  }
+  LAB_HD float lse() const { return l > 0.f ? m + logf(l) : -INFINITY; }
+  LAB_HD float inv_l() const { return l > 0.f ? 1.f / l : 0.f; }
+};
+
 // How a launch splits the keys: `num_splits` blocks per query row, each covering
 // `keys_per_split` consecutive keys (a multiple of the kernel's key tile).
 struct SplitPlan {

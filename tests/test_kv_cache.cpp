@@ -148,6 +148,44 @@ TEST_CASE("merging partial states equals attention over the union, empty parts i
   }
 }
 
+TEST_CASE("LseFold: the merge as an online softmax over groups of parts equals the one-pass merge", "[kv_cache]") {
+  // 37 parts (3 groups of 16: the last one short), some empty, LSEs spread over a wide range.
+  std::vector<float> lse, o;
+  for (int s = 0; s < 37; ++s) {
+    lse.push_back(s % 5 == 3 ? -INFINITY : 0.37f * float((s * 7) % 23) - 4.f);
+    o.push_back(float(s) - 10.f);  // a 1-column normalised O per part
+  }
+  const float all = merged_lse(lse.data(), int(lse.size()));
+  float want = 0.f;
+  for (size_t s = 0; s < lse.size(); ++s) want += partial_weight(lse[s], all) * o[s];
+  for (int group : {1, 4, 16, 37}) {
+    LseFold merge;
+    float acc = 0.f;
+    for (int s0 = 0; s0 < 37; s0 += group) {
+      const int n = std::min(group, 37 - s0);
+      float w[37];
+      const float alpha = merge.fold(lse.data() + s0, n, w);
+      acc *= alpha;
+      for (int k = 0; k < n; ++k) acc += w[k] * o[size_t(s0 + k)];
+    }
+    CHECK(merge.lse() == Approx(all).epsilon(1e-6));
+    CHECK(acc * merge.inv_l() == Approx(want).epsilon(1e-5));
+  }
+  // Only empty parts (a fold of them, or nothing folded): LSE -inf, O 0, no NaN anywhere.
+  LseFold empty;
+  const float none[3] = {-INFINITY, -INFINITY, -INFINITY};
+  float w[3];
+  CHECK(empty.fold(none, 3, w) == 0.f);
+  CHECK(w[0] == 0.f);
+  CHECK(empty.lse() == -INFINITY);
+  CHECK(empty.inv_l() == 0.f);
+  // An empty first group, then a real part: the real part alone.
+  const float one[1] = {2.5f};
+  CHECK(empty.fold(one, 1, w) == 0.f);  // (the running O, still 0, is scaled by 0)
+  CHECK(w[0] == 1.f);
+  CHECK(empty.lse() == Approx(2.5f));
+}
+
 TEST_CASE("merging only empty states gives LSE -inf and weight 0, never NaN", "[kv_cache]") {
   const float lse[3] = {-INFINITY, -INFINITY, -INFINITY};
   const float all = merged_lse(lse, 3);
