@@ -205,21 +205,10 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
     // clobber) between them, the rows' table reads and index math overlap. Interleaved, each
     // row's read waited for the previous row's copy, a chain of round trips per tile on the one
     // warp per scheduler a block has (05's arithmetic-only address never had the problem).
-    // At D = 128 a thread's rows are 8 apart (ROW_STEP) from ld_row < 8 on, so rows n and n + 1
-    // (n even) are keys of one aligned group of 16: one page (pages are multiples of 16 keys), and
-    // in either layout the odd row's K/V row is then 8 rows (8·H_kv·D elements) past the even
-    // row's. One address (a table read, for 06) per pair; a pair with a key outside the range (a
-    // clamped address) asks for both.
-    constexpr bool kPairs = 2 * TL::ROW_STEP <= 16 && TL::LOADS % 2 == 0;
-    const int64_t pair_step = int64_t(TL::ROW_STEP) * p.h_kv * HEAD_DIM;
     int64_t off[TL::LOADS];
 #pragma unroll
-    for (int n = 0; n < TL::LOADS; ++n) {
-      const int key = key0 + ld_row + n * TL::ROW_STEP;  // (both keys of the pair unclamped: the same group)
-      const bool pair = kPairs && n % 2 == 1 && range.contains(key - TL::ROW_STEP) && range.contains(key);
-      off[n] = pair ? off[n - 1] + pair_step
-                    : row_offset(lab::imin(lab::imax(key, range.begin), range.end - 1)) + ld_chunk * 8;
-    }
+    for (int n = 0; n < TL::LOADS; ++n)
+      off[n] = row_offset(lab::imin(lab::imax(key0 + ld_row + n * TL::ROW_STEP, range.begin), range.end - 1)) + ld_chunk * 8;
 #pragma unroll
     for (int n = 0; n < TL::LOADS; ++n) {
       const int r = ld_row + n * TL::ROW_STEP;
