@@ -25,10 +25,12 @@
 //           and the merge combines them: LSE = log Σ exp(LSE_s), O = Σ exp(LSE_s - LSE)·O_s.
 //           A split past the end of a short sequence sees no key (LSE_s = -inf) and weighs 0.
 //           The merge is flash-decoding's second kernel folded into the first: the last split
-//           block of a row group to finish (an atomic ticket) merges the group's rows, which
-//           saves a launch and its ramp (~3 µs: 10% of a B = 1, 32k-key step).
-//           The number of splits comes from the shape and the SM count (one wave of one block
-//           per SM, measured against other counts: lab::plan_splits); --splits N forces N.
+//           block of a row group to finish (an atomic ticket, taken by one thread with
+//           acquire-release semantics) merges the group's rows as an online softmax over the
+//           splits (lab::LseFold), which saves a launch and its ramp (~3 µs: 10% of a B = 1,
+//           32k-key step). The number of splits comes from the shape, the SM count and each
+//           sequence's length (one wave of one block per SM for the blocks with keys, measured
+//           against other counts: lab::plan_splits); --splits N forces N.
 // Any T_q works (each query row is its own block, causal bottom-right aligned to kv_len[b]), but
 // only T_q = 1 is what this section is about.
 // Exercises (ch12/05_decode.md): the GQA mapping (EXERCISE gqa) and the per-split online softmax
