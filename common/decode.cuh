@@ -662,6 +662,7 @@ lab::CpuRun run_cpu_model(const lab::Problem& pr, const lab::Options& opt, const
     });
   lab::CpuRun run;
   run.extra_host_bytes = split_workspace_bytes(pr, pl);
+  run.hbm_bytes_model = hbm_bytes(pr);
   run.metrics["splits"] = splits;
   run.metrics["keys_per_split"] = pl.split.keys_per_split;
   run.metrics["splits_model_sms"] = kModelSms;

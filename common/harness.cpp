@@ -301,6 +301,7 @@ int run_section(int argc, char** argv, const Section& s) {
     const CpuRun run = s.cpu(p, opt, in, o, lse_buf);
     if (s.writes_lse) lse = std::move(lse_buf);
     extra_bytes = run.extra_host_bytes;
+    if (run.hbm_bytes_model >= 0) hbm_bytes = run.hbm_bytes_model;
     metrics = run.metrics;
     run_failure = run.failure;
   } else {

@@ -79,6 +79,7 @@ struct GpuRun {
 // What a section's CPU model returns (it writes O and LSE, which arrive poisoned).
 struct CpuRun {
   int64_t extra_host_bytes = 0;
+  int64_t hbm_bytes_model = -1;  // -1: fused_hbm_bytes(problem); else the section's model, as its GpuRun's
   nlohmann::json metrics = nlohmann::json::object();
   std::string failure;  // as GpuRun::after_check_run's reason: "" or why the run is wrong
 };

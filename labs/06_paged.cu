@@ -237,6 +237,7 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
   };
   lab::CpuRun run = run_cpu_model<Decode06<0>>(pr, opt, in, o, lse, k_row, v_row);
   run.extra_host_bytes += int64_t(k_pool.size() + v_pool.size()) * 4;
+  run.hbm_bytes_model += table_bytes_read(pr);
   run.metrics.update(memory_metrics(pr, cache));
   return run;
 }

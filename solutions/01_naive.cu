@@ -242,6 +242,9 @@ void launch_cublas(const CublasPlan& plan, const lab::Problem& pr, float* p, flo
 }
 
 int64_t score_bytes(const lab::Problem& p) { return 2 * p.score_elems() * int64_t(sizeof(float)); }  // S and P
+// S written, S read, P written, P read: 16 bytes of HBM traffic per score on top of the fused
+// minimum (the softmax's second read of S is not counted).
+int64_t naive_hbm_bytes(const lab::Problem& p) { return lab::fused_hbm_bytes(p) + 2 * score_bytes(p); }
 
 lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   const lab::Problem& pr = ctx.problem;
@@ -259,9 +262,7 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
 
   lab::GpuRun run;
   run.extra_device_bytes = score_bytes(pr);
-  // S written, S read, P written, P read: 16 bytes of HBM traffic per score on top of the
-  // fused minimum (the softmax's second read of S is not counted).
-  run.hbm_bytes_model = lab::fused_hbm_bytes(pr) + 2 * score_bytes(pr);
+  run.hbm_bytes_model = naive_hbm_bytes(pr);
   run.metrics["score_matrix_bytes"] = score_bytes(pr) / 2;
   if (ctx.variant == "cublas") {
     auto plan = make_cublas_plan(pr, q, k, v, s, p, o);
@@ -313,6 +314,7 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
   });
   lab::CpuRun run;
   run.extra_host_bytes = score_bytes(pr);
+  run.hbm_bytes_model = naive_hbm_bytes(pr);
   return run;
 }
 

@@ -400,6 +400,7 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
   const TileCounts tiles = count_tiles(pr);
   lab::CpuRun run;
   run.extra_host_bytes = state_bytes(pr);
+  run.hbm_bytes_model = v1_hbm_bytes(pr, tiles);
   run.metrics["tiles_visited"] = tiles.visited;
   run.metrics["tiles_total"] = tiles.total;
   return run;
