@@ -29,6 +29,7 @@ constexpr int BLOCK_N = NUM_WARPS * WARP_KEYS;  // 64 keys per tile
 constexpr int ROWS = 16;                        // query heads per block: the m of mma.m16n8k16
 constexpr int MIN_TILES_PER_SPLIT = 2;
 constexpr int MAX_SPLITS = 128;
+constexpr int MERGE_GROUP = 16;  // splits the last block folds in at a time (their loads in flight together)
 constexpr int MAX_TABLE_WINDOW = 1024;  // block-table entries a paged Kv stages in shared memory
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;  // for the sections' split_lse
@@ -395,7 +396,6 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   // folding them in as an online softmax over the splits (lab::LseFold), with no barrier between
   // loading the LSEs and the O's. A row some split never wrote (its LSE still the NaN poison: a
   // stub) stays unwritten.
-  constexpr int GROUP = 16;
   for (int e = tid; e < ROWS * ROW_VECS; e += THREADS) {
     const int row = e / ROW_VECS, col = (e % ROW_VECS) * VEC;
     const int head = head_of_row<Hooks>(p, kv_head, chunk, row);
@@ -406,20 +406,20 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
     lab::LseFold merge;
     float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
     bool complete = true;
-    for (int s0 = 0; s0 < p.num_splits; s0 += GROUP) {
-      float x[GROUP], w[GROUP];
-      float4 v[GROUP];
+    for (int s0 = 0; s0 < p.num_splits; s0 += MERGE_GROUP) {
+      float x[MERGE_GROUP], w[MERGE_GROUP];
+      float4 v[MERGE_GROUP];
 #pragma unroll
-      for (int k = 0; k < GROUP; ++k) {
+      for (int k = 0; k < MERGE_GROUP; ++k) {
         const bool in = s0 + k < p.num_splits;
         x[k] = in ? __ldcg(lse_s + s0 + k) : -INFINITY;
         v[k] = in ? __ldcg(o_s + (s0 + k) * ROW_VECS) : make_float4(0.f, 0.f, 0.f, 0.f);
         complete = complete && !isnan(x[k]);
       }
-      const float alpha = merge.fold(x, GROUP, w);
+      const float alpha = merge.fold(x, MERGE_GROUP, w);
       o = make_float4(o.x * alpha, o.y * alpha, o.z * alpha, o.w * alpha);
 #pragma unroll
-      for (int k = 0; k < GROUP; ++k)
+      for (int k = 0; k < MERGE_GROUP; ++k)
         if (w[k] > 0.f) {  // an empty split weighs 0 (and its partial never enters O)
           o.x += w[k] * v[k].x;
           o.y += w[k] * v[k].y;
@@ -638,17 +638,16 @@ lab::CpuRun run_cpu_model(const lab::Problem& pr, const lab::Options& opt, const
       else lse[size_t(pr.lse_index(b, head[r], i))] = lse_b;
     }
   });
-  if (splits > 1)  // the last block's merge: an online softmax over the splits, 16 at a time
+  if (splits > 1)  // the last block's merge: an online softmax over the splits, MERGE_GROUP at a time
     lab::parallel_for(int64_t(pr.b) * pr.t_q * pr.h, [&](int64_t row) {
       const float* pl_lse = &part_lse[size_t(row * splits)];
       for (int s = 0; s < splits; ++s)
         if (std::isnan(pl_lse[s])) return;  // a split that never ran
-      constexpr int kGroup = 16;
       lab::LseFold merge;
       std::vector<float> acc(size_t(d), 0.f);
-      for (int s0 = 0; s0 < splits; s0 += kGroup) {
-        const int n = std::min(kGroup, splits - s0);
-        float w[kGroup];
+      for (int s0 = 0; s0 < splits; s0 += MERGE_GROUP) {
+        const int n = std::min(MERGE_GROUP, splits - s0);
+        float w[MERGE_GROUP];
         const float alpha = merge.fold(pl_lse + s0, n, w);
         for (int c = 0; c < d; ++c) {
           acc[size_t(c)] *= alpha;

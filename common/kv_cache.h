@@ -128,12 +128,6 @@ inline SplitPlan plan_splits(const std::vector<KeyRange>& ranges, int blocks_per
   return {ceil_div(tiles, tiles_per_split), tiles_per_split * tile};
 }
 
-// The same for `rows` rows that all see keys [0, t_kv) (every sequence full length).
-inline SplitPlan plan_splits(int rows, int t_kv, int tile, int slots, int min_tiles, int max_splits, int forced = 0) {
-  return plan_splits(std::vector<KeyRange>(size_t(imax(rows, 0)), KeyRange{0, imax(t_kv, 1)}), 1, tile, slots,
-                     min_tiles, max_splits, forced);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Paged KV cache. Pool layout: K and V each [num_blocks, page_size, H_kv, D]; a block holds
 // page_size consecutive tokens of one sequence, every K/V head of them (as vLLM's block holds

@@ -40,6 +40,12 @@ TEST_CASE("split_keys cuts the visible keys into disjoint fixed-size splits", "[
   CHECK(split_keys({0, 1}, 3, 64).empty());
 }
 
+// plan_splits for `rows` blocks that all see keys [0, t_kv) (every sequence full length).
+static SplitPlan plan_splits(int rows, int t_kv, int tile, int slots, int min_tiles, int max_splits, int forced = 0) {
+  return plan_splits(std::vector<KeyRange>(size_t(std::max(rows, 0)), KeyRange{0, std::max(t_kv, 1)}), 1, tile, slots,
+                     min_tiles, max_splits, forced);
+}
+
 TEST_CASE("plan_splits: one wave, one block per SM, on the benchmark shapes", "[kv_cache]") {
   const int slots = 132;  // H200 SMs
   // B = 8, H_kv = 8: 64 blocks. 2 splits = 128 blocks: one per SM (3 would be 192: a second block on 60 SMs).
