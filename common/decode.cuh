@@ -197,15 +197,44 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
     return kStaged ? kv.row_offset(0, j - window_key, kv_head, p.t_kv, p.h_kv, HEAD_DIM)
                    : kv.row_offset(b, j, kv_head, p.t_kv, p.h_kv, HEAD_DIM);
   };
+  // A tile's 64 keys are 4 aligned groups of 16, and a group lies in one page (page sizes are
+  // multiples of 16): in either layout, row r of a group is r·H_kv·D elements past the group's
+  // first row. Every warp copies rows of all 4 groups (a thread's rows are ld_row + n·ROW_STEP,
+  // ld_row < ROW_STEP), so lane g < 4 finds group g's first row and the warp shares the 4 answers
+  // by shuffles; a thread adds its constant in-group offset. For 06 that is one table read and
+  // one address per lane per tile, where each thread made 8 (Nsight Compute, B = 8, 1024 keys,
+  // where the kernel issues from one warp per scheduler and its time follows its instruction
+  // count: 06 issued 15% more instructions than 05, most of them in this loader).
+  static_assert(TL::ROW_STEP <= 16 && 16 % TL::ROW_STEP == 0 && BLOCK_N == 4 * 16, "a thread's rows fall in the 4 groups in order");
+  constexpr int GROUP_ROWS = 16 / TL::ROW_STEP;  // a thread's rows per group: 2 at D = 128, 1 at D = 64
+  int64_t in_group[GROUP_ROWS];  // bytes from a group's first row to the thread's m-th row of it, and its chunk
+#pragma unroll
+  for (int m = 0; m < GROUP_ROWS; ++m)
+    in_group[m] = (int64_t(ld_row + m * TL::ROW_STEP) * p.h_kv * HEAD_DIM + ld_chunk * 8) * int64_t(sizeof(T));
+  const int64_t v_minus_k = int64_t(reinterpret_cast<uintptr_t>(v) - reinterpret_cast<uintptr_t>(k));  // bytes from a row's K to its V
   auto load_tile = [&](int t, int stage) {
     const uint32_t k_dst = smem_addr(smem + stage * 2 * TL::TILE_BYTES);
     const uint32_t v_dst = k_dst + TL::TILE_BYTES;
     const int key0 = (first_tile + t) * BLOCK_N;
-    // Every row's address first, then the copies. A row outside the range gets its nearest key's
-    // address (and copies nothing): with no branch around it and no copy (asm with a memory
-    // clobber) between them, the rows' table reads and index math overlap. Interleaved, each
-    // row's read waited for the previous row's copy, a chain of round trips per tile on the one
-    // warp per scheduler a block has (05's arithmetic-only address never had the problem).
+    if (key0 >= range.begin && key0 + BLOCK_N <= range.end) {  // every key of the tile in the range (the same in every thread)
+      const char* mine = reinterpret_cast<const char*>(k + row_offset(key0 + 16 * (lane % 4)));  // lane g: group g's first K row
+      const char* group[4];
+#pragma unroll
+      for (int gr = 0; gr < 4; ++gr)
+        group[gr] = reinterpret_cast<const char*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(mine), gr));
+#pragma unroll
+      for (int n = 0; n < TL::LOADS; ++n) {
+        const int r = ld_row + n * TL::ROW_STEP;
+        const char* k_row = group[n / GROUP_ROWS] + in_group[n % GROUP_ROWS];
+        cp_async_16(k_dst + swizzle<TL::CHUNKS>(r, ld_chunk), k_row, true);
+        cp_async_16(v_dst + swizzle<TL::CHUNKS>(r, ld_chunk), k_row + v_minus_k, true);
+      }
+      return;
+    }
+    // A tile at an end of the range (a sequence's partial last tile, a sliding window's first):
+    // each row's own address; a row outside the range gets its nearest key's (a table entry that
+    // exists) and copies nothing. Every address first, then the
+    // copies: with no copy (asm with a memory clobber) between them, the table reads overlap.
     int64_t off[TL::LOADS];
 #pragma unroll
     for (int n = 0; n < TL::LOADS; ++n)
@@ -242,7 +271,7 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   // staging, it was one more round trip that every block waited out before its first copy.
   if constexpr (Kv::kAddressMayFail)
     if (n_tiles > 0 && row_offset(range.begin) < 0) return;  // (the same answer in every thread)
-#pragma unroll
+#pragma unroll 1  // (one copy of the loader's code here, not STAGES - 1)
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < n_tiles) load_tile(s, s);  // (in the window: checked above)
     cp_async_commit();
