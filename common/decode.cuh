@@ -233,8 +233,8 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
     }
     // A tile at an end of the range (a sequence's partial last tile, a sliding window's first):
     // each row's own address; a row outside the range gets its nearest key's (a table entry that
-    // exists) and copies nothing. Every address first, then the
-    // copies: with no copy (asm with a memory clobber) between them, the table reads overlap.
+    // exists) and copies nothing. Every address first, then the copies: with no copy (asm with a
+    // memory clobber) between them, the table reads overlap.
     int64_t off[TL::LOADS];
 #pragma unroll
     for (int n = 0; n < TL::LOADS; ++n)
