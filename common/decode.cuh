@@ -46,7 +46,7 @@ struct Tiles {
   static constexpr int ROW_STEP = THREADS / CHUNKS;           // rows one pass of cp.async covers
   static constexpr int LOADS = BLOCK_N / ROW_STEP;            // rows per thread per tile (K and V each)
   // Blocks per SM: what the shared memory allows (3 stages: 2 at D = 128, 4 at D = 64; 4 stages: 1, 3).
-  static constexpr int MIN_BLOCKS = (227 * 1024) / (SMEM_BYTES + 4 * MAX_TABLE_WINDOW);
+  static constexpr int MIN_BLOCKS = (227 * 1024) / (SMEM_BYTES + 8 * MAX_TABLE_WINDOW);
   // The end-of-block merge of the 4 warps' states reuses the ring: O [warp][row][D + 4] fp32
   // (4 floats of padding: rows start 4 banks apart), then LSE and weights [warp][row], LSE [row],
   // and the split ticket's verdict.
@@ -65,7 +65,7 @@ static_assert(Tiles<128, 3>::MIN_BLOCKS == 2 && Tiles<64, 3>::MIN_BLOCKS == 4 &&
 template <class Kv, int HEAD_DIM>
 using KvTiles = Tiles<HEAD_DIM, Kv::kStages>;
 template <class Kv, int HEAD_DIM>
-constexpr int smem_bytes() { return KvTiles<Kv, HEAD_DIM>::SMEM_BYTES + 4 * Kv::kTableWindow; }
+constexpr int smem_bytes() { return KvTiles<Kv, HEAD_DIM>::SMEM_BYTES + 8 * Kv::kTableWindow; }
 
 
 // ---------------------------------------------------------------------------------------------
@@ -132,8 +132,11 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   // 06, the paged cache: a row's address needs its block-table entry, and a copy cannot be issued
   // before that read returns. Read from global memory, that is a round trip per tile on the issuing
   // warp's critical path, and with one or two blocks of 4 warps per SM little else hides it. So the
-  // block stages the entries it needs, a window of kTableWindow at a time, in shared memory, and
-  // the tile loader reads them there through the same row_offset. With the short reads, one more
+  // block stages what it needs, a window of kTableWindow pages at a time, in shared memory: for each
+  // page, where its first row of this block's K/V head starts (the section's row_offset, called
+  // once per page), so the tile loader's address of a 16-key group is one shared-memory read and
+  // one multiply-add (session 10: 1.6% faster at B = 8, 1024 keys, than staging the table entries
+  // and calling row_offset on them in the loop). With the short reads, one more
   // tile in flight (06's kStages = 4) pays where it did not for 05: each tile's 64 keys are 4 pages
   // scattered over the pool. Measured on the H200 (B = 8, 32k keys, split, same run): 06 at 0.90x of
   // 05 with the table read from global memory, 0.94x with the window, 0.98x with window + 4 stages
@@ -141,8 +144,7 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   using Kv = typename Hooks::Kv;
   constexpr bool kStaged = Kv::kTableWindow > 0;
   static_assert(Kv::kTableWindow <= MAX_TABLE_WINDOW, "the window fits the shared memory planned for it");
-  int* table_window = reinterpret_cast<int*>(smem + TL::SMEM_BYTES);
-  Kv kv = p.kv;       // what the tile loader reads through: a paged Kv's table is then the window
+  int64_t* page_window = reinterpret_cast<int64_t*>(smem + TL::SMEM_BYTES);  // [page]: its first row's offset
   int window_key = 0, window_end = 0;  // paged: the keys [window_key, window_end) the window maps
   // Staged from the split's first key, which does not depend on the sequence's length: the table
   // read is in flight together with kv_len's, and the first copies wait one round trip, as 05's do
@@ -155,12 +157,10 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
       const int page = p.kv.page();
       const int first = key / page, last = lab::imin(p.kv.table_stride, lab::ceil_div(split_end, page));
       const int n = lab::imax(0, lab::imin(Kv::kTableWindow, last - first));
-      const int* src = p.kv.block_table + int64_t(b) * p.kv.table_stride + first;
-      for (int e = tid; e < n; e += THREADS) table_window[e] = src[e];
+      for (int e = tid; e < n; e += THREADS)
+        page_window[e] = p.kv.row_offset(b, (first + e) * page, kv_head, p.t_kv, p.h_kv, HEAD_DIM);
       window_key = first * page;
       window_end = window_key + n * page;
-      kv.block_table = table_window;
-      kv.table_stride = 0;
     }
   };
   const int keys = p.kv_len ? p.kv_len[b] : p.t_kv;  // (issued before the table read: both in flight)
@@ -193,15 +193,27 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   auto in_window = [&](int tile) {  // does the window hold the blocks of tile `tile`'s keys? (no division: once a tile)
     return !kStaged || lab::imin(range.end, (first_tile + tile + 1) * BLOCK_N) <= window_end;
   };
-  auto row_offset = [&](int j) {  // (the window keeps j % page_size: window_key is a block start)
-    return kStaged ? kv.row_offset(0, j - window_key, kv_head, p.t_kv, p.h_kv, HEAD_DIM)
-                   : kv.row_offset(b, j, kv_head, p.t_kv, p.h_kv, HEAD_DIM);
+  // Where key j's K/V row starts, in elements. row_offset: the section's own answer (05: arithmetic;
+  // 06: the block table in global memory), used by the tiles at the ends of the range, row by row,
+  // so that every part of 06's exercise (j / page, j % page) is exercised. fast_row_offset: the
+  // same, for the first key of a 16-key group of a tile inside the range; 06 reads it from the
+  // window, as its page's first row plus j's place in the page (a page's rows are H_kv·D apart).
+  auto row_offset = [&](int j) { return p.kv.row_offset(b, j, kv_head, p.t_kv, p.h_kv, HEAD_DIM); };
+  auto page_first_row = [&](int j) -> int64_t {  // (staged: window_key is a page start)
+    if constexpr (kStaged) return page_window[unsigned(j - window_key) / unsigned(p.kv.page())];
+    else return row_offset(j);  // (not called)
+  };
+  auto fast_row_offset = [&](int j) -> int64_t {
+    if constexpr (kStaged)
+      return page_first_row(j) + int64_t(unsigned(j - window_key) % unsigned(p.kv.page())) * p.h_kv * HEAD_DIM;
+    else
+      return row_offset(j);
   };
   // A tile's 64 keys are 4 aligned groups of 16, and a group lies in one page (page sizes are
   // multiples of 16): in either layout, row r of a group is r·H_kv·D elements past the group's
   // first row. Every warp copies rows of all 4 groups (a thread's rows are ld_row + n·ROW_STEP,
   // ld_row < ROW_STEP), so lane g < 4 finds group g's first row and the warp shares the 4 answers
-  // by shuffles; a thread adds its constant in-group offset. For 06 that is one table read and
+  // by shuffles; a thread adds its constant in-group offset. For 06 that is one window read and
   // one address per lane per tile, where each thread made 8 (Nsight Compute, B = 8, 1024 keys,
   // where the kernel issues from one warp per scheduler and its time follows its instruction
   // count: 06 issued 15% more instructions than 05, most of them in this loader).
@@ -217,7 +229,7 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
     const uint32_t v_dst = k_dst + TL::TILE_BYTES;
     const int key0 = (first_tile + t) * BLOCK_N;
     if (key0 >= range.begin && key0 + BLOCK_N <= range.end) {  // every key of the tile in the range (the same in every thread)
-      const char* mine = reinterpret_cast<const char*>(k + row_offset(key0 + 16 * (lane % 4)));  // lane g: group g's first K row
+      const char* mine = reinterpret_cast<const char*>(k + fast_row_offset(key0 + 16 * (lane % 4)));  // lane g: group g's first K row
       const char* group[4];
 #pragma unroll
       for (int gr = 0; gr < 4; ++gr)
@@ -270,7 +282,7 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   // The question is asked of the staged window: asked of the table in global memory, before the
   // staging, it was one more round trip that every block waited out before its first copy.
   if constexpr (Kv::kAddressMayFail)
-    if (n_tiles > 0 && row_offset(range.begin) < 0) return;  // (the same answer in every thread)
+    if (n_tiles > 0 && page_first_row(range.begin) < 0) return;  // (the same answer in every thread)
 #pragma unroll 1  // (one copy of the loader's code here, not STAGES - 1)
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < n_tiles) load_tile(s, s);  // (in the window: checked above)
