@@ -30,7 +30,8 @@ constexpr int ROWS = 16;                        // query heads per block: the m 
 constexpr int MIN_TILES_PER_SPLIT = 2;
 constexpr int MAX_SPLITS = 128;
 constexpr int MERGE_GROUP = 16;  // splits the last block folds in at a time (their loads in flight together)
-constexpr int MAX_TABLE_WINDOW = 1024;  // block-table entries a paged Kv stages in shared memory
+constexpr int MAX_TABLE_WINDOW = 1024;  // pages a paged Kv stages in shared memory (their first rows)
+constexpr int WINDOW_ENTRY_BYTES = sizeof(int64_t);  // one page's first-row offset
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;  // for the sections' split_lse
 
@@ -46,7 +47,7 @@ struct Tiles {
   static constexpr int ROW_STEP = THREADS / CHUNKS;           // rows one pass of cp.async covers
   static constexpr int LOADS = BLOCK_N / ROW_STEP;            // rows per thread per tile (K and V each)
   // Blocks per SM: what the shared memory allows (3 stages: 2 at D = 128, 4 at D = 64; 4 stages: 1, 3).
-  static constexpr int MIN_BLOCKS = (227 * 1024) / (SMEM_BYTES + 8 * MAX_TABLE_WINDOW);
+  static constexpr int MIN_BLOCKS = (227 * 1024) / (SMEM_BYTES + WINDOW_ENTRY_BYTES * MAX_TABLE_WINDOW);
   // The end-of-block merge of the 4 warps' states reuses the ring: O [warp][row][D + 4] fp32
   // (4 floats of padding: rows start 4 banks apart), then LSE and weights [warp][row], LSE [row],
   // and the split ticket's verdict.
@@ -61,11 +62,11 @@ static_assert(Tiles<64, 3>::MERGE_BYTES <= Tiles<64, 3>::SMEM_BYTES && Tiles<128
 static_assert(Tiles<128, 3>::MIN_BLOCKS == 2 && Tiles<64, 3>::MIN_BLOCKS == 4 && Tiles<128, 4>::MIN_BLOCKS == 1 &&
               Tiles<64, 4>::MIN_BLOCKS == 3, "blocks per SM as the comments say (sm_90's 227 KB)");
 
-// Shared memory of a block: the K/V ring, then a paged Kv's window of its block table.
+// Shared memory of a block: the K/V ring, then a paged Kv's window (its pages' first rows).
 template <class Kv, int HEAD_DIM>
 using KvTiles = Tiles<HEAD_DIM, Kv::kStages>;
 template <class Kv, int HEAD_DIM>
-constexpr int smem_bytes() { return KvTiles<Kv, HEAD_DIM>::SMEM_BYTES + 8 * Kv::kTableWindow; }
+constexpr int smem_bytes() { return KvTiles<Kv, HEAD_DIM>::SMEM_BYTES + WINDOW_ENTRY_BYTES * Kv::kTableWindow; }
 
 
 // ---------------------------------------------------------------------------------------------

@@ -5,11 +5,13 @@
 // (K and V each [num_blocks, page_size, H_kv, D]) handed out as sequences grow. Sequence b's block
 // table maps its logical block j / page_size to a physical block; key j is at slot j % page_size.
 // The kernel is 05's (common/decode.cuh, shared), except where a K/V row's address comes from (EXERCISE
-// block-table, through PagedKv below): a table read per group of 16 keys (one lane asks, its warp
-// shares the answer: a group never straddles a page), from a window of the block's table entries
-// that the kernel stages in shared memory (read from global memory, each tile's copies waited a
-// round trip for it), a ring one tile deeper (4 stages), and 16-byte copies as before (a page of
-// 16 tokens is 16 rows of 256 contiguous bytes per head: full 32-byte sectors, no waste).
+// block-table, through PagedKv below): the kernel stages in shared memory a window of the block's
+// pages, each entry kv_row_offset of a page's first key (read from global memory in the loop, each
+// tile's copies waited a round trip for the table), and a tile's address is one window read per
+// group of 16 keys (one lane asks, its warp shares the answer: a group never straddles a page);
+// tiles at the ends of a range call kv_row_offset row by row. Also a ring one tile deeper (4
+// stages), and 16-byte copies as before (a page of 16 tokens is 16 rows of 256 contiguous bytes
+// per head: full 32-byte sectors, no waste).
 // Same logical cache, same splits, same arithmetic: O and LSE are bit-identical to 05's
 // (tests/paged_matches_decode.py checks it for several page sizes).
 // What the pool holds here: the blocks of every sequence, allocated page by page from a free list
