@@ -11,7 +11,6 @@
 // How the kernel works (GQA heads as the rows of an mma, a 3-stage cp.async ring (4 for 06), split-KV with
 // the merge in the last block): solutions/05_decode.cu's header and ch12/05_decode.md.
 #pragma once
-#include <cooperative_groups.h>
 #include <cuda/atomic>
 
 #include <memory>
@@ -30,8 +29,7 @@ constexpr int BLOCK_N = NUM_WARPS * WARP_KEYS;  // 64 keys per tile
 constexpr int ROWS = 16;                        // query heads per block: the m of mma.m16n8k16
 constexpr int MIN_TILES_PER_SPLIT = 2;
 constexpr int MAX_SPLITS = 128;
-constexpr int MERGE_GROUP = 16;  // splits a merge folds in at a time (their loads in flight together)
-constexpr int MAX_CLUSTER_SPLITS = 16;  // splits merged in a thread-block cluster: one group (sm_90's largest cluster)
+constexpr int MERGE_GROUP = 16;  // splits the last block folds in at a time (their loads in flight together)
 constexpr int MAX_TABLE_WINDOW = 1024;  // pages a paged Kv stages in shared memory (their first rows)
 constexpr int WINDOW_ENTRY_BYTES = sizeof(int64_t);  // one page's first-row offset
 constexpr float kLog2e = 1.4426950408889634f;
@@ -96,7 +94,6 @@ struct Params {
   float* part_o;      // [B·T_q·H, splits, D] fp32, or nullptr: one split, write O and LSE directly
   float* part_lse;    // [B·T_q·H, splits]
   int* tickets;       // [blocks per split]: splits of a row group done so far (0 between forwards)
-  bool cluster_merge; // a row group's splits are one cluster: they merge through shared memory
   int t_q, t_kv, h, h_kv, group, head_chunks;
   bool causal;
   int window;
@@ -171,12 +168,6 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   stage_table(split * p.keys_per_split);             // (05: nothing)
   const lab::KeyRange visible = lab::visible_keys(i, p.t_q, keys, p.causal, p.window);
   const lab::KeyRange range = lab::split_keys(visible, split, p.keys_per_split);
-  // The cluster merge (at the end) is among the splits that see keys, [split_first, split_last];
-  // the others leave at once (a short sequence's later splits), holding no SM while their cluster
-  // works. A row that sees no key keeps its first split, which writes O = 0 and LSE = -inf.
-  const int split_first = lab::imin(visible.begin / p.keys_per_split, p.num_splits - 1);
-  const int split_last = visible.empty() ? split_first : (visible.end - 1) / p.keys_per_split;
-  if (p.cluster_merge && (split < split_first || split > split_last)) return;
 
   // Q rows g and g+8 as A fragments for every 16-column k-step; padding rows are zero.
   const T* q = static_cast<const T*>(p.q);
@@ -288,29 +279,25 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
       __syncthreads();  // the new window is in shared memory (no thread read the first one)
     }
   }
-  // A stub (06's address returning -1, 05's online_step returning false) fails the block: it writes
-  // nothing, but goes on to the end, so that its cluster's barriers and merge never wait on a block
-  // that left. 06's stub skips the keys rather than copy from a wild address; the question is asked
-  // of the staged window (asked of the table in global memory, before the staging, it was one more
-  // round trip that every block waited out before its first copy).
-  bool failed = false;
+  // 06's address stub returns -1: the block skips its work rather than copy from a wild address.
+  // The question is asked of the staged window: asked of the table in global memory, before the
+  // staging, it was one more round trip that every block waited out before its first copy.
   if constexpr (Kv::kAddressMayFail)
-    failed = n_tiles > 0 && page_first_row(range.begin) < 0;  // (the same answer in every thread)
-  const int tiles = failed ? 0 : n_tiles;
+    if (n_tiles > 0 && page_first_row(range.begin) < 0) return;  // (the same answer in every thread)
 #pragma unroll 1  // (one copy of the loader's code here, not STAGES - 1)
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < tiles) load_tile(s, s);  // (in the window: checked above)
+    if (s < n_tiles) load_tile(s, s);  // (in the window: checked above)
     cp_async_commit();
   }
-  for (int t = 0; t < tiles; ++t) {
+  for (int t = 0; t < n_tiles; ++t) {
     cp_async_wait<STAGES - 2>();
     __syncthreads();  // tile t is in shared memory for every warp; every warp is done with tile t-1's stage
     const int next = t + STAGES - 1;
-    if (kStaged && next < tiles && !in_window(next)) {  // (the same answer in every thread)
+    if (kStaged && next < n_tiles && !in_window(next)) {  // (the same answer in every thread)
       stage_table((first_tile + next) * BLOCK_N);  // every thread's last window read was before the barrier
       __syncthreads();  // the new window is in shared memory
     }
-    if (next < tiles) load_tile(next, next % STAGES);
+    if (next < n_tiles) load_tile(next, next % STAGES);
     cp_async_commit();  // (an empty group near the end keeps the wait count uniform)
 
     const uint32_t k_tile = smem_addr(smem + (t % STAGES) * 2 * TL::TILE_BYTES);
@@ -335,12 +322,15 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
         s[nb][e] = range.contains(j) ? s[nb][e] * p.scale_log2 : -INFINITY;
         tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[nb][e]);
       }
-    float alpha[2] = {1.f, 1.f}, base[2] = {0.f, 0.f};  // (what a stub leaves: the solution sets both)
+    float alpha[2], base[2];
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {  // the 4 lanes of a row agree on its tile max
       tile_max[rr] = fmaxf(tile_max[rr], __shfl_xor_sync(0xffffffffu, tile_max[rr], 1));
       tile_max[rr] = fmaxf(tile_max[rr], __shfl_xor_sync(0xffffffffu, tile_max[rr], 2));
-      if (!Hooks::online_step(tile_max[rr], m[rr], l[rr], alpha[rr], base[rr])) failed = true;  // the stub
+      if (!Hooks::online_step(tile_max[rr], m[rr], l[rr], alpha[rr], base[rr])) {
+        cp_async_wait<0>();
+        return;  // the stub: this block writes nothing
+      }
     }
     // P = exp2(S - base), straight into the A fragment of O += P V; l sums this lane's share.
     float pr[2][4];
@@ -370,10 +360,7 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
     }
   }
   cp_async_wait<0>();
-  // Every warp is done with the ring (the merges below reuse it), and knows whether a stub failed
-  // the block: then it writes nothing (a block of a cluster still takes part in the cluster's merge).
-  const bool block_failed = __syncthreads_or(failed);
-  if (block_failed && !p.cluster_merge) return;
+  __syncthreads();  // every warp is done with the ring: the merge below reuses it
 
   // Each warp's state -> (LSE, normalised O) in shared memory; then the block merges the 4.
   float* o_smem = reinterpret_cast<float*>(smem);          // [NUM_WARPS][ROWS][O_STRIDE]
@@ -396,13 +383,12 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   __syncthreads();  // every warp's state is in shared memory
   if (tid < ROWS) {
     const float lse = lab::merged_lse(lse_w + tid, NUM_WARPS, ROWS);
-    lse_row[tid] = block_failed ? NAN : lse;  // (NaN: the cluster merge leaves the row unwritten)
+    lse_row[tid] = lse;
     for (int w = 0; w < NUM_WARPS; ++w) weight[w * ROWS + tid] = lab::partial_weight(lse_w[w * ROWS + tid], lse);
   }
   __syncthreads();  // the merged LSE and the weights are ready
   // O = Σ_w weight_w · O_w, 4 columns per thread: float4 reads of shared memory, one 16-byte
-  // (partial, fp32) or 8-byte (O) store; in a cluster, the block's O stays in shared memory, in
-  // warp 0's slot (each (row, column) is read and written by one thread only).
+  // (partial, fp32) or 8-byte (O) store.
   constexpr int VEC = 4, ROW_VECS = HEAD_DIM / VEC;
   for (int e = tid; e < ROWS * ROW_VECS; e += THREADS) {
     const int row = e / ROW_VECS, col = (e % ROW_VECS) * VEC;
@@ -419,9 +405,7 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
       o.w += wt * x.w;
     }
     const int64_t out_row = (int64_t(b) * p.t_q + i) * p.h + head;  // also the partial-state row
-    if (p.cluster_merge) {
-      *reinterpret_cast<float4*>(o_smem + row * TL::O_STRIDE + col) = o;
-    } else if (p.part_o) {
+    if (p.part_o) {
       *reinterpret_cast<float4*>(p.part_o + (out_row * p.num_splits + split) * HEAD_DIM + col) = o;
       if (col == 0) p.part_lse[out_row * p.num_splits + split] = lse_row[row];
     } else {
@@ -430,77 +414,11 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
       if (col == 0) p.lse[(int64_t(b) * p.h + head) * p.t_q + i] = lse_row[row];
     }
   }
-  if (!p.part_o && !p.cluster_merge) return;
+  if (!p.part_o) return;
 
-  // The split merge: LSE = log Σ exp(LSE_s), O = Σ exp(LSE_s - LSE)·O_s, an empty split (LSE_s =
-  // -inf) weighing exactly 0. merge_row folds n splits' states of one query head, 4 columns, as an
-  // online softmax over the splits (lab::LseFold), loading a group of MERGE_GROUP splits' LSEs and
-  // O's together (independent loads: one round trip per group), and writes O and LSE. lse_of(s)
-  // and o_of(s) read split s's. A row some split never wrote (its LSE NaN: the poison, or a failed
-  // block's) stays unwritten.
-  auto merge_row = [&](int head, int col, int n, auto lse_of, auto o_of) {
-    lab::LseFold merge;
-    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-    bool complete = true;
-    for (int s0 = 0; s0 < n; s0 += MERGE_GROUP) {
-      float x[MERGE_GROUP], w[MERGE_GROUP];
-      float4 v[MERGE_GROUP];
-#pragma unroll
-      for (int k = 0; k < MERGE_GROUP; ++k) {
-        const bool in = s0 + k < n;
-        x[k] = in ? lse_of(s0 + k) : -INFINITY;
-        v[k] = in ? o_of(s0 + k) : make_float4(0.f, 0.f, 0.f, 0.f);
-        complete = complete && !isnan(x[k]);
-      }
-      const float alpha = merge.fold(x, MERGE_GROUP, w);
-      o = make_float4(o.x * alpha, o.y * alpha, o.z * alpha, o.w * alpha);
-#pragma unroll
-      for (int k = 0; k < MERGE_GROUP; ++k)
-        if (w[k] > 0.f) {  // an empty split weighs 0 (and its partial never enters O)
-          o.x += w[k] * v[k].x;
-          o.y += w[k] * v[k].y;
-          o.z += w[k] * v[k].z;
-          o.w += w[k] * v[k].w;
-        }
-    }
-    if (!complete) return;
-    const float inv_l = merge.inv_l();
-    const int64_t out_row = (int64_t(b) * p.t_q + i) * p.h + head;
-    *reinterpret_cast<uint2*>(static_cast<T*>(p.o) + out_row * HEAD_DIM + col) =
-        make_uint2(pack2<T>(o.x * inv_l, o.y * inv_l), pack2<T>(o.z * inv_l, o.w * inv_l));  // col % 4 == 0
-    if (col == 0) p.lse[(int64_t(b) * p.h + head) * p.t_q + i] = merge.lse();
-  };
-
-  if (p.cluster_merge) {
-    // Merged in a thread-block cluster (sm_90): the row group's splits are one cluster of blocks
-    // (grid.y), whose shared memories every block of it can read (distributed shared memory). A
-    // cluster barrier (release / acquire at cluster scope) publishes each split's state where it
-    // is, in shared memory; then each block merges its share of the group's (row, 4-column) items,
-    // reading every split's state from its block; a second barrier keeps every block's shared
-    // memory alive until the others are done reading it. No global memory, no atomic.
-#if __CUDA_ARCH__ >= 900  // (the host launches clusters on sm_90 and later only)
-    cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-    cluster.sync();  // every split's LSE and O are in its shared memory
-    const int n = split_last - split_first + 1, me = split - split_first;
-    const int items = lab::imin(ROWS, p.group - chunk * ROWS) * ROW_VECS, share = lab::ceil_div(items, n);
-    for (int e = me * share + tid; e < lab::imin(items, (me + 1) * share); e += THREADS) {
-      const int row = e / ROW_VECS, col = (e % ROW_VECS) * VEC;
-      const int head = head_of_row<Hooks>(p, kv_head, chunk, row);
-      if (head < 0) continue;
-      merge_row(head, col, n,
-                [&](int s) { return *cluster.map_shared_rank(lse_row + row, unsigned(split_first + s)); },
-                [&](int s) {
-                  return *reinterpret_cast<const float4*>(
-                      cluster.map_shared_rank(o_smem + row * TL::O_STRIDE + col, unsigned(split_first + s)));
-                });
-    }
-    cluster.sync();  // every block is done reading the others' shared memory
-#endif
-    return;
-  }
-
-  // Merged by the last of the row group's num_splits blocks to finish (an atomic ticket), reading
-  // the splits' partials from global memory (the L2).
+  // The split merge, done by the last of the row group's num_splits blocks to finish (an atomic
+  // ticket; no second kernel launch): LSE = log Σ exp(LSE_s), O = Σ exp(LSE_s - LSE)·O_s, an empty
+  // split (LSE_s = -inf) weighing exactly 0.
   // The ticket publishes the partials: the block's stores, a barrier, then one thread's atomic with
   // acquire-release semantics at device scope. Its release covers the whole block's stores (the
   // barrier ordered them before it); its acquire, the other splits' (their tickets released them),
@@ -515,6 +433,11 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   }
   __syncthreads();  // everyone sees the verdict (and, the last block, the other splits' partials)
   if (!*is_last) return;
+  // O = Σ_s exp(LSE_s - LSE) · O_s: each thread merges 4 columns of one row, loading a group of
+  // splits' LSEs and partial O's together (independent loads: one round trip per 16 splits) and
+  // folding them in as an online softmax over the splits (lab::LseFold), with no barrier between
+  // loading the LSEs and the O's. A row some split never wrote (its LSE still the NaN poison: a
+  // stub) stays unwritten.
   for (int e = tid; e < ROWS * ROW_VECS; e += THREADS) {
     const int row = e / ROW_VECS, col = (e % ROW_VECS) * VEC;
     const int head = head_of_row<Hooks>(p, kv_head, chunk, row);
@@ -522,8 +445,35 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
     const int64_t out_row = (int64_t(b) * p.t_q + i) * p.h + head;
     const float* lse_s = p.part_lse + out_row * p.num_splits;
     const float4* o_s = reinterpret_cast<const float4*>(p.part_o + out_row * p.num_splits * HEAD_DIM + col);
-    merge_row(head, col, p.num_splits, [&](int s) { return __ldcg(lse_s + s); },
-              [&](int s) { return __ldcg(o_s + s * ROW_VECS); });
+    lab::LseFold merge;
+    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+    bool complete = true;
+    for (int s0 = 0; s0 < p.num_splits; s0 += MERGE_GROUP) {
+      float x[MERGE_GROUP], w[MERGE_GROUP];
+      float4 v[MERGE_GROUP];
+#pragma unroll
+      for (int k = 0; k < MERGE_GROUP; ++k) {
+        const bool in = s0 + k < p.num_splits;
+        x[k] = in ? __ldcg(lse_s + s0 + k) : -INFINITY;
+        v[k] = in ? __ldcg(o_s + (s0 + k) * ROW_VECS) : make_float4(0.f, 0.f, 0.f, 0.f);
+        complete = complete && !isnan(x[k]);
+      }
+      const float alpha = merge.fold(x, MERGE_GROUP, w);
+      o = make_float4(o.x * alpha, o.y * alpha, o.z * alpha, o.w * alpha);
+#pragma unroll
+      for (int k = 0; k < MERGE_GROUP; ++k)
+        if (w[k] > 0.f) {  // an empty split weighs 0 (and its partial never enters O)
+          o.x += w[k] * v[k].x;
+          o.y += w[k] * v[k].y;
+          o.z += w[k] * v[k].z;
+          o.w += w[k] * v[k].w;
+        }
+    }
+    if (!complete) continue;
+    const float inv_l = merge.inv_l();
+    *reinterpret_cast<uint2*>(static_cast<T*>(p.o) + out_row * HEAD_DIM + col) =
+        make_uint2(pack2<T>(o.x * inv_l, o.y * inv_l), pack2<T>(o.z * inv_l, o.w * inv_l));  // col % 4 == 0
+    if (col == 0) p.lse[(int64_t(b) * p.h + head) * p.t_q + i] = merge.lse();
   }
   if (tid == 0) p.tickets[blockIdx.x] = 0;  // every split has taken its ticket: reset for the next forward
 }
@@ -570,50 +520,17 @@ inline int64_t hbm_bytes(const lab::Problem& pr) {
   return kv_rows * pr.h_kv * pr.d * 2 * e + 2 * pr.q_elems() * e + pr.lse_elems() * 4;
 }
 
-// The launch: grid (row groups, splits); with the cluster merge, a row group's splits are one
-// cluster of (1, splits, 1) blocks. `cluster` is the attribute's storage.
-template <class Hooks, int HEAD_DIM, class T>
-cudaLaunchConfig_t launch_config(const Params<typename Hooks::Kv>& p, int rows, cudaStream_t stream,
-                                 cudaLaunchAttribute* cluster) {
-  cluster->id = cudaLaunchAttributeClusterDimension;
-  cluster->val.clusterDim.x = 1;
-  cluster->val.clusterDim.y = unsigned(p.num_splits);
-  cluster->val.clusterDim.z = 1;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(rows), unsigned(p.num_splits));
-  cfg.blockDim = dim3(THREADS);
-  cfg.dynamicSmemBytes = size_t(smem_bytes<typename Hooks::Kv, HEAD_DIM>());
-  cfg.stream = stream;
-  cfg.attrs = cluster;
-  cfg.numAttrs = p.cluster_merge ? 1 : 0;
-  return cfg;
-}
-
 template <class Hooks, int HEAD_DIM, class T>
 void launch(const Params<typename Hooks::Kv>& p, int rows, cudaStream_t stream) {
-  cudaLaunchAttribute cluster;
-  const cudaLaunchConfig_t cfg = launch_config<Hooks, HEAD_DIM, T>(p, rows, stream, &cluster);
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_kernel<Hooks, HEAD_DIM, T>, p));
+  decode_kernel<Hooks, HEAD_DIM, T>
+      <<<dim3(unsigned(rows), unsigned(p.num_splits)), THREADS, smem_bytes<typename Hooks::Kv, HEAD_DIM>(), stream>>>(p);
+  CUDA_CHECK_LAST();
 }
 
-// Sets the kernel's attributes; returns whether the splits merge in clusters: on sm_90 and later,
-// 2 to 16 splits (over 8 needs the non-portable cluster size), and only if every row group's
-// cluster is resident at once, one wave as the plan assumes (how many clusters fit depends on the
-// blocks per SM and on how the SMs are grouped in GPCs: cudaOccupancyMaxActiveClusters says).
-// Otherwise they merge through global memory, with the ticket.
 template <class Hooks, int HEAD_DIM, class T>
-bool prepare(Params<typename Hooks::Kv> p, int rows, const lab::DeviceInfo& dev) {
-  auto kernel = decode_kernel<Hooks, HEAD_DIM, T>;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+void prepare() {
+  CUDA_CHECK(cudaFuncSetAttribute(decode_kernel<Hooks, HEAD_DIM, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   smem_bytes<typename Hooks::Kv, HEAD_DIM>()));
-  if (dev.cc_major < 9 || p.num_splits < 2 || p.num_splits > MAX_CLUSTER_SPLITS) return false;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-  p.cluster_merge = true;
-  cudaLaunchAttribute cluster;
-  const cudaLaunchConfig_t cfg = launch_config<Hooks, HEAD_DIM, T>(p, rows, nullptr, &cluster);
-  int resident = 0;
-  CUDA_CHECK(cudaOccupancyMaxActiveClusters(&resident, kernel, &cfg));
-  return resident >= rows;
 }
 
 // The forward of a run: the split workspace, the parameters, the launch. `kv` says where K and V
@@ -623,6 +540,8 @@ lab::GpuRun make_gpu_run(const lab::RunContext& ctx, const typename Hooks::Kv& k
   const lab::Problem& pr = ctx.problem;
   const Plan pl = make_plan(pr, ctx.variant, ctx.device.sms, ctx.options.splits);
   const int splits = pl.split.num_splits;
+  auto workspace = std::make_shared<lab::DeviceBuffer>(size_t(split_workspace_bytes(pr, pl)));
+  workspace->poison();  // a partial LSE no split wrote stays NaN: the merge then leaves its row unwritten
 
   Params<typename Hooks::Kv> p{};
   p.q = ctx.tensors.q;
@@ -630,6 +549,10 @@ lab::GpuRun make_gpu_run(const lab::RunContext& ctx, const typename Hooks::Kv& k
   p.o = ctx.tensors.o;
   p.lse = ctx.tensors.lse;
   p.kv_len = ctx.tensors.kv_len;
+  p.part_o = splits > 1 ? workspace->as<float>() : nullptr;
+  p.part_lse = splits > 1 ? p.part_o + int64_t(pr.b) * pr.t_q * pr.h * splits * pr.d : nullptr;
+  p.tickets = splits > 1 ? reinterpret_cast<int*>(p.part_lse + int64_t(pr.b) * pr.t_q * pr.h * splits) : nullptr;
+  if (p.tickets) CUDA_CHECK(cudaMemset(p.tickets, 0, size_t(pl.rows) * sizeof(int)));
   p.t_q = pr.t_q;
   p.t_kv = pr.t_kv;
   p.h = pr.h;
@@ -644,22 +567,11 @@ lab::GpuRun make_gpu_run(const lab::RunContext& ctx, const typename Hooks::Kv& k
   p.gqa_bug = ctx.bug == "gqa-index";
 
   const bool bf16 = pr.dtype == lab::DType::bf16;
-  const auto& dev = ctx.device;
-  p.cluster_merge = pr.d == 64 ? (bf16 ? prepare<Hooks, 64, __nv_bfloat16>(p, pl.rows, dev) : prepare<Hooks, 64, __half>(p, pl.rows, dev))
-                               : (bf16 ? prepare<Hooks, 128, __nv_bfloat16>(p, pl.rows, dev) : prepare<Hooks, 128, __half>(p, pl.rows, dev));
-  // The merge through global memory needs the partial states and the tickets there.
-  const int64_t workspace_bytes = splits > 1 && !p.cluster_merge ? split_workspace_bytes(pr, pl) : 0;
-  auto workspace = std::make_shared<lab::DeviceBuffer>(size_t(workspace_bytes));
-  workspace->poison();  // a partial LSE no split wrote stays NaN: the merge then leaves its row unwritten
-  if (workspace_bytes > 0) {
-    p.part_o = workspace->template as<float>();
-    p.part_lse = p.part_o + int64_t(pr.b) * pr.t_q * pr.h * splits * pr.d;
-    p.tickets = reinterpret_cast<int*>(p.part_lse + int64_t(pr.b) * pr.t_q * pr.h * splits);
-    CUDA_CHECK(cudaMemset(p.tickets, 0, size_t(pl.rows) * sizeof(int)));
-  }
+  if (pr.d == 64) bf16 ? prepare<Hooks, 64, __nv_bfloat16>() : prepare<Hooks, 64, __half>();
+  else bf16 ? prepare<Hooks, 128, __nv_bfloat16>() : prepare<Hooks, 128, __half>();
 
   lab::GpuRun run;
-  run.extra_device_bytes = workspace_bytes;
+  run.extra_device_bytes = split_workspace_bytes(pr, pl);
   run.hbm_bytes_model = hbm_bytes(pr);
   run.metrics["splits"] = splits;
   run.metrics["keys_per_split"] = pl.split.keys_per_split;
@@ -667,7 +579,6 @@ lab::GpuRun make_gpu_run(const lab::RunContext& ctx, const typename Hooks::Kv& k
   run.metrics["blocks_with_keys"] = pl.busy_blocks;
   run.metrics["blocks_per_sm"] = pr.d == 128 ? KvTiles<typename Hooks::Kv, 128>::MIN_BLOCKS : KvTiles<typename Hooks::Kv, 64>::MIN_BLOCKS;
   run.metrics["splits_forced"] = ctx.options.splits > 0;
-  run.metrics["merge"] = splits == 1 ? "none" : p.cluster_merge ? "cluster" : "ticket";
   run.metrics["kv_bytes_read"] = hbm_bytes(pr) - 2 * pr.q_elems() * lab::dtype_bytes(pr.dtype) - pr.lse_elems() * 4;
   const int rows = pl.rows;
   run.forward = [=](cudaStream_t st) {
