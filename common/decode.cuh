@@ -225,32 +225,16 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   for (int m = 0; m < GROUP_ROWS; ++m)
     in_group[m] = (int64_t(ld_row + m * TL::ROW_STEP) * p.h_kv * HEAD_DIM + ld_chunk * 8) * int64_t(sizeof(T));
   const int64_t v_minus_k = int64_t(reinterpret_cast<uintptr_t>(v) - reinterpret_cast<uintptr_t>(k));  // bytes from a row's K to its V
-  auto whole_tile = [&](int t) {  // every key of tile t in the range (the same in every thread)
-    const int key0 = (first_tile + t) * BLOCK_N;
-    return key0 >= range.begin && key0 + BLOCK_N <= range.end;
-  };
-  auto find_groups = [&](int t, const char* (&group)[4]) {  // a whole tile's groups' first K rows, in every lane
-    const char* mine = reinterpret_cast<const char*>(k + fast_row_offset((first_tile + t) * BLOCK_N + 16 * (lane % 4)));
-#pragma unroll
-    for (int gr = 0; gr < 4; ++gr)  // lane g found group g's
-      group[gr] = reinterpret_cast<const char*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(mine), gr));
-  };
-  // The loop finds the groups of the tile it loads next while it computes (ahead_tile: their tile,
-  // or -1), so the copies wait for no address (06: a shared-memory read, then the shuffles).
-  const char* ahead[4];
-  int ahead_tile = -1;
   auto load_tile = [&](int t, int stage) {
     const uint32_t k_dst = smem_addr(smem + stage * 2 * TL::TILE_BYTES);
     const uint32_t v_dst = k_dst + TL::TILE_BYTES;
     const int key0 = (first_tile + t) * BLOCK_N;
-    if (whole_tile(t)) {
+    if (key0 >= range.begin && key0 + BLOCK_N <= range.end) {  // every key of the tile in the range (the same in every thread)
+      const char* mine = reinterpret_cast<const char*>(k + fast_row_offset(key0 + 16 * (lane % 4)));  // lane g: group g's first K row
       const char* group[4];
-      if (t == ahead_tile) {
 #pragma unroll
-        for (int gr = 0; gr < 4; ++gr) group[gr] = ahead[gr];
-      } else {
-        find_groups(t, group);
-      }
+      for (int gr = 0; gr < 4; ++gr)
+        group[gr] = reinterpret_cast<const char*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(mine), gr));
 #pragma unroll
       for (int n = 0; n < TL::LOADS; ++n) {
         const int r = ld_row + n * TL::ROW_STEP;
@@ -373,13 +357,6 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
       ldmatrix_x4_trans(vb, v_tile + swizzle<TL::CHUNKS>(v_row, 2 * dn + v_chunk));
       mma_16816<T>(o_acc[2 * dn], p_frag, vb[0], vb[1]);
       mma_16816<T>(o_acc[2 * dn + 1], p_frag, vb[2], vb[3]);
-    }
-    // The groups of the tile the next iteration loads, if the window holds them (were it to move
-    // there, the next iteration stages it and finds them itself).
-    ahead_tile = -1;
-    if (next + 1 < n_tiles && whole_tile(next + 1) && in_window(next + 1)) {
-      find_groups(next + 1, ahead);
-      ahead_tile = next + 1;
     }
   }
   cp_async_wait<0>();
