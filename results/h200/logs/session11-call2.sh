@@ -1,0 +1,34 @@
+# Session 11, call 2 (1 GPU). Trees: src = main at ../SHA (the loop finds the next tile's group rows
+# while it computes), base = 5c1c0b7 (= a3e86a0's kernels). A/B base vs src; src's check 05 06 --solution.
+cd .gpu/src
+export LAB_GIT_SHA=$(cat ../SHA) PYTHONUNBUFFERED=1 LAB_CUDA_ARCHITECTURES=90
+O=/tmp/s11c2; mkdir -p $O
+T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+for t in src base; do d=../$t; [ $t = src ] && d=.
+  cmake -S $d -B $d/build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=$PWD/.deps > $O/cfg_$t.log 2>&1
+done
+(cmake --build build --parallel 10 --target 05_decode 06_paged > $O/build_src.log 2>&1 || { tail -30 $O/build_src.log; echo "src BUILD FAILED"; }) &
+(cmake --build ../base/build --parallel 6 --target 05_decode 06_paged > $O/build_base.log 2>&1 || echo "base BUILD FAILED") &
+wait; echo "built at $(el) s"
+export LAB_NO_BUILD=1
+S0="--h 32 --h-kv 8 --d 128 --t 1 --warmup 5 --iters 30"
+S="$S0 --kv-lens full"
+timeout 300 python3 ../ab.py $O/ab 3 ../base/build build -- \
+  "05-b8-1k|05_decode --variant split --b 8 --t-kv 1024 $S ;;
+   06-b8-1k|06_paged --variant split --b 8 --t-kv 1024 $S ;;
+   05-b8-8k|05_decode --variant split --b 8 --t-kv 8192 $S ;;
+   06-b8-8k|06_paged --variant split --b 8 --t-kv 8192 $S ;;
+   05-b8-32k|05_decode --variant split --b 8 --t-kv 32768 $S ;;
+   06-b8-32k|06_paged --variant split --b 8 --t-kv 32768 $S ;;
+   05-mixed|05_decode --variant split --b 8 --t-kv 32768 --kv-lens random $S0 ;;
+   06-mixed|06_paged --variant split --b 8 --t-kv 32768 --kv-lens random $S0 ;;
+   05-b1-32k|05_decode --variant split --b 1 --t-kv 32768 $S ;;
+   06-b1-32k|06_paged --variant split --b 1 --t-kv 32768 $S ;;
+   05-b1-128k|05_decode --variant split --b 1 --t-kv 131072 $S ;;
+   06-b1-128k|06_paged --variant split --b 1 --t-kv 131072 $S ;;
+   06-b8-8k-single|06_paged --variant single --b 8 --t-kv 8192 $S ;;
+   06-b8-1k-p64|06_paged --variant split --b 8 --t-kv 1024 --page-size 64 $S" > $O/ab-base-src.txt 2>&1
+echo "ab exit $? at $(el) s"; cut -c1-120 $O/ab-base-src.txt
+timeout $(( 570 - $(el) )) python3 scripts/lab check 05 06 --solution --require-gpu --jobs 4 > $O/check.log 2>&1
+echo "check 05 06 --solution exit $? at $(el) s"; grep -E "passed|FAIL" $O/check.log | tail -5
+rm -rf $O/ab; tar czf $OUT/s11c2.tgz -C /tmp s11c2; ls -la $OUT
