@@ -20,18 +20,23 @@ std::string DeviceInfo::slug() const {
   return s.empty() ? "unknown-gpu" : s;
 }
 
+std::string driver_version_in(const std::string& proc_line) {
+  std::istringstream words(proc_line);
+  std::string w;
+  while (words >> w) {  // (the word after "Module" is "for" in the open kernel module's line)
+    const bool digits_and_dots = w.find_first_not_of("0123456789.") == std::string::npos;
+    if (digits_and_dots && std::isdigit(static_cast<unsigned char>(w.front())) && w.find('.') != std::string::npos)
+      return w;
+  }
+  return "";
+}
+
 namespace {
 std::string driver_version() {
   std::ifstream f("/proc/driver/nvidia/version");
   std::string line;
-  if (std::getline(f, line)) {  // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  ..."
-    std::istringstream words(line);
-    std::string w, prev;
-    while (words >> w) {
-      if (prev == "Module") return w;
-      prev = w;
-    }
-  }
+  if (std::getline(f, line))
+    if (std::string v = driver_version_in(line); !v.empty()) return v;
   int v = 0;
   cudaDriverGetVersion(&v);
   return "cuda " + std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);

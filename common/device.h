@@ -26,6 +26,11 @@ struct DeviceInfo {
 // Returns false (and a reason) when no usable CUDA device is present. Never exits.
 bool query_device(DeviceInfo* info, std::string* why_not);
 
+// The kernel module's version in the first line of /proc/driver/nvidia/version ("NVRM version:
+// NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build ..."): its first word made
+// of digits and dots with at least one dot, or "" if there is none.
+std::string driver_version_in(const std::string& proc_line);
+
 // An owned device allocation (RAII, move-only). Allocation failure is a CUDA error (exit 3); the
 // harness checks that a problem fits before anything is allocated.
 class DeviceBuffer {

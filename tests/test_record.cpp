@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "device.h"
 #include "record.h"
 
 using json = nlohmann::json;
@@ -63,4 +64,16 @@ TEST_CASE("record: append_record round trip", "[record]") {
   CHECK(all[1]["variant"] == "scalar");
   for (const auto& r : all) CHECK(lab::validate_record(r) == "");
   std::remove(path.c_str());
+}
+
+// The record's gpu.driver comes from the first line of /proc/driver/nvidia/version, whose
+// wording differs between the proprietary and the open kernel module (every record of sessions
+// 1-11 says "for": the word after "Module" in the open module's line).
+TEST_CASE("record: the driver version is found in either kernel module's line", "[record]") {
+  CHECK(lab::driver_version_in("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Thu Oct  2 2025") ==
+        "580.159.04");
+  CHECK(lab::driver_version_in("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  "
+                               "(dvs-builder@U22-I3-AE18-23-3)  Tue Sep 23 09:55:41 UTC 2025") == "580.95.05");
+  CHECK(lab::driver_version_in("NVRM version: something else 12 x.y") == "");
+  CHECK(lab::driver_version_in("") == "");
 }
