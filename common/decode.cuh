@@ -30,9 +30,8 @@ constexpr int ROWS = 16;                        // query heads per block: the m 
 constexpr int MIN_TILES_PER_SPLIT = 2;
 constexpr int MAX_SPLITS = 128;
 constexpr int MERGE_GROUP = 16;  // splits the last block folds in at a time (their loads in flight together)
-constexpr int GROUP_KEYS = 16;          // the tile loader's address unit: a group of 16 keys lies in one page
-constexpr int MAX_TABLE_WINDOW = 1024;  // 16-key groups a paged Kv stages in shared memory (their first rows)
-constexpr int WINDOW_ENTRY_BYTES = sizeof(int64_t);  // one group's first-row offset
+constexpr int MAX_TABLE_WINDOW = 1024;  // pages a paged Kv stages in shared memory (their first rows)
+constexpr int WINDOW_ENTRY_BYTES = sizeof(int64_t);  // one page's first-row offset
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;  // for the sections' split_lse
 
@@ -146,7 +145,7 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   using Kv = typename Hooks::Kv;
   constexpr bool kStaged = Kv::kTableWindow > 0;
   static_assert(Kv::kTableWindow <= MAX_TABLE_WINDOW, "the window fits the shared memory planned for it");
-  int64_t* group_window = reinterpret_cast<int64_t*>(smem + TL::SMEM_BYTES);  // [group]: its first row's offset
+  int64_t* page_window = reinterpret_cast<int64_t*>(smem + TL::SMEM_BYTES);  // [page]: its first row's offset
   int window_key = 0, window_end = 0;  // paged: the keys [window_key, window_end) the window maps
   // Staged from the split's first key, which does not depend on the sequence's length: the table
   // read is in flight together with kv_len's, and the first copies wait one round trip, as 05's do
@@ -156,13 +155,13 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   const int split_end = (split + 1) * p.keys_per_split;
   auto stage_table = [&](int key) {  // the window from key's block on; every thread, between barriers
     if constexpr (kStaged) {
-      const int table_keys = p.kv.table_stride * p.kv.page();  // (a multiple of GROUP_KEYS)
-      const int first = key / GROUP_KEYS, last = lab::ceil_div(lab::imin(table_keys, split_end), GROUP_KEYS);
+      const int page = p.kv.page();
+      const int first = key / page, last = lab::imin(p.kv.table_stride, lab::ceil_div(split_end, page));
       const int n = lab::imax(0, lab::imin(Kv::kTableWindow, last - first));
       for (int e = tid; e < n; e += THREADS)
-        group_window[e] = p.kv.row_offset(b, (first + e) * GROUP_KEYS, kv_head, p.t_kv, p.h_kv, HEAD_DIM);
-      window_key = first * GROUP_KEYS;
-      window_end = window_key + n * GROUP_KEYS;
+        page_window[e] = p.kv.row_offset(b, (first + e) * page, kv_head, p.t_kv, p.h_kv, HEAD_DIM);
+      window_key = first * page;
+      window_end = window_key + n * page;
     }
   };
   const int keys = p.kv_len ? p.kv_len[b] : p.t_kv;  // (issued before the table read: both in flight)
@@ -201,13 +200,15 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   // same, for the first key of a 16-key group of a tile inside the range; 06 reads it from the
   // window, as its page's first row plus j's place in the page (a page's rows are H_kv·D apart).
   auto row_offset = [&](int j) { return p.kv.row_offset(b, j, kv_head, p.t_kv, p.h_kv, HEAD_DIM); };
-  auto group_first_row = [&](int j) -> int64_t {  // the first row of key j's 16-key group
-    if constexpr (kStaged) return group_window[unsigned(j - window_key) / unsigned(GROUP_KEYS)];  // (window_key: a group start)
+  auto page_first_row = [&](int j) -> int64_t {  // (staged: window_key is a page start)
+    if constexpr (kStaged) return page_window[unsigned(j - window_key) / unsigned(p.kv.page())];
     else return row_offset(j);  // (not called)
   };
-  auto fast_row_offset = [&](int j) -> int64_t {  // (j: a group's first key)
-    if constexpr (kStaged) return group_first_row(j);
-    else return row_offset(j);
+  auto fast_row_offset = [&](int j) -> int64_t {
+    if constexpr (kStaged)
+      return page_first_row(j) + int64_t(unsigned(j - window_key) % unsigned(p.kv.page())) * p.h_kv * HEAD_DIM;
+    else
+      return row_offset(j);
   };
   // A tile's 64 keys are 4 aligned groups of 16, and a group lies in one page (page sizes are
   // multiples of 16): in either layout, row r of a group is r·H_kv·D elements past the group's
@@ -282,7 +283,7 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   // The question is asked of the staged window: asked of the table in global memory, before the
   // staging, it was one more round trip that every block waited out before its first copy.
   if constexpr (Kv::kAddressMayFail)
-    if (n_tiles > 0 && group_first_row(range.begin) < 0) return;  // (the same answer in every thread)
+    if (n_tiles > 0 && page_first_row(range.begin) < 0) return;  // (the same answer in every thread)
 #pragma unroll 1  // (one copy of the loader's code here, not STAGES - 1)
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < n_tiles) load_tile(s, s);  // (in the window: checked above)
