@@ -1,5 +1,6 @@
 """Unit tests of scripts/lab and scripts/make_labs.py (no GPU, no build needed)."""
 import importlib.machinery
+import json
 import importlib.util
 import sys
 import tempfile
@@ -186,6 +187,55 @@ class BenchResume(unittest.TestCase):
         self.assertIn('"scripts/baselines.py --spec " + json.dumps(spec, separators=(",", ":"))', text)
         self.assertEqual(lab.baseline_spec_command({"variants": ["flex"], "t": 4}),
                          'scripts/baselines.py --spec {"variants":["flex"],"t":4}')
+
+
+class AB(unittest.TestCase):
+    """ab runs each case on both builds, the order flipping every round, and compares medians."""
+    def make_build(self, root, name, ms, passed=True):
+        fake = Path(root) / name / "bin" / "fake"  # writes a record with its time; logs its name to $AB_ORDER
+        fake.parent.mkdir(parents=True)
+        fake.write_text("#!/usr/bin/env python3\nimport json, os, sys\n"
+                        f"open(os.environ['AB_ORDER'], 'a').write('{name} ' + sys.argv[1] + '\\n')\n"
+                        "path = sys.argv[sys.argv.index('--json') + 1]\n"
+                        f"json.dump([{{'timing': {{'median_ms': {ms}}}, 'check': {{'passed': {passed}}}}}], open(path, 'w'))\n")
+        fake.chmod(0o755)
+        return fake.parent.parent
+
+    def run_ab(self, tmp, a_dir, b_dir, cases, rounds=3):
+        import argparse, contextlib, io, os
+        from unittest import mock
+        args = argparse.Namespace(build_a=str(a_dir), build_b=str(b_dir), case=cases, rounds=rounds,
+                                  out=str(Path(tmp) / "out"), timeout=30)
+        with mock.patch.dict(os.environ, {"AB_ORDER": str(Path(tmp) / "order.txt")}), \
+                contextlib.redirect_stdout(io.StringIO()) as printed:
+            code = lab.cmd_ab(args)
+        return code, printed.getvalue(), json.loads((Path(tmp) / "out" / "ab.json").read_text())
+
+    def test_order_flips_and_the_ratio_is_a_over_b(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            a_dir, b_dir = self.make_build(tmp, "A", 2.0), self.make_build(tmp, "B", 0.5)
+            code, printed, summary = self.run_ab(tmp, a_dir, b_dir, ["one=fake x1", "two=fake x2"])
+            self.assertEqual(code, lab.EXIT_PASS)
+            order = (Path(tmp) / "order.txt").read_text().split("\n")
+            self.assertEqual(order[:8], ["A x1", "B x1", "A x2", "B x2", "B x1", "A x1", "B x2", "A x2"])
+            self.assertEqual([c["a_over_b"] for c in summary["cases"]], [4.0, 4.0])
+            self.assertEqual(summary["cases"][0]["A"]["runs_ms"], [2.0, 2.0, 2.0])
+            self.assertIn("A/B  4.000", printed)
+
+    def test_a_failed_check_fails_the_comparison(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            a_dir, b_dir = self.make_build(tmp, "A", 1.0), self.make_build(tmp, "B", 0.5, passed=False)
+            code, printed, summary = self.run_ab(tmp, a_dir, b_dir, ["one=fake x"], rounds=1)
+            self.assertEqual(code, lab.EXIT_FAIL)
+            self.assertIsNone(summary["cases"][0]["a_over_b"])
+            self.assertIn("FAIL", printed)
+
+    def test_bad_cases_are_refused(self):
+        for bad in ("no-equals-sign", "=fake", "label=", "label=  "):
+            with self.assertRaises(SystemExit):
+                lab.parse_ab_case(bad)
+        self.assertEqual(lab.parse_ab_case("06-1k=06_paged --b 8 --t-kv 1024"),
+                         ("06-1k", "06_paged", ["--b", "8", "--t-kv", "1024"]))
 
 
 class MakeLabs(unittest.TestCase):
