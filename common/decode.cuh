@@ -44,8 +44,8 @@ struct Tiles {
   static constexpr int O_BLOCKS = HEAD_DIM / 8;   // n-blocks (8 columns) of O
   static constexpr int TILE_BYTES = BLOCK_N * HEAD_DIM * 2;
   static constexpr int SMEM_BYTES = STAGES * 2 * TILE_BYTES;  // [STAGES][K, V][BLOCK_N][D]: 32 / 16 KB a stage
-  static constexpr int ROW_STEP = THREADS / CHUNKS;           // rows one pass of cp.async covers
-  static constexpr int LOADS = BLOCK_N / ROW_STEP;            // rows per thread per tile (K and V each)
+  static constexpr int ROW_STEP = 32 / CHUNKS;                // rows one pass of a warp's cp.async covers
+  static constexpr int LOADS = WARP_KEYS / ROW_STEP;          // rows per lane per tile (K and V each)
   // Blocks per SM: what the shared memory allows (3 stages: 2 at D = 128, 4 at D = 64; 4 stages: 1, 3).
   static constexpr int MIN_BLOCKS = (227 * 1024) / (SMEM_BYTES + WINDOW_ENTRY_BYTES * MAX_TABLE_WINDOW);
   // The end-of-block merge of the 4 warps' states reuses the ring: O [warp][row][D + 4] fp32
@@ -54,9 +54,7 @@ struct Tiles {
   static constexpr int O_STRIDE = HEAD_DIM + 4;
   static constexpr int MERGE_BYTES = (NUM_WARPS * ROWS * O_STRIDE + 2 * NUM_WARPS * ROWS + ROWS + 1) * 4;
 };
-static_assert(BLOCK_N % Tiles<64, 3>::ROW_STEP == 0 && BLOCK_N % Tiles<128, 3>::ROW_STEP == 0, "whole passes");
-static_assert(Tiles<64, 3>::ROW_STEP % 8 == 0 && Tiles<128, 3>::ROW_STEP % 8 == 0,
-              "a thread's rows differ by multiples of 8: its swizzled chunk is the same in every row");
+static_assert(WARP_KEYS % Tiles<64, 3>::ROW_STEP == 0 && WARP_KEYS % Tiles<128, 3>::ROW_STEP == 0, "whole passes");
 static_assert(Tiles<64, 3>::MERGE_BYTES <= Tiles<64, 3>::SMEM_BYTES && Tiles<128, 3>::MERGE_BYTES <= Tiles<128, 3>::SMEM_BYTES,
               "the warp merge fits in the ring");
 static_assert(Tiles<128, 3>::MIN_BLOCKS == 2 && Tiles<64, 3>::MIN_BLOCKS == 4 && Tiles<128, 4>::MIN_BLOCKS == 1 &&
@@ -184,21 +182,23 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
     q_frag[ks][3] = head_hi < 0 ? 0u : *reinterpret_cast<const uint32_t*>(q_hi + c + 8);
   }
 
-  // K/V tile loader: thread `tid` copies chunk tid % CHUNKS of rows tid / CHUNKS + ROW_STEP·n.
+  // K/V tile loader. Each warp copies the 16 keys of every tile that it computes on (rows
+  // 16·warp .. 16·warp + 15 of the tile), so a warp waits for its own rows only and the key loop
+  // needs no block barrier: lane copies chunk lane % CHUNKS of rows lane / CHUNKS + ROW_STEP·n.
   const T* k = static_cast<const T*>(p.kv.k);
   const T* v = static_cast<const T*>(p.kv.v);
   const int first_tile = range.begin / BLOCK_N;
   const int n_tiles = range.empty() ? 0 : lab::ceil_div(range.end, BLOCK_N) - first_tile;
-  const int ld_chunk = tid % TL::CHUNKS, ld_row = tid / TL::CHUNKS;
+  const int ld_chunk = lane % TL::CHUNKS, ld_row = warp * WARP_KEYS + lane / TL::CHUNKS;
 
   auto in_window = [&](int tile) {  // does the window hold the blocks of tile `tile`'s keys? (no division: once a tile)
     return !kStaged || lab::imin(range.end, (first_tile + tile + 1) * BLOCK_N) <= window_end;
   };
   // Where key j's K/V row starts, in elements. row_offset: the section's own answer (05: arithmetic;
-  // 06: the block table in global memory), used by the tiles at the ends of the range, row by row,
+  // 06: the block table in global memory), used by the groups at the ends of the range, row by row,
   // so that every part of 06's exercise (j / page, j % page) is exercised. fast_row_offset: the
-  // same, for the first key of a 16-key group of a tile inside the range; 06 reads it from the
-  // window, as its page's first row plus j's place in the page (a page's rows are H_kv·D apart).
+  // same, for the first key of a 16-key group inside the range; 06 reads it from the window, as
+  // its page's first row plus j's place in the page (a page's rows are H_kv·D apart).
   auto row_offset = [&](int j) { return p.kv.row_offset(b, j, kv_head, p.t_kv, p.h_kv, HEAD_DIM); };
   auto page_first_row = [&](int j) -> int64_t {  // (staged: window_key is a page start)
     if constexpr (kStaged) return page_window[unsigned(j - window_key) / unsigned(p.kv.page())];
@@ -210,54 +210,49 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
     else
       return row_offset(j);
   };
-  // A tile's 64 keys are 4 aligned groups of 16, and a group lies in one page (page sizes are
-  // multiples of 16): in either layout, row r of a group is r·H_kv·D elements past the group's
-  // first row. Every warp copies rows of all 4 groups (a thread's rows are ld_row + n·ROW_STEP,
-  // ld_row < ROW_STEP), so lane g < 4 finds group g's first row and the warp shares the 4 answers
-  // by shuffles; a thread adds its constant in-group offset. For 06 that is one window read and
-  // one address per lane per tile, where each thread made 8 (Nsight Compute, B = 8, 1024 keys,
-  // where the kernel issues from one warp per scheduler and its time follows its instruction
-  // count: 06 issued 15% more instructions than 05, most of them in this loader).
-  static_assert(TL::ROW_STEP <= 16 && 16 % TL::ROW_STEP == 0 && BLOCK_N == 4 * 16, "a thread's rows fall in the 4 groups in order");
-  constexpr int GROUP_ROWS = 16 / TL::ROW_STEP;  // a thread's rows per group: 2 at D = 128, 1 at D = 64
-  int64_t in_group[GROUP_ROWS];  // bytes from a group's first row to the thread's m-th row of it, and its chunk
+  // A warp's 16 keys are an aligned group, and a group lies in one page (page sizes are multiples
+  // of 16): in either layout, row r of a group is r·H_kv·D elements past the group's first row.
+  // So the warp finds one address a tile (for 06 one shared-memory read, the same for every lane)
+  // and each lane adds its constant offsets (Nsight Compute, B = 8, 1024 keys, where the kernel
+  // issues from one warp per scheduler and its time follows its instruction count: a per-row
+  // address made 06's loader issue 15% more instructions than 05's).
+  int64_t in_group[TL::LOADS];  // bytes from the group's first row to the lane's n-th row, and its chunk
+  uint32_t to[TL::LOADS];       // where that row's chunk goes in a stage (swizzled)
 #pragma unroll
-  for (int m = 0; m < GROUP_ROWS; ++m)
-    in_group[m] = (int64_t(ld_row + m * TL::ROW_STEP) * p.h_kv * HEAD_DIM + ld_chunk * 8) * int64_t(sizeof(T));
+  for (int n = 0; n < TL::LOADS; ++n) {
+    const int r = ld_row + n * TL::ROW_STEP;
+    in_group[n] = (int64_t(r - warp * WARP_KEYS) * p.h_kv * HEAD_DIM + ld_chunk * 8) * int64_t(sizeof(T));
+    to[n] = swizzle<TL::CHUNKS>(r, ld_chunk);
+  }
   const int64_t v_minus_k = int64_t(reinterpret_cast<uintptr_t>(v) - reinterpret_cast<uintptr_t>(k));  // bytes from a row's K to its V
   auto load_tile = [&](int t, int stage) {
     const uint32_t k_dst = smem_addr(smem + stage * 2 * TL::TILE_BYTES);
     const uint32_t v_dst = k_dst + TL::TILE_BYTES;
-    const int key0 = (first_tile + t) * BLOCK_N;
-    if (key0 >= range.begin && key0 + BLOCK_N <= range.end) {  // every key of the tile in the range (the same in every thread)
-      const char* mine = reinterpret_cast<const char*>(k + fast_row_offset(key0 + 16 * (lane % 4)));  // lane g: group g's first K row
-      const char* group[4];
-#pragma unroll
-      for (int gr = 0; gr < 4; ++gr)
-        group[gr] = reinterpret_cast<const char*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(mine), gr));
+    const int key0 = (first_tile + t) * BLOCK_N, group_key = key0 + warp * WARP_KEYS;  // the tile's first key, the warp's
+    if (group_key >= range.begin && group_key + WARP_KEYS <= range.end) {  // the whole group in the range (the same in every lane)
+      const char* group = reinterpret_cast<const char*>(k + fast_row_offset(group_key));
 #pragma unroll
       for (int n = 0; n < TL::LOADS; ++n) {
-        const int r = ld_row + n * TL::ROW_STEP;
-        const char* k_row = group[n / GROUP_ROWS] + in_group[n % GROUP_ROWS];
-        cp_async_16(k_dst + swizzle<TL::CHUNKS>(r, ld_chunk), k_row, true);
-        cp_async_16(v_dst + swizzle<TL::CHUNKS>(r, ld_chunk), k_row + v_minus_k, true);
+        cp_async_16(k_dst + to[n], group + in_group[n], true);
+        cp_async_16(v_dst + to[n], group + in_group[n] + v_minus_k, true);
       }
       return;
     }
-    // A tile at an end of the range (a sequence's partial last tile, a sliding window's first):
+    // A group at an end of the range (a sequence's partial last tile, a sliding window's first):
     // each row's own address; a row outside the range gets its nearest key's (a table entry that
     // exists) and copies nothing. Every address first, then the copies: with no copy (asm with a
     // memory clobber) between them, the table reads overlap.
     int64_t off[TL::LOADS];
 #pragma unroll
-    for (int n = 0; n < TL::LOADS; ++n)
-      off[n] = row_offset(lab::imin(lab::imax(key0 + ld_row + n * TL::ROW_STEP, range.begin), range.end - 1)) + ld_chunk * 8;
+    for (int n = 0; n < TL::LOADS; ++n) {
+      const int j = key0 + ld_row + n * TL::ROW_STEP;
+      off[n] = row_offset(lab::imin(lab::imax(j, range.begin), range.end - 1)) + ld_chunk * 8;
+    }
 #pragma unroll
     for (int n = 0; n < TL::LOADS; ++n) {
-      const int r = ld_row + n * TL::ROW_STEP;
-      const bool valid = range.contains(key0 + r);
-      cp_async_16(k_dst + swizzle<TL::CHUNKS>(r, ld_chunk), k + off[n], valid);
-      cp_async_16(v_dst + swizzle<TL::CHUNKS>(r, ld_chunk), v + off[n], valid);
+      const bool valid = range.contains(key0 + ld_row + n * TL::ROW_STEP);
+      cp_async_16(k_dst + to[n], k + off[n], valid);
+      cp_async_16(v_dst + to[n], v + off[n], valid);
     }
   };
 
@@ -291,10 +286,11 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   }
   for (int t = 0; t < n_tiles; ++t) {
     cp_async_wait<STAGES - 2>();
-    __syncthreads();  // tile t is in shared memory for every warp; every warp is done with tile t-1's stage
+    __syncwarp();  // the warp's rows of tile t are in shared memory; the warp is done with its rows of tile t-1's stage
     const int next = t + STAGES - 1;
     if (kStaged && next < n_tiles && !in_window(next)) {  // (the same answer in every thread)
-      stage_table((first_tile + next) * BLOCK_N);  // every thread's last window read was before the barrier
+      __syncthreads();  // every warp's last window read is done
+      stage_table((first_tile + next) * BLOCK_N);
       __syncthreads();  // the new window is in shared memory
     }
     if (next < n_tiles) load_tile(next, next % STAGES);
