@@ -77,7 +77,6 @@ struct ContiguousKv {
   static constexpr bool kAddressMayFail = false;  // (a paged stub returns -1: see the kernel)
   static constexpr int kTableWindow = 0;          // no block table (06's: see the kernel)
   static constexpr int kStages = 3;               // the ring (06's is deeper: see the kernel)
-  static constexpr int kPrefetchTiles = 0;        // tiles past the ring whose rows are asked of the L2 ahead
   LAB_HD int64_t row_offset(int b, int j, int kv_head, int t_kv, int h_kv, int head_dim) const {
     return ((int64_t(b) * t_kv + j) * h_kv + kv_head) * head_dim;
   }
@@ -257,19 +256,6 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
     }
   };
 
-  // L2 prefetch of tile t's rows (the warp's group, whole groups inside the window only): lane l asks
-  // for row l % 16 of K (l < 16) or V, every 128-byte line of it. Nothing lands in shared memory;
-  // the copy of that tile, kPrefetchTiles iterations later, then finds its rows in the L2.
-  auto prefetch_tile = [&](int t) {
-    const int group_key = (first_tile + t) * BLOCK_N + warp * WARP_KEYS;
-    if (group_key < range.begin || group_key + WARP_KEYS > range.end || !in_window(t)) return;
-    const char* row = reinterpret_cast<const char*>(k + fast_row_offset(group_key)) +
-                      int64_t(lane % 16) * p.h_kv * HEAD_DIM * int64_t(sizeof(T)) + (lane < 16 ? 0 : v_minus_k);
-#pragma unroll
-    for (int line = 0; line < HEAD_DIM * int(sizeof(T)) / 128; ++line)
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(row + 128 * line));
-  };
-
   // Per warp: the running state of rows g (index 0) and g+8 (index 1) over this warp's keys.
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   float o_acc[TL::O_BLOCKS][4];
@@ -298,7 +284,6 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
     if (s < n_tiles) load_tile(s, s);  // (in the window: checked above)
     cp_async_commit();
   }
-  for (int a = STAGES - 1; a < STAGES - 1 + Kv::kPrefetchTiles && a < n_tiles; ++a) prefetch_tile(a);
   for (int t = 0; t < n_tiles; ++t) {
     cp_async_wait<STAGES - 2>();
     __syncwarp();  // the warp's rows of tile t are in shared memory; the warp is done with its rows of tile t-1's stage
@@ -310,7 +295,6 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
     }
     if (next < n_tiles) load_tile(next, next % STAGES);
     cp_async_commit();  // (an empty group near the end keeps the wait count uniform)
-    if (Kv::kPrefetchTiles > 0 && next + Kv::kPrefetchTiles < n_tiles) prefetch_tile(next + Kv::kPrefetchTiles);
 
     const uint32_t k_tile = smem_addr(smem + (t % STAGES) * 2 * TL::TILE_BYTES);
     const uint32_t v_tile = k_tile + TL::TILE_BYTES;

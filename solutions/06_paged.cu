@@ -80,7 +80,6 @@ struct PagedKv {
   static constexpr bool kAddressMayFail = true;  // the stub's kv_row_offset returns -1
   static constexpr int kTableWindow = MAX_TABLE_WINDOW;  // pages whose first rows the kernel stages (see common/decode.cuh)
   static constexpr int kStages = 4;                      // one tile more in flight than 05 (see common/decode.cuh)
-  static constexpr int kPrefetchTiles = 0;               // (experiment: 1, 2, 4 A/B'd)
   LAB_HD int page() const { return PAGE > 0 ? PAGE : page_size; }
   LAB_HD int64_t row_offset(int b, int j, int kv_head, int /*t_kv*/, int h_kv, int head_dim) const {
     return kv_row_offset(block_table, table_stride, page(), h_kv, head_dim, b, j, kv_head);
