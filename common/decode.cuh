@@ -8,8 +8,9 @@
 //     static LAB_HD bool online_step(float tile_max, float& m, float& l, float& alpha, float& base);
 //     static LAB_HD float split_lse(float m, float l);  // 05's exercises (06 gives them solved)
 //   };
-// How the kernel works (GQA heads as the rows of an mma, a 3-stage cp.async ring (4 for 06), split-KV with
-// the merge in the last block): solutions/05_decode.cu's header and ch12/05_decode.md.
+// How the kernel works (GQA heads as the rows of an mma, a 3-stage cp.async ring (4 for 06) that each
+// warp fills with its own keys, split-KV with the merge in the last block): solutions/05_decode.cu's
+// header and ch12/05_decode.md.
 #pragma once
 #include <cuda/atomic>
 
@@ -185,6 +186,9 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   // K/V tile loader. Each warp copies the 16 keys of every tile that it computes on (rows
   // 16·warp .. 16·warp + 15 of the tile), so a warp waits for its own rows only and the key loop
   // needs no block barrier: lane copies chunk lane % CHUNKS of rows lane / CHUNKS + ROW_STEP·n.
+  // (Until session 12 the block's 128 threads copied the whole tile and met at a __syncthreads per
+  // tile. Dropping it, A/B on the H200, 3 rounds: B = 8, 1024 keys 1.033x (05) and 1.055x (06), the
+  // mixed batch 1.048x (05), the rest within 1%: results/h200/logs/session12-call1-ab-per-warp.txt.)
   const T* k = static_cast<const T*>(p.kv.k);
   const T* v = static_cast<const T*>(p.kv.v);
   const int first_tile = range.begin / BLOCK_N;

@@ -11,8 +11,8 @@
 // block-table, through PagedKv below): the kernel stages in shared memory a window of the block's
 // pages, each entry kv_row_offset of a page's first key (read from global memory in the loop, each
 // tile's copies waited a round trip for the table), and a tile's address is one window read per
-// group of 16 keys (one lane asks, its warp shares the answer: a group never straddles a page);
-// tiles at the ends of a range call kv_row_offset row by row. Also a ring one tile deeper (4
+// group of 16 keys (a warp's keys of a tile: every lane reads the same entry; a group never
+// straddles a page); groups at the ends of a range call kv_row_offset row by row. Also a ring one tile deeper (4
 // stages), and 16-byte copies as before (a page of 16 tokens is 16 rows of 256 contiguous bytes
 // per head: full 32-byte sectors, no waste).
 // Same logical cache, same splits, same arithmetic: O and LSE are bit-identical to 05's

@@ -12,8 +12,9 @@
 //     Tensor Cores and the arithmetic hides under the loads.
 //   - K/V stream through a 3-stage cp.async ring of 64-key tiles, 16 bytes per copy, XOR-swizzled
 //     shared memory (conflict-free ldmatrix), keys past kv_len never read (zero-filled copies).
-//   - Inside a block the 4 warps take 16 keys of every tile each and keep their own online-softmax
-//     state; the block merges the 4 states at the end with the log-sum-exp rule.
+//   - Inside a block the 4 warps take 16 keys of every tile each, copy those keys themselves (so a
+//     warp waits for its own rows, never for the other warps, until the end) and keep their own
+//     online-softmax state; the block merges the 4 states at the end with the log-sum-exp rule.
 // Variants:
 //   single  one block per (sequence, K/V head): B·H_kv blocks. At B = 8, H_kv = 8 that is 64
 //           blocks on a 132-SM GPU: half the SMs idle, and the bandwidth with them.
