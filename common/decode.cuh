@@ -23,10 +23,12 @@
 namespace decode {
 using namespace lab::sm80;
 
-constexpr int NUM_WARPS = 4;
-constexpr int THREADS = NUM_WARPS * 32;
 constexpr int WARP_KEYS = 16;                   // keys per warp per tile: the k of one O = P V mma
-constexpr int BLOCK_N = NUM_WARPS * WARP_KEYS;  // 64 keys per tile
+constexpr int GROUPS = 4;                       // 16-key groups per tile, one per warp of a set
+constexpr int BLOCK_N = GROUPS * WARP_KEYS;     // 64 keys per tile
+constexpr int SETS = 2;                         // warp sets: set s takes tiles s, s + SETS, ... with its own ring
+constexpr int NUM_WARPS = SETS * GROUPS;        // two warps per scheduler
+constexpr int THREADS = NUM_WARPS * 32;
 constexpr int ROWS = 16;                        // query heads per block: the m of mma.m16n8k16
 constexpr int MIN_TILES_PER_SPLIT = 2;
 constexpr int MAX_SPLITS = 128;
@@ -44,7 +46,7 @@ struct Tiles {
   static constexpr int D_STEPS = HEAD_DIM / 16;   // k-steps of S = Q Kᵀ
   static constexpr int O_BLOCKS = HEAD_DIM / 8;   // n-blocks (8 columns) of O
   static constexpr int TILE_BYTES = BLOCK_N * HEAD_DIM * 2;
-  static constexpr int SMEM_BYTES = STAGES * 2 * TILE_BYTES;  // [STAGES][K, V][BLOCK_N][D]: 32 / 16 KB a stage
+  static constexpr int SMEM_BYTES = SETS * STAGES * 2 * TILE_BYTES;  // [SETS][STAGES][K, V][BLOCK_N][D]: 32 / 16 KB a stage
   static constexpr int ROW_STEP = 32 / CHUNKS;                // rows one pass of a warp's cp.async covers
   static constexpr int LOADS = WARP_KEYS / ROW_STEP;          // rows per lane per tile (K and V each)
   // Blocks per SM: what the shared memory allows (3 stages: 2 at D = 128, 4 at D = 64; 4 stages: 1, 3).
@@ -58,8 +60,8 @@ struct Tiles {
 static_assert(WARP_KEYS % Tiles<64, 3>::ROW_STEP == 0 && WARP_KEYS % Tiles<128, 3>::ROW_STEP == 0, "whole passes");
 static_assert(Tiles<64, 3>::MERGE_BYTES <= Tiles<64, 3>::SMEM_BYTES && Tiles<128, 3>::MERGE_BYTES <= Tiles<128, 3>::SMEM_BYTES,
               "the warp merge fits in the ring");
-static_assert(Tiles<128, 3>::MIN_BLOCKS == 2 && Tiles<64, 3>::MIN_BLOCKS == 4 && Tiles<128, 4>::MIN_BLOCKS == 1 &&
-              Tiles<64, 4>::MIN_BLOCKS == 3, "blocks per SM as the comments say (sm_90's 227 KB)");
+static_assert(Tiles<128, 2>::MIN_BLOCKS == 1 && Tiles<64, 2>::MIN_BLOCKS == 3 && Tiles<128, 3>::MIN_BLOCKS == 1 &&
+              Tiles<64, 3>::MIN_BLOCKS == 2, "blocks per SM as the comments say (sm_90's 227 KB)");
 
 // Shared memory of a block: the K/V ring, then a paged Kv's window (its pages' first rows).
 template <class Kv, int HEAD_DIM>
@@ -77,7 +79,7 @@ struct ContiguousKv {
   const void* v;  // [B, T_kv, H_kv, D]
   static constexpr bool kAddressMayFail = false;  // (a paged stub returns -1: see the kernel)
   static constexpr int kTableWindow = 0;          // no block table (06's: see the kernel)
-  static constexpr int kStages = 3;               // the ring (06's is deeper: see the kernel)
+  static constexpr int kStages = 2;               // each set's ring (06's is deeper: see the kernel)
   LAB_HD int64_t row_offset(int b, int j, int kv_head, int t_kv, int h_kv, int head_dim) const {
     return ((int64_t(b) * t_kv + j) * h_kv + kv_head) * head_dim;
   }
@@ -125,6 +127,7 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   const int i = idx % p.t_q, b = idx / p.t_q;
   const int split = blockIdx.y;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int group = warp % GROUPS, set = warp / GROUPS;  // the warp's 16 keys of a tile, and its tiles
   const int g = lane / 4, t4 = lane % 4;  // fragment row and column pair
 
   if (head_of_row<Hooks>(p, kv_head, chunk, 0) < 0) return;  // serves no head (the gqa stub): nothing to do
@@ -193,7 +196,7 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   const T* v = static_cast<const T*>(p.kv.v);
   const int first_tile = range.begin / BLOCK_N;
   const int n_tiles = range.empty() ? 0 : lab::ceil_div(range.end, BLOCK_N) - first_tile;
-  const int ld_chunk = lane % TL::CHUNKS, ld_row = warp * WARP_KEYS + lane / TL::CHUNKS;
+  const int ld_chunk = lane % TL::CHUNKS, ld_row = group * WARP_KEYS + lane / TL::CHUNKS;
 
   auto in_window = [&](int tile) {  // does the window hold the blocks of tile `tile`'s keys? (no division: once a tile)
     return !kStaged || lab::imin(range.end, (first_tile + tile + 1) * BLOCK_N) <= window_end;
@@ -225,14 +228,15 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
 #pragma unroll
   for (int n = 0; n < TL::LOADS; ++n) {
     const int r = ld_row + n * TL::ROW_STEP;
-    in_group[n] = (int64_t(r - warp * WARP_KEYS) * p.h_kv * HEAD_DIM + ld_chunk * 8) * int64_t(sizeof(T));
+    in_group[n] = (int64_t(r - group * WARP_KEYS) * p.h_kv * HEAD_DIM + ld_chunk * 8) * int64_t(sizeof(T));
     to[n] = swizzle<TL::CHUNKS>(r, ld_chunk);
   }
   const int64_t v_minus_k = int64_t(reinterpret_cast<uintptr_t>(v) - reinterpret_cast<uintptr_t>(k));  // bytes from a row's K to its V
+  uint8_t* ring = smem + set * STAGES * 2 * TL::TILE_BYTES;  // the warp's set's ring
   auto load_tile = [&](int t, int stage) {
-    const uint32_t k_dst = smem_addr(smem + stage * 2 * TL::TILE_BYTES);
+    const uint32_t k_dst = smem_addr(ring + stage * 2 * TL::TILE_BYTES);
     const uint32_t v_dst = k_dst + TL::TILE_BYTES;
-    const int key0 = (first_tile + t) * BLOCK_N, group_key = key0 + warp * WARP_KEYS;  // the tile's first key, the warp's
+    const int key0 = (first_tile + t) * BLOCK_N, group_key = key0 + group * WARP_KEYS;  // the tile's first key, the warp's
     if (group_key >= range.begin && group_key + WARP_KEYS <= range.end) {  // the whole group in the range (the same in every lane)
       const char* group = reinterpret_cast<const char*>(k + fast_row_offset(group_key));
 #pragma unroll
@@ -268,12 +272,12 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
 
   // ldmatrix lane roles: matrix mi = lane / 8, its row lane % 8.
   const int mi = lane / 8, mr = lane % 8;
-  const int k_row = warp * WARP_KEYS + (mi >> 1) * 8 + mr, k_chunk = mi & 1;  // K: (keys 0-7 | 8-15) x (d lo | hi)
-  const int v_row = warp * WARP_KEYS + (mi & 1) * 8 + mr, v_chunk = mi >> 1;  // V: (keys lo | hi) x (d 0-7 | 8-15)
+  const int k_row = group * WARP_KEYS + (mi >> 1) * 8 + mr, k_chunk = mi & 1;  // K: (keys 0-7 | 8-15) x (d lo | hi)
+  const int v_row = group * WARP_KEYS + (mi & 1) * 8 + mr, v_chunk = mi >> 1;  // V: (keys lo | hi) x (d 0-7 | 8-15)
 
   if (kStaged) {
     __syncthreads();  // the window is in shared memory
-    if (n_tiles > 0 && !in_window(lab::imin(STAGES - 2, n_tiles - 1))) {  // the keys start past it (a sliding
+    if (n_tiles > 0 && !in_window(lab::imin(SETS * (STAGES - 1) - 1, n_tiles - 1))) {  // the keys start past it (a sliding
       stage_table(range.begin);                                            // window's): a window from there
       __syncthreads();  // the new window is in shared memory (no thread read the first one)
     }
@@ -283,24 +287,31 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   // staging, it was one more round trip that every block waited out before its first copy.
   if constexpr (Kv::kAddressMayFail)
     if (n_tiles > 0 && page_first_row(range.begin) < 0) return;  // (the same answer in every thread)
+  // Round r: set s computes tile r·SETS + s (none in the last round of an odd count) from stage
+  // r % STAGES of its ring, while its copies of round r + STAGES - 1 are in flight.
+  const int rounds = lab::ceil_div(n_tiles, SETS);
+  auto tile_of = [&](int r) { return r * SETS + set; };
 #pragma unroll 1  // (one copy of the loader's code here, not STAGES - 1)
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < n_tiles) load_tile(s, s);  // (in the window: checked above)
+    if (tile_of(s) < n_tiles) load_tile(tile_of(s), s);  // (in the window: checked above)
     cp_async_commit();
   }
-  for (int t = 0; t < n_tiles; ++t) {
+  bool failed = false;  // the stub's online step: the block writes nothing
+  for (int r = 0; r < rounds; ++r) {
     cp_async_wait<STAGES - 2>();
-    __syncwarp();  // the warp's rows of tile t are in shared memory; the warp is done with its rows of tile t-1's stage
-    const int next = t + STAGES - 1;
-    if (kStaged && next < n_tiles && !in_window(next)) {  // (the same answer in every thread)
+    __syncwarp();  // the warp's rows of its round-r tile are in shared memory; the warp is done with its rows of round r-1's stage
+    const int next = r + STAGES - 1;
+    if (kStaged && next < rounds && !in_window(lab::imin(next * SETS + SETS - 1, n_tiles - 1))) {  // (the same in every thread)
       __syncthreads();  // every warp's last window read is done
-      stage_table((first_tile + next) * BLOCK_N);
+      stage_table((first_tile + next * SETS) * BLOCK_N);
       __syncthreads();  // the new window is in shared memory
     }
-    if (next < n_tiles) load_tile(next, next % STAGES);
+    if (tile_of(next) < n_tiles) load_tile(tile_of(next), next % STAGES);
     cp_async_commit();  // (an empty group near the end keeps the wait count uniform)
+    const int t = tile_of(r);
+    if (t >= n_tiles) continue;
 
-    const uint32_t k_tile = smem_addr(smem + (t % STAGES) * 2 * TL::TILE_BYTES);
+    const uint32_t k_tile = smem_addr(ring + (r % STAGES) * 2 * TL::TILE_BYTES);
     const uint32_t v_tile = k_tile + TL::TILE_BYTES;
     // S = Q Kᵀ for this warp's 16 keys: [16 heads, 16 keys] as two n-blocks of 8 keys.
     float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
@@ -312,7 +323,7 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
       mma_16816<T>(s[1], q_frag[ks], kb[2], kb[3]);
     }
     // Scale into the log2 domain; keys outside the split (zero-filled) become -inf.
-    const int key_w = (first_tile + t) * BLOCK_N + warp * WARP_KEYS;
+    const int key_w = (first_tile + t) * BLOCK_N + group * WARP_KEYS;
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int nb = 0; nb < 2; ++nb)
@@ -327,11 +338,9 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
     for (int rr = 0; rr < 2; ++rr) {  // the 4 lanes of a row agree on its tile max
       tile_max[rr] = fmaxf(tile_max[rr], __shfl_xor_sync(0xffffffffu, tile_max[rr], 1));
       tile_max[rr] = fmaxf(tile_max[rr], __shfl_xor_sync(0xffffffffu, tile_max[rr], 2));
-      if (!Hooks::online_step(tile_max[rr], m[rr], l[rr], alpha[rr], base[rr])) {
-        cp_async_wait<0>();
-        return;  // the stub: this block writes nothing
-      }
+      if (!Hooks::online_step(tile_max[rr], m[rr], l[rr], alpha[rr], base[rr])) failed = true;
     }
+    if (failed) break;  // (the stub fails on every warp's first tile: no warp is left at a barrier)
     // P = exp2(S - base), straight into the A fragment of O += P V; l sums this lane's share.
     float pr[2][4];
 #pragma unroll
@@ -360,7 +369,7 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
     }
   }
   cp_async_wait<0>();
-  __syncthreads();  // every warp is done with the ring: the merge below reuses it
+  if (__syncthreads_or(failed)) return;  // every warp is done with the ring (the merge below reuses it); the stub writes nothing
 
   // Each warp's state -> (LSE, normalised O) in shared memory; then the block merges the 4.
   float* o_smem = reinterpret_cast<float*>(smem);          // [NUM_WARPS][ROWS][O_STRIDE]
@@ -629,8 +638,9 @@ lab::CpuRun run_cpu_model(const lab::Problem& pr, const lab::Options& opt, const
     const int first_tile = range.begin / BLOCK_N;
     const int n_tiles = range.empty() ? 0 : lab::ceil_div(range.end, BLOCK_N) - first_tile;
     for (int t = 0; t < n_tiles; ++t)
-      for (int w = 0; w < NUM_WARPS; ++w) {
-        const int key_w = (first_tile + t) * BLOCK_N + w * WARP_KEYS;
+      for (int g = 0; g < GROUPS; ++g) {
+        const int w = (t % SETS) * GROUPS + g;  // the warp of set t % SETS that takes group g
+        const int key_w = (first_tile + t) * BLOCK_N + g * WARP_KEYS;
         for (int r = 0; r < ROWS; ++r) {
           if (head[r] < 0) continue;  // a zero row on the GPU: computed there, never written
           const float* qr = &in.q[size_t(pr.q_index(b, i, head[r]))];

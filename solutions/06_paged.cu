@@ -79,7 +79,7 @@ struct PagedKv {
   int table_stride, page_size;  // (page_size == PAGE when PAGE > 0)
   static constexpr bool kAddressMayFail = true;  // the stub's kv_row_offset returns -1
   static constexpr int kTableWindow = MAX_TABLE_WINDOW;  // pages whose first rows the kernel stages (see common/decode.cuh)
-  static constexpr int kStages = 4;                      // one tile more in flight than 05 (see common/decode.cuh)
+  static constexpr int kStages = 3;                      // one tile more in flight than 05 per set (see common/decode.cuh)
   LAB_HD int page() const { return PAGE > 0 ? PAGE : page_size; }
   LAB_HD int64_t row_offset(int b, int j, int kv_head, int /*t_kv*/, int h_kv, int head_dim) const {
     return kv_row_offset(block_table, table_stride, page(), h_kv, head_dim, b, j, kv_head);
