@@ -8,8 +8,9 @@
 //     static LAB_HD bool online_step(float tile_max, float& m, float& l, float& alpha, float& base);
 //     static LAB_HD float split_lse(float m, float l);  // 05's exercises (06 gives them solved)
 //   };
-// How the kernel works (GQA heads as the rows of an mma, a 3-stage cp.async ring (4 for 06) that each
-// warp fills with its own keys, split-KV with the merge in the last block): solutions/05_decode.cu's
+// How the kernel works (GQA heads as the rows of an mma, two sets of 4 warps taking alternate tiles,
+// each set with its own cp.async ring (2 stages for 05, 3 for 06) that each warp fills with its own
+// keys, split-KV with the merge in the last block): solutions/05_decode.cu's
 // header and ch12/05_decode.md.
 #pragma once
 #include <cuda/atomic>
@@ -38,8 +39,10 @@ constexpr int WINDOW_ENTRY_BYTES = sizeof(int64_t);  // one page's first-row off
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;  // for the sections' split_lse
 
-// The K/V ring has STAGES slots (tiles t+1 .. t+STAGES-1 load while t computes); its depth is the
-// layout's (Kv::kStages): 3 for 05's contiguous cache, 4 for 06's paged one (see the kernel).
+// Each set of 4 warps has its own K/V ring of STAGES slots (its tiles i+1 .. i+STAGES-1 load while
+// its tile i computes); the depth is the layout's (Kv::kStages): 2 for 05's contiguous cache, 3 for
+// 06's paged one (see the kernel). Two sets put two warps on each scheduler, so one warp's chain of
+// dependent instructions per tile hides behind the other's work (session 12, see the kernel).
 template <int HEAD_DIM, int STAGES>
 struct Tiles {
   static constexpr int CHUNKS = HEAD_DIM / 8;     // 16-byte chunks per row of K or V
@@ -49,9 +52,9 @@ struct Tiles {
   static constexpr int SMEM_BYTES = SETS * STAGES * 2 * TILE_BYTES;  // [SETS][STAGES][K, V][BLOCK_N][D]: 32 / 16 KB a stage
   static constexpr int ROW_STEP = 32 / CHUNKS;                // rows one pass of a warp's cp.async covers
   static constexpr int LOADS = WARP_KEYS / ROW_STEP;          // rows per lane per tile (K and V each)
-  // Blocks per SM: what the shared memory allows (3 stages: 2 at D = 128, 4 at D = 64; 4 stages: 1, 3).
+  // Blocks per SM: what the shared memory allows (2 stages a set: 1 at D = 128, 3 at D = 64; 3 stages: 1, 2).
   static constexpr int MIN_BLOCKS = (227 * 1024) / (SMEM_BYTES + WINDOW_ENTRY_BYTES * MAX_TABLE_WINDOW);
-  // The end-of-block merge of the 4 warps' states reuses the ring: O [warp][row][D + 4] fp32
+  // The end-of-block merge of the 8 warps' states reuses the rings: O [warp][row][D + 4] fp32
   // (4 floats of padding: rows start 4 banks apart), then LSE and weights [warp][row], LSE [row],
   // and the split ticket's verdict.
   static constexpr int O_STRIDE = HEAD_DIM + 4;
@@ -139,11 +142,14 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   // page, where its first row of this block's K/V head starts (the section's row_offset, called
   // once per page), so the tile loader's address of a 16-key group is one shared-memory read and
   // one multiply-add (session 10: 1.6% faster at B = 8, 1024 keys, than staging the table entries
-  // and calling row_offset on them in the loop). With the short reads, one more
-  // tile in flight (06's kStages = 4) pays where it did not for 05: each tile's 64 keys are 4 pages
-  // scattered over the pool. Measured on the H200 (B = 8, 32k keys, split, same run): 06 at 0.90x of
-  // 05 with the table read from global memory, 0.94x with the window, 0.98x with window + 4 stages
-  // (4 stages alone: 0.89x; for 05, 4 stages were 0.5% slower). ch12/06_paged.md has the numbers.
+  // and calling row_offset on them in the loop). With the short reads, one more tile in flight
+  // pays where it did not for 05: each tile's 64 keys are 4 pages scattered over the pool. Measured
+  // on the H200 (B = 8, 32k keys, split, same run, one set of 4 warps): 06 at 0.90x of 05 with the
+  // table read from global memory, 0.94x with the window, 0.98x with window + 4 stages (4 stages
+  // alone: 0.89x; for 05, 4 stages were 0.5% slower). Session 12: two sets of 4 warps (a 3-stage ring
+  // each for 06, 2 for 05) against one set (06 4 stages, 05 3), A/B: 06 at B = 8 1024 keys 1.020x,
+  // B = 1 32k 1.009x, 8k 1.008x, mixed 0.986x, `single` 8k 1.171x; 05 0.977x, 0.989x, 0.996x, 1.037x,
+  // 0.998x (results/h200/logs/session12-call6-ab-two-sets.txt). ch12/06_paged.md has the numbers.
   using Kv = typename Hooks::Kv;
   constexpr bool kStaged = Kv::kTableWindow > 0;
   static_assert(Kv::kTableWindow <= MAX_TABLE_WINDOW, "the window fits the shared memory planned for it");

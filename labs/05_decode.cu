@@ -13,11 +13,13 @@
 //     read of that head's K/V (the chapter's skeleton, one block per query head, reads it G times).
 //     The G heads are the 16 rows of an mma.m16n8k16 (zero-padded), so S = Q Kᵀ and O = P V run on
 //     Tensor Cores and the arithmetic hides under the loads.
-//   - K/V stream through a 3-stage cp.async ring of 64-key tiles, 16 bytes per copy, XOR-swizzled
-//     shared memory (conflict-free ldmatrix), keys past kv_len never read (zero-filled copies).
-//   - Inside a block the 4 warps take 16 keys of every tile each, copy those keys themselves (so a
-//     warp waits for its own rows, never for the other warps, until the end) and keep their own
-//     online-softmax state; the block merges the 4 states at the end with the log-sum-exp rule.
+//   - K/V stream through cp.async rings of 64-key tiles, 16 bytes per copy, XOR-swizzled shared
+//     memory (conflict-free ldmatrix), keys past kv_len never read (zero-filled copies).
+//   - A block is two sets of 4 warps; set s takes tiles s, s + 2, ... with its own 2-stage ring, and
+//     inside a set each warp takes 16 keys of the tile, copies those keys itself (so a warp waits
+//     for its own rows, never for the other warps, until the end) and keeps its own online-softmax
+//     state; the block merges the 8 states at the end with the log-sum-exp rule. Two sets put two
+//     warps on each scheduler: one warp's dependent chain per tile hides behind the other's work.
 // Variants:
 //   single  one block per (sequence, K/V head): B·H_kv blocks. At B = 8, H_kv = 8 that is 64
 //           blocks on a 132-SM GPU: half the SMs idle, and the bandwidth with them.

@@ -12,8 +12,8 @@
 // pages, each entry kv_row_offset of a page's first key (read from global memory in the loop, each
 // tile's copies waited a round trip for the table), and a tile's address is one window read per
 // group of 16 keys (a warp's keys of a tile: every lane reads the same entry; a group never
-// straddles a page); groups at the ends of a range call kv_row_offset row by row. Also a ring one tile deeper (4
-// stages), and 16-byte copies as before (a page of 16 tokens is 16 rows of 256 contiguous bytes
+// straddles a page); groups at the ends of a range call kv_row_offset row by row. Also a ring one
+// tile deeper per warp set (3 stages against 05's 2), and 16-byte copies as before (a page of 16 tokens is 16 rows of 256 contiguous bytes
 // per head: full 32-byte sectors, no waste).
 // Same logical cache, same splits, same arithmetic: O and LSE are bit-identical to 05's
 // (tests/paged_matches_decode.py checks it for several page sizes).
@@ -80,7 +80,7 @@ struct PagedKv {
   int table_stride, page_size;  // (page_size == PAGE when PAGE > 0)
   static constexpr bool kAddressMayFail = true;  // the stub's kv_row_offset returns -1
   static constexpr int kTableWindow = MAX_TABLE_WINDOW;  // pages whose first rows the kernel stages (see common/decode.cuh)
-  static constexpr int kStages = 4;                      // one tile more in flight than 05 (see common/decode.cuh)
+  static constexpr int kStages = 3;                      // each set's ring: one tile more in flight than 05 (see common/decode.cuh)
   LAB_HD int page() const { return PAGE > 0 ? PAGE : page_size; }
   LAB_HD int64_t row_offset(int b, int j, int kv_head, int /*t_kv*/, int h_kv, int head_dim) const {
     return kv_row_offset(block_table, table_stride, page(), h_kv, head_dim, b, j, kv_head);
