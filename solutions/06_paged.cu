@@ -10,8 +10,8 @@
 // tile's copies waited a round trip for the table), and a tile's address is one window read per
 // group of 16 keys (a warp's keys of a tile: every lane reads the same entry; a group never
 // straddles a page); groups at the ends of a range call kv_row_offset row by row. Also a ring one
-// tile deeper per warp set (3 stages against 05's 2), and 16-byte copies as before (a page of 16 tokens is 16 rows of 256 contiguous bytes
-// per head: full 32-byte sectors, no waste).
+// tile deeper per warp set (3 stages against 05's 2), and 16-byte copies as before (a page of 16
+// tokens is 16 rows of 256 contiguous bytes per head: full 32-byte sectors, no waste).
 // Same logical cache, same splits, same arithmetic: O and LSE are bit-identical to 05's
 // (tests/paged_matches_decode.py checks it for several page sizes).
 // What the pool holds here: the blocks of every sequence, allocated page by page from a free list
