@@ -120,14 +120,15 @@ std::vector<float> download(const DeviceBuffer& dev, int64_t count, DType t) {
   return out;
 }
 
-Timing time_forward(const std::function<void(cudaStream_t)>& forward, int warmup, int iters,
-                    bool flush_l2, const DeviceInfo& dev, cudaStream_t stream) {
-  Timing t;
-  t.warmup = warmup;
-  t.iters = iters;
-  if (iters <= 0) return t;
-  DeviceBuffer flush(flush_l2 ? size_t(std::max(dev.l2_bytes, 1 << 20)) * 2 : 0);
-  for (int i = 0; i < warmup; ++i) forward(stream);
+namespace {
+struct Medians {
+  double median_ms = 0, min_ms = 0, max_ms = 0;
+};
+
+// warmup untimed runs of `run`, then iters timed runs, every one queued before the first wait.
+Medians time_queued(const std::function<void(cudaStream_t)>& run, int warmup, int iters, const DeviceBuffer& flush,
+                    cudaStream_t stream) {
+  for (int i = 0; i < warmup; ++i) run(stream);
   CUDA_CHECK(cudaStreamSynchronize(stream));
   // Every run is queued before the first wait (as triton.testing.do_bench does): the GPU goes from
   // one run to the next without waiting for the host, so each start-stop interval is GPU time.
@@ -139,9 +140,9 @@ Timing time_forward(const std::function<void(cudaStream_t)>& forward, int warmup
     CUDA_CHECK(cudaEventCreate(&stop[size_t(i)]));
   }
   for (int i = 0; i < iters; ++i) {
-    if (flush_l2) CUDA_CHECK(cudaMemsetAsync(flush.get(), i & 0xFF, flush.bytes(), stream));
+    if (flush.bytes()) CUDA_CHECK(cudaMemsetAsync(flush.get(), i & 0xFF, flush.bytes(), stream));
     CUDA_CHECK(cudaEventRecord(start[size_t(i)], stream));
-    forward(stream);
+    run(stream);
     CUDA_CHECK(cudaEventRecord(stop[size_t(i)], stream));
   }
   CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -154,9 +155,42 @@ Timing time_forward(const std::function<void(cudaStream_t)>& forward, int warmup
     CUDA_CHECK(cudaEventDestroy(stop[size_t(i)]));
   }
   std::sort(ms.begin(), ms.end());
-  t.min_ms = ms.front();
-  t.max_ms = ms.back();
-  t.median_ms = ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
+  const size_t n = ms.size();
+  return {n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]), ms.front(), ms.back()};
+}
+}  // namespace
+
+Timing time_forward(const std::function<void(cudaStream_t)>& forward, int warmup, int iters,
+                    bool flush_l2, const DeviceInfo& dev, cudaStream_t stream, bool graph) {
+  Timing t;
+  t.warmup = warmup;
+  t.iters = iters;
+  if (iters <= 0) return t;
+  DeviceBuffer flush(flush_l2 ? size_t(std::max(dev.l2_bytes, 1 << 20)) * 2 : 0);
+  Medians kept = time_queued(forward, warmup, iters, flush, stream);
+  if (graph) {
+    // One forward captured (relaxed: a section's host-side calls, e.g. cudaFuncSetAttribute, stay
+    // allowed), instantiated once, replayed.
+    cudaGraph_t g = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+    forward(stream);
+    CUDA_CHECK(cudaStreamEndCapture(stream, &g));
+    CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+    const Medians replayed =
+        time_queued([exec](cudaStream_t s) { CUDA_CHECK(cudaGraphLaunch(exec, s)); }, warmup, iters, flush, stream);
+    CUDA_CHECK(cudaGraphExecDestroy(exec));
+    CUDA_CHECK(cudaGraphDestroy(g));
+    t.eager_median_ms = kept.median_ms;
+    t.graph_median_ms = replayed.median_ms;
+    if (replayed.median_ms <= kept.median_ms) {
+      kept = replayed;
+      t.method = "cuda-graph";
+    }
+  }
+  t.median_ms = kept.median_ms;
+  t.min_ms = kept.min_ms;
+  t.max_ms = kept.max_ms;
   return t;
 }
 

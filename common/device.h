@@ -65,12 +65,17 @@ std::vector<float> download(const DeviceBuffer& dev, int64_t count, DType t);
 
 struct Timing {
   int warmup = 0, iters = 0;
-  double median_ms = 0, min_ms = 0, max_ms = 0;
+  double median_ms = 0, min_ms = 0, max_ms = 0;  // of the method kept
+  std::string method = "queued";                  // "queued" (launched), or "cuda-graph" (replayed)
+  double eager_median_ms = -1, graph_median_ms = -1;  // both, where the forward was also replayed
 };
 // Times `forward` with CUDA events: `warmup` untimed runs, then `iters` timed runs, each timed
 // on its own. With flush_l2, a buffer twice the L2 size is rewritten before every timed run
-// (outside the timed region), so every run starts from a cold cache.
+// (outside the timed region), so every run starts from a cold cache. With graph, the forward is
+// also captured once in a CUDA graph and the graph replayed, timed the same way, and the faster
+// of the two is kept, the other in eager_/graph_median_ms: how the PyTorch baselines are timed
+// (scripts/baselines.py), so a µs-scale step and its baseline meet on the same terms.
 Timing time_forward(const std::function<void(cudaStream_t)>& forward, int warmup, int iters,
-                    bool flush_l2, const DeviceInfo& dev, cudaStream_t stream);
+                    bool flush_l2, const DeviceInfo& dev, cudaStream_t stream, bool graph = false);
 
 }  // namespace lab

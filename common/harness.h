@@ -66,6 +66,10 @@ struct RunContext {
 // What a section's GPU setup returns: the forward pass to check and time, and what it reports.
 struct GpuRun {
   std::function<void(cudaStream_t)> forward;  // one full forward; captures its own workspace
+  // The forward only enqueues work on its stream, so it is also timed replayed from a CUDA graph
+  // and the faster kept (lab::time_forward): set by the µs-scale decode steps (05, 06), whose
+  // PyTorch baselines are timed the same way.
+  bool graph_replay = false;
   int64_t extra_device_bytes = 0;             // workspace beyond Q, K, V, O, LSE
   int64_t hbm_bytes_model = -1;               // -1: fused_hbm_bytes(problem)
   nlohmann::json metrics = nlohmann::json::object();  // section-specific extras

@@ -248,9 +248,9 @@ def load_side_files(folder):
 # (958d26b) have no method: each run was synchronised before the next was launched.
 TIMING_NOTES = {
     "queued": "every timed run queued before the first wait (CUDA events; each interval is GPU time)",
-    "cuda-graph": ("PyTorch SDPA captured once in a CUDA graph and the graph replayed, queued the same way "
-                   "(no Python dispatch in the interval); SDPA is timed both ways and keeps the faster, "
-                   "the other in the record"),
+    "cuda-graph": ("captured once in a CUDA graph and the graph replayed, queued the same way (for PyTorch "
+                   "SDPA: no Python dispatch in the interval); SDPA, and from session 13 the decode kernels "
+                   "of 05 and 06, are timed both ways and keep the faster, the other in the record"),
     None: ("**synchronised after each run** (records made before 958d26b): each interval also holds the "
            "launch's host latency, a few µs, and for a PyTorch baseline its Python dispatch, 10-40 µs; "
            "a small bias in our favour on sub-millisecond shapes"),
