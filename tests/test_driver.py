@@ -234,8 +234,26 @@ class AB(unittest.TestCase):
         for bad in ("no-equals-sign", "=fake", "label=", "label=  "):
             with self.assertRaises(SystemExit):
                 lab.parse_ab_case(bad)
-        self.assertEqual(lab.parse_ab_case("06-1k=06_paged --b 8 --t-kv 1024"),
-                         ("06-1k", "06_paged", ["--b", "8", "--t-kv", "1024"]))
+        for bad in ("x=fake |", "x=| fake", "x=fake | other | third"):
+            with self.assertRaises(SystemExit):
+                lab.parse_ab_case(bad)
+        same = ("06_paged", ["--b", "8", "--t-kv", "1024"])
+        self.assertEqual(lab.parse_ab_case("06-1k=06_paged --b 8 --t-kv 1024"), ("06-1k", {"A": same, "B": same}))
+        self.assertEqual(lab.parse_ab_case("pair=05_decode --b 8 | 06_paged --b 8 --page-size 16"),
+                         ("pair", {"A": ("05_decode", ["--b", "8"]), "B": ("06_paged", ["--b", "8", "--page-size", "16"])}))
+
+    def test_a_pair_runs_two_programs_of_one_build(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            build = self.make_build(tmp, "A", 2.0)
+            other = build / "bin" / "other"  # the same fake under another name, its time halved
+            other.write_text((build / "bin" / "fake").read_text().replace("'A '", "'other '").replace("2.0", "1.0"))
+            other.chmod(0o755)
+            code, printed, summary = self.run_ab(tmp, build, build, ["pair=fake x | other y"], rounds=2)
+            self.assertEqual(code, lab.EXIT_PASS)
+            order = (Path(tmp) / "order.txt").read_text().split("\n")
+            self.assertEqual(order[:4], ["A x", "other y", "other y", "A x"])
+            self.assertEqual(summary["cases"][0]["a_over_b"], 2.0)
+            self.assertEqual(summary["cases"][0]["command_b"], "other y")
 
 
 class MakeLabs(unittest.TestCase):
