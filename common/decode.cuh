@@ -104,6 +104,7 @@ struct Params {
   int num_splits, keys_per_split;
   float scale_log2;   // softmax scale · log2(e)
   bool gqa_bug;
+  bool stream_kv;     // a forward's K/V exceed the L2: copy them L2::evict_first (see the loader)
 };
 
 // Row r (0..15) of a block's chunk of heads -> its query head, or -1 (padding row, or a stub).
@@ -239,6 +240,12 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   }
   const int64_t v_minus_k = int64_t(reinterpret_cast<uintptr_t>(v) - reinterpret_cast<uintptr_t>(k));  // bytes from a row's K to its V
   uint8_t* ring = smem + set * STAGES * 2 * TL::TILE_BYTES;  // the warp's set's ring
+  // K/V are read once a forward. Where they exceed the L2 they cannot be there for the next one
+  // either, so they are copied evict_first and leave the L2 to what is read again (Q, the block
+  // tables, the split partials). Where they fit (B = 8, 1024 keys: 33.5 MB), evict_first would
+  // throw away what the next forward hits: session 13's A/B (06 B = 1 32k 1.057x, mixed 1.049x,
+  // B = 8 1k 0.797x with the policy everywhere; ch12/06_paged.md).
+  const uint64_t kv_policy = l2_policy(p.stream_kv);
   auto load_tile = [&](int t, int stage) {
     const uint32_t k_dst = smem_addr(ring + stage * 2 * TL::TILE_BYTES);
     const uint32_t v_dst = k_dst + TL::TILE_BYTES;
@@ -247,8 +254,8 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
       const char* group = reinterpret_cast<const char*>(k + fast_row_offset(group_key));
 #pragma unroll
       for (int n = 0; n < TL::LOADS; ++n) {
-        cp_async_16(k_dst + to[n], group + in_group[n], true);
-        cp_async_16(v_dst + to[n], group + in_group[n] + v_minus_k, true);
+        cp_async_16(k_dst + to[n], group + in_group[n], true, kv_policy);
+        cp_async_16(v_dst + to[n], group + in_group[n] + v_minus_k, true, kv_policy);
       }
       return;
     }
@@ -265,8 +272,8 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
 #pragma unroll
     for (int n = 0; n < TL::LOADS; ++n) {
       const bool valid = range.contains(key0 + ld_row + n * TL::ROW_STEP);
-      cp_async_16(k_dst + to[n], k + off[n], valid);
-      cp_async_16(v_dst + to[n], v + off[n], valid);
+      cp_async_16(k_dst + to[n], k + off[n], valid, kv_policy);
+      cp_async_16(v_dst + to[n], v + off[n], valid, kv_policy);
     }
   };
 
@@ -580,6 +587,8 @@ lab::GpuRun make_gpu_run(const lab::RunContext& ctx, const typename Hooks::Kv& k
   p.keys_per_split = pl.split.keys_per_split;
   p.scale_log2 = pr.softmax_scale() * kLog2e;
   p.gqa_bug = ctx.bug == "gqa-index";
+  const int64_t kv_bytes = hbm_bytes(pr) - 2 * pr.q_elems() * lab::dtype_bytes(pr.dtype) - pr.lse_elems() * 4;
+  p.stream_kv = kv_bytes > ctx.device.l2_bytes;
 
   const bool bf16 = pr.dtype == lab::DType::bf16;
   if (pr.d == 64) bf16 ? prepare<Hooks, 64, __nv_bfloat16>() : prepare<Hooks, 64, __half>();
@@ -594,7 +603,8 @@ lab::GpuRun make_gpu_run(const lab::RunContext& ctx, const typename Hooks::Kv& k
   run.metrics["blocks_with_keys"] = pl.busy_blocks;
   run.metrics["blocks_per_sm"] = pr.d == 128 ? KvTiles<typename Hooks::Kv, 128>::MIN_BLOCKS : KvTiles<typename Hooks::Kv, 64>::MIN_BLOCKS;
   run.metrics["splits_forced"] = ctx.options.splits > 0;
-  run.metrics["kv_bytes_read"] = hbm_bytes(pr) - 2 * pr.q_elems() * lab::dtype_bytes(pr.dtype) - pr.lse_elems() * 4;
+  run.metrics["kv_bytes_read"] = kv_bytes;
+  run.metrics["kv_evict_first"] = p.stream_kv;
   const int rows = pl.rows;
   run.graph_replay = true;  // one kernel launch: timed launched and replayed from a graph, as SDPA is
   run.forward = [=](cudaStream_t st) {
