@@ -104,7 +104,7 @@ struct Params {
   int num_splits, keys_per_split;
   float scale_log2;   // softmax scale · log2(e)
   bool gqa_bug;
-  bool stream_kv;     // a forward's K/V exceed the L2: copy them L2::evict_first (see the loader)
+  bool stream_kv;     // a forward's K/V exceed the L2: the kernel that copies them L2::evict_first (see the loader)
 };
 
 // Row r (0..15) of a block's chunk of heads -> its query head, or -1 (padding row, or a stub).
@@ -117,7 +117,7 @@ __device__ __forceinline__ int head_of_row(const P& p, int kv_head, int chunk, i
 // ---------------------------------------------------------------------------------------------
 // One block = one query row i of sequence b, one K/V head, 16 of its query heads, one split.
 // grid.x = ((b·T_q + i)·H_kv + kv_head)·head_chunks + chunk, grid.y = split.
-template <class Hooks, int HEAD_DIM, class T>
+template <class Hooks, int HEAD_DIM, class T, bool STREAM_KV>
 __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM>::MIN_BLOCKS))
     decode_kernel(const Params<typename Hooks::Kv> p) {
   using TL = KvTiles<typename Hooks::Kv, HEAD_DIM>;
@@ -240,12 +240,17 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   }
   const int64_t v_minus_k = int64_t(reinterpret_cast<uintptr_t>(v) - reinterpret_cast<uintptr_t>(k));  // bytes from a row's K to its V
   uint8_t* ring = smem + set * STAGES * 2 * TL::TILE_BYTES;  // the warp's set's ring
-  // K/V are read once a forward. Where they exceed the L2 they cannot be there for the next one
-  // either, so they are copied evict_first and leave the L2 to what is read again (Q, the block
-  // tables, the split partials). Where they fit (B = 8, 1024 keys: 33.5 MB), evict_first would
-  // throw away what the next forward hits: session 13's A/B (06 B = 1 32k 1.057x, mixed 1.049x,
-  // B = 8 1k 0.797x with the policy everywhere; ch12/06_paged.md).
-  const uint64_t kv_policy = l2_policy(p.stream_kv);
+  // K/V are read once a forward. Where they exceed the L2 (STREAM_KV, chosen on the host) they
+  // cannot be there for the next one either, so they are copied evict_first and leave the L2 to what
+  // is read again (Q, the block tables, the split partials): session 14's A/B, 06 B = 1 32k 1.047x,
+  // 8k 1.029x, mixed 1.020x. Where they fit (B = 8, 1024 keys: 33.5 MB), the next forward finds them
+  // in the L2: evict_first there cost 06 20% (session 13), and even an evict_normal hint 5% against
+  // the plain copy (session 14), so that kernel copies without a hint (ch12/06_paged.md).
+  [[maybe_unused]] const uint64_t kv_policy = STREAM_KV ? l2_evict_first_policy() : 0;
+  auto copy_kv = [&](uint32_t dst, const void* src, bool valid) {
+    if constexpr (STREAM_KV) cp_async_16(dst, src, valid, kv_policy);
+    else cp_async_16(dst, src, valid);
+  };
   auto load_tile = [&](int t, int stage) {
     const uint32_t k_dst = smem_addr(ring + stage * 2 * TL::TILE_BYTES);
     const uint32_t v_dst = k_dst + TL::TILE_BYTES;
@@ -254,8 +259,8 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
       const char* group = reinterpret_cast<const char*>(k + fast_row_offset(group_key));
 #pragma unroll
       for (int n = 0; n < TL::LOADS; ++n) {
-        cp_async_16(k_dst + to[n], group + in_group[n], true, kv_policy);
-        cp_async_16(v_dst + to[n], group + in_group[n] + v_minus_k, true, kv_policy);
+        copy_kv(k_dst + to[n], group + in_group[n], true);
+        copy_kv(v_dst + to[n], group + in_group[n] + v_minus_k, true);
       }
       return;
     }
@@ -272,8 +277,8 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
 #pragma unroll
     for (int n = 0; n < TL::LOADS; ++n) {
       const bool valid = range.contains(key0 + ld_row + n * TL::ROW_STEP);
-      cp_async_16(k_dst + to[n], k + off[n], valid, kv_policy);
-      cp_async_16(v_dst + to[n], v + off[n], valid, kv_policy);
+      copy_kv(k_dst + to[n], k + off[n], valid);
+      copy_kv(v_dst + to[n], v + off[n], valid);
     }
   };
 
@@ -542,16 +547,22 @@ inline int64_t hbm_bytes(const lab::Problem& pr) {
   return kv_rows * pr.h_kv * pr.d * 2 * e + 2 * pr.q_elems() * e + pr.lse_elems() * 4;
 }
 
+// The kernel of a run: with or without the evict_first K/V copies (Params::stream_kv).
+template <class Hooks, int HEAD_DIM, class T>
+auto kernel_for(bool stream_kv) {
+  return stream_kv ? decode_kernel<Hooks, HEAD_DIM, T, true> : decode_kernel<Hooks, HEAD_DIM, T, false>;
+}
+
 template <class Hooks, int HEAD_DIM, class T>
 void launch(const Params<typename Hooks::Kv>& p, int rows, cudaStream_t stream) {
-  decode_kernel<Hooks, HEAD_DIM, T>
+  kernel_for<Hooks, HEAD_DIM, T>(p.stream_kv)
       <<<dim3(unsigned(rows), unsigned(p.num_splits)), THREADS, smem_bytes<typename Hooks::Kv, HEAD_DIM>(), stream>>>(p);
   CUDA_CHECK_LAST();
 }
 
 template <class Hooks, int HEAD_DIM, class T>
-void prepare() {
-  CUDA_CHECK(cudaFuncSetAttribute(decode_kernel<Hooks, HEAD_DIM, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+void prepare(bool stream_kv) {
+  CUDA_CHECK(cudaFuncSetAttribute(kernel_for<Hooks, HEAD_DIM, T>(stream_kv), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   smem_bytes<typename Hooks::Kv, HEAD_DIM>()));
 }
 
@@ -591,8 +602,8 @@ lab::GpuRun make_gpu_run(const lab::RunContext& ctx, const typename Hooks::Kv& k
   p.stream_kv = kv_bytes > ctx.device.l2_bytes;
 
   const bool bf16 = pr.dtype == lab::DType::bf16;
-  if (pr.d == 64) bf16 ? prepare<Hooks, 64, __nv_bfloat16>() : prepare<Hooks, 64, __half>();
-  else bf16 ? prepare<Hooks, 128, __nv_bfloat16>() : prepare<Hooks, 128, __half>();
+  if (pr.d == 64) bf16 ? prepare<Hooks, 64, __nv_bfloat16>(p.stream_kv) : prepare<Hooks, 64, __half>(p.stream_kv);
+  else bf16 ? prepare<Hooks, 128, __nv_bfloat16>(p.stream_kv) : prepare<Hooks, 128, __half>(p.stream_kv);
 
   lab::GpuRun run;
   run.extra_device_bytes = split_workspace_bytes(pr, pl);

@@ -79,12 +79,11 @@ __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool 
   asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst), "l"(src),
                "r"(valid ? 16 : 0), "l"(policy) : "memory");
 }
-// An L2 policy for all of a copy's bytes: evict_first for data read once and too large to be
-// found in the L2 again (so it does not push out what would be), else evict_normal (the default).
-__device__ __forceinline__ uint64_t l2_policy(bool evict_first) {
+// An L2 policy that marks all of a copy's bytes evict_first: for data read once and too large to be
+// found in the L2 again, so that it does not push out what would be.
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
   uint64_t policy;
-  if (evict_first) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
-  else asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(policy));
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
   return policy;
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
