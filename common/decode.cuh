@@ -242,10 +242,11 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   uint8_t* ring = smem + set * STAGES * 2 * TL::TILE_BYTES;  // the warp's set's ring
   // K/V are read once a forward. Where they exceed the L2 (STREAM_KV, chosen on the host) they
   // cannot be there for the next one either, so they are copied evict_first and leave the L2 to what
-  // is read again (Q, the block tables, the split partials): session 14's A/B, 06 B = 1 32k 1.047x,
-  // 8k 1.029x, mixed 1.020x. Where they fit (B = 8, 1024 keys: 33.5 MB), the next forward finds them
-  // in the L2: evict_first there cost 06 20% (session 13), and even an evict_normal hint 5% against
-  // the plain copy (session 14), so that kernel copies without a hint (ch12/06_paged.md).
+  // is read again (Q, the block tables, the split partials): A/B on the H200, 06 B = 1 32k 1.061x,
+  // 8k 1.032x, mixed 1.028x, 05 mixed 1.008x. Where they fit (B = 8, 1024 keys: 33.5 MB), the next
+  // forward finds them in the L2: evict_first there cost 06 20% (session 13), and even an
+  // evict_normal hint 5% against the plain copy, so that kernel copies without a hint
+  // (results/h200/logs/session14-call1-*, -call2-ab-kv-stream-policy.txt; ch12/05_decode.md).
   [[maybe_unused]] const uint64_t kv_policy = STREAM_KV ? l2_evict_first_policy() : 0;
   auto copy_kv = [&](uint32_t dst, const void* src, bool valid) {
     if constexpr (STREAM_KV) cp_async_16(dst, src, valid, kv_policy);
