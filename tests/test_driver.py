@@ -148,8 +148,16 @@ class Cases(unittest.TestCase):
         # 06 sanitizes page 16 (the default page) and page 32 (a page size read at run time), and two
         # sliding windows whose keys lie past the split's first staged table window (re-staged).
         shapes = cases.sanitize_shapes(lab.load_cases("06_paged"))
-        self.assertEqual([s[s.index("--page-size") + 1] for s in shapes], ["16", "32", "16", "16"])
+        self.assertEqual([s[s.index("--page-size") + 1] for s in shapes], ["16", "32", "16", "16", "16"])
         self.assertEqual(sum("--window" in s for s in shapes), 2)
+        # 05 and 06 each sanitize a shape whose K/V exceed the H200's 50 MB L2: the kernel that copies
+        # them evict-first (common/decode.cuh, STREAM_KV). Both sections default to D = 128, fp16.
+        def kv_megabytes(shape):
+            arg = lambda name, default: int(shape[shape.index(name) + 1]) if name in shape else default
+            return arg("--b", 1) * arg("--t-kv", 1024) * arg("--h-kv", arg("--h", 8)) * arg("--d", 128) * 2 * 2 / 1e6
+        for section in ("05_decode", "06_paged"):
+            sizes = [kv_megabytes(s) for s in cases.sanitize_shapes(lab.load_cases(section))]
+            self.assertTrue(any(mb > 50 for mb in sizes) and any(mb < 50 for mb in sizes), (section, sizes))
 
     def test_sections_resolve_by_number(self):
         self.assertEqual(lab.resolve("1"), "01_naive")
