@@ -74,7 +74,7 @@ __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool 
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
                : "memory");
 }
-// The same copy with an L2 eviction policy (a createpolicy value: l2_policy below).
+// The same copy with an L2 eviction policy (a createpolicy value: l2_evict_first_policy below).
 __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid, uint64_t policy) {
   asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst), "l"(src),
                "r"(valid ? 16 : 0), "l"(policy) : "memory");
