@@ -238,6 +238,29 @@ class AB(unittest.TestCase):
             self.assertIsNone(summary["cases"][0]["a_over_b"])
             self.assertIn("FAIL", printed)
 
+    def test_an_ab_cut_short_keeps_its_finished_rounds(self):
+        import argparse, contextlib, io, os
+        from unittest import mock
+        with tempfile.TemporaryDirectory() as tmp:
+            a_dir, b_dir = self.make_build(tmp, "A", 2.0), self.make_build(tmp, "B", 1.0)
+            real, calls = lab.run_limited, []
+            def limited(cmd, timeout):  # the 5th run (round 3's first) is where the time limit strikes
+                calls.append(cmd)
+                if len(calls) == 5:
+                    raise KeyboardInterrupt
+                return real(cmd, timeout)
+            args = argparse.Namespace(build_a=str(a_dir), build_b=str(b_dir), case=["one=fake x"], rounds=3,
+                                      out=str(Path(tmp) / "out"), timeout=30)
+            with mock.patch.dict(os.environ, {"AB_ORDER": str(Path(tmp) / "order.txt")}), \
+                    mock.patch.object(lab, "run_limited", limited), contextlib.redirect_stdout(io.StringIO()) as printed:
+                with self.assertRaises(KeyboardInterrupt):
+                    lab.cmd_ab(args)
+            summary = json.loads((Path(tmp) / "out" / "ab.json").read_text())
+            self.assertEqual(summary["rounds_done"], 2)
+            self.assertEqual(summary["cases"][0]["A"]["runs_ms"], [2.0, 2.0])
+            self.assertEqual(summary["cases"][0]["a_over_b"], 2.0)
+            self.assertIn("round 2 of 3 done: one 2.000", printed.getvalue())
+
     def test_bad_cases_are_refused(self):
         for bad in ("no-equals-sign", "=fake", "label=", "label=  "):
             with self.assertRaises(SystemExit):
