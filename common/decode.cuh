@@ -536,16 +536,20 @@ inline int64_t split_workspace_bytes(const lab::Problem& pr, const Plan& pl) {
   return int64_t(pr.b) * pr.t_q * pr.h * pl.split.num_splits * (int64_t(pr.d) + 1) * 4 + int64_t(pl.rows) * 4;
 }
 
-// HBM bytes a decode step must move: the K/V rows some query row can see (each read once), Q
-// read, O written, LSE written. The GB/s the harness reports from it is the bandwidth story.
-inline int64_t hbm_bytes(const lab::Problem& pr) {
-  const int e = lab::dtype_bytes(pr.dtype);
+// K/V bytes a decode step must read: the rows some query row can see, each read once.
+inline int64_t kv_bytes_read(const lab::Problem& pr) {
   int64_t kv_rows = 0;
   for (int b = 0; b < pr.b; ++b) {
     const lab::KeyRange r = lab::visible_keys_of_rows(0, pr.t_q, pr.t_q, pr.keys_of(b), pr.causal, pr.window);
     kv_rows += r.end - r.begin;
   }
-  return kv_rows * pr.h_kv * pr.d * 2 * e + 2 * pr.q_elems() * e + pr.lse_elems() * 4;
+  return kv_rows * pr.h_kv * pr.d * 2 * lab::dtype_bytes(pr.dtype);
+}
+
+// HBM bytes a decode step must move: its K/V, Q read, O written, LSE written. The GB/s the harness
+// reports from it is the bandwidth story.
+inline int64_t hbm_bytes(const lab::Problem& pr) {
+  return kv_bytes_read(pr) + 2 * pr.q_elems() * lab::dtype_bytes(pr.dtype) + pr.lse_elems() * 4;
 }
 
 // The kernel of a run: with or without the evict_first K/V copies (Params::stream_kv).
@@ -599,7 +603,7 @@ lab::GpuRun make_gpu_run(const lab::RunContext& ctx, const typename Hooks::Kv& k
   p.keys_per_split = pl.split.keys_per_split;
   p.scale_log2 = pr.softmax_scale() * kLog2e;
   p.gqa_bug = ctx.bug == "gqa-index";
-  const int64_t kv_bytes = hbm_bytes(pr) - 2 * pr.q_elems() * lab::dtype_bytes(pr.dtype) - pr.lse_elems() * 4;
+  const int64_t kv_bytes = kv_bytes_read(pr);
   p.stream_kv = kv_bytes > ctx.device.l2_bytes;
 
   const bool bf16 = pr.dtype == lab::DType::bf16;
