@@ -6,10 +6,10 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "attention_math.h"
-#include "cuda_check.h"
-#include "harness.h"
-#include "parallel.h"
+#include "toolbox/attention_math.h"
+#include "toolbox/cuda_check.h"
+#include "harness/harness.h"
+#include "harness/parallel.h"
 
 #include <algorithm>
 #include <cmath>

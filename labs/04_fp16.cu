@@ -55,7 +55,7 @@
 #include <type_traits>
 
 #include "lab.cuh"
-#include "mma_sm80.cuh"  // 16-bit helpers, swizzle, cp.async, ldmatrix, mma.sync wrappers
+#include "toolbox/mma_sm80.cuh"  // 16-bit helpers, swizzle, cp.async, ldmatrix, mma.sync wrappers
 
 using namespace lab::sm80;
 

@@ -7,7 +7,7 @@
 // longest length a sequence may reach, but a pool of fixed-size physical blocks of page_size tokens
 // (K and V each [num_blocks, page_size, H_kv, D]) handed out as sequences grow. Sequence b's block
 // table maps its logical block j / page_size to a physical block; key j is at slot j % page_size.
-// The kernel is 05's (common/decode.cuh, shared), except where a K/V row's address comes from (EXERCISE
+// The kernel is 05's (common/decode/decode.cuh, shared), except where a K/V row's address comes from (EXERCISE
 // block-table, through PagedKv below): the kernel stages in shared memory a window of the block's
 // pages, each entry kv_row_offset of a page's first key (read from global memory in the loop, each
 // tile's copies waited a round trip for the table), and a tile's address is one window read per
@@ -21,7 +21,7 @@
 // shuffled with --seed (so logical neighbours are physically scattered), plus spare free blocks;
 // every slot no sequence owns (free blocks, the tail of a last block) is NaN, so a read past
 // kv_len poisons the output and fails the check. The block allocator (free list, reference counts,
-// prefix sharing) is common/block_allocator.h; the tables are checked on the host before any
+// prefix sharing) is common/decode/block_allocator.h; the tables are checked on the host before any
 // launch: an entry outside the pool or a table too short for its length is bad input (exit 2).
 // --bug table-entry-oob / table-too-short corrupt one table entry to show that check; with
 // LAB_UNCHECKED_TABLES=1 the GPU run skips it and the kernel reads what the table says (an
@@ -37,11 +37,11 @@
 #include <filesystem>
 #include <type_traits>
 
-#include "block_allocator.h"
-#include "kv_cache.h"
+#include "decode/block_allocator.h"
+#include "decode/kv_cache.h"
 #include "lab.cuh"
-#include "decode.cuh"  // 05's decode kernel, plan, launcher and CPU model
-#include "npy.h"
+#include "decode/decode.cuh"  // 05's decode kernel, plan, launcher and CPU model
+#include "harness/npy.h"
 
 using namespace decode;
 
@@ -79,8 +79,8 @@ struct PagedKv {
   const int* block_table;  // [B, table_stride]: logical block -> physical block (-1: none)
   int table_stride, page_size;  // (page_size == PAGE when PAGE > 0)
   static constexpr bool kAddressMayFail = true;  // the stub's kv_row_offset returns -1
-  static constexpr int kTableWindow = MAX_TABLE_WINDOW;  // pages whose first rows the kernel stages (see common/decode.cuh)
-  static constexpr int kStages = 3;                      // each set's ring: one tile more in flight than 05 (see common/decode.cuh)
+  static constexpr int kTableWindow = MAX_TABLE_WINDOW;  // pages whose first rows the kernel stages (see common/decode/decode.cuh)
+  static constexpr int kStages = 3;                      // each set's ring: one tile more in flight than 05 (see common/decode/decode.cuh)
   LAB_HD int page() const { return PAGE > 0 ? PAGE : page_size; }
   LAB_HD int64_t row_offset(int b, int j, int kv_head, int /*t_kv*/, int h_kv, int head_dim) const {
     return kv_row_offset(block_table, table_stride, page(), h_kv, head_dim, b, j, kv_head);
@@ -88,7 +88,7 @@ struct PagedKv {
 };
 constexpr int SPECIALISED_PAGE = 16;
 
-// What the shared decode kernel (common/decode.cuh) calls: 05's lessons (given here, solved) over
+// What the shared decode kernel (common/decode/decode.cuh) calls: 05's lessons (given here, solved) over
 // K/V rows found through the block table.
 template <int PAGE>
 struct Decode06 {

@@ -21,7 +21,7 @@
 //     them with lab::tile_visibility; a difference fails the run (metrics tiles_visited,
 //     tiles_expected, tiles_total), so a skip that is wrong but hidden by the mask is caught too.
 // Variants. The lesson (the tile span and the edge mask) runs on two kernels: 04's mma kernel in
-// this file, and section 08's Hopper kernel (common/ws_forward.cuh: TMA, an mbarrier ring, a
+// this file, and section 08's Hopper kernel (common/hopper/ws_forward.cuh: TMA, an mbarrier ring, a
 // producer warp, two consumer warpgroups on wgmma), which asks this file for its rules
 // (HopperRules below: the same kv_tile_span and mask_edges the mma kernel calls).
 //   window       the tile skip, on the Hopper kernel where it runs (an H100/H200), else on the mma
@@ -58,8 +58,8 @@
 #include <string>
 
 #include "lab.cuh"
-#include "mma_sm80.cuh"    // 16-bit helpers, swizzle, cp.async, ldmatrix, mma.sync wrappers
-#include "ws_forward.cuh"  // section 08's Hopper kernel, run with this section's rules (below)
+#include "toolbox/mma_sm80.cuh"    // 16-bit helpers, swizzle, cp.async, ldmatrix, mma.sync wrappers
+#include "hopper/ws_forward.cuh"  // section 08's Hopper kernel, run with this section's rules (below)
 
 using namespace lab::sm80;
 
@@ -314,7 +314,7 @@ window_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
 }
 
 // ---------------------------------------------------------------------------------------------
-// The same lesson on the Hopper kernel (common/ws_forward.cuh: section 08's warp-specialised
+// The same lesson on the Hopper kernel (common/hopper/ws_forward.cuh: section 08's warp-specialised
 // forward, TMA into an mbarrier ring, wgmma; 128 query rows and 128 keys per tile). The kernel asks
 // this section for its rules: the keys a row attends (attended_keys), the K/V tiles a block and
 // each of its two consumer warpgroups walk (kv_tile_span at 128 keys: EXERCISE tile-span) and the

@@ -54,9 +54,9 @@
 // Exercise (ch12/08_tma_skeleton.md): the ring's slot and phase (EXERCISE ring-slot), the
 // producer loop (producer-loop: wait for a free slot, expect the bytes, issue the copies), and the
 // consumers' wait and release (consumer-wait, consumer-release). The TMA, wgmma and tensor-map
-// wrappers (common/sm90.cuh), the descriptors and the softmax are given.
+// wrappers (common/toolbox/sm90.cuh), the descriptors and the softmax are given.
 // Where the code is: the kernel (ws_kernel: tiles, shared memory, barriers, roles, the consumers'
-// S, softmax, PV and epilogue) is common/ws_forward.cuh, shared with section 07, which runs its
+// S, softmax, PV and epilogue) is common/hopper/ws_forward.cuh, shared with section 07, which runs its
 // sliding-window rules on it. This file hands it the protocol you write (Hooks, below) and keeps
 // the paged variants' loaders, the host side and the CPU model.
 // Run: scripts/lab run 08 -- --t 4096 --causal                    (your stub; CPU model without a Hopper GPU)
@@ -66,10 +66,10 @@
 #include <numeric>
 #include <type_traits>
 
-#include "block_allocator.h"
-#include "kv_cache.h"
+#include "decode/block_allocator.h"
+#include "decode/kv_cache.h"
 #include "lab.cuh"
-#include "ws_forward.cuh"  // this section's kernel, minus the exercises below (and sm90.cuh's wrappers)
+#include "hopper/ws_forward.cuh"  // this section's kernel, minus the exercises below (and sm90.cuh's wrappers)
 
 using namespace lab::ws;  // the tiles (BLOCK_Q = BLOCK_KV = 128, 2 consumer warpgroups), Params, Smem, ws_kernel
 
@@ -290,7 +290,7 @@ __device__ __forceinline__ void consumer_release(uint32_t empty_bar) {
   (void)empty_bar;
 }
 
-// The kernel (common/ws_forward.cuh: the consumers' S, softmax and PV, the epilogue, the roles)
+// The kernel (common/hopper/ws_forward.cuh: the consumers' S, softmax and PV, the epilogue, the roles)
 // runs this section's protocol, above, with the lab's causal + window rules.
 template <KvSource KV>
 struct Hooks : StandardRules {

@@ -80,7 +80,7 @@ def gpu_info(torch):
 
 def time_ms(torch, fn, warmup, iters):
     """Median, min, max ms of fn over iters runs, timed the way the C++ harness times a kernel
-    (common/device.cpp): every run queued before the first wait, so each interval is GPU time and
+    (common/harness/device.cpp): every run queued before the first wait, so each interval is GPU time and
     not Python's dispatch of the call."""
     for _ in range(warmup):
         fn()

@@ -37,12 +37,12 @@
 // (EXERCISE online-softmax). --bug gqa-index maps query head h to K/V head h % H_kv.
 // Run: scripts/lab run 05 -- --t 1 --t-kv 4096 --h-kv 8               (the stub)
 //      build/bin/05_decode --variant split --b 8 --h 32 --h-kv 8 --d 128 --t 1 --t-kv 32768 --kv-lens full
-#include "decode.cuh"  // the decode kernel, its plan, launcher and CPU model, shared with 06
+#include "decode/decode.cuh"  // the decode kernel, its plan, launcher and CPU model, shared with 06
 
 using namespace decode;
 
 // ---------------------------------------------------------------------------------------------
-// This section's lessons, which the shared kernel calls (common/decode.cuh): the GQA mapping and
+// This section's lessons, which the shared kernel calls (common/decode/decode.cuh): the GQA mapping and
 // the per-split online softmax, over a contiguous cache.
 struct Decode05 {
   using Kv = ContiguousKv;

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "cuda_check.h"
-#include "dtype.h"
-#include "sm90.cuh"
+#include "toolbox/cuda_check.h"
+#include "harness/dtype.h"
+#include "toolbox/sm90.cuh"
 
 using namespace lab::sm90;
 using lab::sm80::pack2;

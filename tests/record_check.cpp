@@ -5,7 +5,7 @@
 #include <fstream>
 #include <string>
 
-#include "record.h"
+#include "harness/record.h"
 
 int main(int argc, char** argv) {
   if (argc < 2) {

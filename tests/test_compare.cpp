@@ -3,8 +3,8 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "attention_math.h"
-#include "compare.h"
+#include "toolbox/attention_math.h"
+#include "harness/compare.h"
 
 using namespace lab;
 

@@ -151,7 +151,7 @@ class Cases(unittest.TestCase):
         self.assertEqual([s[s.index("--page-size") + 1] for s in shapes], ["16", "32", "16", "16", "16"])
         self.assertEqual(sum("--window" in s for s in shapes), 2)
         # 05 and 06 each sanitize a shape whose K/V exceed the H200's 50 MB L2: the kernel that copies
-        # them evict-first (common/decode.cuh, STREAM_KV). Both sections default to D = 128, fp16.
+        # them evict-first (common/decode/decode.cuh, STREAM_KV). Both sections default to D = 128, fp16.
         def kv_megabytes(shape):
             arg = lambda name, default: int(shape[shape.index(name) + 1]) if name in shape else default
             return arg("--b", 1) * arg("--t-kv", 1024) * arg("--h-kv", arg("--h", 8)) * arg("--d", 128) * 2 * 2 / 1e6

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "dtype.h"
+#include "harness/dtype.h"
 
 using namespace lab;
 

@@ -8,8 +8,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "block_allocator.h"
-#include "kv_cache.h"
+#include "decode/block_allocator.h"
+#include "decode/kv_cache.h"
 
 using namespace lab;
 

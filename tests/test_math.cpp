@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "attention_math.h"
+#include "toolbox/attention_math.h"
 
 using namespace lab;
 

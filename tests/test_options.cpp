@@ -2,7 +2,7 @@
 // GPU work (the section binaries' exit-2 behaviour is tested end to end in CMakeLists.txt).
 #include <catch2/catch.hpp>
 
-#include "harness.h"
+#include "harness/harness.h"
 
 using namespace lab;
 

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <fstream>
 
-#include "device.h"
-#include "record.h"
+#include "harness/device.h"
+#include "harness/record.h"
 
 using json = nlohmann::json;
 

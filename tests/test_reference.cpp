@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "reference.h"
+#include "harness/reference.h"
 
 using namespace lab;
 

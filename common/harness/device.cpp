@@ -1,13 +1,13 @@
-#include "device.h"
+#include "harness/device.h"
 
 #include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <sstream>
 
-#include "block_allocator.h"
-#include "cuda_check.h"
-#include "kv_cache.h"
+#include "decode/block_allocator.h"
+#include "toolbox/cuda_check.h"
+#include "decode/kv_cache.h"
 
 namespace lab {
 

@@ -22,8 +22,8 @@
 #include <type_traits>
 
 #include "lab.cuh"
-#include "mma_sm80.cuh"  // 16-bit helpers: pack2, from_float2, fast_exp2
-#include "sm90.cuh"      // mbarrier, TMA, tensor-map edits, setmaxnreg, wgmma and its descriptors
+#include "toolbox/mma_sm80.cuh"  // 16-bit helpers: pack2, from_float2, fast_exp2
+#include "toolbox/sm90.cuh"      // mbarrier, TMA, tensor-map edits, setmaxnreg, wgmma and its descriptors
 
 namespace lab::ws {
 using namespace lab::sm80;
@@ -210,7 +210,7 @@ struct GivenProtocol {
 // Consumer side: one warpgroup, 64 query rows, every K/V tile of the block in ring order.
 // Thread lane = 4g + t of warp w (of the warpgroup) owns rows r0 = 16w + g and r0 + 8 of the
 // warpgroup's 64; in the accumulators S[4j + e] and O[4j + e] (n-block j of 8 columns) it holds
-// columns 8j + 2t + (e & 1) of row r0 (e < 2) or r0 + 8 (e >= 2). See common/sm90.cuh.
+// columns 8j + 2t + (e & 1) of row r0 (e < 2) or r0 + 8 (e >= 2). See common/toolbox/sm90.cuh.
 
 // The per-warpgroup state and the steps of one K/V tile (given).
 template <class T, int HEAD_DIM, class H>

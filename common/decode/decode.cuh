@@ -17,9 +17,9 @@
 
 #include <memory>
 
-#include "kv_cache.h"
+#include "decode/kv_cache.h"
 #include "lab.cuh"
-#include "mma_sm80.cuh"  // 16-bit helpers, swizzle, cp.async, ldmatrix, mma.sync wrappers
+#include "toolbox/mma_sm80.cuh"  // 16-bit helpers, swizzle, cp.async, ldmatrix, mma.sync wrappers
 
 namespace decode {
 using namespace lab::sm80;

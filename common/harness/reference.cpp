@@ -1,4 +1,4 @@
-#include "reference.h"
+#include "harness/reference.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,8 +6,8 @@
 #include <set>
 #include <tuple>
 
-#include "attention_math.h"
-#include "parallel.h"
+#include "toolbox/attention_math.h"
+#include "harness/parallel.h"
 
 namespace lab {
 namespace {

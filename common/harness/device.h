@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "dtype.h"
+#include "harness/dtype.h"
 
 namespace lab {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "problem.h"
-#include "reference.h"
+#include "harness/problem.h"
+#include "harness/reference.h"
 
 namespace lab {
 

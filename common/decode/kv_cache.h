@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "attention_math.h"
+#include "toolbox/attention_math.h"
 
 namespace lab {
 

@@ -1,4 +1,4 @@
-#include "npy.h"
+#include "harness/npy.h"
 
 #include <fstream>
 

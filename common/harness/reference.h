@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "problem.h"
+#include "harness/problem.h"
 
 namespace lab {
 

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "compare.h"
-#include "device.h"
-#include "problem.h"
+#include "harness/compare.h"
+#include "harness/device.h"
+#include "harness/problem.h"
 
 namespace lab {
 

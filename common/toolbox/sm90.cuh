@@ -31,7 +31,7 @@
 #include <string>
 #include <type_traits>
 
-#include "mma_sm80.cuh"  // 16-bit helpers (Vec2, pack2, from_float2, fast_exp2) and smem_addr
+#include "toolbox/mma_sm80.cuh"  // 16-bit helpers (Vec2, pack2, from_float2, fast_exp2) and smem_addr
 
 namespace lab::sm90 {
 using sm80::smem_addr;

@@ -1,4 +1,4 @@
-#include "compare.h"
+#include "harness/compare.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "dtype.h"
+#include "harness/dtype.h"
 
 #include <cmath>
 

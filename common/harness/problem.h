@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "dtype.h"
+#include "harness/dtype.h"
 
 namespace lab {
 

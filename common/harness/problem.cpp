@@ -1,12 +1,12 @@
-#include "problem.h"
+#include "harness/problem.h"
 
 #include <algorithm>
 #include <cmath>
 #include <sstream>
 
-#include "attention_math.h"
-#include "parallel.h"
-#include "rng.h"
+#include "toolbox/attention_math.h"
+#include "harness/parallel.h"
+#include "harness/rng.h"
 
 namespace lab {
 

@@ -1,7 +1,7 @@
-#include "block_allocator.h"
+#include "decode/block_allocator.h"
 
-#include "kv_cache.h"
-#include "rng.h"
+#include "decode/kv_cache.h"
+#include "harness/rng.h"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>

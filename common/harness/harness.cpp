@@ -1,4 +1,4 @@
-#include "harness.h"
+#include "harness/harness.h"
 
 #include <unistd.h>
 
@@ -14,9 +14,9 @@
 #include <iostream>
 #include <sstream>
 
-#include "cuda_check.h"
-#include "npy.h"
-#include "record.h"
+#include "toolbox/cuda_check.h"
+#include "harness/npy.h"
+#include "harness/record.h"
 
 #ifndef LAB_GIT_SHA_DEFAULT
 #define LAB_GIT_SHA_DEFAULT "unknown"

@@ -1,4 +1,4 @@
-#include "record.h"
+#include "harness/record.h"
 
 #include <fstream>
 #include <vector>
