@@ -6,11 +6,12 @@
                 "t": 4096, "d": 64, "dtype": "fp32", "causal": false}' --json out.json
   baselines.py --ceilings --json ceilings.json      # copy bandwidth, fp32 (no TF32) and bf16 GEMM
 
-Variants: sdpa-flash, sdpa-cudnn, sdpa-efficient, sdpa-math (torch SDPA with one backend forced),
-eager (unfused: matmul, softmax, matmul, as a user would write it), flex (FlexAttention, compiled,
-with a causal or sliding-window block mask: spec key "window"). Tensors use the lab's layout
-[B, T, H, D] (SDPA sees a transposed view). Each baseline is checked on a sample of rows against
-float64 before it is timed. Exit 77 when PyTorch or a GPU is missing.
+Variants (LIBRARIES below, one function each): sdpa-flash, sdpa-cudnn, sdpa-efficient, sdpa-math
+(torch SDPA with one backend forced), eager (unfused: matmul, softmax, matmul, as a user would
+write it), flex (FlexAttention, compiled, with a causal or sliding-window block mask: spec key
+"window"). Tensors use the lab's layout [B, T, H, D] (SDPA sees a transposed view). Each baseline
+is checked on a sample of rows against float64 before it is timed. Record schema and timing method:
+results/README.md. Exit 77 when PyTorch or a GPU is missing.
 """
 import argparse
 import json
@@ -63,7 +64,7 @@ def spec_command(spec):
 
 
 def git_sha():
-    if os.environ.get("LAB_GIT_SHA"):  # a build of an exported tree (scripts/gpu-snapshot), as the harness reads it
+    if os.environ.get("LAB_GIT_SHA"):  # a tree exported without its .git, as the harness reads it
         return os.environ["LAB_GIT_SHA"]
     r = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     return r.stdout.strip() or "unknown"
@@ -97,10 +98,10 @@ def time_ms(torch, fn, warmup, iters):
 
 def time_graph_ms(torch, fn, warmup, iters):
     """time_ms of fn captured once in a CUDA graph and replayed: each interval holds the kernels
-    alone. A PyTorch call costs tens of µs of Python and dispatch on the host; queued eager runs of a
-    decode step as short as that are paced by the host, not the GPU (the same SDPA call measured 72
-    and 115 µs in two benches of one session), and a serving engine replays graphs for that reason.
-    The lab's kernels are launched from C++ in a few µs, so their queued runs are GPU-paced already."""
+    alone. A PyTorch call costs tens of µs of Python and dispatch on the host; queued eager calls of
+    a decode step as short as that are paced by the host, not the GPU, so their time varies with the
+    host's load, and a serving engine replays graphs for that reason. The lab's kernels are launched
+    from C++ in a few µs, so their queued launches are GPU-paced already."""
     side = torch.cuda.Stream()  # capture wants the kernels warmed up off the default stream
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -118,8 +119,8 @@ def faster_of(eager, graph):
     """(median, min, max, timing fields) of the faster of an SDPA call's two timings, each a
     (median, min, max) in ms, both medians kept. A library is measured at its best: replayed from
     a CUDA graph, a short decode step no longer waits for Python (the reason graphs are timed at
-    all), but a long call can be faster eager: cuDNN's T = 16384 forwards ran up to 14% slower
-    from their graphs than eagerly on the H200 (session 6; why is not known)."""
+    all), but a long call can be faster eager (on the H200, cuDNN's long forwards are slower
+    replayed from a graph than launched eagerly)."""
     use_graph = graph[0] <= eager[0]
     med, lo, hi = graph if use_graph else eager
     return med, lo, hi, {"method": "cuda-graph" if use_graph else "queued", "eager_median_ms": eager[0],
@@ -138,66 +139,80 @@ def timed(torch, variant, fn, warmup, iters):
     return (*eager, {"method": "queued"})
 
 
-def refresh_timing(rec):
-    """A record written before faster_of (session 6, calls 1-3: the graph's time always kept)
-    brought to the same rule, from the two medians it holds; its rates scale with the time kept.
-    The eager run's min and max were not recorded, so they become None where eager wins."""
-    t = rec["timing"]
-    if t.get("method") != "cuda-graph" or "graph_median_ms" in t or t.get("eager_median_ms") is None:
-        return rec
-    graph = (t["median_ms"], t["min_ms"], t["max_ms"])
-    med, lo, hi, fields = faster_of((t["eager_median_ms"], None, None), graph)
-    scale = graph[0] / med
-    rec["timing"] = {**t, **fields, "median_ms": med, "min_ms": lo, "max_ms": hi}
-    for k in ("tflops", "hbm_gbps"):
-        if rec["metrics"].get(k) is not None:
-            rec["metrics"][k] *= scale
-    return rec
+# One function per library: (torch, q, k, v, causal, gqa, window) -> a callable computing O
+# [B, H, T, D] from q, k, v [B, T, H, D]. A new library is one more function and one more entry.
+LIBRARIES = {}
+
+
+def library(*names):
+    def register(fn):
+        for name in names:
+            LIBRARIES[name] = fn
+        return fn
+    return register
+
+
+def no_window(variant, window):
+    if window:
+        raise ValueError(f"{variant} takes no window (only flex does)")
+
+
+@library("sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "sdpa-math")
+def sdpa(torch, variant, q, k, v, causal, gqa, window=None):
+    """PyTorch's scaled_dot_product_attention with one backend forced."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    no_window(variant, window)
+    backend = {"sdpa-flash": SDPBackend.FLASH_ATTENTION, "sdpa-cudnn": SDPBackend.CUDNN_ATTENTION,
+               "sdpa-efficient": SDPBackend.EFFICIENT_ATTENTION, "sdpa-math": SDPBackend.MATH}[variant]
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))  # [B, H, T, D] views
+
+    def run():
+        with sdpa_kernel(backend):
+            return torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, enable_gqa=gqa)
+    return run
+
+
+@library("eager")
+def eager(torch, variant, q, k, v, causal, gqa, window=None):
+    """Unfused attention as a user writes it: S = QK^T, softmax, PV, S and P in HBM."""
+    no_window(variant, window)
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+    scale = 1 / math.sqrt(q.shape[-1])
+    group = q.shape[2] // k.shape[2]
+    ke = kt.repeat_interleave(group, dim=1) if group > 1 else kt
+    ve = vt.repeat_interleave(group, dim=1) if group > 1 else vt
+    tq, tkv = q.shape[1], k.shape[1]
+    mask = visibility_mask(torch, tq, tkv, causal, None, q.device) if causal else None  # bottom-right aligned
+
+    def run():
+        s = (qt @ ke.transpose(-1, -2)) * scale
+        if mask is not None:
+            s = s.masked_fill(mask, float("-inf"))
+        return torch.softmax(s, dim=-1) @ ve
+    return run
+
+
+@library("flex")
+def flex(torch, variant, q, k, v, causal, gqa, window=None):
+    """FlexAttention with a (sliding-window) causal block mask, compiled once."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+    tq, tkv = q.shape[1], k.shape[1]
+    off, w = tkv - tq, window or 0
+
+    def keep(b, h, q_idx, kv_idx):
+        visible = kv_idx <= q_idx + off if causal else kv_idx >= 0
+        return visible & (kv_idx > q_idx + off - w) if w else visible
+    block_mask = create_block_mask(keep, B=None, H=None, Q_LEN=tq, KV_LEN=tkv, device=q.device)
+    compiled = torch.compile(flex_attention)
+    return lambda: compiled(qt, kt, vt, block_mask=block_mask, enable_gqa=gqa)
 
 
 def make_fn(torch, variant, q, k, v, causal, gqa, window=None):
-    """q [B, T, H, D] etc. Returns a callable computing O [B, H, T, D] with the chosen path."""
-    F = torch.nn.functional
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))  # [B, H, T, D] views
-    backends = {"sdpa-flash": SDPBackend.FLASH_ATTENTION, "sdpa-cudnn": SDPBackend.CUDNN_ATTENTION,
-                "sdpa-efficient": SDPBackend.EFFICIENT_ATTENTION, "sdpa-math": SDPBackend.MATH}
-    if variant == "flex":  # FlexAttention with a (sliding-window) causal block mask, compiled once
-        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-        tq, tkv = q.shape[1], k.shape[1]
-        off, w = tkv - tq, window or 0
-
-        def keep(b, h, q_idx, kv_idx):
-            visible = kv_idx <= q_idx + off if causal else kv_idx >= 0
-            return visible & (kv_idx > q_idx + off - w) if w else visible
-        block_mask = create_block_mask(keep, B=None, H=None, Q_LEN=tq, KV_LEN=tkv, device=q.device)
-        compiled = torch.compile(flex_attention)
-        return lambda: compiled(qt, kt, vt, block_mask=block_mask, enable_gqa=gqa)
-    if window:
-        raise ValueError("only the flex baseline takes a window")
-    if variant in backends:
-        def run():
-            with sdpa_kernel(backends[variant]):
-                return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, enable_gqa=gqa)
-        return run
-    if variant == "eager":
-        scale = 1 / math.sqrt(q.shape[-1])
-        group = q.shape[2] // k.shape[2]
-        ke = kt.repeat_interleave(group, dim=1) if group > 1 else kt
-        ve = vt.repeat_interleave(group, dim=1) if group > 1 else vt
-        tq, tkv = q.shape[1], k.shape[1]
-        mask = None
-        if causal:  # bottom-right aligned, as the lab's reference
-            i = torch.arange(tq, device=q.device)[:, None] + (tkv - tq)
-            mask = torch.arange(tkv, device=q.device)[None, :] > i
-
-        def run():
-            s = (qt @ ke.transpose(-1, -2)) * scale
-            if mask is not None:
-                s = s.masked_fill(mask, float("-inf"))
-            return torch.softmax(s, dim=-1) @ ve
-        return run
-    raise SystemExit(f"baselines: unknown variant '{variant}'")
+    """q [B, T, H, D] etc. Returns a callable computing O [B, H, T, D] with the chosen library."""
+    if variant not in LIBRARIES:
+        raise SystemExit(f"baselines: unknown variant '{variant}' (known: {', '.join(sorted(LIBRARIES))})")
+    return LIBRARIES[variant](torch, variant, q, k, v, causal, gqa, window)
 
 
 def sample_error(torch, out, q, k, v, causal, rows=128, window=None):
@@ -290,6 +305,18 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--iters", type=int, default=20)
     a = ap.parse_args()
+    specs = []
+    for text in a.spec:  # bad input is refused before PyTorch is even imported
+        try:
+            spec = json.loads(text)
+        except json.JSONDecodeError as e:
+            print(f"baselines: --spec is not JSON ({e.msg}): {text[:80]}")
+            sys.exit(2)
+        unknown = [v for v in spec.get("variants", []) if v not in LIBRARIES]
+        if unknown or not isinstance(spec, dict):
+            print(f"baselines: unknown variant {', '.join(map(repr, unknown))} (known: {', '.join(sorted(LIBRARIES))})")
+            sys.exit(2)
+        specs.append(spec)
     try:
         import torch
     except ImportError:
@@ -307,8 +334,8 @@ def main():
               f"bf16 GEMM {c['bf16_gemm_tflops']:.0f} TFLOP/s")
         return
     records = json.loads(path.read_text()) if path.exists() else []
-    for s in a.spec:
-        records += run_spec(torch, json.loads(s), a.section or "baseline", a.warmup, a.iters)
+    for spec in specs:
+        records += run_spec(torch, spec, a.section or "baseline", a.warmup, a.iters)
     path.write_text(json.dumps(records, indent=1) + "\n")
 
 

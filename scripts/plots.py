@@ -200,7 +200,7 @@ def memory_vs_t(records, folder, plt):
     p = first["problem"]
     size = {"fp32": 4, "fp16": 2, "bf16": 2}.get(p["dtype"], 4)
     ts = sorted({t for pts in ours.values() for t, _ in pts})
-    refs = {f"Q, K, V, O themselves (B={p['b']} H={p['h']} D={p['d']} {p['dtype']})":
+    refs = {f"{short(first['section'])} Q, K, V, O themselves (B={p['b']} H={p['h']} D={p['d']} {p['dtype']})":
             [(t, 4 * p["b"] * p["h"] * t * p["d"] * size / 1e6) for t in ts]}
 
     def note(ax):

@@ -1,5 +1,6 @@
 """scripts/baselines.py's FLOP convention is the harness's: exact visible pairs with a window,
-halved for plain causal, bottom-right aligned (checked against brute force; no GPU needed)."""
+halved for plain causal, bottom-right aligned (checked against brute force); its timing queues
+every iteration; its libraries are a registry the tables know; bad input exits 2 (no GPU needed)."""
 import sys
 import unittest
 from pathlib import Path
@@ -28,10 +29,6 @@ class Flops(unittest.TestCase):
         self.assertEqual(baselines.flops(2, 4, 128, 256, 64, False), 4.0 * 2 * 4 * 128 * 256 * 64)
         self.assertEqual(baselines.flops(2, 4, 128, 256, 64, True), 2.0 * 2 * 4 * 128 * 256 * 64)
         self.assertEqual(baselines.flops(1, 1, 4, 4, 8, True, 2), 4.0 * 8 * 7)
-
-
-if __name__ == "__main__":
-    unittest.main()
 
 
 class FakeTorch:
@@ -115,21 +112,6 @@ class Timing(unittest.TestCase):
         self.assertEqual((med, lo, hi, how["method"]), (1.69, 1.68, 1.70, "queued"))
         self.assertEqual((how["eager_median_ms"], how["graph_median_ms"]), (1.69, 1.87))
 
-    def test_older_graph_records_are_brought_to_the_same_rule(self):
-        def rec(med, eager):
-            return {"timing": {"method": "cuda-graph", "eager_median_ms": eager, "median_ms": med, "min_ms": med,
-                               "max_ms": med}, "metrics": {"tflops": 100.0, "hbm_gbps": None}}
-        slow_graph = baselines.refresh_timing(rec(2.0, 1.0))
-        self.assertEqual(slow_graph["timing"]["method"], "queued")
-        self.assertEqual((slow_graph["timing"]["median_ms"], slow_graph["timing"]["graph_median_ms"]), (1.0, 2.0))
-        self.assertEqual(slow_graph["timing"]["min_ms"], None)  # the eager run's spread was not recorded
-        self.assertAlmostEqual(slow_graph["metrics"]["tflops"], 200.0)  # twice as fast
-        fast_graph = baselines.refresh_timing(rec(1.0, 2.0))
-        self.assertEqual((fast_graph["timing"]["method"], fast_graph["timing"]["median_ms"]), ("cuda-graph", 1.0))
-        self.assertAlmostEqual(fast_graph["metrics"]["tflops"], 100.0)
-        again = baselines.refresh_timing(dict(slow_graph))
-        self.assertEqual(again["timing"], slow_graph["timing"])  # idempotent
-
     def test_other_baselines_and_failed_captures_stay_eager(self):
         torch = FakeTorch()
         *_, how = baselines.timed(torch, "flex", lambda: torch.log.append("run"), warmup=1, iters=2)
@@ -140,3 +122,25 @@ class Timing(unittest.TestCase):
         *_, how = baselines.timed(torch, "sdpa-flash", lambda: torch.log.append("run"), warmup=1, iters=2)
         self.assertEqual(how["method"], "queued")
         self.assertIn("not permitted", how["graph_unavailable"])
+
+
+class Registry(unittest.TestCase):
+    def test_every_library_is_one_the_tables_know(self):
+        import tables
+        self.assertTrue({"sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "sdpa-math", "eager", "flex"}
+                        <= set(baselines.LIBRARIES))
+        self.assertLessEqual(set(baselines.LIBRARIES), set(tables.LIBRARIES))
+
+    def test_bad_specs_exit_2_before_anything_runs(self):
+        import subprocess
+        script = Path(__file__).resolve().parent.parent / "scripts" / "baselines.py"
+        for spec in ('{"variants": ["sdpa-nope"], "b": 1, "h": 1, "t": 16, "d": 64}', "{not json"):
+            r = subprocess.run([sys.executable, str(script), "--spec", spec, "--json", "/nonexistent/x.json"],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertEqual(len(r.stdout.strip().splitlines()), 1)
+            self.assertNotIn("Traceback", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

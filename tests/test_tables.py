@@ -1,5 +1,6 @@
 """scripts/tables.py renders what the records say: the right rows and numbers, malformed records
-named by field and skipped, the README's table replaced between its markers and nowhere else."""
+named by field and skipped, the README's and the handouts' tables replaced between their markers
+and nowhere else, sections without records named as such."""
 import shutil
 import sys
 import tempfile
@@ -23,26 +24,26 @@ class Tables(unittest.TestCase):
         self.assertIn("| kernels | solution | B=1 H=16 T=4096 D=64 fp32 | 10.25 | 6.7 | 425 | 13 | 0.50× (eager) | 2.15 GB | – | pass |", text)
         self.assertIn("| eager | baseline | B=1 H=16 T=4096 D=64 fp32 | 5.125 | 13.4 | 425 | 27 | (baseline) |", text)
         # a record with no baseline on its problem says so instead of inventing a ratio
-        self.assertIn("| cublas | solution | B=1 H=16 T=4096 D=64 fp32 causal | 2.77 | 24.8 | 425 | 50 | no baseline |", text)
+        self.assertIn("| cublas | solution | B=1 H=16 T=4096 D=64 fp32 causal | 2.77 | 24.8 | 425 | 50 | no library |", text)
         self.assertIn("copy 4250 GB/s", text)
         self.assertIn("# Measured results: NVIDIA H200", text)
 
-    def test_timing_method_is_stated_and_old_records_are_flagged(self):
+    def test_timing_method_is_stated_and_a_record_without_one_is_skipped(self):
         def rec(method):
-            timing = {"median_ms": 1.0} if method is None else {"method": method, "median_ms": 1.0}
-            return {"timing": timing}
-        self.assertEqual(tables.timing_note([rec("queued")]),
-                         "Timing: " + tables.TIMING_NOTES["queued"] + ".")
-        old = tables.timing_note([rec(None)])
-        self.assertIn("synchronised after each run", old)
-        mixed = tables.timing_note([rec("queued"), rec(None)])
-        self.assertIn("queued", mixed)
-        self.assertIn("synchronised after each run", mixed)
+            return {"timing": {"method": method, "median_ms": 1.0}}
+        self.assertEqual(tables.timing_note([rec("queued")]), "Timing: " + tables.TIMING_NOTES["queued"] + ".")
         graphs = tables.timing_note([rec("queued"), rec("cuda-graph")])  # our kernels queued, SDPA from a graph
         self.assertIn(tables.TIMING_NOTES["queued"], graphs)
         self.assertIn("CUDA graph", graphs)
-        text, _, _ = tables.render(SAMPLE)  # the sample's records predate the method field
-        self.assertIn("Timing: **synchronised after each run**", text)
+        import json
+        with tempfile.TemporaryDirectory() as tmp:
+            good = json.loads((SAMPLE / "01_naive.json").read_text())[0]
+            old = json.loads(json.dumps(good))
+            del old["timing"]["method"]
+            Path(tmp, "01_naive.json").write_text(json.dumps([good, old]))
+            _, problems, by_section = tables.render(tmp)
+        self.assertEqual(len(by_section["01_naive"]), 1)
+        self.assertIn("01_naive.json: record 1: field 'timing.method' missing; skipped", problems)
 
     def test_shape_names_a_mixed_length_batch_and_the_page_size(self):
         base = {"b": 2, "h": 8, "h_kv": 2, "t_q": 1, "t_kv": 100, "d": 128, "dtype": "fp16", "causal": False}
@@ -105,7 +106,7 @@ class Tables(unittest.TestCase):
             side = dict(good[0], variant="kernels-ablated")
             (Path(tmp) / "01_naive.ablation.json").write_text(json.dumps([side]))
             text, _, by_section = tables.render(tmp)
-            sweep, study = text.split("### `bench 01 --tag ablation`")
+            sweep, study = text.split("### Study `ablation` (`01_naive.ablation.json`)")
             self.assertNotIn("kernels-ablated", sweep)
             self.assertIn("| kernels-ablated | solution |", study)
             readme = Path(tmp) / "README.md"
@@ -163,7 +164,10 @@ class Tables(unittest.TestCase):
             self.assertTrue(text.startswith("intro\n"))
             self.assertTrue(text.endswith("\noutro\n"))
             self.assertNotIn("old table", text)
-            self.assertIn("| kernels | solution |", text)
+            # one row per section: the headline (the problem with a library: kernels, not cublas causal)
+            self.assertIn("| 01_naive | kernels | B=1 H=16 T=4096 D=64 fp32 | 10.25 | 6.7 TFLOP/s | 0.50× eager |", text)
+            tables.update_readme(readme, by_section, "h200", sections={"09_triton"})
+            self.assertIn("| 09_triton | no records yet | | | | |", readme.read_text())
             readme.write_text("no markers")
             with self.assertRaises(SystemExit):
                 tables.update_readme(readme, by_section, "h200")
@@ -184,57 +188,85 @@ class Tables(unittest.TestCase):
         # only windowed runs of ours get a row: not the plain-causal run, not `full`, not a baseline
         self.assertEqual(text.count("| 4096 | "), 2)
 
-    def window_plot_series(self, records):
-        """The series plots.window_time would draw from `records` (skips without matplotlib)."""
+    def drawn_series(self, fn, *args):
+        """{label: points} of every series (ours, libraries, references) plots.fn would draw; skips
+        without matplotlib."""
         import plots
         try:
             plt = plots._plt()
         except ImportError:
             self.skipTest("matplotlib not installed")
         drawn = {}
+
+        def capture(plt_, ours, libraries, *rest, refs=None, **kw):
+            for group in (ours, libraries, refs or {}):
+                for label, pts in group.items():
+                    self.assertNotIn(label, drawn)  # no series drawn twice
+                    drawn[label] = pts
         real_draw = plots._draw
-        plots._draw = lambda plt_, series, *args, **kw: drawn.update(series)
+        plots._draw = capture
         try:
             with tempfile.TemporaryDirectory() as tmp:
-                self.assertIsNotNone(plots.window_time(records, Path(tmp), plt))
+                self.assertIsNotNone(fn(*args[:1], Path(tmp), plt, *args[1:]))
         finally:
             plots._draw = real_draw
+        for label in drawn:  # a section prefix or "library:" on every label
+            self.assertRegex(label, r"^(\d\d |library: )", label)
         return drawn
 
-    def test_decode_plot_draws_sdpa_once(self):
+    def test_decode_plot_draws_one_line_per_section_and_each_library_once(self):
         import plots
-        try:
-            plt = plots._plt()
-        except ImportError:
-            self.skipTest("matplotlib not installed")
 
-        def rec(section, variant, build, gbps, page=None):
+        def rec(section, variant, build, gbps, page=None, t_kv=4096, b=8):
             return {"section": section, "variant": variant, "build": build, "problem": {
-                    "b": 8, "h": 32, "h_kv": 8, "t_q": 1, "t_kv": 4096, "d": 128, "dtype": "fp16",
+                    "b": b, "h": 32, "h_kv": 8, "t_q": 1, "t_kv": t_kv, "d": 128, "dtype": "fp16",
                     "causal": False, "page_size": page}, "check": {"passed": True},
-                    "timing": {"median_ms": 0.1}, "metrics": {"hbm_gbps": gbps}}
-        records = [rec("05_decode", "split", "solution", 4000), rec("05_decode", "sdpa-cudnn", "baseline", 3900),
-                   rec("06_paged", "split", "solution", 3800, page=16), rec("06_paged", "sdpa-cudnn", "baseline", 2500)]
-        drawn = {}
-        real_draw = plots._draw
-        plots._draw = lambda plt_, series, *args, **kw: drawn.update(series)
-        try:
-            with tempfile.TemporaryDirectory() as tmp:
-                self.assertIsNotNone(plots.decode_bandwidth(records, Path(tmp), plt, None))
-        finally:
-            plots._draw = real_draw
-        # 06's SDPA records time the same contiguous-cache calls as 05's: one SDPA line, 05's
-        self.assertEqual(sorted(drawn), ["05_decode sdpa-cudnn B=8 (baseline)", "05_decode split B=8",
-                                         "06_paged split B=8 page=16"])
+                    "timing": {"median_ms": 1000 / gbps}, "metrics": {"hbm_gbps": gbps, "tflops": 0.1}}
+        records = [rec("05_decode", "split", "solution", 4000), rec("05_decode", "single", "solution", 3000),
+                   rec("05_decode", "sdpa-cudnn", "baseline", 3900), rec("05_decode", "split", "solution", 4400, t_kv=8192),
+                   rec("05_decode", "sdpa-cudnn", "baseline", 4300, t_kv=8192),
+                   rec("06_paged", "split", "solution", 3800, page=16), rec("06_paged", "sdpa-cudnn", "baseline", 3950)]
+        drawn = self.drawn_series(plots.decode_bandwidth, records, None)
+        # the headline variant of each section (split), the library once, its faster time where two
+        # sections measured it on the same problem; `single` only in the tables
+        self.assertEqual(sorted(drawn), ["05 split B=8", "06 split B=8 page=16", "library: sdpa-cudnn B=8"])
+        self.assertEqual(drawn["library: sdpa-cudnn B=8"], [(4096, 3950), (8192, 4300)])
 
-    def test_sliding_window_plot_has_the_ideal_line(self):
+    def test_sliding_window_plot_has_the_ideal_line_and_prefixes(self):
+        import plots
         records, _ = tables.load_records(SAMPLE / "sliding_window")
-        drawn = self.window_plot_series(records)
-        ideal = drawn["ideal W=4096: plain causal x (T·W - W²/2) / (T²/2)"]
+        drawn = self.drawn_series(plots.window_time, records)
+        ideal = drawn["07 ideal W=4096: causal time x (T·W - W²/2) / (T²/2)"]
         self.assertEqual([t for t, _ in ideal], [8192, 16384])
         self.assertAlmostEqual(ideal[0][1], 0.8 * 0.75)
-        self.assertIn("window causal, no window", drawn)
-        self.assertIn("flex W=4096 (baseline)", drawn)
+        self.assertIn("07 window causal, no window", drawn)
+        self.assertIn("library: flex W=4096", drawn)
+        self.assertNotIn("07 full W=4096", drawn)  # the other variants are in the tables
+
+    def test_prefill_plot_draws_each_library_once_across_sections(self):
+        import copy
+        import plots
+        records, _ = tables.load_records(SAMPLE)
+        eager = next(r for r in records if r["build"] == "baseline")
+        sdpa = copy.deepcopy(eager)
+        sdpa["variant"] = "sdpa-efficient"
+        again = copy.deepcopy(sdpa)
+        again["section"] = "03_v2_loop_order"
+        again["timing"]["median_ms"] = 4.0
+        drawn = self.drawn_series(plots.prefill_ladder, records + [sdpa, again])
+        self.assertEqual(sorted(drawn), ["01 kernels (fp32)", "library: sdpa-efficient (fp32)"])
+
+    def test_memory_plot_names_the_zero_byte_sections_instead_of_inventing_a_floor(self):
+        import copy
+        import plots
+        records, _ = tables.load_records(SAMPLE)
+        flash = copy.deepcopy(next(r for r in records if r["variant"] == "kernels"))
+        flash.update(section="03_v2_loop_order", variant="v2")
+        flash["metrics"]["extra_device_bytes"] = 0
+        drawn = self.drawn_series(plots.memory_vs_t, records + [flash])
+        self.assertIn("01 kernels", drawn)
+        self.assertFalse(any(k.startswith("03") for k in drawn))  # 0 B: named in a note, not drawn at a floor
+        self.assertTrue(all(y > 0 for pts in drawn.values() for _, y in pts))
 
     def test_the_hopper_window_gets_the_same_window_table(self):
         import copy
@@ -249,21 +281,54 @@ class Tables(unittest.TestCase):
         self.assertIn("08's Hopper kernel with 07's tile skip", text)
         self.assertIn("| ws | B=1 H=16 T=16384 D=128 bf16 causal | 4096 | 1.3 | 2.9 | 0.448 | 0.438 | 1.02 | – | – | 1.4 | 1.08× |", text)
 
-    def test_sliding_window_plot_adds_the_hopper_kernel_on_the_same_shapes(self):
-        import copy
-        records, _ = tables.load_records(SAMPLE / "sliding_window")
-        ours = next(r for r in records if r["section"] == "07_sliding_window" and r["variant"] == "window"
-                    and r["problem"].get("window"))
-        hopper = copy.deepcopy(ours)
-        hopper.update(section="08_tma_skeleton", variant="ws")
-        other_shape = copy.deepcopy(hopper)
-        other_shape["problem"]["h"] = 32  # not the sweep's shape: left out
-        other_variant = copy.deepcopy(hopper)
-        other_variant["variant"] = "paged-pool"  # only ws takes a window: left out
-        drawn = self.window_plot_series(records + [hopper, other_shape, other_variant])
-        w = ours["problem"]["window"]
-        self.assertEqual(drawn[f"08 ws (Hopper) W={w}"], [(ours["problem"]["t_q"], ours["timing"]["median_ms"])])
-        self.assertEqual(sum(1 for k in drawn if k.startswith("08 ")), 1)
+    def test_handout_regions_get_the_sections_table_and_nothing_else_changes(self):
+        _, _, by_section = tables.render(SAMPLE)
+        with tempfile.TemporaryDirectory() as tmp:
+            marked = Path(tmp, "01_naive.md")
+            marked.write_text("# 01\n\ntext before\n<!-- results:01_naive:begin -->\nstale table\n"
+                              "<!-- results:01_naive:end -->\ntext after\n"
+                              "<!-- results:09_triton:begin -->\n<!-- results:09_triton:end -->\n")
+            plain = Path(tmp, "README.md")
+            plain.write_text("no markers here\n")
+            before = plain.stat().st_mtime_ns
+            changed = tables.update_handouts(tmp, by_section)
+            text = marked.read_text()
+            self.assertEqual(changed, [marked])
+            self.assertNotIn("stale table", text)
+            self.assertTrue(text.startswith("# 01\n\ntext before\n<!-- results:01_naive:begin -->\n"))
+            self.assertIn("<!-- results:01_naive:end -->\ntext after\n", text)
+            # the compact table: one row per problem, ours against the fastest library
+            self.assertIn("| shape | cublas ms | kernels ms | best of ours | best library ms | library / ours |", text)
+            self.assertIn("| B=1 H=16 T=4096 D=64 fp32 |  | 10.25 | 6.7 TFLOP/s (kernels) | 5.125 (eager) | 0.50× |", text)
+            self.assertIn("| B=1 H=16 T=4096 D=64 fp32 causal | 2.77 |  | 24.8 TFLOP/s (cublas) | – | – |", text)
+            self.assertIn("<!-- results:09_triton:begin -->\n\nNo records yet.\n\n<!-- results:09_triton:end -->", text)
+            self.assertEqual(plain.read_text(), "no markers here\n")
+            self.assertEqual(plain.stat().st_mtime_ns, before)
+            self.assertEqual(tables.update_handouts(tmp, by_section), [])  # a second pass changes nothing
+
+    def test_sections_without_records_are_listed(self):
+        text, _, _ = tables.render(SAMPLE, sections={"01_naive", "10_flex"})
+        self.assertIn("## 10_flex\n\nNo records yet.", text)
+        self.assertIn("## 01_naive", text)
+
+    def test_best_library_is_the_fastest_known_library(self):
+        def rec(variant, build, ms):
+            return {"section": "04_fp16", "variant": variant, "build": build, "check": {"passed": True},
+                    "problem": {"b": 1, "h": 8, "h_kv": 8, "t_q": 512, "t_kv": 512, "d": 64, "dtype": "bf16",
+                                "causal": False}, "timing": {"median_ms": ms}, "metrics": {"tflops": 1.0}}
+        ours = rec("mma", "solution", 1.0)
+        libs = [rec("sdpa-flash", "baseline", 1.5), rec("fa4", "baseline", 0.8), rec("mystery", "baseline", 0.1)]
+        self.assertEqual(tables.best_baseline(ours, libs), (0.8, "fa4"))  # "mystery" is not a known library
+        self.assertEqual(set(tables.LIBRARIES), {"sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "sdpa-math", "eager",
+                                                 "flex", "fa4", "flashinfer"})
+
+    def test_generated_text_names_no_session_run_or_call(self):
+        import re
+        text, _, _ = tables.render(SAMPLE)
+        text += "\n".join(tables.TIMING_NOTES.values())
+        import plots
+        text += "\n".join(a + " " + c for a, c in plots.CAPTIONS.values())
+        self.assertIsNone(re.search(r"\b(session|sessions|call \d+|run \d+|issue)\b", text, re.I))
 
 
 if __name__ == "__main__":
