@@ -29,8 +29,8 @@ CAPTIONS = {
         "05 and 06 decode bandwidth against kv length, with the libraries and the copy ceiling",
         "From 8192 keys every kernel, ours and the libraries', reads K/V at about the copy ceiling, so a decode "
         "step is bandwidth; points above the red line are expected, since the ceiling is a measured copy (half "
-        "reads, half writes) while decode only reads, and at 1024 keys (34 MB of K/V) part of the cache can "
-        "stay in the 50 MB L2 between timed iterations."),
+        "reads, half writes) while a decode step only reads, and they are not L2 hits: from 32k keys the K/V "
+        "are many times the 50 MB L2."),
     "sliding_window_time.png": (
         "07 sliding-window time against T, beside plain causal, the ideal and the libraries",
         "With a window the time grows as T·W, on the ideal line, while plain causal (ours and SDPA's) grows as "
@@ -44,9 +44,9 @@ CAPTIONS = {
         "but sums in float."),
     "roofline.png": (
         "roofline: each section's headline variant under the GPU's measured ceilings",
-        "Decode (05, 06) sits on the bandwidth slope; 01 and 02 sit near the fp32 ridge but far under it, "
-        "held back by their HBM traffic; 03 to 08 sit right of their ridge, where the gap to the flat line "
-        "is compute left to win (windowed shapes are drawn once, as 07's)."),
+        "Decode (05, 06) sits on the bandwidth slope, 01 and 02 far under the fp32 line, 03 to 08 right of "
+        "their ridge, where the gap to the flat line is compute left to win (windowed shapes are drawn once, "
+        "as 07's)."),
 }
 
 OURS_COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink",
