@@ -325,7 +325,7 @@ def window_table(records):
     return "\n".join(rows) if len(rows) > 2 else None
 
 
-# The issues' targets that compare two kernels of the lab on the same problem (page size aside):
+# The lab's targets that compare two of its kernels on the same problem (page size aside):
 # (label, candidate (section, variant, which of its problems the target is for), reference
 # (section, variant), target ratio).
 COMPARISONS = [
@@ -343,7 +343,7 @@ COMPARISONS = [
 
 def comparison_table(records):
     """One row per (comparison, problem) where both kernels have a timed record: the reference's time
-    over the candidate's (above 1: the candidate is faster) against the issue's target."""
+    over the candidate's (above 1: the candidate is faster) against the target."""
     timed = [r for r in records if r["build"] == "solution" and r["timing"].get("median_ms")]
     rows = []
     for label, (sec, var, applies), (ref_sec, ref_var), target in COMPARISONS:

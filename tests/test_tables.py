@@ -86,7 +86,7 @@ class Tables(unittest.TestCase):
         self.assertNotIn("page=32", text)
         self.assertNotIn("04 mma", text)  # no 04 record: no row, not a made-up one
         self.assertIsNone(tables.comparison_table(records[:1]))
-        # 08 against 04 is issue 7's target for T >= 4096 only: a T = 1024 pair gets no row
+        # 08 against 04 is a target for T >= 4096 only: a T = 1024 pair gets no row
         short, long_ = rec("08_tma_skeleton", "ws", 1.0), rec("08_tma_skeleton", "ws", 1.0)
         short["problem"].update(t_q=1024, t_kv=1024)
         long_["problem"].update(t_q=4096, t_kv=4096)
