@@ -331,5 +331,40 @@ class Tables(unittest.TestCase):
         self.assertIsNone(re.search(r"\b(session|sessions|call \d+|run \d+|issue)\b", text, re.I))
 
 
+class Command(unittest.TestCase):
+    def test_run_writes_tables_plots_with_captions_readme_and_handouts(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp, "h200")
+            shutil.copytree(SAMPLE, folder)
+            readme = Path(tmp, "README.md")
+            readme.write_text(f"x\n{tables.README_BEGIN}\n{tables.README_END}\n")
+            handouts = Path(tmp, "ch12")
+            handouts.mkdir()
+            Path(handouts, "01_naive.md").write_text("<!-- results:01_naive:begin -->\n<!-- results:01_naive:end -->\n")
+            said = []
+            self.assertEqual(tables.run(folder, readme, handouts, say=said.append), 0)
+            text = Path(folder, "TABLES.md").read_text()
+            self.assertIn("| 01_naive | kernels |", readme.read_text())
+            self.assertIn("| B=1 H=16 T=4096 D=64 fp32 |", Path(handouts, "01_naive.md").read_text())
+            if Path(folder, "prefill_tflops.png").exists():  # (matplotlib installed)
+                import plots
+                alt, caption = plots.CAPTIONS["prefill_tflops.png"]
+                self.assertIn(f"![{alt}](prefill_tflops.png)\n\n{caption}", text)
+
+    def test_bad_folder_or_readme_is_one_line_and_exit_2(self):
+        import subprocess
+        script = ROOT / "scripts" / "tables.py"
+        r = subprocess.run([sys.executable, str(script), "--results", "/nonexistent/results"], capture_output=True, text=True)
+        self.assertEqual((r.returncode, len(r.stdout.strip().splitlines()), r.stderr), (2, 1, ""))
+        with tempfile.TemporaryDirectory() as tmp:
+            shutil.copytree(SAMPLE, Path(tmp, "h200"))
+            Path(tmp, "README.md").write_text("no markers\n")
+            r = subprocess.run([sys.executable, str(script), "--results", str(Path(tmp, "h200")), "--readme",
+                                str(Path(tmp, "README.md")), "--handouts", tmp], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn("has no results markers", r.stdout)
+            self.assertNotIn("Traceback", r.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()
