@@ -134,13 +134,6 @@ def _draw(plt, ours, libraries, title, xlabel, ylabel, path, logx=True, logy=Fal
     plt.close(fig)
 
 
-def _same_family(r, h):
-    """r is on h's shape family (all but the lengths and the batch size, which sweeps trade for T)."""
-    p, q = r["problem"], h["problem"]
-    return all(p.get(k) == q.get(k) for k in ("d", "dtype", "causal", "window")) and p.get("h_kv", p["h"]) * q["h"] == \
-        q.get("h_kv", q["h"]) * p["h"]
-
-
 def prefill_ladder(records, folder, plt):
     """TFLOP/s against T (non-causal, D = 64, T_q = T_kv): each prefill section's headline variant
     in its headline precision, and the SDPA backends measured on those problems."""
