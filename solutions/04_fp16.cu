@@ -791,9 +791,9 @@ void mma_cpu(const lab::Problem& pr, bool acc16, const lab::HostInputs& in, std:
       }
     }
     float* orow = &o[size_t(pr.q_index(b, i, h))];
-    const float inv_l = l > 0.f ? 1.f / l : 0.f;
-    for (int c = 0; c < pr.d; ++c) orow[c] = lab::round_to(t, acc[size_t(c)] * inv_l);
-    lse[size_t(pr.lse_index(b, h, i))] = l > 0.f ? m * sh.scale + std::log(l) : -INFINITY;
+    const RowEnd end = row_end(m * sh.scale, l);  // m is a raw score Q·K: scaled, it is in natural units
+    for (int c = 0; c < pr.d; ++c) orow[c] = lab::round_to(t, acc[size_t(c)] * end.inv_l);
+    lse[size_t(pr.lse_index(b, h, i))] = end.lse;
   });
 }
 
