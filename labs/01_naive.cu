@@ -16,9 +16,10 @@
 //   kernels  three hand-written kernels (tiled S and PV, one block per softmax row)
 //   cublas   cuBLAS SGEMMs (fp32, no TF32) for S and PV around the same softmax kernel: the
 //            unfused path eager PyTorch takes. Faster GEMMs, same O(T²) traffic and memory.
-// Exercise (ch12/01_naive.md): write the softmax kernel (with the max subtraction) and the PV
-// kernel. --bug no-max-subtract drops the max subtraction: harmless on small scores, inf/NaN
-// once scores pass ~88 (exp overflows fp32); try --magnitude 8.
+// Exercise (ch12/01_naive.md): the softmax of one row of S, with the max subtraction
+// (EXERCISE softmax, shared by the kernel and the CPU model). --bug no-max-subtract drops the
+// max subtraction: harmless on small scores, inf/NaN once scores pass ~88 (exp overflows
+// fp32); try --magnitude 8.
 // Run: scripts/lab run 01 -- --t 4096 --causal     (the stub)
 //      build/bin/01_naive --variant cublas --t 4096  (the solution)
 #include <cublas_v2.h>
@@ -96,27 +97,67 @@ struct MaxOp { __device__ float operator()(float a, float b) const { return fmax
 struct SumOp { __device__ float operator()(float a, float b) const { return a + b; } };
 
 // ---------------------------------------------------------------------------------------------
-// Step 2: P = softmax(S), one block per row of S. Also writes the row's LSE = m + log(l), the
-// statistic FlashAttention keeps instead of P. Masked keys get P = 0; a row that sees no key
-// (possible when T_q > T_kv under causal) gets P = 0 and LSE = -inf.
+// Step 2: P = softmax(S), one row at a time. The row is shared by a team of threads: on the GPU
+// the SOFTMAX_THREADS threads of a block (block-wide reductions), in the CPU model one thread.
+// The softmax is written once, against the team, and both call it: what the CPU model checks is
+// the code the kernel runs.
+//   team.rank(), team.size()   this thread's index in the team, and the team's size
+//   team.max(x), team.sum(x)   the max / sum of x over the team, returned to every member
+//   team.leader()              true for exactly one member (it writes per-row values)
+// --bug no-max-subtract lives in the team, not in the softmax: its max() answers 0, as if the code
+// never subtracted the row max, so the pitfall runs on any softmax that uses team.max().
+struct BlockTeam {
+  float* scratch;  // __shared__ float[32]
+  bool forget_max;
+  __device__ int rank() const { return int(threadIdx.x); }
+  __device__ int size() const { return int(blockDim.x); }
+  __device__ bool leader() const { return threadIdx.x == 0; }
+  __device__ float max(float x) const {
+    const float m = block_reduce(x, MaxOp{}, scratch);
+    return forget_max ? 0.f : m;
+  }
+  __device__ float sum(float x) const { return block_reduce(x, SumOp{}, scratch); }
+};
+
+struct SerialTeam {  // the CPU model: a team of one
+  bool forget_max;
+  int rank() const { return 0; }
+  int size() const { return 1; }
+  bool leader() const { return true; }
+  float max(float x) const { return forget_max ? 0.f : x; }
+  float sum(float x) const { return x; }
+};
+
+// The softmax of one row of S: s_row and p_row are the row's T_kv scores and probabilities,
+// `keys` the keys the row may see (masked scores are -inf), *lse_row its log-sum-exp.
+#pragma nv_exec_check_disable
+template <class Team>
+__host__ __device__ void softmax_row(const Team& team, const float* s_row, float* p_row, float* lse_row,
+                                     lab::KeyRange keys, int t_kv) {
+  // EXERCISE softmax: P = softmax of this row, numerically safe, and the row's LSE.
+  //   Each member handles keys keys.begin + team.rank(), + team.size(), ...; team.max() and
+  //   team.sum() combine the members' partial results. Subtract the row's max before exp():
+  //   exp() of a float overflows past ~88, and scores grow with |q|·|k|. Masked keys (outside
+  //   `keys`) get P = 0; a row that sees no key at all gets P = 0 and LSE = -INFINITY.
+  //   The leader writes *lse_row = log of the row's sum of exp(s), in natural log.
+  //   Shape of the code: ch12/hints/01_naive.md.
+  // TODO(softmax): your code here. Until it is written this part does nothing,
+  // and the self-check reports the output as not written.
+  (void)team; (void)s_row; (void)p_row; (void)lse_row; (void)keys; (void)t_kv;
+}
+
+// One block per row of S. Also writes the row's LSE = m + log(l), the statistic FlashAttention
+// keeps instead of P.
 __global__ void __launch_bounds__(SOFTMAX_THREADS)
 softmax_kernel(const float* __restrict__ s,  // [B, H, T_q, T_kv]
                float* __restrict__ p,        // [B, H, T_q, T_kv]
                float* __restrict__ lse,      // [B, H, T_q]
                Shape sh, bool subtract_max) {
+  __shared__ float scratch[32];
   const int64_t row = blockIdx.x;  // (b·H + h)·T_q + i: also the LSE index
   const int i = int(row % sh.t_q);
   const lab::KeyRange keys = lab::visible_keys(i, sh.t_q, sh.t_kv, sh.causal, sh.window);
-  // EXERCISE softmax: the numerically safe softmax of row `row` of S (T_kv floats at s + row·T_kv).
-  //   1. m = the largest visible score (block_reduce with MaxOp and a __shared__ float[32]).
-  //      Subtracting it keeps every exp() argument <= 0, so nothing overflows (skip the
-  //      subtraction only when subtract_max is false: that is --bug no-max-subtract).
-  //   2. l = sum over the visible keys of exp(s - m) (block_reduce with SumOp).
-  //   3. P = exp(s - m) / l on visible keys, 0 elsewhere (write the whole row of p);
-  //      lse[row] = m + log(l), or -INFINITY for a row with no visible key.
-  // TODO(softmax): your code here. Until it is written this part does nothing,
-  // and the self-check reports the output as not written.
-  (void)s; (void)p; (void)keys; (void)lse; (void)subtract_max;
+  softmax_row(BlockTeam{scratch, !subtract_max}, s + row * sh.t_kv, p + row * sh.t_kv, lse + row, keys, sh.t_kv);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -135,13 +176,26 @@ pv_kernel(const float* __restrict__ p,  // [B, H, T_q, T_kv]
   const int kv_head = lab::kv_head_of(head, sh.h, sh.h_kv);
   const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * TILE + tx;
   const int i = q0 + ty;
-  // EXERCISE pv: O = P V for this block's 16 rows.
-  //   For each 16-key tile j0: stage p_smem[ty][tx] = P[row i, key j0 + tx] and the 16 x D tile of
-  //   V in v_smem (zeros past T_q / T_kv), __syncthreads, accumulate
-  //   acc[c] += p_smem[ty][jj] * v_smem[jj][tx + 16 c], __syncthreads. Then write the row of O.
-  // TODO(pv): your code here. Until it is written this part does nothing,
-  // and the self-check reports the output as not written.
-  (void)p; (void)v; (void)o; (void)p_smem; (void)v_smem; (void)b; (void)kv_head; (void)tid; (void)i;
+  constexpr int COLS = HEAD_DIM / TILE;  // output columns per thread
+  float acc[COLS] = {};
+  for (int j0 = 0; j0 < sh.t_kv; j0 += TILE) {
+    const int j = j0 + tx;
+    p_smem[ty][tx] = (i < sh.t_q && j < sh.t_kv) ? p[(int64_t(bh) * sh.t_q + i) * sh.t_kv + j] : 0.f;
+    for (int idx = tid; idx < TILE * HEAD_DIM; idx += TILE * TILE) {
+      const int r = idx / HEAD_DIM, c = idx % HEAD_DIM;
+      v_smem[r][c] = j0 + r < sh.t_kv ? v[((int64_t(b) * sh.t_kv + j0 + r) * sh.h_kv + kv_head) * HEAD_DIM + c] : 0.f;
+    }
+    __syncthreads();  // the P and V tiles are complete
+#pragma unroll
+    for (int jj = 0; jj < TILE; ++jj) {
+      const float pj = p_smem[ty][jj];
+#pragma unroll
+      for (int c = 0; c < COLS; ++c) acc[c] += pj * v_smem[jj][tx + TILE * c];
+    }
+    __syncthreads();  // everyone is done with the tiles before the next ones overwrite them
+  }
+  if (i < sh.t_q)
+    for (int c = 0; c < COLS; ++c) o[((int64_t(b) * sh.t_q + i) * sh.h + head) * HEAD_DIM + tx + TILE * c] = acc[c];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -251,12 +305,14 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
 
 // ---------------------------------------------------------------------------------------------
 // CPU model: the same three steps in plain C++ (float, like the kernels), one (b, h, row) at a
-// time. S and P are materialised exactly as on the GPU, so the memory it reports is the lesson.
+// time, the softmax by the kernel's own softmax_row (a team of one). S and P are materialised
+// exactly as on the GPU, so the memory it reports is the lesson.
 lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in,
                     std::vector<float>& o, std::vector<float>& lse) {
   const bool subtract_max = opt.bug != "no-max-subtract";
   const float scale = pr.softmax_scale();
-  std::vector<float> s(size_t(pr.score_elems())), p(size_t(pr.score_elems()));
+  // P starts as NaN, as the GPU's workspace does: a softmax that leaves it unwritten shows in O.
+  std::vector<float> s(size_t(pr.score_elems())), p(size_t(pr.score_elems()), std::nanf(""));
   lab::parallel_for(int64_t(pr.b) * pr.h * pr.t_q, [&](int64_t row) {
     const int i = int(row % pr.t_q), bh = int(row / pr.t_q), b = bh / pr.h, h = bh % pr.h;
     const int hk = lab::kv_head_of(h, pr.h, pr.h_kv);
@@ -270,12 +326,7 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
       s_row[j] = lab::key_visible(i, j, pr.t_q, pr.t_kv, pr.causal, pr.window) ? dot * scale : -INFINITY;
     }
     const lab::KeyRange keys = lab::visible_keys(i, pr.t_q, pr.t_kv, pr.causal, pr.window);
-    float m = -INFINITY, l = 0.f;  // step 2: P
-    for (int j = keys.begin; j < keys.end; ++j) m = std::max(m, s_row[j]);
-    if (!subtract_max) m = 0.f;
-    for (int j = keys.begin; j < keys.end; ++j) l += std::exp(s_row[j] - m);
-    for (int j = 0; j < pr.t_kv; ++j) p_row[j] = keys.contains(j) ? std::exp(s_row[j] - m) / l : 0.f;
-    lse[size_t(row)] = keys.empty() ? -INFINITY : m + std::log(l);
+    softmax_row(SerialTeam{!subtract_max}, s_row, p_row, &lse[size_t(row)], keys, pr.t_kv);  // step 2: P, the kernel's code
     float* orow = &o[size_t(pr.q_index(b, i, h))];  // step 3: O
     for (int c = 0; c < pr.d; ++c) orow[c] = 0.f;
     for (int j = 0; j < pr.t_kv; ++j) {

@@ -45,8 +45,12 @@
 // half an ulp rounds away and the sum stalls. The error grows with T (CPU model, fp16, D = 64,
 // against a bound of ~6e-4: 0.004 at T = 128, 0.013 at T = 1024, 0.47 at T = 8192); rounding once
 // per 16-key mma, as the mma variant does, is milder but still ~30x the bound at T = 8192.
+// --bug no-smem-optin (the chapter's pitfall 3): the mma kernel (64 KB of shared memory at
+// D = 128) launched without cudaFuncSetAttribute(MaxDynamicSharedMemorySize): the launch is
+// refused and the check says so in one line.
 // Exercise (ch12/04_fp16.md): in `scalar`, the half/float conversions and the float accumulation
-// (EXERCISE scalar-scores, scalar-pv, scalar-store); in `mma`, the online softmax on the mma
+// (EXERCISE scalar-scores, scalar-pv, scalar-store: the CPU model runs them too); in `mma`
+// (GPU only: its CPU model of a stub exits 77), the online softmax on the mma
 // fragment layout (EXERCISE mma-online-softmax) and the deferred normalisation (mma-finalize).
 // Run: scripts/lab run 04 -- --t 4096 --causal                 (your stub)
 //      build/bin/04_fp16 --variant mma --t 4096 --d 128 --h 16 --dtype bf16   (the solution)
@@ -66,19 +70,57 @@ struct Shape {  // what the kernels need of a lab::Problem
   float scale_log2;  // scale · log2(e): exp(scale·x) = exp2(scale_log2·x)
 };
 
-constexpr float kLog2e = 1.4426950408889634f;
+// 16-bit <-> float on the host and the device alike (the CPU model runs the scalar exercises).
+template <class T>
+LAB_HD float widen(T x) {
+  if constexpr (std::is_same_v<T, __half>) return __half2float(x);
+  else return __bfloat162float(x);
+}
+template <class T>
+LAB_HD T narrow(float x) {
+  if constexpr (std::is_same_v<T, __half>) return __float2half_rn(x);
+  else return __float2bfloat16_rn(x);
+}
+// Elements c and c+1 of a 16-bit row, as floats: one 32-bit load (Vec2<T>) on the device.
+template <class T>
+LAB_HD float2 widen2(const T* p) {
+#if defined(__CUDA_ARCH__)
+  return to_float2(*reinterpret_cast<const Vec2<T>*>(p));
+#else
+  return make_float2(widen(p[0]), widen(p[1]));
+#endif
+}
 
 // What an accumulator can hold. Correct: a float. --bug fp16-accum (ACC16): the 16-bit type T,
 // as an fp16 accumulator would; with 11 significant bits, once the sum passes 2048 every term
 // below 1 is less than half an ulp and rounds away.
 template <class T, bool ACC16>
-__device__ __forceinline__ float keep(float x) {
-  if constexpr (ACC16) return to_float(from_float<T>(x));
+LAB_HD float keep(float x) {
+  if constexpr (ACC16) return widen(narrow<T>(x));
   else return x;
 }
 // One accumulator update, acc + x, stored as keep() says.
 template <class T, bool ACC16>
-__device__ __forceinline__ float accumulate(float acc, float x) { return keep<T, ACC16>(acc + x); }
+LAB_HD float accumulate(float acc, float x) { return keep<T, ACC16>(acc + x); }
+
+// The accumulator type of the scalar variant: float, or under --bug fp16-accum a float that is
+// rounded to T after every update. The exercises add to it with += and never see the difference:
+// the pitfall is injected by the type, outside the code the student writes.
+template <class T>
+struct Acc16 {
+  float v = 0.f;
+  LAB_HD Acc16& operator+=(float x) { v = keep<T, true>(v + x); return *this; }
+  LAB_HD Acc16& operator*=(float x) { v = keep<T, true>(v * x); return *this; }
+  LAB_HD operator float() const { return v; }
+};
+template <class T, bool ACC16>
+using Accumulator = std::conditional_t<ACC16, Acc16<T>, float>;
+
+// What a row's output is once its sweep is over.
+struct RowEnd {
+  float inv_l;  // O = (unnormalised O) · inv_l
+  float lse;    // natural log
+};
 
 // =============================================================================================
 // Variant `scalar` (exercise 3): CUDA cores, 16-bit storage, float arithmetic.
@@ -115,6 +157,36 @@ __device__ __forceinline__ void load_rows(T* smem, const T* gmem /* row 0 */, in
   }
 }
 
+// The scalar variant's exercises. Both scalar_kernel and the CPU model call them, so `--cpu`
+// checks the code the kernel runs.
+// EXERCISE scalar-scores: one score, q_row · k_row over n = D columns, summed in float.
+//   The rows are 16-bit (T is __half or __nv_bfloat16). Read them two elements at a time with
+//   widen2() (one 32-bit load on the GPU) and multiply-add in float: 16-bit arithmetic
+//   (__hmul2/__hfma2) would round every product and every partial sum to 11 (fp16) or 8 (bf16)
+//   significant bits. Code shape: ch12/hints/04_fp16.md.
+// TODO(scalar-scores): your code here. Until it is written this part does nothing,
+// and the self-check reports the output as not written.
+template <class T>
+LAB_HD float dot_f32(const T*, const T*, int) { return NAN; }
+
+// EXERCISE scalar-pv: one key's share of O = P V for the columns one lane of a quad owns.
+//   The lane `part` (0..3) owns the column pairs 2·(part + 4u), +1 for u < pairs (so the quad's
+//   four lanes cover the row's D columns). Add p · V[key][those columns] (v_row: the key's row of
+//   V, 16-bit) to acc[2u], acc[2u + 1], widening V to float first. acc is an Acc: a float, or a
+//   type that behaves as one (the --bug fp16-accum accumulator): add with +=.
+// TODO(scalar-pv): your code here. Until it is written this part does nothing,
+// and the self-check reports the output as not written.
+template <class T, class Acc>
+LAB_HD void pv_add(Acc*, float, const T*, int, int) {}
+
+// EXERCISE scalar-store: the deferred normalisation of one row, after its last K/V tile.
+//   m: the row's running max of the scaled scores (natural units: p = expf(s - m)); l: the row's
+//   whole sum of p. Return the factor that normalises O and the row's LSE (natural log). A row
+//   that saw no key (l == 0) gets O = 0 and LSE = -INFINITY.
+// TODO(scalar-store): your code here. Until it is written this part does nothing,
+// and the self-check reports the output as not written.
+LAB_HD RowEnd row_end(float, float) { return {NAN, NAN}; }
+
 template <class T, int HEAD_DIM, bool ACC16>
 __global__ void __launch_bounds__(scalar::THREADS)
 scalar_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
@@ -149,7 +221,7 @@ scalar_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
 
   float m = -INFINITY;  // running max of the row's scaled scores (the same in the 4 lanes)
   float l = 0.f;        // this lane's part of the row sum (its keys part + 4n), reduced at the end
-  float acc[2 * PAIRS] = {};  // unnormalised O: columns 2·(part + 4u) and 2·(part + 4u) + 1
+  Accumulator<T, ACC16> acc[2 * PAIRS] = {};  // unnormalised O: columns 2·(part + 4u) and 2·(part + 4u) + 1
   for (int kv0 = tile_keys.begin / BLOCK_KV * BLOCK_KV; kv0 < tile_keys.end; kv0 += BLOCK_KV) {
     __syncthreads();  // every quad is done with the previous K/V tile before it is overwritten
     load_rows<BLOCK_KV, HEAD_DIM, STRIDE>(&k_smem[0][0], k_head + kv0 * kv_stride, kv_stride, sh.t_kv - kv0);
@@ -161,15 +233,7 @@ scalar_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
 #pragma unroll
     for (int n = 0; n < KEYS_PER_LANE; ++n) {
       const int jj = part + LANES_PER_ROW * n;
-      float dot = 0.f;
-      // EXERCISE scalar-scores: dot = q_smem[row] · k_smem[jj] over the D columns, in float.
-      //   Read both rows two elements at a time as T2 (__half2 or __nv_bfloat162:
-      //   *reinterpret_cast<const T2*>(&q_smem[row][c])), widen each pair with to_float2(), and
-      //   accumulate with float FMAs. Multiplying in 16 bits (__hmul2/__hfma2) would round every
-      //   product and every partial sum to 11 (fp16) or 8 (bf16) significant bits.
-      // TODO(scalar-scores): your code here. Until it is written this part does nothing,
-      // and the self-check reports the output as not written.
-      (void)jj;
+      const float dot = dot_f32(&q_smem[row][0], &k_smem[jj][0], HEAD_DIM);
       s[n] = row_keys.contains(kv0 + jj) ? dot * sh.scale : -INFINITY;
     }
 
@@ -186,7 +250,7 @@ scalar_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
     m = m_new;
     l = keep<T, ACC16>(l * alpha);
 #pragma unroll
-    for (int c = 0; c < 2 * PAIRS; ++c) acc[c] = keep<T, ACC16>(acc[c] * alpha);
+    for (int c = 0; c < 2 * PAIRS; ++c) acc[c] *= alpha;
 #pragma unroll
     for (int n = 0; n < KEYS_PER_LANE; ++n) {
       const float p = expf(s[n] - m_use);
@@ -196,24 +260,22 @@ scalar_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
     __syncwarp();  // the quad's row of P is in shared memory before its lanes read all of it
 
     // O += P V for this lane's columns   [1 row x BLOCK_KV] · [BLOCK_KV x D/4]
-    // EXERCISE scalar-pv: acc += P V for this lane's output columns, in float.
-    //   For each key jj of the tile: p = p_smem[row][jj]; for u in [0, PAIRS) read the pair
-    //   v_smem[jj][2·(part + 4u)], +1 as a T2, widen it with to_float2() and add p·v.x, p·v.y to
-    //   acc[2u], acc[2u + 1] through accumulate<T, ACC16>(acc, x) (plain float addition unless
-    //   --bug fp16-accum).
-    // TODO(scalar-pv): your code here. Until it is written this part does nothing,
-    // and the self-check reports the output as not written.
-    (void)v_smem;
+#pragma unroll 4
+    for (int jj = 0; jj < BLOCK_KV; ++jj) pv_add(acc, p_smem[row][jj], &v_smem[jj][0], part, PAIRS);
   }
 
-  // EXERCISE scalar-store: finish the row: O = acc / l as T, and LSE.
-  //   l is split over the quad: add the other three parts (__shfl_xor_sync with 1 and 2). A row
-  //   that saw no key has l = 0: write O = 0 and LSE = -INFINITY. Otherwise write the pairs
-  //   O[b, i, head, 2·(part + 4u)], +1 as one T2 each (from_float2<T>(acc[2u] / l, acc[2u+1] / l)),
-  //   and LSE[b, head, i] = m + log(l) from one lane of the quad. Rows i >= T_q are not written.
-  // TODO(scalar-store): your code here. Until it is written this part does nothing,
-  // and the self-check reports the output as not written.
-  (void)o; (void)lse;
+  // The deferred normalisation: l is split over the quad; the quad adds its parts, then row_end.
+  l += __shfl_xor_sync(0xffffffffu, l, 1);
+  l += __shfl_xor_sync(0xffffffffu, l, 2);
+  if (i < sh.t_q) {
+    const RowEnd end = row_end(m, l);
+    T* o_row = o + (int64_t(b) * sh.t_q + i) * q_stride + int64_t(head) * HEAD_DIM;
+#pragma unroll
+    for (int u = 0; u < PAIRS; ++u)
+      *reinterpret_cast<T2*>(o_row + 2 * (part + LANES_PER_ROW * u)) =
+          from_float2<T>(float(acc[2 * u]) * end.inv_l, float(acc[2 * u + 1]) * end.inv_l);
+    if (part == 0) lse[(int64_t(b) * sh.h + head) * sh.t_q + i] = end.lse;
+  }
 }
 
 // =============================================================================================
@@ -375,7 +437,7 @@ mma_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
   // Per-thread state of rows g and g+8 of the warp: index r = 0 for row g, 1 for row g+8.
   float o_acc[TL::O_BLOCKS][4] = {};  // unnormalised O, C-fragment layout (c0, c1: row g; c2, c3: row g+8)
   float m[2] = {-INFINITY, -INFINITY};  // running row max of the raw scores Q·K (all 4 lanes of a quad agree)
-  float l[2] = {0.f, 0.f};              // this lane's part of the row sum (its 2 columns per n-block)
+  Accumulator<T, ACC16> l[2] = {};      // this lane's part of the row sum (its 2 columns per n-block)
   const int row_g = q0 + warp * ROWS_PER_WARP + g;
   // Keys past this are invisible to the warp's first row (the one that sees the fewest): a tile
   // reaching past it needs the per-element mask; the others (all but the diagonal) do not.
@@ -435,7 +497,8 @@ mma_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
     //   3. alpha = fast_exp2((m[r] - m_new)·scale_log2): rescale l[r] and the row's half of every
     //      o_acc[nb] (elements 2r, 2r+1) by alpha; m[r] = m_new.
     //   4. s = fast_exp2(s·scale_log2 - m_new·scale_log2) (one fmaf), and add each p to l[r]
-    //      through accumulate<T, ACC16>(l[r], p). P stays in s: the PV step below packs it.
+    //      (l[r] is a float, or the --bug fp16-accum accumulator: use *= and +=). P stays in s:
+    //      the PV step below packs it. Code shape: ch12/hints/04_fp16.md.
     // TODO(mma-online-softmax): your code here. Until it is written this part does nothing,
     // and the self-check reports the output as not written.
     (void)m; (void)l; (void)scale_log2;
@@ -486,8 +549,15 @@ std::function<void(cudaStream_t)> make_scalar(const lab::RunContext& ctx, const 
   };
 }
 
+// --bug no-smem-optin (the chapter's pitfall: shared memory over 48 KB): launches the mma kernel
+// without the cudaFuncSetAttribute opt-in. A block may use more than 48 KB of dynamic shared
+// memory only after that call, so the launch itself is refused (cudaErrorInvalidValue): no block
+// runs and O stays unwritten. The error is read right after the launch and becomes the verdict.
+constexpr int kDefaultSmemLimit = 48 * 1024;
+
 template <class T, int HEAD_DIM, bool ACC16, bool LDMATRIX = true, bool CP_ASYNC = true>
-std::function<void(cudaStream_t)> make_mma(const lab::RunContext& ctx, const Shape& sh) {
+std::function<void(cudaStream_t)> make_mma(const lab::RunContext& ctx, const Shape& sh,
+                                           std::shared_ptr<std::string> launch_error = nullptr) {
   const auto* q = static_cast<const T*>(ctx.tensors.q);
   const auto* k = static_cast<const T*>(ctx.tensors.k);
   const auto* v = static_cast<const T*>(ctx.tensors.v);
@@ -497,10 +567,20 @@ std::function<void(cudaStream_t)> make_mma(const lab::RunContext& ctx, const Sha
   // More than 48 KB of dynamic shared memory must be asked for (§12 常见坑); and the largest
   // carveout lets MIN_BLOCKS blocks of 64 KB share an SM.
   auto* kernel = mma_kernel<T, HEAD_DIM, ACC16, LDMATRIX, CP_ASYNC>;
+  const dim3 grid(unsigned(lab::ceil_div(sh.t_q, mma::BLOCK_Q)), unsigned(ctx.problem.b * sh.h));
+  if (launch_error) {  // --bug no-smem-optin: no opt-in; the launch's own error is the verdict
+    return [=](cudaStream_t st) {
+      kernel<<<grid, mma::THREADS, smem, st>>>(q, k, v, o, lse, sh);
+      const cudaError_t err = cudaGetLastError();  // a refused launch: reported here, not sticky
+      if (err != cudaSuccess && launch_error->empty())
+        *launch_error = "the launch was refused (" + std::string(cudaGetErrorName(err)) + "): the kernel asks for " +
+                        std::to_string(smem / 1024) + " KB of dynamic shared memory, over the 48 KB a kernel gets " +
+                        "without cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)";
+    };
+  }
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                   int(cudaSharedmemCarveoutMaxShared)));
-  const dim3 grid(unsigned(lab::ceil_div(sh.t_q, mma::BLOCK_Q)), unsigned(ctx.problem.b * sh.h));
   return [=](cudaStream_t st) {
     kernel<<<grid, mma::THREADS, smem, st>>>(q, k, v, o, lse, sh);
     CUDA_CHECK_LAST();
@@ -508,7 +588,9 @@ std::function<void(cudaStream_t)> make_mma(const lab::RunContext& ctx, const Sha
 }
 
 template <class T, int HEAD_DIM>
-std::function<void(cudaStream_t)> make_forward(const lab::RunContext& ctx, const Shape& sh, bool acc16) {
+std::function<void(cudaStream_t)> make_forward(const lab::RunContext& ctx, const Shape& sh, bool acc16,
+                                               std::shared_ptr<std::string> launch_error) {
+  if (launch_error) return make_mma<T, HEAD_DIM, false>(ctx, sh, launch_error);
   if (ctx.variant == "mma") return acc16 ? make_mma<T, HEAD_DIM, true>(ctx, sh) : make_mma<T, HEAD_DIM, false>(ctx, sh);
   // The ablations: mma with one feature turned off (no --bug: validate() refuses it).
   if (ctx.variant == "mma-no-ldmatrix") return make_mma<T, HEAD_DIM, false, /*LDMATRIX=*/false, true>(ctx, sh);
@@ -517,7 +599,7 @@ std::function<void(cudaStream_t)> make_forward(const lab::RunContext& ctx, const
 }
 
 Shape make_shape(const lab::Problem& p) {
-  return Shape{p.t_q, p.t_kv, p.h, p.h_kv, p.causal, p.softmax_scale(), p.softmax_scale() * kLog2e};
+  return Shape{p.t_q, p.t_kv, p.h, p.h_kv, p.causal, p.softmax_scale(), p.softmax_scale() * lab::kLog2e};
 }
 
 lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
@@ -525,9 +607,11 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   const Shape sh = make_shape(pr);
   const bool acc16 = ctx.bug == "fp16-accum";
   const bool f16 = pr.dtype == lab::DType::f16;
+  auto launch_error = ctx.bug == "no-smem-optin" ? std::make_shared<std::string>() : nullptr;
   lab::GpuRun run;
-  if (pr.d == 64) run.forward = f16 ? make_forward<__half, 64>(ctx, sh, acc16) : make_forward<__nv_bfloat16, 64>(ctx, sh, acc16);
-  else run.forward = f16 ? make_forward<__half, 128>(ctx, sh, acc16) : make_forward<__nv_bfloat16, 128>(ctx, sh, acc16);
+  if (pr.d == 64) run.forward = f16 ? make_forward<__half, 64>(ctx, sh, acc16, launch_error) : make_forward<__nv_bfloat16, 64>(ctx, sh, acc16, launch_error);
+  else run.forward = f16 ? make_forward<__half, 128>(ctx, sh, acc16, launch_error) : make_forward<__nv_bfloat16, 128>(ctx, sh, acc16, launch_error);
+  if (launch_error) run.after_check_run = [launch_error](nlohmann::json&) { return *launch_error; };
   if (ctx.variant != "scalar") {
     const int block_kv = pr.d == 64 ? mma::Tiles<64>::BLOCK_KV : mma::Tiles<128>::BLOCK_KV;
     const int smem = pr.d == 64 ? mma::Tiles<64>::SMEM_BYTES : mma::Tiles<128>::SMEM_BYTES;
@@ -540,16 +624,81 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// CPU model: FlashAttention-2's loop for one query row at a time, in plain C++, with the kernels'
-// rounding points: inputs are the stored 16-bit values (make_inputs rounds them), scores and
-// sums are float, exp2 with scale_log2, P rounded to the element type before the PV product (as
-// the mma path feeds it to the Tensor Cores), O rounded once at the end. --bug fp16-accum rounds
-// the O accumulator and l to the element type after every update, as a 16-bit accumulator would.
-lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in, std::vector<float>& o,
-                    std::vector<float>& lse) {
+// CPU models.
+// scalar: the scalar kernel's work for one query row, with the kernel's own exercise functions
+// (dot_f32, pv_add, row_end) on 16-bit copies of the inputs, its 32-key tiles (keys past T_kv
+// are zero rows, as the kernel's zero-filled tiles), its float online softmax, and the quad's
+// four lanes (part 0..3) each with its own accumulators; --bug fp16-accum by the same
+// Accumulator type.
+template <class T, int HEAD_DIM, bool ACC16>
+void scalar_cpu(const lab::Problem& pr, const lab::HostInputs& in, std::vector<float>& o, std::vector<float>& lse) {
+  using namespace scalar;
+  constexpr int PAIRS = HEAD_DIM / 2 / LANES_PER_ROW;
+  auto to16 = [](const std::vector<float>& x) {
+    std::vector<T> y(x.size());
+    for (size_t n = 0; n < x.size(); ++n) y[n] = narrow<T>(x[n]);  // exact: the inputs are 16-bit values
+    return y;
+  };
+  const std::vector<T> q = to16(in.q), k = to16(in.k), v = to16(in.v);
+  const std::vector<T> zero_row(HEAD_DIM, narrow<T>(0.f));
+  const float scale = pr.softmax_scale();
+  lab::parallel_for(int64_t(pr.b) * pr.h * pr.t_q, [&](int64_t row) {
+    const int i = int(row % pr.t_q), bh = int(row / pr.t_q), b = bh / pr.h, h = bh % pr.h;
+    const int hk = lab::kv_head_of(h, pr.h, pr.h_kv);
+    const int q0 = i / BLOCK_Q * BLOCK_Q;
+    const lab::KeyRange row_keys = lab::visible_keys(i, pr.t_q, pr.t_kv, pr.causal, 0);
+    const lab::KeyRange tile_keys =
+        lab::visible_keys_of_rows(q0, std::min(q0 + BLOCK_Q, pr.t_q), pr.t_q, pr.t_kv, pr.causal, 0);
+    const T* q_row = &q[size_t(pr.q_index(b, i, h))];
+    auto kv_row = [&](const std::vector<T>& x, int j) { return j < pr.t_kv ? &x[size_t(pr.kv_index(b, j, hk))] : zero_row.data(); };
+    float m = -INFINITY;
+    Accumulator<T, ACC16> l[LANES_PER_ROW] = {};
+    Accumulator<T, ACC16> acc[LANES_PER_ROW][2 * PAIRS] = {};
+    float p[BLOCK_KV];
+    for (int kv0 = tile_keys.begin / BLOCK_KV * BLOCK_KV; kv0 < tile_keys.end; kv0 += BLOCK_KV) {
+      float s[BLOCK_KV], tile_max = -INFINITY;
+      for (int jj = 0; jj < BLOCK_KV; ++jj) {
+        const float dot = dot_f32(q_row, kv_row(k, kv0 + jj), HEAD_DIM);
+        s[jj] = row_keys.contains(kv0 + jj) ? dot * scale : -INFINITY;
+        tile_max = std::max(tile_max, s[jj]);
+      }
+      const float m_new = std::max(m, tile_max);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;
+      const float alpha = std::exp(m - m_use);
+      m = m_new;
+      for (int part = 0; part < LANES_PER_ROW; ++part) {
+        l[part] *= alpha;
+        for (auto& a : acc[part]) a *= alpha;
+      }
+      for (int jj = 0; jj < BLOCK_KV; ++jj) {
+        p[jj] = std::exp(s[jj] - m_use);
+        l[jj % LANES_PER_ROW] += p[jj];
+      }
+      for (int part = 0; part < LANES_PER_ROW; ++part)
+        for (int jj = 0; jj < BLOCK_KV; ++jj) pv_add(acc[part], p[jj], kv_row(v, kv0 + jj), part, PAIRS);
+    }
+    float l_sum = 0.f;
+    for (int part = 0; part < LANES_PER_ROW; ++part) l_sum += float(l[part]);
+    const RowEnd end = row_end(m, l_sum);
+    float* orow = &o[size_t(pr.q_index(b, i, h))];
+    for (int part = 0; part < LANES_PER_ROW; ++part)
+      for (int u = 0; u < PAIRS; ++u)
+        for (int e = 0; e < 2; ++e)
+          orow[2 * (part + LANES_PER_ROW * u) + e] = widen(narrow<T>(float(acc[part][2 * u + e]) * end.inv_l));
+    lse[size_t(pr.lse_index(b, h, i))] = end.lse;
+  });
+}
+
+// mma: FlashAttention-2's loop for one query row at a time, in plain C++, with the mma kernel's
+// rounding points: scores and sums in float, exp2 with scale_log2, P rounded to the element type
+// before the PV product (as the mma path feeds it to the Tensor Cores), O rounded once at the
+// end; --bug fp16-accum rounds the O accumulator and l after every update. It is the algorithm,
+// not the kernel's fragment code: a stub's mma exercises run only on a GPU, so a stub's CPU model
+// of this variant says so instead of checking (exit 77).
+void mma_cpu(const lab::Problem& pr, bool acc16, const lab::HostInputs& in, std::vector<float>& o,
+             std::vector<float>& lse) {
   constexpr int BLOCK_KV = 64;
   const lab::DType t = pr.dtype;
-  const bool acc16 = opt.bug == "fp16-accum";
   auto keep = [&](float x) { return acc16 ? lab::round_to(t, x) : x; };  // the accumulator's storage
   const Shape sh = make_shape(pr);
   lab::parallel_for(int64_t(pr.b) * pr.h * pr.t_q, [&](int64_t row) {
@@ -585,11 +734,42 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
       }
     }
     float* orow = &o[size_t(pr.q_index(b, i, h))];
-    const float inv_l = l > 0.f ? 1.f / l : 0.f;
-    for (int c = 0; c < pr.d; ++c) orow[c] = lab::round_to(t, acc[size_t(c)] * inv_l);
-    lse[size_t(pr.lse_index(b, h, i))] = l > 0.f ? m * sh.scale + std::log(l) : -INFINITY;
+    const RowEnd end = row_end(m * sh.scale, l);  // m is a raw score Q·K: scaled, it is in natural units
+    for (int c = 0; c < pr.d; ++c) orow[c] = lab::round_to(t, acc[size_t(c)] * end.inv_l);
+    lse[size_t(pr.lse_index(b, h, i))] = end.lse;
   });
-  return {};
+}
+
+template <class T, int HEAD_DIM>
+void scalar_cpu_acc(const lab::Problem& pr, bool acc16, const lab::HostInputs& in, std::vector<float>& o,
+                    std::vector<float>& lse) {
+  if (acc16) scalar_cpu<T, HEAD_DIM, true>(pr, in, o, lse);
+  else scalar_cpu<T, HEAD_DIM, false>(pr, in, o, lse);
+}
+
+lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in, std::vector<float>& o,
+                    std::vector<float>& lse) {
+  lab::CpuRun run;
+  // Which exercises this CPU model runs: the scalar variant's (shared with scalar_kernel). The
+  // mma exercises live on the mma fragments and run only on a GPU; and a launch pitfall needs a
+  // launch. For a stub that means "not checked here", never a pass of the solution's algorithm.
+  if (opt.bug == "no-smem-optin") {
+    run.needs_gpu = "--bug no-smem-optin is a kernel launch without the shared-memory opt-in";
+    return run;
+  }
+  const bool acc16 = opt.bug == "fp16-accum";
+  const bool f16 = pr.dtype == lab::DType::f16;
+  if (opt.variant == "scalar") {
+    if (pr.d == 64) f16 ? scalar_cpu_acc<__half, 64>(pr, acc16, in, o, lse) : scalar_cpu_acc<__nv_bfloat16, 64>(pr, acc16, in, o, lse);
+    else f16 ? scalar_cpu_acc<__half, 128>(pr, acc16, in, o, lse) : scalar_cpu_acc<__nv_bfloat16, 128>(pr, acc16, in, o, lse);
+    return run;
+  }
+  if (std::string(LAB_BUILD_KIND) == "lab") {
+    run.needs_gpu = "the " + opt.variant + " variant's exercises run on mma.sync fragments; --cpu checks --variant scalar";
+    return run;
+  }
+  mma_cpu(pr, acc16, in, o, lse);
+  return run;
 }
 
 int main(int argc, char** argv) {
@@ -598,7 +778,7 @@ int main(int argc, char** argv) {
   s.title = "fp16/bf16 storage, fp32 accumulation: scalar (exercise 3) and Tensor Cores (mma.sync, §12.4)";
   // mma-no-ldmatrix and mma-no-cp-async: the ablations of ch12/04_fp16.md (what each feature buys).
   s.variants = {"scalar", "mma", "mma-no-ldmatrix", "mma-no-cp-async"};
-  s.bugs = {"fp16-accum"};
+  s.bugs = {"fp16-accum", "no-smem-optin"};
   s.dtypes = {lab::DType::f16, lab::DType::bf16};
   s.default_problem.dtype = lab::DType::f16;
   s.default_problem.b = 1;
@@ -610,6 +790,11 @@ int main(int argc, char** argv) {
     if (int64_t(p.b) * p.h > 65535) return "B*H must be <= 65535 (one grid dimension per head)";
     if (!opt.bug.empty() && opt.variant.rfind("mma-no-", 0) == 0)
       return "--bug " + opt.bug + " applies to the scalar and mma variants, not to the ablation " + opt.variant;
+    if (opt.bug == "no-smem-optin" && opt.variant != "mma")
+      return "--bug no-smem-optin applies to --variant mma (the scalar kernel's tiles are static shared memory)";
+    if (opt.bug == "no-smem-optin" && mma::Tiles<64>::SMEM_BYTES <= kDefaultSmemLimit && p.d == 64)
+      return "--bug no-smem-optin needs --d 128: the mma tiles take " + std::to_string(mma::Tiles<64>::SMEM_BYTES / 1024) +
+             " KB at D = 64, under the 48 KB default (" + std::to_string(mma::Tiles<128>::SMEM_BYTES / 1024) + " KB at D = 128)";
     return "";
   };
   s.gpu = setup_gpu;

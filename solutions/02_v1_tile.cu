@@ -40,8 +40,9 @@
 //                  row's maximum, which happens for some row at almost any T > 64
 //   local-causal   tests the causal mask with tile-local indices (r, c) instead of (q0 + r, kv0 + c):
 //                  every tile then looks like a diagonal tile; wrong with --causal and T > 64
-// Exercise (ch12/02_v1_tile.md): write the online-softmax update and the O update
-// (EXERCISE online-softmax), and the final write of O and LSE (EXERCISE finalize).
+// Exercises (ch12/02_v1_tile.md), shared by the kernel and the CPU model: the guards of the
+// ragged last tiles, any T (EXERCISE ragged, the chapter's exercise 1), and the online rescale
+// of one row's state by one K/V tile (EXERCISE online-rescale).
 // Run: scripts/lab run 02 -- --t 1000 --causal          (your stub)
 //      build/bin/02_v1_tile --t 4096 --causal --h 32     (the solution)
 //      build/bin/02_v1_tile --cpu --t 65 --bug no-rescale (the CPU model, with a pitfall)
@@ -88,6 +89,120 @@ __global__ void init_state_kernel(float* __restrict__ o_run,  // [B·H, T_q, D]
 }
 
 // ---------------------------------------------------------------------------------------------
+// The exercises, and the pieces of a step built on them. Every function here is
+// __host__ __device__: the kernel calls them per thread, and the CPU model calls the very same
+// ones per row, so what `--cpu` checks is the code the kernel runs.
+
+// BEGIN EXERCISE ragged: the edges of a problem whose T is not a multiple of the tile size.
+//   T_q and T_kv are arbitrary: the last Q tile and the last K/V tile are ragged (fewer than
+//   BLOCK_Q / BLOCK_KV rows exist). Three small functions, each the guard of one edge:
+//   rows_in_tile  how many rows of tile `tile` (of `tile_size` rows) exist in a sequence of t;
+//   tile_load     one float4 of row r of a tile (columns c..c+3): the row from memory if it
+//                 exists, zeros if not (a missing row must not be read, and must not leave
+//                 garbage in shared memory: garbage can be NaN, and P·V computes 0·NaN = NaN);
+//   score_kept    whether query i may attend key j, in GLOBAL indices: j must exist (a padded
+//                 key of the last tile is not a key) and, with sh.causal, pass the
+//                 bottom-right aligned causal test of attention_math.h.
+//   The code shape of each is in ch12/hints/02_v1_tile.md.
+// STUB: LAB_HD int rows_in_tile(int, int, int) { return 0; }
+// STUB: LAB_HD float4 tile_load(const float*, int64_t, int, int, int) { return make_float4(0.f, 0.f, 0.f, 0.f); }
+// STUB: LAB_HD bool score_kept(int, int, const Shape&) { return false; }
+LAB_HD int rows_in_tile(int tile, int tile_size, int t) { return lab::imin(tile_size, t - tile * tile_size); }
+
+LAB_HD float4 tile_load(const float* tile_row0, int64_t row_stride, int r, int c, int rows_valid) {
+  if (r >= rows_valid) return make_float4(0.f, 0.f, 0.f, 0.f);
+  return *reinterpret_cast<const float4*>(tile_row0 + r * row_stride + c);
+}
+
+LAB_HD bool score_kept(int i, int j, const Shape& sh) {
+  return j < sh.t_kv && lab::key_visible(i, j, sh.t_q, sh.t_kv, sh.causal, 0);
+}
+// END EXERCISE
+
+// BEGIN EXERCISE online-rescale: fold one K/V tile's scores into one query row's running state.
+//   s[0..BLOCK_KV): the row's scores against this tile (already scaled; dropped ones -INFINITY).
+//   v_tile: the tile's V rows (zeros past T_kv). The state: m (running max), l (running sum of
+//   exp(s - m)), o_row[0..HEAD_DIM) (O so far, normalised by l, as FA1's Algorithm 1 keeps it).
+//   If the tile raises the row's max from m_old to m_new, everything summed so far was relative
+//   to m_old: it must be rescaled by exp(m_old - m_new) before this tile's terms are added.
+//   A tile in which the row sees no key leaves the state unchanged (and must not compute
+//   exp(-inf - -inf) = NaN). The formulas are in the header above; the shape of the code in
+//   ch12/hints/02_v1_tile.md.
+// STUB: template <int HEAD_DIM>
+// STUB: LAB_HD void online_update(float (&)[BLOCK_KV], const float (*)[HEAD_DIM], float*, float&, float&) {}
+template <int HEAD_DIM>
+LAB_HD void online_update(float (&s)[BLOCK_KV], const float (*v_tile)[HEAD_DIM], float* o_row, float& m, float& l) {
+  float m_tile = -INFINITY;
+#pragma unroll
+  for (int c = 0; c < BLOCK_KV; ++c) m_tile = fmaxf(m_tile, s[c]);
+  if (m_tile == -INFINITY) return;  // no key of this tile: the state is unchanged
+
+  const float m_new = fmaxf(m, m_tile);
+  const float alpha = expf(m - m_new);  // the online rescale: 0 on the row's first keys
+  float l_tile = 0.f;
+#pragma unroll
+  for (int c = 0; c < BLOCK_KV; ++c) {
+    s[c] = expf(s[c] - m_new);  // P_ij, unnormalised
+    l_tile += s[c];
+  }
+  const float l_new = alpha * l + l_tile;
+  // O_new = (alpha·l_old·O_old + P_ij V_j) / l_new, one column at a time.
+  const float keep = alpha * l / l_new, add = 1.f / l_new;
+  for (int d = 0; d < HEAD_DIM; ++d) {
+    float pv = 0.f;
+#pragma unroll
+    for (int c = 0; c < BLOCK_KV; ++c) pv += s[c] * v_tile[c][d];
+    o_row[d] = o_row[d] * keep + pv * add;
+  }
+  m = m_new;
+  l = l_new;
+}
+// END EXERCISE
+
+// Q_i, K_j, V_j -> the step's tiles, float4 by float4; member `rank` of a team of `size` copies
+// every size-th float4 (the kernel: the block's threads; the CPU model: one).
+template <int HEAD_DIM>
+LAB_HD void load_step_tiles(StepSmem<HEAD_DIM>& sm, const float* q_row0, int64_t q_stride, int q_rows,
+                            const float* k_row0, const float* v_row0, int64_t kv_stride, int kv_rows,
+                            int rank, int size) {
+  constexpr int C4 = HEAD_DIM / 4;  // float4 per row
+  for (int idx = rank; idx < BLOCK_Q * C4; idx += size) {
+    const int r = idx / C4, c = (idx % C4) * 4;
+    const float4 x = tile_load(q_row0, q_stride, r, c, q_rows);
+    sm.q[r][c] = x.x; sm.q[r][c + 1] = x.y; sm.q[r][c + 2] = x.z; sm.q[r][c + 3] = x.w;
+  }
+  for (int idx = rank; idx < BLOCK_KV * C4; idx += size) {
+    const int r = idx / C4, c = (idx % C4) * 4;
+    *reinterpret_cast<float4*>(&sm.k[r][c]) = tile_load(k_row0, kv_stride, r, c, kv_rows);
+    *reinterpret_cast<float4*>(&sm.v[r][c]) = tile_load(v_row0, kv_stride, r, c, kv_rows);
+  }
+}
+
+// One query row's share of a step: its scores against the K/V tile, then the online update.
+// Both pitfalls are injected here, outside the exercises, so they run on any filled-in stub:
+//   local-causal  asks score_kept with the tile-local (r, c) instead of the global (q0 + r, kv0 + c);
+//   no-rescale    raises m to the tile's max BEFORE the update: the update then sees no change
+//                 of max (alpha = 1) while its p = exp(s - m_new), which is exactly the code that
+//                 forgets the rescale.
+template <int HEAD_DIM>
+LAB_HD void step_row(const StepSmem<HEAD_DIM>& sm, int r, int q0, int kv0, const Shape& sh, int bug,
+                     float* o_row, float& m, float& l) {
+  float s[BLOCK_KV];  // S_ij, this row, in registers
+  float m_tile = -INFINITY;
+#pragma unroll
+  for (int c = 0; c < BLOCK_KV; ++c) {
+    float dot = 0.f;
+#pragma unroll 16
+    for (int d = 0; d < HEAD_DIM; ++d) dot += sm.q[r][d] * sm.k[c][d];
+    const bool kept = bug == kLocalCausal ? score_kept(r, c, sh) : score_kept(q0 + r, kv0 + c, sh);
+    s[c] = kept ? dot * sh.scale : -INFINITY;
+    m_tile = fmaxf(m_tile, s[c]);
+  }
+  if (bug == kNoRescale) m = fmaxf(m, m_tile);
+  online_update<HEAD_DIM>(s, sm.v, o_row, m, l);
+}
+
+// ---------------------------------------------------------------------------------------------
 // One step of the outer loop: K/V tile `kv_tile` meets Q tile blockIdx.x of head blockIdx.y.
 // Reads the tile's running O, m, l from HBM, folds in S_ij = Q_i K_jᵀ · scale, writes them back.
 template <int HEAD_DIM>
@@ -103,94 +218,30 @@ v1_step_kernel(const float* __restrict__ q,   // [B, T_q, H, D]
   StepSmem<HEAD_DIM>& sm = *reinterpret_cast<StepSmem<HEAD_DIM>*>(smem_raw);
   const int q_tile = blockIdx.x, bh = blockIdx.y, b = bh / sh.h, head = bh % sh.h;
   const int kv_head = lab::kv_head_of(head, sh.h, sh.h_kv);
-  const int q0 = q_tile * BLOCK_Q, q_rows = lab::imin(BLOCK_Q, sh.t_q - q0);
-  const int kv0 = kv_tile * BLOCK_KV, kv_rows = lab::imin(BLOCK_KV, sh.t_kv - kv0);
+  const int q0 = q_tile * BLOCK_Q, q_rows = rows_in_tile(q_tile, BLOCK_Q, sh.t_q);
+  const int kv0 = kv_tile * BLOCK_KV, kv_rows = rows_in_tile(kv_tile, BLOCK_KV, sh.t_kv);
 
   // Tile skip: if no row of this Q tile sees a key of this K/V tile, the state does not change.
   // (The whole block returns together, before any barrier.)
+  if (q_rows <= 0 || kv_rows <= 0) return;
   const lab::KeyRange seen = lab::visible_keys_of_rows(q0, q0 + q_rows, sh.t_q, sh.t_kv, sh.causal, 0);
   if (kv0 + kv_rows <= seen.begin || kv0 >= seen.end) return;
 
-  // Q_i, K_j, V_j -> shared memory (rows past T_q / T_kv as zeros), float4 reads from HBM.
-  constexpr int C4 = HEAD_DIM / 4;  // float4 per row
-  for (int idx = threadIdx.x; idx < BLOCK_Q * C4; idx += THREADS) {
-    const int r = idx / C4, c = (idx % C4) * 4;
-    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (r < q_rows) x = *reinterpret_cast<const float4*>(q + ((int64_t(b) * sh.t_q + q0 + r) * sh.h + head) * HEAD_DIM + c);
-    sm.q[r][c] = x.x; sm.q[r][c + 1] = x.y; sm.q[r][c + 2] = x.z; sm.q[r][c + 3] = x.w;
-  }
-  for (int idx = threadIdx.x; idx < BLOCK_KV * C4; idx += THREADS) {
-    const int r = idx / C4, c = (idx % C4) * 4;
-    float4 kx = make_float4(0.f, 0.f, 0.f, 0.f), vx = kx;
-    if (r < kv_rows) {
-      const int64_t at = ((int64_t(b) * sh.t_kv + kv0 + r) * sh.h_kv + kv_head) * HEAD_DIM + c;
-      kx = *reinterpret_cast<const float4*>(k + at);
-      vx = *reinterpret_cast<const float4*>(v + at);
-    }
-    *reinterpret_cast<float4*>(&sm.k[r][c]) = kx;
-    *reinterpret_cast<float4*>(&sm.v[r][c]) = vx;
-  }
+  const int64_t q_stride = int64_t(sh.h) * HEAD_DIM, kv_stride = int64_t(sh.h_kv) * HEAD_DIM;  // row to row
+  const int64_t kv_at = ((int64_t(b) * sh.t_kv + kv0) * sh.h_kv + kv_head) * HEAD_DIM;
+  load_step_tiles<HEAD_DIM>(sm, q + ((int64_t(b) * sh.t_q + q0) * sh.h + head) * HEAD_DIM, q_stride, q_rows,
+                            k + kv_at, v + kv_at, kv_stride, kv_rows, int(threadIdx.x), THREADS);
   __syncthreads();  // the three tiles are complete before any thread reads them
 
-  const int r = threadIdx.x, i = q0 + r;  // this thread's query row: tile-local r, global i
-  if (r >= q_rows) return;                // past T_q (ragged last Q tile); no barrier follows
+  const int r = threadIdx.x;  // this thread's query row (tile-local; global q0 + r)
+  if (r >= q_rows) return;    // past T_q (ragged last Q tile); no barrier follows
 
-  // S_ij, this thread's row: one dot product per key, scaled; masked keys -inf. The mask takes
-  // GLOBAL indices; --bug local-causal passes the tile-local (r, c) instead.
-  float s_rmem[BLOCK_KV];
-#pragma unroll
-  for (int c = 0; c < BLOCK_KV; ++c) {
-    float dot = 0.f;
-#pragma unroll 16
-    for (int d = 0; d < HEAD_DIM; ++d) dot += sm.q[r][d] * sm.k[c][d];
-    const bool visible = kv0 + c < sh.t_kv &&
-                         (bug == kLocalCausal ? lab::key_visible(r, c, sh.t_q, sh.t_kv, sh.causal, 0)
-                                              : lab::key_visible(i, kv0 + c, sh.t_q, sh.t_kv, sh.causal, 0));
-    s_rmem[c] = visible ? dot * sh.scale : -INFINITY;
-  }
-
-  const int64_t row = int64_t(bh) * sh.t_q + i;  // index of this row's state (and of its LSE)
-  float* o_row = o_run + row * HEAD_DIM;
-  // BEGIN EXERCISE online-softmax: fold this tile's scores s_rmem[0..BLOCK_KV) into row `row`'s state.
-  //   The state is in HBM: m_run[row], l_run[row] and o_row[0..HEAD_DIM) (O normalised, as in
-  //   FA1's Algorithm 1). Masked keys hold -INFINITY.
-  //   1. m_tile = max of s_rmem. If it is -INFINITY this row sees no key of this tile: return
-  //      (the state is unchanged; and exp(-inf - -inf) would be NaN).
-  //   2. m_new = max(m_old, m_tile); alpha = expf(m_old - m_new) (0 on the row's first tile);
-  //      p_c = expf(s_c - m_new) (store them back in s_rmem); l_new = alpha·l_old + Σ p_c.
-  //      --bug no-rescale (bug == kNoRescale) uses alpha = 1: the pitfall the check must catch.
-  //   3. O update, column by column: o = (alpha·l_old·o + Σ_c p_c·sm.v[c][d]) / l_new.
-  //   4. Write m_new and l_new back.
-  // STUB: (void)s_rmem; (void)o_row; (void)m_run; (void)l_run; (void)row;
-  float m_tile = -INFINITY;
-#pragma unroll
-  for (int c = 0; c < BLOCK_KV; ++c) m_tile = fmaxf(m_tile, s_rmem[c]);
-  if (m_tile == -INFINITY) return;
-
-  const float m_old = m_run[row], l_old = l_run[row];
-  const float m_new = fmaxf(m_old, m_tile);
-  // The online rescale: O and l were accumulated relative to m_old.
-  const float alpha = bug == kNoRescale ? 1.f : expf(m_old - m_new);
-  float l_tile = 0.f;
-#pragma unroll
-  for (int c = 0; c < BLOCK_KV; ++c) {
-    s_rmem[c] = expf(s_rmem[c] - m_new);  // P_ij, unnormalised
-    l_tile += s_rmem[c];
-  }
-  const float l_new = alpha * l_old + l_tile;
-
-  // O_new = (alpha·l_old·O_old + P_ij V_j) / l_new, one column at a time: O makes a round trip
-  // through HBM (read, update, write) at every K/V step.
-  const float keep = alpha * l_old / l_new, add = 1.f / l_new;
-  for (int d = 0; d < HEAD_DIM; ++d) {
-    float pv = 0.f;
-#pragma unroll
-    for (int c = 0; c < BLOCK_KV; ++c) pv += s_rmem[c] * sm.v[c][d];
-    o_row[d] = o_row[d] * keep + pv * add;
-  }
-  m_run[row] = m_new;
-  l_run[row] = l_new;
-  // END EXERCISE
+  // The state is in HBM: read, update, written back at every K/V step.
+  const int64_t row = int64_t(bh) * sh.t_q + q0 + r;  // index of this row's state (and of its LSE)
+  float m = m_run[row], l = l_run[row];
+  step_row<HEAD_DIM>(sm, r, q0, kv0, sh, bug, o_run + row * HEAD_DIM, m, l);
+  m_run[row] = m;
+  l_run[row] = l;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -204,11 +255,6 @@ __global__ void finalize_kernel(const float* __restrict__ o_run,  // [B·H, T_q,
                                 int b_count, Shape sh, int head_dim) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  // BEGIN EXERCISE finalize: write O [B, T_q, H, D] and LSE [B, H, T_q] from the running state.
-  //   The state is indexed by row = (b·H + h)·T_q + i, which is also LSE's index. O's element
-  //   (b, i, h, d) is o_run[row·D + d]. A row that saw no key (l == 0) gets O = 0, LSE = -INFINITY;
-  //   every other row LSE = m + logf(l). Use grid-stride loops (first, stride) over O and LSE.
-  // STUB: (void)o_run; (void)m_run; (void)l_run; (void)o; (void)lse; (void)b_count; (void)sh; (void)head_dim; (void)stride; (void)first;
   const int64_t rows = int64_t(b_count) * sh.h * sh.t_q;
   for (int64_t n = first; n < rows * head_dim; n += stride) {  // n walks O in its own layout
     const int d = int(n % head_dim);
@@ -221,7 +267,6 @@ __global__ void finalize_kernel(const float* __restrict__ o_run,  // [B·H, T_q,
   }
   for (int64_t row = first; row < rows; row += stride)
     lse[row] = l_run[row] > 0.f ? m_run[row] + logf(l_run[row]) : -INFINITY;
-  // END EXERCISE
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -239,10 +284,11 @@ TileCounts count_tiles(const lab::Problem& p) {
   TileCounts t;
   const int nq = lab::ceil_div(p.t_q, BLOCK_Q), nkv = lab::ceil_div(p.t_kv, BLOCK_KV);
   for (int qt = 0; qt < nq; ++qt) {
-    const int q0 = qt * BLOCK_Q, rows = std::min(BLOCK_Q, p.t_q - q0);
+    const int q0 = qt * BLOCK_Q, rows = rows_in_tile(qt, BLOCK_Q, p.t_q);
+    if (rows <= 0) continue;
     const lab::KeyRange seen = lab::visible_keys_of_rows(q0, q0 + rows, p.t_q, p.t_kv, p.causal, 0);
     for (int kt = 0; kt < nkv; ++kt) {
-      const int kv0 = kt * BLOCK_KV, kv_end = std::min(kv0 + BLOCK_KV, p.t_kv);
+      const int kv0 = kt * BLOCK_KV, kv_end = kv0 + rows_in_tile(kt, BLOCK_KV, p.t_kv);
       const bool visit = kv_end > seen.begin && kv0 < seen.end;
       t.visited += visit;
       t.visited_rows += visit ? rows : 0;
@@ -327,74 +373,66 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// CPU model: the same loop order in plain C++ (float, like the kernel) — K/V tiles outside, Q
-// tiles inside, the O/m/l state in a workspace that every step reads and writes back, the same
-// tile skip, the same masks (and the same --bug pitfalls).
-lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in,
-                    std::vector<float>& o, std::vector<float>& lse) {
+// CPU model: the kernel's loop order and the kernel's own per-row code (load_step_tiles,
+// step_row and the exercises they call), K/V tiles outside, Q tiles inside, the O/m/l state in a
+// workspace that every step reads and writes back, the same tile skip and the same --bug
+// pitfalls. Inputs are copied with NaN rows after the end, so a missing guard reads NaN (as a GPU
+// reads whatever lies past the end) instead of crashing; and a tile that claims rows past T is
+// reported, not read.
+template <int HEAD_DIM>
+lab::CpuRun run_cpu_d(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in,
+                      std::vector<float>& o, std::vector<float>& lse) {
   const int bug = bug_code(opt.bug);
-  const int d = pr.d, nq = lab::ceil_div(pr.t_q, BLOCK_Q), nkv = lab::ceil_div(pr.t_kv, BLOCK_KV);
-  const float scale = pr.softmax_scale();
-  std::vector<float> o_run(size_t(pr.q_elems()), 0.f);                 // [B·H, T_q, D]
-  std::vector<float> m_run(size_t(pr.lse_elems()), -INFINITY);         // [B·H, T_q]
-  std::vector<float> l_run(size_t(pr.lse_elems()), 0.f);               // [B·H, T_q]
-
+  const int nq = lab::ceil_div(pr.t_q, BLOCK_Q), nkv = lab::ceil_div(pr.t_kv, BLOCK_KV);
+  const Shape sh{pr.t_q, pr.t_kv, pr.h, pr.h_kv, pr.causal, pr.softmax_scale()};
+  auto padded = [&](const std::vector<float>& x, int heads) {
+    std::vector<float> y(x.size() + size_t(std::max(BLOCK_Q, BLOCK_KV)) * heads * HEAD_DIM, std::nanf(""));
+    std::copy(x.begin(), x.end(), y.begin());
+    return y;
+  };
+  const std::vector<float> q = padded(in.q, pr.h), k = padded(in.k, pr.h_kv), v = padded(in.v, pr.h_kv);
+  std::vector<float> o_run(size_t(pr.q_elems()), 0.f);          // [B·H, T_q, D]
+  std::vector<float> m_run(size_t(pr.lse_elems()), -INFINITY);  // [B·H, T_q]
+  std::vector<float> l_run(size_t(pr.lse_elems()), 0.f);        // [B·H, T_q]
+  const int64_t q_stride = int64_t(pr.h) * HEAD_DIM, kv_stride = int64_t(pr.h_kv) * HEAD_DIM;
+  std::string failure;
   for (int kv_tile = 0; kv_tile < nkv; ++kv_tile) {  // the OUTER loop: one K/V tile
-    const int kv0 = kv_tile * BLOCK_KV, kv_rows = std::min(BLOCK_KV, pr.t_kv - kv0);
-    lab::parallel_for(int64_t(pr.b) * pr.h * nq, [&](int64_t blk) {  // the inner loop: every Q tile
+    const int kv0 = kv_tile * BLOCK_KV, kv_rows = rows_in_tile(kv_tile, BLOCK_KV, pr.t_kv);
+    if (kv_rows > pr.t_kv - kv0 && failure.empty())
+      failure = "rows_in_tile(" + std::to_string(kv_tile) + ", " + std::to_string(BLOCK_KV) + ", T_kv=" +
+                std::to_string(pr.t_kv) + ") = " + std::to_string(kv_rows) + ": rows past T_kv would be read";
+    lab::parallel_for(int64_t(pr.b) * pr.h * nq, [&](int64_t blk) {  // the inner loop: every Q tile, a "block"
       const int q_tile = int(blk % nq), bh = int(blk / nq), b = bh / pr.h, h = bh % pr.h;
       const int hk = lab::kv_head_of(h, pr.h, pr.h_kv);
-      const int q0 = q_tile * BLOCK_Q, q_rows = std::min(BLOCK_Q, pr.t_q - q0);
+      const int q0 = q_tile * BLOCK_Q, q_rows = rows_in_tile(q_tile, BLOCK_Q, pr.t_q);
+      if (q_rows <= 0 || kv_rows <= 0 || q_rows > pr.t_q - q0 || kv_rows > pr.t_kv - kv0) return;
       const lab::KeyRange seen = lab::visible_keys_of_rows(q0, q0 + q_rows, pr.t_q, pr.t_kv, pr.causal, 0);
       if (kv0 + kv_rows <= seen.begin || kv0 >= seen.end) return;  // tile skip
-      float s[BLOCK_KV];
-      std::vector<float> pv(static_cast<size_t>(d));
-      for (int r = 0; r < q_rows; ++r) {
-        const int i = q0 + r;
-        const float* qr = &in.q[size_t(pr.q_index(b, i, h))];
-        float m_tile = -INFINITY;
-        for (int c = 0; c < BLOCK_KV; ++c) {
-          const int j = kv0 + c;
-          const bool visible = j < pr.t_kv &&
-                               (bug == kLocalCausal ? lab::key_visible(r, c, pr.t_q, pr.t_kv, pr.causal, 0)
-                                                    : lab::key_visible(i, j, pr.t_q, pr.t_kv, pr.causal, 0));
-          if (!visible) { s[c] = -INFINITY; continue; }
-          const float* kr = &in.k[size_t(pr.kv_index(b, j, hk))];
-          float dot = 0.f;
-          for (int x = 0; x < d; ++x) dot += qr[x] * kr[x];
-          s[c] = dot * scale;
-          m_tile = std::max(m_tile, s[c]);
-        }
-        if (m_tile == -INFINITY) continue;  // no key of this tile: the state is unchanged
-        const size_t row = size_t(bh) * pr.t_q + i;
-        const float m_old = m_run[row], l_old = l_run[row];
-        const float m_new = std::max(m_old, m_tile);
-        const float alpha = bug == kNoRescale ? 1.f : std::exp(m_old - m_new);
-        float l_tile = 0.f;
-        for (int c = 0; c < BLOCK_KV; ++c) {
-          s[c] = std::exp(s[c] - m_new);
-          l_tile += s[c];
-        }
-        const float l_new = alpha * l_old + l_tile;
-        const float keep = alpha * l_old / l_new, add = 1.f / l_new;
-        std::fill(pv.begin(), pv.end(), 0.f);  // P_ij V_j, this row
-        for (int c = 0; c < kv_rows; ++c) {
-          const float* vr = &in.v[size_t(pr.kv_index(b, kv0 + c, hk))];
-          for (int x = 0; x < d; ++x) pv[size_t(x)] += s[c] * vr[x];
-        }
-        float* orow = &o_run[row * size_t(d)];
-        for (int x = 0; x < d; ++x) orow[x] = orow[x] * keep + pv[size_t(x)] * add;
-        m_run[row] = m_new;
-        l_run[row] = l_new;
+      auto sm = std::make_unique<StepSmem<HEAD_DIM>>();
+      const size_t kv_at = size_t(pr.kv_index(b, kv0, hk));
+      load_step_tiles<HEAD_DIM>(*sm, &q[size_t(pr.q_index(b, q0, h))], q_stride, q_rows, &k[kv_at], &v[kv_at],
+                                kv_stride, kv_rows, 0, 1);
+      for (int r = 0; r < q_rows; ++r) {  // the block's threads, one after the other
+        const size_t row = size_t(bh) * pr.t_q + q0 + r;
+        step_row<HEAD_DIM>(*sm, r, q0, kv0, sh, bug, &o_run[row * HEAD_DIM], m_run[row], l_run[row]);
       }
     });
   }
-  // Finalize: O (already normalised) and LSE.
+  if (failure.empty())
+    for (int q_tile = 0; q_tile < nq; ++q_tile) {
+      const int q_rows = rows_in_tile(q_tile, BLOCK_Q, pr.t_q);
+      if (q_rows > pr.t_q - q_tile * BLOCK_Q) {
+        failure = "rows_in_tile(" + std::to_string(q_tile) + ", " + std::to_string(BLOCK_Q) + ", T_q=" +
+                  std::to_string(pr.t_q) + ") = " + std::to_string(q_rows) + ": rows past T_q would be read";
+        break;
+      }
+    }
+  // Finalize (finalize_kernel's rule): O (already normalised) and LSE.
   lab::parallel_for(int64_t(pr.b) * pr.h * pr.t_q, [&](int64_t row) {
     const int i = int(row % pr.t_q), bh = int(row / pr.t_q), b = bh / pr.h, h = bh % pr.h;
     const bool seen = l_run[size_t(row)] > 0.f;
     float* orow = &o[size_t(pr.q_index(b, i, h))];
-    for (int x = 0; x < d; ++x) orow[x] = seen ? o_run[size_t(row) * d + x] : 0.f;
+    for (int x = 0; x < HEAD_DIM; ++x) orow[x] = seen ? o_run[size_t(row) * HEAD_DIM + x] : 0.f;
     lse[size_t(row)] = seen ? m_run[size_t(row)] + std::log(l_run[size_t(row)]) : -INFINITY;
   });
   const TileCounts tiles = count_tiles(pr);
@@ -403,7 +441,13 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
   run.hbm_bytes_model = v1_hbm_bytes(pr, tiles);
   run.metrics["tiles_visited"] = tiles.visited;
   run.metrics["tiles_total"] = tiles.total;
+  run.failure = failure;
   return run;
+}
+
+lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in,
+                    std::vector<float>& o, std::vector<float>& lse) {
+  return pr.d == 64 ? run_cpu_d<64>(pr, opt, in, o, lse) : run_cpu_d<128>(pr, opt, in, o, lse);
 }
 
 int main(int argc, char** argv) {

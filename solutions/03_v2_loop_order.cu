@@ -35,12 +35,15 @@
 // Target: >= 25% of fp32 SGEMM (~13 TFLOP/s on an H200) at T = 4096, D = 64, B·H = 32, and >= 3x
 // section 02. Measure with `scripts/lab bench 03`; the generated tables hold the real numbers.
 //
-// Exercise (ch12/03_v2_loop_order.md): the loop over the K/V tiles of a Q tile, with the causal
-// stop at the diagonal, and the deferred normalisation (EXERCISE loop-order).
+// Exercises (ch12/03_v2_loop_order.md), shared by the kernel and the CPU model: the K/V sweep of
+// a Q tile with its causal stop at the diagonal (EXERCISE loop-order), and the deferred
+// normalisation (EXERCISE deferred-normalisation). The cp.async pipeline is given.
 // Run: scripts/lab run 03 -- --t 4096 --causal --h 32     (your stub)
 //      build/bin/03_v2_loop_order --t 4096 --h 32            (the solution)
 //      build/bin/03_v2_loop_order --cpu --t 1000 --causal    (the CPU model)
 #include <cuda_pipeline.h>
+
+#include <atomic>
 
 #include "lab.cuh"
 
@@ -209,6 +212,68 @@ __device__ __forceinline__ void accumulate_pv(const float* p_smem, const float* 
 }
 
 // ---------------------------------------------------------------------------------------------
+// The exercises: the loop order with its causal stop, and the deferred normalisation. They are
+// __host__ __device__, and both the kernel and the CPU model run them: what `--cpu` checks is the
+// code the kernel runs. The cp.async pipeline, the products and the online softmax are given.
+
+// The K/V tiles a Q tile visits, [begin, end), and where per-element masking starts: keys below
+// unmasked_end are visible to every row of the Q tile.
+struct KvSpan {
+  int begin, end;
+  int unmasked_end;
+};
+
+// BEGIN EXERCISE loop-order: the K/V sweep of one Q tile, FlashAttention-2's order.
+//   kv_span: which K/V tiles (of block_kv keys) the Q tile [q0, q0 + q_rows) must visit. Without
+//   a mask, all of them. Under causal, a Q tile stops at the diagonal: tiles that no row of it
+//   may see are never loaded (attention_math.h says which keys a range of rows sees, bottom-right
+//   aligned). unmasked_end: the keys every row of the tile sees; a tile reaching past it needs the
+//   per-element mask (the diagonal tiles, and the ragged end of K/V).
+//   sweep_kv: the loop itself. The Q tile and the running O, m, l of its rows stay where they are
+//   (shared memory, registers) for the whole sweep; call step(kv_tile, needs_mask) for each K/V
+//   tile of the span, in order, then finish() once: the normalisation by 1/l is deferred to after
+//   the last tile.
+//   The code shape: ch12/hints/03_v2_loop_order.md.
+// STUB: LAB_HD KvSpan kv_span(int, int, const Shape&, int) { return {0, 0, 0}; }
+// STUB: #pragma nv_exec_check_disable
+// STUB: template <class Step, class Finish>
+// STUB: __host__ __device__ void sweep_kv(const KvSpan&, int, Step&&, Finish&&) {}
+LAB_HD KvSpan kv_span(int q0, int q_rows, const Shape& sh, int block_kv) {
+  const lab::KeyRange keys = lab::visible_keys_of_rows(q0, q0 + q_rows, sh.t_q, sh.t_kv, sh.causal, 0);
+  const int begin = keys.begin / block_kv;
+  const int end = keys.empty() ? begin : lab::ceil_div(keys.end, block_kv);
+  return {begin, end, lab::visible_keys(q0, sh.t_q, sh.t_kv, sh.causal, 0).end};
+}
+
+#pragma nv_exec_check_disable
+template <class Step, class Finish>
+__host__ __device__ void sweep_kv(const KvSpan& span, int block_kv, Step&& step, Finish&& finish) {
+  for (int kv_tile = span.begin; kv_tile < span.end; ++kv_tile)
+    step(kv_tile, (kv_tile + 1) * block_kv > span.unmasked_end);  // crosses the diagonal or the end of K/V
+  finish();
+}
+// END EXERCISE
+
+// What a row's output is once its sweep is over.
+struct RowEnd {
+  float inv_l;  // O = (unnormalised O) · inv_l
+  float lse;    // natural log
+};
+
+// BEGIN EXERCISE deferred-normalisation: the end of one row, after its last K/V tile.
+//   m_log2 is the row's running max in log2 units (the kernel works with exp2: scores were
+//   multiplied by scale·log2(e)); l is the row's sum of exp2(s - m_log2) over every key it saw.
+//   Return the factor that normalises the row's O, and its LSE in natural log (the harness and
+//   a backward pass want ln). A row that saw no key (l == 0) gets O = 0 and LSE = -INFINITY.
+//   Use lab::kLn2 / lab::kLog2e (attention_math.h) rather than typed constants.
+// STUB: LAB_HD RowEnd row_end(float, float) { return {NAN, NAN}; }
+LAB_HD RowEnd row_end(float m_log2, float l) {
+  if (!(l > 0.f)) return {0.f, -INFINITY};
+  return {1.f / l, m_log2 * lab::kLn2 + logf(l)};
+}
+// END EXERCISE
+
+// ---------------------------------------------------------------------------------------------
 // The kernel: one block per (Q tile, head), 4 warps, each warp 16 of the tile's 64 query rows.
 template <int HEAD_DIM>
 __global__ void __launch_bounds__(THREADS, Tiles<HEAD_DIM>::MIN_BLOCKS_PER_SM)
@@ -235,27 +300,12 @@ v2_kernel(const float* __restrict__ q,  // [B, T_q, H, D]
   const float* q_tile_g = q + ((int64_t(b) * sh.t_q + q0) * sh.h + head) * HEAD_DIM;
   const float* k_head_g = k + (int64_t(b) * sh.t_kv * sh.h_kv + kv_head) * HEAD_DIM;  // key j: + j·kv_stride
   const float* v_head_g = v + (int64_t(b) * sh.t_kv * sh.h_kv + kv_head) * HEAD_DIM;
-  const float scale_log2 = sh.scale * 1.4426950408889634f;  // scores in log2 units: exp(x) = exp2(x·log2 e)
+  const float scale_log2 = sh.scale * lab::kLog2e;  // scores in log2 units: exp(x) = exp2(x·log2 e)
   const bool no_rescale = bug == kNoRescale;
-
-  // BEGIN EXERCISE loop-order: the K/V sweep of this Q tile, then the deferred normalisation.
-  //   The state of this thread's TM rows lives in registers for the whole sweep:
-  //   o_acc[TM][TD] (unnormalised O), m_run[TM] = -INFINITY, l_run[TM] = 0.
-  //   1. K/V range: lab::visible_keys_of_rows(q0, q0 + q_rows, ...) -> the first and one-past-last
-  //      K/V tile (causal blocks stop at the diagonal). Keys below lab::visible_keys(q0, ...).end
-  //      are visible to every row of the tile: only tiles reaching past it need a mask.
-  //   2. Prologue: load_tile_async the Q tile (once!) and the first K tile; __pipeline_commit().
-  //   3. For each K/V tile: __pipeline_wait_prior(0) + __syncthreads (K_j is in; V_{j-1} is free);
-  //      start V_j; compute_scores; scale by scale_log2, mask with lab::key_visible (GLOBAL
-  //      indices: query q0 + row0 + 4·tm, key kv0 + lx + 8·n); online_softmax; P -> p_smem;
-  //      wait + __syncthreads (V_j is in; K_j is free); start K_{j+1}; accumulate_pv.
-  //   4. Epilogue (deferred normalisation): l = sum of l_run over the 8 lanes of the row
-  //      (__shfl_xor_sync 1, 2, 4); O = o_acc / l; LSE = m·ln 2 + log(l) (m is in log2 units).
-  //      A row with l == 0 saw no key: O = 0, LSE = -INFINITY. Rows past T_q are not written.
-  // STUB: (void)q_smem; (void)k_smem; (void)v_smem; (void)p_smem; (void)kv_head; (void)q_rows; (void)row0; (void)lx;
-  // STUB: (void)q_stride; (void)kv_stride; (void)q_tile_g; (void)k_head_g; (void)v_head_g; (void)scale_log2; (void)no_rescale;
   constexpr int BKV = T::BLOCK_KV;
-  float4 o_acc[TM][T::TD];
+
+  // The state of this thread's TM rows, in registers for the whole sweep.
+  float4 o_acc[TM][T::TD];  // unnormalised O
   float m_run[TM], l_run[TM];
 #pragma unroll
   for (int tm = 0; tm < TM; ++tm) {
@@ -265,18 +315,17 @@ v2_kernel(const float* __restrict__ q,  // [B, T_q, H, D]
     for (int c = 0; c < T::TD; ++c) o_acc[tm][c] = make_float4(0.f, 0.f, 0.f, 0.f);
   }
 
-  const lab::KeyRange keys = lab::visible_keys_of_rows(q0, q0 + q_rows, sh.t_q, sh.t_kv, sh.causal, 0);
-  const int kv_tile_begin = keys.begin / BKV;
-  const int kv_tile_end = keys.empty() ? kv_tile_begin : lab::ceil_div(keys.end, BKV);
-  const int unmasked_end = lab::visible_keys(q0, sh.t_q, sh.t_kv, sh.causal, 0).end;
-
-  if (kv_tile_begin < kv_tile_end) {  // prologue: Q once, and the first K tile
+  const KvSpan span = kv_span(q0, q_rows, sh, BKV);
+  if (span.begin < span.end) {  // prologue: Q once, and the first K tile
     load_tile_async<BLOCK_Q, HEAD_DIM, T::Q_STRIDE>(q_smem, q_tile_g, q_stride, q_rows);
-    const int kv0 = kv_tile_begin * BKV;
+    const int kv0 = span.begin * BKV;
     load_tile_async<BKV, HEAD_DIM, T::K_STRIDE>(k_smem, k_head_g + kv0 * kv_stride, kv_stride, sh.t_kv - kv0);
     __pipeline_commit();
   }
-  for (int kv_tile = kv_tile_begin; kv_tile < kv_tile_end; ++kv_tile) {
+
+  // One K/V tile: S = Q K_jᵀ, mask, online softmax, O += P V_j; the copies of V_j and K_{j+1}
+  // overlap the two products.
+  auto step = [&](int kv_tile, bool need_mask) {
     const int kv0 = kv_tile * BKV;
     __pipeline_wait_prior(0);  // this thread's copies of K_j (and Q) have landed
     __syncthreads();           // everyone's have: K_j is complete; and every warp is done with V_{j-1}
@@ -285,7 +334,6 @@ v2_kernel(const float* __restrict__ q,  // [B, T_q, H, D]
 
     float s[TM][T::TN];  // S = Q_i K_jᵀ, this thread's 4 rows x TN keys
     compute_scores<HEAD_DIM>(q_smem, k_smem, row0, lx, s);
-    const bool need_mask = kv0 + BKV > unmasked_end;  // crosses the diagonal or the end of K/V
 #pragma unroll
     for (int tm = 0; tm < TM; ++tm)
 #pragma unroll
@@ -302,36 +350,39 @@ v2_kernel(const float* __restrict__ q,  // [B, T_q, H, D]
 
     __pipeline_wait_prior(0);  // this thread's copies of V_j have landed
     __syncthreads();           // V_j is complete, P is visible to the warp; every warp is done with K_j
-    if (kv_tile + 1 < kv_tile_end) {
+    if (kv_tile + 1 < span.end) {
       const int next0 = kv0 + BKV;
       load_tile_async<BKV, HEAD_DIM, T::K_STRIDE>(k_smem, k_head_g + next0 * kv_stride, kv_stride, sh.t_kv - next0);
     }
     __pipeline_commit();       // K_{j+1} streams in while P_j V_j is computed (an empty group at the end)
     accumulate_pv<HEAD_DIM>(p_smem, v_smem, row0, lx, o_acc);
-  }
+  };
 
-  // Epilogue: the deferred normalisation, once per row.
+  // Epilogue: l is a per-lane partial sum; the 8 lanes of a row add theirs, then row_end.
+  auto finish = [&]() {
 #pragma unroll
-  for (int tm = 0; tm < TM; ++tm) {
-    float l = l_run[tm];
+    for (int tm = 0; tm < TM; ++tm) {
+      float l = l_run[tm];
 #pragma unroll
-    for (int off = 1; off < LANE_COLS; off <<= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
-    const int r = row0 + 4 * tm, i = q0 + r;
-    if (r >= q_rows) continue;  // past T_q (ragged last Q tile)
-    const float inv_l = l > 0.f ? 1.f / l : 0.f;
-    float* o_row = o + ((int64_t(b) * sh.t_q + i) * sh.h + head) * HEAD_DIM;
+      for (int off = 1; off < LANE_COLS; off <<= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
+      const int r = row0 + 4 * tm, i = q0 + r;
+      if (r >= q_rows) continue;  // past T_q (ragged last Q tile)
+      const RowEnd end = row_end(m_run[tm], l);
+      float* o_row = o + ((int64_t(b) * sh.t_q + i) * sh.h + head) * HEAD_DIM;
 #pragma unroll
-    for (int c = 0; c < T::TD; ++c) {
-      const float4 x = o_acc[tm][c];
-      st4(o_row + 4 * lx + 32 * c, make_float4(x.x * inv_l, x.y * inv_l, x.z * inv_l, x.w * inv_l));
+      for (int c = 0; c < T::TD; ++c) {
+        const float4 x = o_acc[tm][c];
+        st4(o_row + 4 * lx + 32 * c, make_float4(x.x * end.inv_l, x.y * end.inv_l, x.z * end.inv_l, x.w * end.inv_l));
+      }
+      if (lx == 0) lse[int64_t(bh) * sh.t_q + i] = end.lse;
     }
-    if (lx == 0) lse[int64_t(bh) * sh.t_q + i] = l > 0.f ? m_run[tm] * 0.6931471805599453f + logf(l) : -INFINITY;
-  }
-  // END EXERCISE
+  };
+
+  sweep_kv(span, BKV, step, finish);
 }
 
 // ---------------------------------------------------------------------------------------------
-// Tile counts (the same skip as the kernel) for the record.
+// Tile counts (the kernel's kv_span) for the record.
 struct TileCounts {
   int64_t visited = 0, total = 0;
 };
@@ -339,11 +390,12 @@ struct TileCounts {
 TileCounts count_tiles(const lab::Problem& p) {
   const int bkv = p.d == 64 ? Tiles<64>::BLOCK_KV : Tiles<128>::BLOCK_KV;
   const int nq = lab::ceil_div(p.t_q, BLOCK_Q), nkv = lab::ceil_div(p.t_kv, bkv);
+  const Shape sh{p.t_q, p.t_kv, p.h, p.h_kv, p.causal, p.softmax_scale()};
   TileCounts t;
   for (int qt = 0; qt < nq; ++qt) {
     const int q0 = qt * BLOCK_Q, rows = std::min(BLOCK_Q, p.t_q - q0);
-    const lab::KeyRange keys = lab::visible_keys_of_rows(q0, q0 + rows, p.t_q, p.t_kv, p.causal, 0);
-    if (!keys.empty()) t.visited += lab::ceil_div(keys.end, bkv) - keys.begin / bkv;
+    const KvSpan span = kv_span(q0, rows, sh, bkv);
+    t.visited += lab::imax(0, span.end - span.begin);
   }
   t.visited *= int64_t(p.b) * p.h;
   t.total = int64_t(nq) * nkv * p.b * p.h;
@@ -399,25 +451,26 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// CPU model: the FA2 loop order in plain C++ (float, like the kernel): one (Q tile, head) at a
-// time, its state (O unnormalised, m, l) local to it for the whole K/V sweep, the same causal
-// stop and per-tile masks, scores in log2 units, and one division by l at the end.
+// CPU model: the kernel's sweep (kv_span, sweep_kv, row_end: the exercises) around a plain C++
+// step, one (Q tile, head) at a time: its state (O unnormalised, m, l) local to it for the whole
+// sweep, scores in log2 units, the same per-tile masks, rows past T_kv as zero keys and values
+// (as the kernel's zero-filled tiles), the online softmax (with --bug no-rescale) per row.
 lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in,
                     std::vector<float>& o, std::vector<float>& lse) {
   const bool no_rescale = opt.bug == "no-rescale";
   const int d = pr.d, bkv = d == 64 ? Tiles<64>::BLOCK_KV : Tiles<128>::BLOCK_KV;
-  const int nq = lab::ceil_div(pr.t_q, BLOCK_Q);
-  const float scale_log2 = pr.softmax_scale() * 1.4426950408889634f;
+  const int nq = lab::ceil_div(pr.t_q, BLOCK_Q), nkv = lab::ceil_div(pr.t_kv, bkv);
+  const Shape sh{pr.t_q, pr.t_kv, pr.h, pr.h_kv, pr.causal, pr.softmax_scale()};
+  const float scale_log2 = sh.scale * lab::kLog2e;
+  std::atomic<bool> out_of_range{false};
   lab::parallel_for(int64_t(pr.b) * pr.h * nq, [&](int64_t blk) {  // one block: (Q tile, head)
     const int q_tile = int(blk % nq), bh = int(blk / nq), b = bh / pr.h, h = bh % pr.h;
     const int hk = lab::kv_head_of(h, pr.h, pr.h_kv);
     const int q0 = q_tile * BLOCK_Q, q_rows = std::min(BLOCK_Q, pr.t_q - q0);
     std::vector<float> o_acc(size_t(q_rows) * d, 0.f), m_run(size_t(q_rows), -INFINITY), l_run(size_t(q_rows), 0.f);
     std::vector<float> s(static_cast<size_t>(bkv));
-    const lab::KeyRange keys = lab::visible_keys_of_rows(q0, q0 + q_rows, pr.t_q, pr.t_kv, pr.causal, 0);
-    const int kv_tile_begin = keys.begin / bkv;
-    const int kv_tile_end = keys.empty() ? kv_tile_begin : lab::ceil_div(keys.end, bkv);
-    for (int kv_tile = kv_tile_begin; kv_tile < kv_tile_end; ++kv_tile) {  // the K/V sweep
+    auto step = [&](int kv_tile, bool need_mask) {
+      if (kv_tile < 0 || kv_tile >= nkv) { out_of_range = true; return; }  // the kernel would read past K/V
       const int kv0 = kv_tile * bkv, kv_rows = std::min(bkv, pr.t_kv - kv0);
       for (int r = 0; r < q_rows; ++r) {
         const int i = q0 + r;
@@ -425,11 +478,13 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
         float m_tile = -INFINITY;
         for (int c = 0; c < bkv; ++c) {
           const int j = kv0 + c;
-          if (c >= kv_rows || !lab::key_visible(i, j, pr.t_q, pr.t_kv, pr.causal, 0)) { s[size_t(c)] = -INFINITY; continue; }
-          const float* kr = &in.k[size_t(pr.kv_index(b, j, hk))];
-          float dot = 0.f;
-          for (int x = 0; x < d; ++x) dot += qr[x] * kr[x];
+          float dot = 0.f;  // a key past T_kv is a zero row of the tile
+          if (c < kv_rows) {
+            const float* kr = &in.k[size_t(pr.kv_index(b, j, hk))];
+            for (int x = 0; x < d; ++x) dot += qr[x] * kr[x];
+          }
           s[size_t(c)] = dot * scale_log2;
+          if (need_mask && !lab::key_visible(i, j, pr.t_q, pr.t_kv, pr.causal, 0)) s[size_t(c)] = -INFINITY;
           m_tile = std::max(m_tile, s[size_t(c)]);
         }
         float& m = m_run[size_t(r)];
@@ -440,30 +495,33 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
         float* acc = &o_acc[size_t(r) * d];
         for (int x = 0; x < d; ++x) acc[x] *= alpha;  // the rescale, every tile
         float row_sum = 0.f;
-        for (int c = 0; c < kv_rows; ++c) {
+        for (int c = 0; c < bkv; ++c) {
           const float p = std::exp2(s[size_t(c)] - m_base);
           row_sum += p;
-          if (p == 0.f) continue;
+          if (p == 0.f || c >= kv_rows) continue;  // a zero value row adds nothing
           const float* vr = &in.v[size_t(pr.kv_index(b, kv0 + c, hk))];
           for (int x = 0; x < d; ++x) acc[x] += p * vr[x];
         }
         l = l * alpha + row_sum;
         m = m_new;
       }
-    }
-    for (int r = 0; r < q_rows; ++r) {  // the deferred normalisation
-      const int i = q0 + r;
-      const float l = l_run[size_t(r)];
-      const float inv_l = l > 0.f ? 1.f / l : 0.f;
-      float* orow = &o[size_t(pr.q_index(b, i, h))];
-      for (int x = 0; x < d; ++x) orow[x] = o_acc[size_t(r) * d + x] * inv_l;
-      lse[size_t(pr.lse_index(b, h, i))] = l > 0.f ? m_run[size_t(r)] * 0.6931471805599453f + std::log(l) : -INFINITY;
-    }
+    };
+    auto finish = [&]() {
+      for (int r = 0; r < q_rows; ++r) {
+        const int i = q0 + r;
+        const RowEnd end = row_end(m_run[size_t(r)], l_run[size_t(r)]);
+        float* orow = &o[size_t(pr.q_index(b, i, h))];
+        for (int x = 0; x < d; ++x) orow[x] = o_acc[size_t(r) * d + x] * end.inv_l;
+        lse[size_t(pr.lse_index(b, h, i))] = end.lse;
+      }
+    };
+    sweep_kv(kv_span(q0, q_rows, sh, bkv), bkv, step, finish);
   });
   const TileCounts tiles = count_tiles(pr);
   lab::CpuRun run;
   run.metrics["tiles_visited"] = tiles.visited;
   run.metrics["tiles_total"] = tiles.total;
+  if (out_of_range) run.failure = "the sweep visited a K/V tile outside [0, ceil(T_kv / block_kv))";
   return run;
 }
 

@@ -86,6 +86,9 @@ struct CpuRun {
   int64_t hbm_bytes_model = -1;  // -1: fused_hbm_bytes(problem); else the section's model, as its GpuRun's
   nlohmann::json metrics = nlohmann::json::object();
   std::string failure;  // as GpuRun::after_check_run's reason: "" or why the run is wrong
+  // "" or why this run cannot be checked on the CPU: the exercises it would check run only on a
+  // GPU (a stub's mma fragments, a launch pitfall). The program says so and exits 77, never PASS.
+  std::string needs_gpu;
 };
 
 struct Section {

@@ -22,6 +22,11 @@ LAB_HD int imin(int a, int b) { return a < b ? a : b; }
 LAB_HD int imax(int a, int b) { return a > b ? a : b; }
 LAB_HD int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
+// exp(x) = exp2(x · kLog2e) and log(x) = log2(x) · kLn2: kernels work in base 2 (one MUFU.EX2
+// per score) and convert at the edges (the scale on the way in, the LSE on the way out).
+constexpr float kLog2e = 1.4426950408889634f;  // log2(e)
+constexpr float kLn2 = 0.6931471805599453f;    // ln(2) = 1 / log2(e)
+
 // Keys [begin, end) that query row `i` may attend to; begin == end when it sees none.
 struct KeyRange {
   int begin;

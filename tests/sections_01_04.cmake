@@ -1,0 +1,23 @@
+# Sections 01-04: an untouched stub never passes without a GPU. Each stub's CPU model runs the
+# stub's own exercise functions (shared with its kernel), so it fails (exit 1) as the kernel
+# would; where the exercises run only on a GPU (04's mma fragments) it says "needs a GPU" (77).
+# The solutions' CPU models passing over their case lists is driver.check_NN_cpu_model.
+foreach(v kernels cublas)
+  lab_test(cpu_model.01.stub_fails_${v} cpu 1 MATCH "FAIL" COMMAND ${BIN}/lab_01_naive --cpu --variant ${v} --t 65)
+endforeach()
+lab_test(cpu_model.02.stub_fails cpu 1 MATCH "FAIL" COMMAND ${BIN}/lab_02_v1_tile --cpu --t 65 --causal)
+lab_test(cpu_model.03.stub_fails cpu 1 MATCH "FAIL" COMMAND ${BIN}/lab_03_v2_loop_order --cpu --t 65 --causal)
+lab_test(cpu_model.04.stub_fails_scalar cpu 1 MATCH "FAIL" COMMAND ${BIN}/lab_04_fp16 --cpu --variant scalar --t 65)
+foreach(v mma mma-no-ldmatrix mma-no-cp-async)
+  lab_test(cpu_model.04.stub_needs_gpu_${v} cpu 77 MATCH "^not checked here: needs a GPU" COMMAND ${BIN}/lab_04_fp16 --cpu --variant ${v} --t 65)
+endforeach()
+# The pitfalls run on the solution's CPU model through the same given code a filled-in stub has.
+lab_test(cpu_model.01.bug_no_max_subtract cpu 1 MATCH "NaN" COMMAND ${BIN}/01_naive --cpu --bug no-max-subtract --magnitude 8 --t 128 --h 2)
+lab_test(cpu_model.02.bug_no_rescale cpu 1 MATCH "FAIL" COMMAND ${BIN}/02_v1_tile --cpu --bug no-rescale --t 200)
+lab_test(cpu_model.02.bug_local_causal cpu 1 MATCH "FAIL" COMMAND ${BIN}/02_v1_tile --cpu --bug local-causal --t 200 --causal)
+lab_test(cpu_model.03.bug_no_rescale cpu 1 MATCH "FAIL" COMMAND ${BIN}/03_v2_loop_order --cpu --bug no-rescale --t 200)
+# Pitfall 3 (shared memory over 48 KB) needs a launch: no CPU model of it, and D = 64 fits in 48 KB.
+lab_test(cpu_model.04.bug_no_smem_optin_needs_gpu cpu 77 MATCH "needs a GPU" COMMAND ${BIN}/04_fp16 --cpu --variant mma --d 128 --bug no-smem-optin --t 64)
+lab_test(bad_input.04.no_smem_optin_d64 cpu 2 MATCH "^bad input: --bug no-smem-optin needs --d 128" COMMAND ${BIN}/04_fp16 --variant mma --d 64 --bug no-smem-optin)
+lab_test(gpu.04_fp16.bug_no_smem_optin gpu 1 MATCH "launch was refused" "cudaFuncSetAttribute"
+         COMMAND ${BIN}/04_fp16 --variant mma --d 128 --dtype bf16 --bug no-smem-optin --t 256 --h 2 --iters 0)
