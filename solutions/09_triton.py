@@ -35,9 +35,10 @@ from labharness.backend import import_triton  # noqa: E402
 triton, tl = import_triton()  # under --cpu, with TRITON_INTERPRET=1 set first
 
 LOG2E = 1.4426950408889634
-LN2 = 0.6931471805599453
+LN2 = tl.constexpr(0.6931471805599453)
 BUGS = {"": 0, "no-rescale": 1, "local-causal": 2, "gqa-index": 3}
-NO_RESCALE, LOCAL_CAUSAL, GQA_INDEX = 1, 2, 3
+# A kernel reads a global only as a constexpr: the --bug switches are compiled in or out.
+NO_RESCALE, LOCAL_CAUSAL, GQA_INDEX = tl.constexpr(1), tl.constexpr(2), tl.constexpr(3)
 
 
 @triton.jit
@@ -140,7 +141,7 @@ def _attn_fwd(Q, K, V, O, LSE, H, H_KV, T_Q, T_KV, qk_scale,
     seen = l_i > 0
     l_div = tl.where(seen, l_i, 1.0)
     out = acc / l_div[:, None]
-    lse = tl.where(seen, (m_i + tl.log2(l_div)) * 0.6931471805599453, float("-inf"))
+    lse = tl.where(seen, (m_i + tl.log2(l_div)) * LN2, float("-inf"))
     tl.store(o_base + offs_m[:, None] * q_stride + offs_d[None, :], out.to(O.dtype.element_ty), mask=row_ok[:, None])
     tl.store(LSE + bh.to(tl.int64) * T_Q + offs_m, lse, mask=row_ok)
     # STUB: pass

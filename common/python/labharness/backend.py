@@ -56,10 +56,12 @@ def import_triton():
 
 
 def _fix_interpreter(tl):
-    """Two gaps of Triton 3.6's interpreter, closed here so a kernel runs on the CPU as written:
-    tl.dot of bf16 tiles multiplies their raw uint16 bits (bf16 is stored as uint16 in numpy), and a
-    scalar used as a loop bound is converted with int() of a 1-element array, an error from numpy
-    2.4 on. Neither touches what a GPU compiles."""
+    """Three gaps of Triton 3.6's interpreter, closed here so a kernel runs on the CPU as written and
+    rounds as the GPU does: tl.dot of bf16 tiles multiplies their raw uint16 bits (bf16 is stored as
+    uint16 in numpy); `.to(tl.bfloat16)` truncates where the GPU rounds to nearest even (a bias of
+    half an ulp that the lab's tolerance sees); and a scalar used as a loop bound is converted with
+    int() of a 1-element array, an error from numpy 2.4 on. None touches what a GPU compiles."""
+    from .inputs import bf16_bits
     try:
         from triton.runtime import interpreter as it
     except Exception:  # another layout of the package: leave it as it is
@@ -74,6 +76,14 @@ def _fix_interpreter(tl):
             return dot(self, f32(a), f32(b), d, *rest)
         create_dot.lab_fixed = True
         it.InterpreterBuilder.create_dot = create_dot
+    cast = getattr(it.InterpreterBuilder, "cast_impl", None)
+    if cast is not None and not getattr(cast, "lab_fixed", False):
+        def cast_impl(self, src, dst_type):
+            if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
+                return it.TensorHandle(bf16_bits(np.asarray(src.data, dtype=np.float32)), dst_type.scalar)
+            return cast(self, src, dst_type)
+        cast_impl.lab_fixed = True
+        it.InterpreterBuilder.cast_impl = cast_impl
     patch = getattr(it, "_patch_lang_tensor", None)
     if patch is not None and not getattr(patch, "lab_fixed", False):
         def patch_tensor(tensor, scope):
