@@ -20,3 +20,6 @@ set_tests_properties(cpu_interp.09.from_elsewhere PROPERTIES LABELS cpu SKIP_RET
 lab_test(no_gpu.09.exit_77_or_pass cpu "77;0" MATCH "^cannot run here:|^PASS: 09_triton" COMMAND ${S09} --t 65 --iters 0)
 # GPU: the whole case file on the GPU (autotuned tiles), the stub fails cleanly, the bugs are caught.
 lab_test(gpu.09_triton.cases gpu 0 MATCH "passed, 0 failed" COMMAND ${CASES_PY} 09_triton)
+# Exercise 4's line counts: the counter, and the handout's table is the current one.
+add_test(NAME loc.counts_and_table COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/test_loc.py)
+set_tests_properties(loc.counts_and_table PROPERTIES LABELS cpu TIMEOUT 120)
