@@ -100,6 +100,8 @@ def run(s, forward, argv):
             launch = ctx.metrics.pop("timed_launch")
         timing = _time(ctx, launch, o.warmup, o.iters, o.flush_l2)
     ctx.metrics.pop("timed_launch", None)
+    if getattr(ctx, "after", None):  # a section's own step after the timing (10: section 07 beside it)
+        ctx.after(timing)
     if cpu:
         ctx.metrics["cpu_seconds"] = round(first_s, 3)
 
