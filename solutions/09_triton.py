@@ -20,8 +20,10 @@
 # then the tiles that cross the diagonal or the ragged end of K/V (masked). Causal Q tiles are
 # launched longest first. On a GPU the tile shape, warps and pipeline depth are autotuned per shape.
 #
-# Variants: `triton`, and `triton-ws`, the same kernel with its unmasked K/V loop marked for Triton's
-# warp specialisation (tl.range(..., warp_specialize=True)); kept only if it pays on the GPU.
+# Hopper: the compiler emits wgmma for both products. Triton 3.6's automatic warp specialisation
+# (tl.range(..., warp_specialize=True)) was tried and dropped: compiled for sm_90 it gives the same
+# PTX as without it at 8 warps, and the compiler fails at 4 (tests/test_python_harness.py compiles
+# the kernel for sm_90 and sm_80 on a CPU machine).
 #
 # Exercises (ch12/09_triton.md): the online softmax of one K/V tile (EXERCISE online-softmax) and
 # the K/V bounds of a Q tile with the causal stop, the two sweeps and the deferred normalisation
@@ -47,13 +49,12 @@ NO_RESCALE, LOCAL_CAUSAL, GQA_INDEX = tl.constexpr(1), tl.constexpr(2), tl.const
 @triton.jit
 def _kv_sweep(acc, l_i, m_i, q, k_base, v_base, kv_stride, offs_m, q_begin, lo, hi, T_KV, shift, qk_scale,
               D: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, MASKED: tl.constexpr,
-              BUG: tl.constexpr, WS: tl.constexpr):
+              BUG: tl.constexpr):
     """Folds the K/V tiles [lo, hi) into the running state (acc, l_i, m_i) of the Q tile's rows.
-    MASKED tiles may hold keys past T_kv or, under causal, past a row's diagonal. WS asks the
-    compiler to warp-specialise the loop (variant triton-ws: producer warps load, others compute)."""
+    MASKED tiles may hold keys past T_kv or, under causal, past a row's diagonal."""
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, D)
-    for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WS):
+    for start_n in tl.range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
         # BEGIN EXERCISE online-softmax: fold the K/V tile at keys `cols` into acc, l_i, m_i (log2 domain).
         #   s = q·kᵀ·qk_scale (tl.dot accumulates in fp32); on MASKED tiles a key is visible when
@@ -97,7 +98,7 @@ def _kv_sweep(acc, l_i, m_i, q, k_base, v_base, kv_stride, offs_m, q_begin, lo, 
 @triton.jit
 def _attn_fwd(Q, K, V, O, LSE, H, H_KV, T_Q, T_KV, qk_scale,
               D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-              BUG: tl.constexpr, WS: tl.constexpr):
+              BUG: tl.constexpr):
     """One program: one Q tile of BLOCK_M rows of one (sequence, head)."""
     tile = tl.program_id(0)
     if CAUSAL:  # the bottom tiles see the most keys: start them first
@@ -139,9 +140,9 @@ def _attn_fwd(Q, K, V, O, LSE, H, H_KV, T_Q, T_KV, qk_scale,
         kv_end = T_KV
         full_end = T_KV // BLOCK_N * BLOCK_N
     acc, l_i, m_i = _kv_sweep(acc, l_i, m_i, q, k_base, v_base, kv_stride, offs_m, q_begin, 0, full_end, T_KV,
-                              shift, qk_scale, D, BLOCK_N, CAUSAL, False, BUG, WS)
+                              shift, qk_scale, D, BLOCK_N, CAUSAL, False, BUG)
     acc, l_i, m_i = _kv_sweep(acc, l_i, m_i, q, k_base, v_base, kv_stride, offs_m, q_begin, full_end, kv_end,
-                              T_KV, shift, qk_scale, D, BLOCK_N, CAUSAL, True, BUG, False)
+                              T_KV, shift, qk_scale, D, BLOCK_N, CAUSAL, True, BUG)
     seen = l_i > 0
     l_div = tl.where(seen, l_i, 1.0)
     out = acc / l_div[:, None]
@@ -158,7 +159,7 @@ GPU_CONFIGS = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_st
                for bm, bn, w, st in [(128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 2), (128, 128, 8, 3),
                                      (128, 64, 4, 4), (64, 64, 4, 3), (128, 32, 4, 4), (64, 128, 4, 2)]]
 # The best configuration per shape is kept on disk (cache_results), so a bench tunes each shape once.
-_attn_fwd_tuned = triton.autotune(configs=GPU_CONFIGS, key=["T_Q", "T_KV", "H", "H_KV", "D", "CAUSAL", "BUG", "WS"],
+_attn_fwd_tuned = triton.autotune(configs=GPU_CONFIGS, key=["T_Q", "T_KV", "H", "H_KV", "D", "CAUSAL", "BUG"],
                                   cache_results=True)(_attn_fwd)
 
 # Under the interpreter every program is numpy work on whole tiles: small tiles with BLOCK_M != BLOCK_N
@@ -170,18 +171,17 @@ def forward(ctx):
     p = ctx.problem
     scale = float(ctx.problem.softmax_scale) * LOG2E
     bug = BUGS[ctx.bug]
-    ws = ctx.variant == "triton-ws"
     args = (ctx.q, ctx.k, ctx.v, ctx.o, ctx.lse, p.h, p.h_kv, p.t_q, p.t_kv, scale)
     if not ctx.on_gpu:
         grid = (triton.cdiv(p.t_q, CPU_TILES["BLOCK_M"]), p.b * p.h)
         ctx.metrics["tiles"] = dict(CPU_TILES)
-        return lambda: _attn_fwd[grid](*args, D=p.d, CAUSAL=p.causal, BUG=bug, WS=ws, **CPU_TILES)
+        return lambda: _attn_fwd[grid](*args, D=p.d, CAUSAL=p.causal, BUG=bug, **CPU_TILES)
 
     def grid(meta):
         return (triton.cdiv(p.t_q, meta["BLOCK_M"]), p.b * p.h)
 
     def launch():
-        _attn_fwd_tuned[grid](*args, D=p.d, CAUSAL=p.causal, BUG=bug, WS=ws)
+        _attn_fwd_tuned[grid](*args, D=p.d, CAUSAL=p.causal, BUG=bug)
         best = _attn_fwd_tuned.best_config
         if best is not None:
             ctx.metrics["tiles"] = dict(best.kwargs, num_warps=best.num_warps, num_stages=best.num_stages)
@@ -191,7 +191,7 @@ def forward(ctx):
 SECTION = Section(
     name="09_triton",
     title="FlashAttention-2 forward in Triton: tiles, online softmax, causal stop (exercise 4)",
-    variants=["triton", "triton-ws"], bugs=["no-rescale", "local-causal", "gqa-index"], head_dims=(64, 128),
+    variants=["triton"], bugs=["no-rescale", "local-causal", "gqa-index"], head_dims=(64, 128),
     dtypes=("fp16", "bf16"), default={"b": 1, "h": 8, "t": 1024, "d": 64, "dtype": "fp16"},
     build="solution", modules=(triton,), print_metrics=("tiles",))
 

@@ -168,6 +168,39 @@ class Program(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
 
 
+class CompilesForTheGpu(unittest.TestCase):
+    """09's kernel compiled for sm_90 and sm_80 here, without a GPU (Triton ships its ptxas): the
+    GPU path cannot fail on a compile error, and the Tensor Core instruction is the expected one."""
+
+    def test_sm90_wgmma_and_sm80_mma(self):
+        if not have_triton():
+            self.skipTest("triton is not installed")
+        code = r"""
+import importlib.util, sys
+sys.argv = ["x"]
+spec = importlib.util.spec_from_file_location("s09", sys.argv_path)
+""".replace("sys.argv_path", repr(str(SOL)))
+        code += r"""
+m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+for cc, want in ((90, "wgmma.mma_async"), (80, "mma.sync")):
+    for dt, d, causal, cfg in (("fp16", 64, True, (128, 64, 4, 3)), ("bf16", 128, False, (128, 128, 8, 2))):
+        sig = {"Q": "*" + dt, "K": "*" + dt, "V": "*" + dt, "O": "*" + dt, "LSE": "*fp32", "H": "i32", "H_KV": "i32",
+               "T_Q": "i32", "T_KV": "i32", "qk_scale": "fp32", "D": "constexpr", "BLOCK_M": "constexpr",
+               "BLOCK_N": "constexpr", "CAUSAL": "constexpr", "BUG": "constexpr"}
+        const = {"D": d, "BLOCK_M": cfg[0], "BLOCK_N": cfg[1], "CAUSAL": causal, "BUG": 0}
+        k = triton.compile(ASTSource(m._attn_fwd, sig, const), target=GPUTarget("cuda", cc, 32),
+                           options={"num_warps": cfg[2], "num_stages": cfg[3]})
+        print(cc, dt, d, want in k.asm["ptx"])
+"""
+        r = run([sys.executable, "-c", code])
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        lines = r.stdout.split("\n")
+        self.assertEqual(sum(l.endswith("True") for l in lines), 4, r.stdout)
+
+
 class MakeLabsPython(unittest.TestCase):
     SOLUTION = ("#!/usr/bin/env python3\n# header\ndef f(x):\n    y = 0\n"
                 "    # BEGIN EXERCISE twice: y = 2x\n    #   (the hint's second line)\n    y = 2 * x\n"
