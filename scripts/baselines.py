@@ -344,7 +344,8 @@ def flashinfer_decode_fn(torch, q, k, v, causal):
     indices = torch.arange(0, b * pages, device=dev, dtype=torch.int32)
     last = torch.full((b,), t_kv - (pages - 1) * page, device=dev, dtype=torch.int32)
     ws = _flashinfer_workspace.setdefault("buf", torch.empty(256 << 20, dtype=torch.uint8, device=dev))
-    wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(ws, kv_layout="NHD")
+    # GQA groups of 4+ query heads: FlashInfer's tensor-core decode path (its own advice for grouped heads)
+    wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(ws, kv_layout="NHD", use_tensor_cores=h // h_kv >= 4)
     q3 = q[:, 0].contiguous()  # [B, H, D]
     if hasattr(wrapper, "plan"):
         wrapper.plan(indptr, indices, last, h, h_kv, d, page, pos_encoding_mode="NONE", q_data_type=q.dtype,
