@@ -23,7 +23,8 @@
 # Hopper: the compiler emits wgmma for both products. Triton 3.6's automatic warp specialisation
 # (tl.range(..., warp_specialize=True)) was tried and dropped: compiled for sm_90 it gives the same
 # PTX as without it at 8 warps, and the compiler fails at 4 (tests/test_python_harness.py compiles
-# the kernel for sm_90 and sm_80 on a CPU machine).
+# the kernel for sm_90 and sm_80 on a CPU machine). The variant `triton-tma` reads K/V through
+# device-side tensor descriptors, which the compiler lowers to TMA copies on Hopper (_load_kv).
 #
 # Exercises (ch12/09_triton.md): the online softmax of one K/V tile (EXERCISE online-softmax) and
 # the K/V bounds of a Q tile with the causal stop, the two sweeps and the deferred normalisation
@@ -47,25 +48,40 @@ NO_RESCALE, LOCAL_CAUSAL, GQA_INDEX = tl.constexpr(1), tl.constexpr(2), tl.const
 
 
 @triton.jit
-def _kv_sweep(acc, l_i, m_i, q, k_base, v_base, kv_stride, offs_m, q_begin, lo, hi, T_KV, shift, qk_scale,
+def _load_kv(src, start_n, kv_stride, T_KV, D: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
+             TMA: tl.constexpr):
+    """The [BLOCK_N, D] tile of K or V at keys start_n.. : through a tensor descriptor (variant
+    triton-tma: on Hopper a TMA copy, rows past T_kv arrive as zeros), or by pointers, masked on
+    MASKED tiles (the ragged end of K/V)."""
+    if TMA:
+        tile = src.load([start_n, 0])
+    else:
+        cols = start_n + tl.arange(0, BLOCK_N)
+        ptrs = src + cols[:, None] * kv_stride + tl.arange(0, D)[None, :]
+        if MASKED:
+            tile = tl.load(ptrs, mask=cols[:, None] < T_KV, other=0.0)
+        else:
+            tile = tl.load(ptrs)
+    return tile
+
+
+@triton.jit
+def _kv_sweep(acc, l_i, m_i, q, k_src, v_src, kv_stride, offs_m, q_begin, lo, hi, T_KV, shift, qk_scale,
               D: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, MASKED: tl.constexpr,
-              BUG: tl.constexpr):
+              BUG: tl.constexpr, TMA: tl.constexpr):
     """Folds the K/V tiles [lo, hi) into the running state (acc, l_i, m_i) of the Q tile's rows.
     MASKED tiles may hold keys past T_kv or, under causal, past a row's diagonal."""
     offs_n = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, D)
     for start_n in tl.range(lo, hi, BLOCK_N):
         cols = start_n + offs_n
         # BEGIN EXERCISE online-softmax: fold the K/V tile at keys `cols` into acc, l_i, m_i (log2 domain).
+        #   k = _load_kv(k_src, start_n, ...) (and v likewise, both [BLOCK_N, D]);
         #   s = q·kᵀ·qk_scale (tl.dot accumulates in fp32); on MASKED tiles a key is visible when
         #   cols < T_KV and, if CAUSAL, cols <= row + shift (GLOBAL indices); invisible scores are -inf.
         #   m_new = max(m_i, rowmax(s)); p = exp2(s - m_new); alpha = exp2(m_i - m_new) rescales what
         #   l_i and acc summed before; acc += p·v with p cast to v's type. A row that has seen no key
         #   has m_new = -inf: subtract 0 instead, so exp2 never sees -inf - -inf.
-        if MASKED:
-            k = tl.load(k_base + cols[:, None] * kv_stride + offs_d[None, :], mask=cols[:, None] < T_KV, other=0.0)
-        else:
-            k = tl.load(k_base + cols[:, None] * kv_stride + offs_d[None, :])
+        k = _load_kv(k_src, start_n, kv_stride, T_KV, D, BLOCK_N, MASKED, TMA)
         s = tl.dot(q, tl.trans(k)) * qk_scale
         if MASKED:
             visible = cols[None, :] < T_KV
@@ -84,10 +100,7 @@ def _kv_sweep(acc, l_i, m_i, q, k_base, v_base, kv_stride, offs_m, q_begin, lo, 
             alpha = tl.math.exp2(m_i - m_use)
             l_i = l_i * alpha + tl.sum(p, 1)
             acc = acc * alpha[:, None]
-        if MASKED:
-            v = tl.load(v_base + cols[:, None] * kv_stride + offs_d[None, :], mask=cols[:, None] < T_KV, other=0.0)
-        else:
-            v = tl.load(v_base + cols[:, None] * kv_stride + offs_d[None, :])
+        v = _load_kv(v_src, start_n, kv_stride, T_KV, D, BLOCK_N, MASKED, TMA)
         acc = tl.dot(p.to(v.dtype), v, acc)
         m_i = m_new
         # STUB: pass
@@ -98,7 +111,7 @@ def _kv_sweep(acc, l_i, m_i, q, k_base, v_base, kv_stride, offs_m, q_begin, lo, 
 @triton.jit
 def _attn_fwd(Q, K, V, O, LSE, H, H_KV, T_Q, T_KV, qk_scale,
               D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-              BUG: tl.constexpr):
+              BUG: tl.constexpr, TMA: tl.constexpr):
     """One program: one Q tile of BLOCK_M rows of one (sequence, head)."""
     tile = tl.program_id(0)
     if CAUSAL:  # the bottom tiles see the most keys: start them first
@@ -122,6 +135,12 @@ def _attn_fwd(Q, K, V, O, LSE, H, H_KV, T_Q, T_KV, qk_scale,
     row_ok = offs_m < T_Q
     q = tl.load(q_base + offs_m[:, None] * q_stride + offs_d[None, :], mask=row_ok[:, None], other=0.0)
     shift = T_KV - T_Q        # bottom-right alignment: query i sits at key position i + shift
+    if TMA:  # this head's K and V as [T_kv, D] matrices of row stride H_kv·D, read in [BLOCK_N, D] boxes
+        k_src = tl.make_tensor_descriptor(k_base, shape=[T_KV, D], strides=[kv_stride, 1], block_shape=[BLOCK_N, D])
+        v_src = tl.make_tensor_descriptor(v_base, shape=[T_KV, D], strides=[kv_stride, 1], block_shape=[BLOCK_N, D])
+    else:
+        k_src = k_base
+        v_src = v_base
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
@@ -139,10 +158,10 @@ def _attn_fwd(Q, K, V, O, LSE, H, H_KV, T_Q, T_KV, qk_scale,
     else:
         kv_end = T_KV
         full_end = T_KV // BLOCK_N * BLOCK_N
-    acc, l_i, m_i = _kv_sweep(acc, l_i, m_i, q, k_base, v_base, kv_stride, offs_m, q_begin, 0, full_end, T_KV,
-                              shift, qk_scale, D, BLOCK_N, CAUSAL, False, BUG)
-    acc, l_i, m_i = _kv_sweep(acc, l_i, m_i, q, k_base, v_base, kv_stride, offs_m, q_begin, full_end, kv_end,
-                              T_KV, shift, qk_scale, D, BLOCK_N, CAUSAL, True, BUG)
+    acc, l_i, m_i = _kv_sweep(acc, l_i, m_i, q, k_src, v_src, kv_stride, offs_m, q_begin, 0, full_end, T_KV,
+                              shift, qk_scale, D, BLOCK_N, CAUSAL, False, BUG, TMA)
+    acc, l_i, m_i = _kv_sweep(acc, l_i, m_i, q, k_src, v_src, kv_stride, offs_m, q_begin, full_end, kv_end,
+                              T_KV, shift, qk_scale, D, BLOCK_N, CAUSAL, True, BUG, TMA)
     seen = l_i > 0
     l_div = tl.where(seen, l_i, 1.0)
     out = acc / l_div[:, None]
@@ -159,7 +178,7 @@ GPU_CONFIGS = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_st
                for bm, bn, w, st in [(128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 2), (128, 128, 8, 3),
                                      (128, 64, 4, 4), (64, 64, 4, 3), (128, 32, 4, 4), (64, 128, 4, 2)]]
 # The best configuration per shape is kept on disk (cache_results), so a bench tunes each shape once.
-_attn_fwd_tuned = triton.autotune(configs=GPU_CONFIGS, key=["T_Q", "T_KV", "H", "H_KV", "D", "CAUSAL", "BUG"],
+_attn_fwd_tuned = triton.autotune(configs=GPU_CONFIGS, key=["T_Q", "T_KV", "H", "H_KV", "D", "CAUSAL", "BUG", "TMA"],
                                   cache_results=True)(_attn_fwd)
 
 # Under the interpreter every program is numpy work on whole tiles: small tiles with BLOCK_M != BLOCK_N
@@ -171,17 +190,22 @@ def forward(ctx):
     p = ctx.problem
     scale = float(ctx.problem.softmax_scale) * LOG2E
     bug = BUGS[ctx.bug]
+    tma = ctx.variant == "triton-tma"
     args = (ctx.q, ctx.k, ctx.v, ctx.o, ctx.lse, p.h, p.h_kv, p.t_q, p.t_kv, scale)
     if not ctx.on_gpu:
         grid = (triton.cdiv(p.t_q, CPU_TILES["BLOCK_M"]), p.b * p.h)
         ctx.metrics["tiles"] = dict(CPU_TILES)
-        return lambda: _attn_fwd[grid](*args, D=p.d, CAUSAL=p.causal, BUG=bug, **CPU_TILES)
+        return lambda: _attn_fwd[grid](*args, D=p.d, CAUSAL=p.causal, BUG=bug, TMA=tma, **CPU_TILES)
+
+    if tma:  # device-side tensor descriptors live in a scratch buffer the launcher asks for
+        import torch
+        triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
 
     def grid(meta):
         return (triton.cdiv(p.t_q, meta["BLOCK_M"]), p.b * p.h)
 
     def launch():
-        _attn_fwd_tuned[grid](*args, D=p.d, CAUSAL=p.causal, BUG=bug)
+        _attn_fwd_tuned[grid](*args, D=p.d, CAUSAL=p.causal, BUG=bug, TMA=tma)
         best = _attn_fwd_tuned.best_config
         if best is not None:
             ctx.metrics["tiles"] = dict(best.kwargs, num_warps=best.num_warps, num_stages=best.num_stages)
@@ -191,7 +215,7 @@ def forward(ctx):
 SECTION = Section(
     name="09_triton",
     title="FlashAttention-2 forward in Triton: tiles, online softmax, causal stop (exercise 4)",
-    variants=["triton"], bugs=["no-rescale", "local-causal", "gqa-index"], head_dims=(64, 128),
+    variants=["triton", "triton-tma"], bugs=["no-rescale", "local-causal", "gqa-index"], head_dims=(64, 128),
     dtypes=("fp16", "bf16"), default={"b": 1, "h": 8, "t": 1024, "d": 64, "dtype": "fp16"},
     build="solution", modules=(triton,), print_metrics=("tiles",))
 

@@ -23,3 +23,7 @@ lab_test(gpu.09_triton.cases gpu 0 MATCH "passed, 0 failed" COMMAND ${CASES_PY} 
 # Exercise 4's line counts: the counter, and the handout's table is the current one.
 add_test(NAME loc.counts_and_table COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/test_loc.py)
 set_tests_properties(loc.counts_and_table PROPERTIES LABELS cpu TIMEOUT 120)
+# The variant triton-tma (K/V through tensor descriptors) under the interpreter: ragged, causal T_q != T_kv, GQA, bf16.
+lab_test(cpu_interp.09.tma_ragged_causal cpu 0 MATCH "^PASS" COMMAND ${S09} --cpu --variant triton-tma --t 100 --t-kv 257 --causal --h 2)
+lab_test(cpu_interp.09.tma_rows_without_keys cpu 0 MATCH "^PASS" COMMAND ${S09} --cpu --variant triton-tma --t 257 --t-kv 100 --causal --h 2 --dtype bf16)
+lab_test(cpu_interp.09.tma_gqa_d128 cpu 0 MATCH "^PASS" COMMAND ${S09} --cpu --variant triton-tma --t 65 --h 4 --h-kv 2 --d 128 --dtype bf16)

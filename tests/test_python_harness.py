@@ -189,16 +189,21 @@ for cc, want in ((90, "wgmma.mma_async"), (80, "mma.sync")):
     for dt, d, causal, cfg in (("fp16", 64, True, (128, 64, 4, 3)), ("bf16", 128, False, (128, 128, 8, 2))):
         sig = {"Q": "*" + dt, "K": "*" + dt, "V": "*" + dt, "O": "*" + dt, "LSE": "*fp32", "H": "i32", "H_KV": "i32",
                "T_Q": "i32", "T_KV": "i32", "qk_scale": "fp32", "D": "constexpr", "BLOCK_M": "constexpr",
-               "BLOCK_N": "constexpr", "CAUSAL": "constexpr", "BUG": "constexpr"}
-        const = {"D": d, "BLOCK_M": cfg[0], "BLOCK_N": cfg[1], "CAUSAL": causal, "BUG": 0}
+               "BLOCK_N": "constexpr", "CAUSAL": "constexpr", "BUG": "constexpr", "TMA": "constexpr"}
+        const = {"D": d, "BLOCK_M": cfg[0], "BLOCK_N": cfg[1], "CAUSAL": causal, "BUG": 0, "TMA": False}
         k = triton.compile(ASTSource(m._attn_fwd, sig, const), target=GPUTarget("cuda", cc, 32),
                            options={"num_warps": cfg[2], "num_stages": cfg[3]})
         print(cc, dt, d, want in k.asm["ptx"])
+        if cc == 90:  # triton-tma: the K/V tiles arrive by TMA
+            const["TMA"] = True
+            k = triton.compile(ASTSource(m._attn_fwd, sig, const), target=GPUTarget("cuda", cc, 32),
+                               options={"num_warps": cfg[2], "num_stages": cfg[3]})
+            print("tma", dt, d, "cp.async.bulk.tensor" in k.asm["ptx"] and want in k.asm["ptx"])
 """
         r = run([sys.executable, "-c", code])
         self.assertEqual(r.returncode, 0, r.stderr[-2000:])
         lines = r.stdout.split("\n")
-        self.assertEqual(sum(l.endswith("True") for l in lines), 4, r.stdout)
+        self.assertEqual(sum(l.endswith("True") for l in lines), 6, r.stdout)
 
 
 class MakeLabsPython(unittest.TestCase):
