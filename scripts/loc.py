@@ -21,7 +21,7 @@ ALL = None  # every device function of the file
 
 # (row, what it is, [(file, function-name regex or ALL, regex of names to leave out or None)])
 ROWS = [
-    ("09 `triton`", "Triton: fp16/bf16, Tensor Cores, pipelined, autotuned",
+    ("09 `triton`, `triton-tma`", "Triton: fp16/bf16, Tensor Cores, pipelined, autotuned; TMA loads as a variant",
      [("solutions/09_triton.py", ALL, None)]),
     ("03 `v2`", "CUDA C++, fp32, register-tiled, cp.async",
      [("solutions/03_v2_loop_order.cu", ALL, None)]),
