@@ -5,6 +5,10 @@ written", exit 1). With --cpu, on the CPU path (cases marked cpu: false are skip
 on a GPU, and exit 77 when the program says it cannot run here.
 
   python3 tests/python_section_cases.py 09_triton --cpu [--stub-only] [--quick N]
+
+--bench [--tag TAG] --json FILE runs the case file's `bench` entries instead (GPU) and appends their
+records to FILE, then its `baselines` through scripts/baselines.py into the same FILE: the
+section and its library baselines in one run.
 """
 import argparse
 import json
@@ -28,7 +32,12 @@ def main():
     ap.add_argument("--cpu", action="store_true")
     ap.add_argument("--stub-only", action="store_true")
     ap.add_argument("--quick", type=int, default=0, help="only the first N cases")
+    ap.add_argument("--bench", action="store_true", help="run the bench entries and the baselines (GPU)")
+    ap.add_argument("--tag", default="", help="with --bench: only the entries with this tag (default: untagged)")
+    ap.add_argument("--json", default="", help="with --bench: the record list to append to")
     a = ap.parse_args()
+    if a.bench:
+        sys.exit(bench(a))
     data = json.loads((ROOT / "tests" / "cases" / f"{a.section}.json").read_text())
     sol, lab = ROOT / "solutions" / f"{a.section}.py", ROOT / "labs" / f"{a.section}.py"
     extra = ["--cpu"] if a.cpu else []
@@ -66,6 +75,33 @@ def main():
         expect(f"stub {c['name']}", lab, c["args"], 1, "output not written")
     print(f"{passed} passed, {len(failed)} failed")
     sys.exit(1 if failed else 0)
+
+
+def bench(a):
+    data = json.loads((ROOT / "tests" / "cases" / f"{a.section}.json").read_text())
+    if not a.json:
+        print("--bench needs --json FILE")
+        return 2
+    sol = ROOT / "solutions" / f"{a.section}.py"
+    bad = 0
+    for e in data.get("bench", []):
+        if e.get("tag", "") != a.tag:
+            continue
+        for variant in e.get("variants", data.get("variants", [])):
+            args = e["args"] + ["--variant", variant, "--json", a.json, "--quiet"]
+            code, out, err, secs = run(sol, args, data.get("timeout_s", 900))
+            line = (out + err).strip().splitlines()
+            print(f"{secs:6.1f}s  exit {code}  {variant} {' '.join(e['args'])}  {line[-1] if line else ''}", flush=True)
+            if code == 77:
+                return 77
+            bad += code != 0
+    if not a.tag:
+        for spec in data.get("baselines", []):
+            p = subprocess.run([sys.executable, str(ROOT / "scripts" / "baselines.py"), "--section", a.section,
+                                "--spec", json.dumps(spec), "--json", a.json], capture_output=True, text=True)
+            print((p.stdout + p.stderr).strip(), flush=True)
+    print(f"bench {a.section}: {bad} run(s) did not pass their check")
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":
