@@ -130,7 +130,7 @@ class Cases(unittest.TestCase):
     def test_every_committed_case_file_is_well_formed(self):
         for path in (ROOT / "tests" / "cases").glob("*.json"):
             data = lab.load_cases(path.stem)
-            self.assertTrue((ROOT / "solutions" / f"{data['section']}.cu").exists(), path)
+            self.assertTrue(any((ROOT / "solutions" / f"{data['section']}{ext}").exists() for ext in (".cu", ".py")), path)
             for case in data["cases"] + data.get("bugs", []):
                 self.assertIn("name", case, path)
                 self.assertIsInstance(case.get("args", []), list, path)

@@ -1,0 +1,207 @@
+"""fp64 reference, the same-precision unfused estimate and the tolerance rule (reference.cpp,
+compare.cpp). Masks follow attention_math.h: causal is bottom-right aligned, query i sits at
+absolute position i + (T_kv - T_q) and sees keys j <= that position; a row that sees no key has
+O = 0 and LSE = -inf.
+
+A section may add a score modification (ALiBi, a soft cap) or a mask (a window, documents): `mods`
+is a dict with optional 'score' f(s, b, h, i, j) -> s' (float64 arrays broadcast over (i, j)) and
+'mask' f(b, h, i, j) -> bool (True where the pair attends), applied on top of the causal mask.
+"""
+import math
+
+import numpy as np
+
+from .inputs import is_poison, round_to
+
+SAMPLE_EDGE_START = 64
+
+
+def visible(p, rows, t_kv):
+    """(len(rows), T_kv) bool: which keys each query row attends (attention_math.h's visible_keys)."""
+    j = np.arange(t_kv)[None, :]
+    pos = np.asarray(rows)[:, None] + (t_kv - p.t_q)
+    vis = np.ones((len(rows), t_kv), dtype=bool)
+    if p.causal:
+        vis &= j <= pos
+    if p.window > 0:
+        vis &= j > pos - p.window
+    return vis
+
+
+def _scores_mask(p, b, h, rows, mods):
+    vis = visible(p, rows, p.t_kv)
+    if mods and mods.get("mask") is not None:
+        vis &= mods["mask"](b, h, np.asarray(rows)[:, None], np.arange(p.t_kv)[None, :])
+    return vis
+
+
+def _row_block(p, q, k, v, b, h, rows, mods, same):
+    hk = h // (p.h // p.h_kv)
+    qr = q[b, rows, h, :]
+    kk, vv = k[b, :, hk, :], v[b, :, hk, :]
+    vis = _scores_mask(p, b, h, rows, mods)
+    ii, jj = np.asarray(rows)[:, None], np.arange(p.t_kv)[None, :]
+    if same:  # eager attention's rounding points, float32 arithmetic
+        t = p.dtype
+        s = round_to(t, round_to(t, qr.astype(np.float32) @ kk.astype(np.float32).T) * np.float32(1 / math.sqrt(p.d)))
+        if mods and mods.get("score") is not None:
+            s = round_to(t, mods["score"](s.astype(np.float64), b, h, ii, jj).astype(np.float32))
+        s = np.where(vis, s, np.float32(-np.inf))
+        m = s.max(axis=1, keepdims=True)
+        m_safe = np.where(np.isfinite(m), m, np.float32(0))
+        e = np.exp(s - m_safe).astype(np.float32)
+        l = e.sum(axis=1, keepdims=True, dtype=np.float32)
+        l_safe = np.where(l > 0, l, np.float32(1))
+        pm = round_to(t, e / l_safe)
+        o = round_to(t, pm @ vv.astype(np.float32)).astype(np.float64)
+        lse = np.where(l[:, 0] > 0, m[:, 0].astype(np.float64) + np.log(l_safe[:, 0].astype(np.float64)), -np.inf)
+        return o, lse
+    s = (qr.astype(np.float64) @ kk.astype(np.float64).T) * (1.0 / math.sqrt(p.d))
+    if mods and mods.get("score") is not None:
+        s = mods["score"](s, b, h, ii, jj)
+    s = np.where(vis, s, -np.inf)
+    m = s.max(axis=1, keepdims=True)
+    m_safe = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(s - m_safe)
+    l = e.sum(axis=1, keepdims=True)
+    l_safe = np.where(l > 0, l, 1.0)
+    o = (e / l_safe) @ vv.astype(np.float64)
+    lse = np.where(l[:, 0] > 0, m[:, 0] + np.log(l_safe[:, 0]), -np.inf)
+    return o, lse
+
+
+def reference_rows(p, q, k, v, rows, same=False, mods=None):
+    """rows: {(b, h): [i...]}. Returns {(b, h): (O rows (n, D) float64, LSE (n,))}."""
+    return {bh: _row_block(p, q, k, v, bh[0], bh[1], idx, mods, same) for bh, idx in rows.items()}
+
+
+def all_rows(p):
+    return {(b, h): np.arange(p.t_q) for b in range(p.b) for h in range(p.h)}
+
+
+def sample_rows(p, budget, seed):
+    """compare.cpp's sample: first/last row, rows around powers of two from 64, then seeded picks."""
+    heads = p.b * p.h
+    per_head = max(4, budget // max(1, heads))
+    state = [(seed * 0x2545F4914F6CDD1D + 77) & 0xFFFFFFFFFFFFFFFF]
+
+    def nxt():
+        x = state[0]
+        x ^= (x << 13) & 0xFFFFFFFFFFFFFFFF
+        x ^= x >> 7
+        x ^= (x << 17) & 0xFFFFFFFFFFFFFFFF
+        state[0] = x
+        return x
+    out = {}
+    for bh in range(heads):
+        want = [0, p.t_q - 1]
+        edge = SAMPLE_EDGE_START
+        while edge < p.t_q and len(want) < per_head // 2:
+            want += [edge - 1, edge, edge + 1]
+            edge *= 2
+        while len(want) < per_head:
+            want.append(nxt() % p.t_q)
+        out[(bh // p.h, bh % p.h)] = np.array(sorted({i for i in want if 0 <= i < p.t_q}))
+    return out
+
+
+def rows_to_check(p, mode, budget, seed):
+    if mode == "none":
+        return {}
+    macs = float(p.b) * p.h * p.t_q * p.t_kv * p.d
+    full = mode == "full" or (mode == "auto" and macs <= 4e9)
+    return all_rows(p) if full else sample_rows(p, budget, seed)
+
+
+def default_atol(dtype):
+    return 1e-5 if dtype == "fp32" else 1e-4
+
+
+def _g(x):
+    return f"{x:.3g}"
+
+
+class CheckResult(dict):
+    """The check's numbers with the record's field names (record.cpp's check object)."""
+
+
+def check(p, q, k, v, rows, out_o, out_lse, mods=None):
+    """compare.cpp's check_rows. out_o: float32 [B,T_q,H,D] (poison kept); out_lse: [B,H,T_q] or None."""
+    atol = default_atol(p.dtype)
+    r = CheckResult(passed=False, max_abs_err=0.0, rel_l2_err=0.0, ref_err_bound=None, lse_max_abs_err=0.0,
+                    lse_err_bound=None, rule=f"max|out-fp64| <= 2*max|unfused {p.dtype} - fp64| + {atol:g}",
+                    rows_checked=0, unwritten=0, verdict="", details=[])
+    o_unwritten = int(is_poison(out_o).sum())
+    lse_unwritten = int(is_poison(out_lse).sum()) if out_lse is not None else 0
+    r["unwritten"] = o_unwritten + lse_unwritten
+    o_total = out_o.size
+    if not rows:
+        r["passed"] = r["unwritten"] == 0
+        r["verdict"] = ("not checked (--check none); every output element written" if r["passed"]
+                        else "output not written (poison left in place)")
+        return r
+    exact = reference_rows(p, q, k, v, rows, False, mods)
+    same = reference_rows(p, q, k, v, rows, True, mods)
+    same_err = same_lse_err = diff2 = ref2 = 0.0
+    max_err = lse_err = 0.0
+    o_nan = lse_bad = 0
+    n_rows = 0
+    bad = []
+    for (b, h), idx in rows.items():
+        ref_o, ref_lse = exact[(b, h)]
+        got = out_o[b, idx, h, :].astype(np.float64)
+        n_rows += len(idx)
+        err = np.abs(got - ref_o)
+        same_err = max(same_err, float(np.max(np.abs(same[(b, h)][0] - ref_o))))
+        fin = np.isfinite(got)
+        o_nan += int((~fin).sum())
+        max_err = math.inf if not fin.all() else max(max_err, float(err.max()))
+        diff2 += float((np.where(fin, err, 0) ** 2).sum())
+        ref2 += float((ref_o ** 2).sum())
+        bad.append((b, h, idx, got, ref_o, err))
+        if out_lse is not None:
+            g = out_lse[b, h, idx].astype(np.float64)
+            empty = np.isinf(ref_lse)
+            lse_bad += int((empty & ~(np.isneginf(g))).sum())
+            if (empty & ~np.isneginf(g)).any():
+                lse_err = math.inf
+            live = ~empty
+            if live.any():
+                same_lse_err = max(same_lse_err, float(np.max(np.abs(same[(b, h)][1][live] - ref_lse[live]))))
+                gl = g[live]
+                lse_bad += int((~np.isfinite(gl)).sum())
+                e = np.abs(gl - ref_lse[live])
+                lse_err = math.inf if not np.isfinite(gl).all() else max(lse_err, float(e.max()))
+    bound = 2 * same_err + atol
+    lse_bound = 2 * same_lse_err + atol
+    rel = math.sqrt(diff2 / ref2) if ref2 > 0 else math.sqrt(diff2)
+    if o_nan:
+        rel = math.inf
+    details = []
+    for b, h, idx, got, ref_o, err in bad:
+        if len(details) >= 6:
+            break
+        for n, c in zip(*np.nonzero(~(err <= bound))):
+            if len(details) >= 6:
+                break
+            val = "unwritten" if is_poison(np.float32(got[n, c])) else f"{got[n, c]:.6g}"
+            details.append(f"O[b={b}, i={idx[n]}, h={h}, d={c}] = {val}, expected {ref_o[n, c]:.6g} "
+                           f"(error {err[n, c]:.3g})")
+    o_ok = o_unwritten == 0 and o_nan == 0 and max_err <= bound
+    lse_ok = out_lse is None or (lse_unwritten == 0 and lse_bad == 0 and lse_err <= lse_bound)
+    if o_unwritten == o_total:
+        verdict = f"output not written: all {o_total} elements of O still hold the poison"
+    elif o_unwritten:
+        verdict = f"output partly not written: {o_unwritten} of {o_total} elements of O still hold the poison"
+    elif o_nan:
+        verdict = f"{o_nan} elements of O are NaN or inf on the rows checked (a reference value is finite)"
+    elif not o_ok:
+        verdict = f"O too far from fp64: max error {_g(max_err)} > bound {_g(bound)} ({r['rule']})"
+    elif not lse_ok:
+        verdict = (f"LSE not written: {lse_unwritten} of {out_lse.size} elements still hold the poison" if lse_unwritten
+                   else f"LSE too far from fp64: max error {_g(lse_err)} > bound {_g(lse_bound)}")
+    else:
+        verdict = f"max error {_g(max_err)} <= bound {_g(bound)} on {n_rows} rows"
+    r.update(passed=bool(o_ok and lse_ok), max_abs_err=max_err, rel_l2_err=rel, ref_err_bound=bound,
+             lse_max_abs_err=lse_err, lse_err_bound=lse_bound, rows_checked=n_rows, verdict=verdict, details=details)
+    return r

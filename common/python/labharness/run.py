@@ -1,0 +1,181 @@
+"""run_section for Python: parse -> validate -> check the record file -> inputs -> poison ->
+launch -> check -> time -> print -> record -> dump (harness.cpp's run_section, step for step)."""
+import json
+import os
+import sys
+import time
+from types import SimpleNamespace
+
+import numpy as np
+
+from . import backend, inputs, record, reference
+from .options import BadInput, CannotRun, parse
+
+
+def _launch_and_fetch(s, o, ctx, launch):
+    launch()
+    if ctx.torch is not None and ctx.on_gpu:
+        ctx.torch.cuda.synchronize()  # a fault inside the kernel surfaces here
+
+
+def _time(ctx, launch, warmup, iters, flush_l2):
+    torch = ctx.torch
+    flush = torch.empty(int(ctx.gpu["l2_bytes"]) * 2, dtype=torch.uint8, device="cuda") if flush_l2 else None
+    for _ in range(warmup):
+        launch()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    for a, b in zip(starts, ends):
+        if flush is not None:
+            flush.zero_()
+        a.record()
+        launch()
+        b.record()
+    torch.cuda.synchronize()
+    ms = sorted(a.elapsed_time(b) for a, b in zip(starts, ends))
+    return {"method": "events", "warmup": warmup, "iters": iters, "median_ms": ms[len(ms) // 2],
+            "min_ms": ms[0], "max_ms": ms[-1]}
+
+
+def run(s, forward, argv):
+    o = parse(argv, s)
+    p = o.problem
+    if o.json:
+        record.check_writable(o.json)
+    cpu = o.cpu or backend.cpu_requested(argv)
+    build = s.build
+    for m in getattr(s, "modules", ()):
+        backend.missing(m)
+    torch = None
+    gpu = {"name": "cpu"}
+    if not cpu:
+        torch = backend.import_torch(cuda=True)
+        gpu = backend.gpu_info(torch)
+        need = p.hbm_bytes()
+        free, _ = torch.cuda.mem_get_info()
+        if need > 0.95 * free:
+            raise BadInput(f"{p.describe()} needs {need / 1e9:.3g} GB of device memory but {gpu['name']} has "
+                           f"{free / 1e9:.3g} GB free")
+    elif s.cpu_backend == "torch":
+        torch = backend.import_torch(cuda=False)
+
+    q, k, v = inputs.make_inputs(p, o.seed, o.magnitude)
+    qs, ks, vs = (inputs.to_storage(x, p.dtype) for x in (q, k, v))
+    o_st = inputs.poisoned((p.b, p.t_q, p.h, p.d), p.dtype)
+    lse_st = inputs.poisoned((p.b, p.h, p.t_q), "fp32")
+    ctx = SimpleNamespace(problem=p, options=o, variant=o.variant, bug=o.bug, on_gpu=not cpu, torch=torch,
+                          gpu=gpu, metrics={}, host_inputs=(q, k, v))
+    if not cpu:
+        ctx.q, ctx.k, ctx.v, ctx.o = (backend.to_device(torch, x, p.dtype) for x in (qs, ks, vs, o_st))
+        ctx.lse = backend.to_device(torch, lse_st, "fp32")
+    elif s.cpu_backend == "torch":
+        def host(x, dt):
+            t = torch.from_numpy(x)
+            return t.view(torch.bfloat16) if dt == "bf16" else t
+        ctx.q, ctx.k, ctx.v, ctx.o = (host(x, p.dtype) for x in (qs, ks, vs, o_st))
+        ctx.lse = host(lse_st, "fp32")
+    else:
+        names = {"fp16": "fp16", "bf16": "bf16", "fp32": "fp32"}
+        ctx.q, ctx.k, ctx.v, ctx.o = (backend.HostTensor(x, names[p.dtype]) for x in (qs, ks, vs, o_st))
+        ctx.lse = backend.HostTensor(lse_st, "fp32")
+
+    if not o.quiet and cpu:
+        print(f"== {s.name} on the CPU: {s.cpu_what} ==")
+    launch = forward(ctx)
+    t0 = time.perf_counter()
+    _launch_and_fetch(s, o, ctx, launch)
+    first_s = time.perf_counter() - t0
+    if not cpu or s.cpu_backend == "torch":
+        out_o = inputs.from_storage(backend.to_host(torch, ctx.o, p.dtype), p.dtype)
+        out_lse = backend.to_host(torch, ctx.lse, "fp32").astype(np.float32)
+    else:
+        out_o = inputs.from_storage(o_st, p.dtype)
+        out_lse = lse_st.copy()
+    if not s.writes_lse:
+        out_lse = None
+
+    timing = {"method": "none", "warmup": 0, "iters": 0, "median_ms": None, "min_ms": None, "max_ms": None}
+    if not cpu and o.iters > 0:
+        if ctx.metrics.get("timed_launch"):
+            launch = ctx.metrics.pop("timed_launch")
+        timing = _time(ctx, launch, o.warmup, o.iters, o.flush_l2)
+    ctx.metrics.pop("timed_launch", None)
+    if getattr(ctx, "after", None):  # a section's own step after the timing (10: section 07 beside it)
+        ctx.after(timing)
+    if cpu:
+        ctx.metrics["cpu_seconds"] = round(first_s, 3)
+
+    rows = reference.rows_to_check(p, o.check, o.sample_rows, o.seed)
+    c = reference.check(p, q, k, v, rows, out_o, out_lse, getattr(ctx, "mods", None))
+    if ctx.metrics.get("failure"):  # the output may be right; the run is not
+        why = ctx.metrics.pop("failure")
+        if c["passed"]:
+            c["verdict"] = why
+        else:
+            c["details"].insert(0, why)
+        c["passed"] = False
+
+    flops = getattr(ctx, "flops", None) or p.flops()
+    timed = timing["median_ms"] is not None and timing["median_ms"] > 0
+    tflops = flops / (timing["median_ms"] * 1e-3) / 1e12 if timed else None
+    gbps = p.hbm_bytes() / (timing["median_ms"] * 1e-3) / 1e9 if timed else None
+    if not o.quiet:
+        bug = f"   --bug {o.bug}" if o.bug else ""
+        print(f"{s.name} [{o.variant}] {build}   {p.describe()}{bug}")
+        if not cpu:
+            print(f"  gpu      {gpu['name']} (sm_{gpu['cc'].replace('.', '')}, {gpu['sms']} SMs)")
+        print(f"  check    {c['verdict']} ({o.check})")
+        for d in c["details"]:
+            print(f"           {d}")
+        if timed:
+            print(f"  time     {timing['median_ms']:.4g} ms median of {timing['iters']} "
+                  f"(min {timing['min_ms']:.4g}, max {timing['max_ms']:.4g})")
+            print(f"  rate     {tflops:.3g} TFLOP/s, {gbps:.4g} GB/s of modelled HBM traffic")
+        for key, val in ctx.metrics.items():
+            if key in getattr(s, "print_metrics", ()):
+                print(f"  {key:<8} {val}")
+    print(f"{'PASS' if c['passed'] else 'FAIL'}: {s.name} {o.variant}{' (CPU)' if cpu else ''}")
+
+    if o.json:
+        metrics = dict(ctx.metrics, tflops=tflops, hbm_gbps=gbps, hbm_bytes_model=p.hbm_bytes(),
+                       extra_device_bytes=0, flops_model=flops)
+        g = {k: v for k, v in gpu.items() if k != "l2_bytes"}
+        rec = record.make(s.name, o.variant, "cpu-model" if cpu else build, g, p.json(), c, timing, metrics,
+                          argv_command(argv), o.bug)
+        record.append(o.json, rec)
+    if o.dump:
+        record.dump_npy(o.dump, p, (q, k, v), out_o, out_lse, o, s.name)
+    return 0 if c["passed"] else 1
+
+
+def argv_command(argv):
+    return " ".join([os.path.relpath(sys.argv[0]) if sys.argv and sys.argv[0] else "python3"] + list(argv))
+
+
+def main(section, forward, argv=None):
+    """The section program's entry: runs it and exits with the lab's codes, never a traceback
+    (LAB_TRACEBACK=1 shows one, for whoever debugs the harness)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if "-h" in argv or "--help" in argv:
+        from .options import parser_for
+        parser_for(section).print_help()
+        sys.exit(0)
+    try:
+        code = run(section, forward, argv)
+    except BadInput as e:
+        print(f"bad input: {e}", file=sys.stderr)
+        code = 2
+    except CannotRun as e:
+        print(f"cannot run here: {e}", file=sys.stderr)
+        code = 77
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        code = 130
+    except Exception as e:  # noqa: BLE001  (one line, not a traceback)
+        if os.environ.get("LAB_TRACEBACK"):
+            raise
+        msg = str(e).strip().splitlines()
+        print(f"error: {type(e).__name__}: {msg[-1] if msg else ''} (LAB_TRACEBACK=1 shows where)", file=sys.stderr)
+        code = 1
+    sys.stdout.flush()
+    sys.exit(code)

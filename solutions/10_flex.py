@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+# 10 FlexAttention: attention variants as two small Python functions (§12.10, pitfall 10).
+#
+# What it is: PyTorch's FlexAttention takes the FlashAttention kernel as given and lets you change
+# two things, as Python functions of the indices that torch.compile turns into a fused Triton
+# kernel:
+#   score_mod(score, b, h, q_idx, kv_idx) -> the new score      (ALiBi's bias, a soft cap)
+#   mask_mod(b, h, q_idx, kv_idx)         -> keep this pair?    (a sliding window, documents)
+# A mask_mod also becomes a BlockMask: per (Q block, K/V block), none / part / all of the pairs
+# kept, so whole blocks are skipped, as 03 and 07 skip tiles by hand.
+# Positions are the lab's: query q_idx sits at key position q_idx + (T_kv - T_q) (bottom-right
+# alignment, attention_math.h); FlexAttention's own causal examples use q_idx >= kv_idx, which is
+# top-left: the same only when T_q = T_kv.
+#
+# Pitfall 10: a score_mod that captures a Python float is compiled for that value; a new value is a
+# guard failure and a recompile (PyTorch then marks the float dynamic, or after 8 recompiles gives
+# up and runs unfused). `--values N` runs N soft-cap values both ways and counts the compiles from
+# torch._dynamo's own counters. The fix: capture a tensor and change its contents.
+#
+# Exercises (ch12/10_flex.md): the four variants as FlexAttention functions (EXERCISE alibi,
+# softcap, window, document).
+# Run: python3 labs/10_flex.py --cpu --variant softcap --t 64 --h 2   (your stub, eager on the CPU)
+#      python3 solutions/10_flex.py --variant window --causal --window 256 --t 4096 --h 16 --d 128
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common" / "python"))
+from labharness import Section, main, mods  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def make_score_mod(variant, torch, p, cap, slopes):
+    """The variant's score_mod (None where the variant has none). `cap` and `slopes` are tensors:
+    changing their contents changes the function without a recompile."""
+    shift = p.t_kv - p.t_q
+    if variant == "alibi":
+        # BEGIN EXERCISE alibi: ALiBi, score + slope[h]·(kv_idx - position of q_idx); 0 on the diagonal.
+        #   The query's key position is q_idx + shift (bottom-right alignment).
+        def alibi(score, b, h, q_idx, kv_idx):
+            return score + slopes[h] * (kv_idx - (q_idx + shift))
+        return alibi
+        # STUB: return None
+        # END EXERCISE
+    if variant == "softcap":
+        # BEGIN EXERCISE softcap: the soft cap, cap·tanh(score / cap), with cap a captured TENSOR.
+        def soft_cap(score, b, h, q_idx, kv_idx):
+            return cap * torch.tanh(score / cap)
+        return soft_cap
+        # STUB: return None
+        # END EXERCISE
+    return None
+
+
+def make_mask_mod(variant, torch, p, doc_ids):
+    """The variant's mask_mod: True where the pair attends (None: every pair)."""
+    shift, w = p.t_kv - p.t_q, p.window
+    if variant == "window":
+        # BEGIN EXERCISE window: causal sliding window of W keys ending at the query's position.
+        def sliding_window(b, h, q_idx, kv_idx):
+            pos = q_idx + shift
+            return (kv_idx <= pos) & (kv_idx > pos - w)
+        return sliding_window
+        # STUB: return None
+        # END EXERCISE
+    if variant == "document":
+        # BEGIN EXERCISE document: same document as the query's position (doc_ids, a tensor over key
+        #   positions; clamp the position into [0, T_kv) to index it), and causal if p.causal.
+        def same_document(b, h, q_idx, kv_idx):
+            pos = q_idx + shift
+            keep = doc_ids[kv_idx] == doc_ids[torch.clamp(pos, 0, p.t_kv - 1)]
+            return keep & (kv_idx <= pos) if p.causal else keep
+        return same_document
+        # STUB: return None
+        # END EXERCISE
+    if p.causal:
+        return lambda b, h, q_idx, kv_idx: kv_idx <= q_idx + shift
+    return None
+
+
+def flex_fns(torch):
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    return flex_attention, create_block_mask
+
+
+def forward(ctx):
+    import torch
+    p, o = ctx.problem, ctx.options
+    flex_attention, create_block_mask = flex_fns(torch)
+    dev = ctx.q.device
+    cap = torch.tensor(float(o.softcap), device=dev)
+    slopes = torch.tensor(mods.alibi_slopes(p.h), dtype=torch.float32, device=dev)
+    ids = mods.document_ids(p.t_kv, o.docs, o.seed)
+    doc_ids = torch.tensor(ids, device=dev)
+    # the fp64 reference's view of the same variant (common/python/labharness/mods.py)
+    ref = {"alibi": {"score": mods.alibi(p)}, "softcap": {"score": mods.softcap(o.softcap)},
+           "document": {"mask": mods.document(p, ids)}}
+    ctx.mods = ref.get(o.variant)
+    if o.variant == "document":
+        ctx.metrics["documents"] = int(ids.max()) + 1
+        # the lab's FLOP convention for a mask: 4·D per visible pair
+        import numpy as np
+        rows = np.arange(p.t_q)[:, None]
+        vis = mods.document(p, ids)(0, 0, rows, np.arange(p.t_kv)[None, :])
+        ctx.flops = 4.0 * p.d * float(vis.sum()) * p.b * p.h
+
+    score_mod = make_score_mod(o.variant, torch, p, cap, slopes)
+    mask_mod = make_mask_mod(o.variant, torch, p, doc_ids)
+    needs = {"alibi": score_mod, "softcap": score_mod, "window": mask_mod, "document": mask_mod}
+    if needs[o.variant] is None:
+        print(f"  ({o.variant}: the variant's function is not written yet; nothing runs)")
+        return lambda: None
+
+    block_mask = None
+    if mask_mod is not None:
+        block_mask = create_block_mask(mask_mod, B=None, H=None, Q_LEN=p.t_q, KV_LEN=p.t_kv, device=dev)
+        sparsity = float(block_mask.sparsity())  # % of (Q block, K/V block) pairs skipped whole
+        if 0 <= sparsity <= 100:  # (shapes smaller than one 128 x 128 block give no meaningful figure)
+            ctx.metrics["blocks_skipped_pct"] = round(sparsity, 1)
+    if ctx.on_gpu:
+        attend = torch.compile(flex_attention)  # the fused Triton kernel
+    else:
+        import warnings  # eager on purpose here: PyTorch's advice to compile is for speed, not needed
+        warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")
+        attend = flex_attention  # eager: the unfused reference implementation (fine on small shapes)
+    qt, kt, vt = (x.transpose(1, 2) for x in (ctx.q, ctx.k, ctx.v))  # [B, H, T, D] views
+    gqa = p.h != p.h_kv
+
+    try:  # the LSE: return_aux where this PyTorch has it (return_lse is deprecated there)
+        from torch.nn.attention.flex_attention import AuxRequest
+        want_lse = {"return_aux": AuxRequest(lse=True)}
+    except ImportError:
+        want_lse = {"return_lse": True}
+
+    def launch():
+        out, aux = attend(qt, kt, vt, score_mod=score_mod, block_mask=block_mask, enable_gqa=gqa, **want_lse)
+        lse = aux.lse if hasattr(aux, "lse") else aux
+        ctx.o.copy_(out.transpose(1, 2))
+        ctx.lse.copy_(lse.float())
+    # timed: the attention call alone (the copies into the lab's [B, T, H, D] layout are not FlexAttention's)
+    ctx.metrics["timed_launch"] = lambda: attend(qt, kt, vt, score_mod=score_mod, block_mask=block_mask,
+                                                 enable_gqa=gqa, **want_lse)
+    if o.values > 0:
+        pitfall_10(ctx, torch, flex_attention, qt, kt, vt, gqa)
+    if o.against_07:
+        ctx.after = lambda timing: against_07(ctx, timing)
+    return launch
+
+
+def capture_float(torch, cap):
+    def soft_cap(score, b, h, q_idx, kv_idx):  # `cap` is a Python float: a constant of the graph
+        return cap * torch.tanh(score / cap)
+    return soft_cap
+
+
+def capture_tensor(torch, cap):
+    def soft_cap(score, b, h, q_idx, kv_idx):  # `cap` is a tensor: an input of the graph
+        return cap * torch.tanh(score / cap)
+    return soft_cap
+
+
+def pitfall_10(ctx, torch, flex_attention, q, k, v, gqa):
+    """N soft-cap values through a captured Python float, then through a captured tensor: compiles
+    counted by torch._dynamo (unique graphs), each launch timed (wall clock, compile included)."""
+    from torch._dynamo.utils import counters
+    n = ctx.options.values
+    values = [10.0 + 2.5 * i for i in range(n)]
+    backend = "inductor" if ctx.on_gpu else "aot_eager"  # Inductor's CPU flex path is not used here
+    sync = torch.cuda.synchronize if ctx.on_gpu else (lambda: None)
+    results = {}
+    for how in ("float", "tensor"):
+        torch._dynamo.reset()
+        counters.clear()
+        compiled = torch.compile(flex_attention, backend=backend)
+        cap_t = torch.tensor(values[0], device=q.device)
+        times = []
+        for c in values:
+            if how == "float":
+                score_mod = capture_float(torch, c)
+            else:
+                cap_t.fill_(c)
+                score_mod = capture_tensor(torch, cap_t)
+            t0 = time.perf_counter()
+            compiled(q, k, v, score_mod=score_mod, enable_gqa=gqa)
+            sync()
+            times.append((time.perf_counter() - t0) * 1e3)
+        graphs = int(counters["stats"].get("unique_graphs", 0))
+        results[how] = {"compiles": graphs, "frames_compiled": int(counters["frames"].get("ok", 0)), "first_ms": round(times[0], 2),
+                        "median_later_ms": round(sorted(times[1:])[len(times[1:]) // 2], 3) if n > 1 else None,
+                        "total_ms": round(sum(times), 1)}
+    torch._dynamo.reset()
+    ctx.metrics["pitfall_10"] = dict(values=n, backend=backend, **results)
+    print(f"  pitfall 10 ({n} soft-cap values, torch.compile backend {backend}):")
+    for how, r in results.items():
+        print(f"    captured {how:<6}: {r['compiles']} compiled graph(s), first launch {r['first_ms']} ms, "
+              f"later launches {r['median_later_ms']} ms median, all {r['total_ms']} ms")
+
+
+def against_07(ctx, timing):
+    """Section 07's `window` kernel on the same problem, in the same run (its record joins ours)."""
+    p, o = ctx.problem, ctx.options
+    exe = ROOT / "build" / "bin" / "07_sliding_window"
+    if not exe.exists():
+        print(f"  07       {exe} is not built: no comparison")
+        return
+    args = [str(exe), "--variant", "window", "--b", str(p.b), "--h", str(p.h), "--h-kv", str(p.h_kv),
+            "--t", str(p.t_q), "--t-kv", str(p.t_kv), "--d", str(p.d), "--dtype", p.dtype, "--causal",
+            "--window", str(p.window), "--warmup", str(o.warmup), "--iters", str(o.iters), "--quiet",
+            "--seed", str(o.seed)]
+    if o.json:
+        args += ["--json", o.json]
+    r = subprocess.run(args, capture_output=True, text=True)
+    line = (r.stdout + r.stderr).strip().splitlines()
+    ctx.metrics["against_07"] = {"exit": r.returncode, "line": line[-1] if line else ""}
+    print(f"  07       {line[-1] if line else '(no output)'} (exit {r.returncode}; its record is in --json)")
+
+
+def validate(p, o):
+    if o.variant == "window" and p.window < 1:
+        return "--variant window needs --causal --window W"
+    if o.variant != "window" and p.window > 0:
+        return "--window belongs to --variant window"
+    if not (o.softcap > 0):
+        return "--softcap must be > 0"
+    if o.docs < 1:
+        return "--docs must be >= 1"
+    if o.values < 0 or o.values > 64:
+        return "--values must be in [0, 64]"
+    if o.against_07 and o.variant != "window":
+        return "--against-07 compares the window variant with section 07"
+    return ""
+
+
+def extra_options(ap):
+    ap.add_argument("--softcap", type=float, default=20.0, help="Soft cap of --variant softcap (default %(default)s)")
+    ap.add_argument("--docs", type=int, default=3, help="Documents of --variant document (seeded cuts) (default %(default)s)")
+    ap.add_argument("--values", type=int, default=0,
+                    help="Pitfall 10: run N soft-cap values through a captured float and a captured tensor")
+    ap.add_argument("--against-07", action="store_true", help="Also time section 07's window kernel on this problem")
+
+
+SECTION = Section(
+    name="10_flex",
+    title="FlexAttention: score_mod / mask_mod variants, block masks, and the recompile pitfall (§12.10)",
+    variants=["softcap", "alibi", "window", "document"], bugs=[], head_dims=(64, 128), dtypes=("fp16", "bf16"),
+    default={"b": 1, "h": 8, "t": 1024, "d": 64, "dtype": "bf16"}, supports_window=True,
+    build="solution",
+    validate=validate, extra_options=extra_options, cpu_backend="torch",
+    cpu_what="FlexAttention's eager (unfused) implementation on the CPU: small shapes",
+    print_metrics=("blocks_skipped_pct", "documents"))
+
+if __name__ == "__main__":
+    main(SECTION, forward)

@@ -1,0 +1,13 @@
+# Section 10 (FlexAttention). The CPU path runs FlexAttention eagerly and needs PyTorch
+# (scripts/requirements-cpu.txt); where it is missing the program says so and exits 77 (skipped).
+set(S10 ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/solutions/10_flex.py)
+lab_test(bad_input.10.window_needs_w cpu 2 MATCH "^bad input: --variant window needs --causal --window W" COMMAND ${S10} --variant window --causal)
+lab_test(bad_input.10.d96 cpu 2 MATCH "^bad input: D=96 is not supported by 10_flex" COMMAND ${S10} --d 96)
+# Every CPU case of tests/cases/10_flex.json passes, bad inputs are refused, the stub fails cleanly.
+lab_test(cpu_eager.10.cases cpu 0 MATCH "passed, 0 failed" COMMAND ${CASES_PY} 10_flex --cpu)
+# Pitfall 10 on the CPU (torch.compile with the aot_eager backend): the captured float compiles more
+# graphs than the captured tensor, which compiles exactly one.
+lab_test(cpu_eager.10.pitfall_counts cpu 0 MATCH "captured float : [2-9][0-9]* compiled graph" "captured tensor: 1 compiled graph"
+         COMMAND ${S10} --cpu --variant softcap --t 32 --h 1 --values 4)
+lab_test(no_gpu.10.exit_77_or_pass cpu "77;0" MATCH "^cannot run here:|^PASS: 10_flex" COMMAND ${S10} --t 65 --iters 0)
+lab_test(gpu.10_flex.cases gpu 0 MATCH "passed, 0 failed" COMMAND ${CASES_PY} 10_flex)

@@ -1,0 +1,239 @@
+"""CPU tests of common/python/labharness and the Python sections' tooling (no GPU):
+
+- the seeded inputs are the C++ generator's, bit for bit (against --dump of 03 and 04's CPU models,
+  and, where Triton is installed, against 09_triton's own --dump);
+- the fp64 reference agrees with a brute-force loop (bottom-right causal, rows with no key, GQA),
+  and the check fails a zero output and an unwritten one;
+- --json refuses a file that is not a record list (exit 2, file untouched) and appends to a list;
+- a missing triton is one line and exit 77;
+- make_labs turns a `#`-marked Python solution into its stub.
+
+  python3 tests/test_python_harness.py BUILD_BIN_DIR
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "common" / "python"))
+sys.path.insert(0, str(ROOT / "scripts"))
+from labharness import inputs, reference  # noqa: E402
+from labharness.options import Problem  # noqa: E402
+import make_labs  # noqa: E402
+
+BIN = Path(sys.argv.pop(1)) if len(sys.argv) > 1 else ROOT / "build" / "bin"
+SOL = ROOT / "solutions" / "09_triton.py"
+
+
+def have_triton():
+    try:
+        import triton  # noqa: F401
+        return True
+    except Exception:
+        return False
+
+
+def run(cmd, **kw):
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=600, **kw)
+
+
+class SameInputsAsCuda(unittest.TestCase):
+    def cuda_dump(self, prog, args):
+        exe = BIN / prog
+        if not exe.exists():
+            self.skipTest(f"{exe} is not built")
+        d = tempfile.mkdtemp()
+        r = run([exe, "--cpu", "--quiet", "--dump", d] + args)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        return d
+
+    def compare(self, d, p, seed, magnitude):
+        q, k, v = inputs.make_inputs(p, seed, magnitude)
+        for name, ours in (("q", q), ("k", k), ("v", v)):
+            theirs = np.load(Path(d) / f"{name}.npy")
+            self.assertEqual(theirs.shape, ours.shape)
+            self.assertTrue(np.array_equal(theirs.view(np.uint32), ours.view(np.uint32)), f"{name} differs")
+
+    def test_fp32_like_03(self):
+        d = self.cuda_dump("03_v2_loop_order", ["--t", "37", "--t-kv", "53", "--h", "4", "--h-kv", "2", "--d", "128",
+                                                "--causal", "--seed", "7", "--magnitude", "2"])
+        self.compare(d, Problem(1, 4, 2, 37, 53, 128, "fp32", True), 7, 2.0)
+
+    def test_fp16_bf16_like_04(self):
+        for dt in ("fp16", "bf16"):
+            d = self.cuda_dump("04_fp16", ["--t", "40", "--b", "2", "--h", "2", "--dtype", dt, "--seed", "99",
+                                           "--variant", "scalar"])
+            self.compare(d, Problem(2, 2, 2, 40, 40, 64, dt, False), 99, 1.0)
+
+    def test_triton_dump_holds_the_cuda_bits(self):
+        if not have_triton():
+            self.skipTest("triton is not installed")
+        for dt in ("fp16", "bf16"):
+            args = ["--t", "40", "--b", "2", "--h", "2", "--dtype", dt, "--seed", "99"]
+            d = self.cuda_dump("04_fp16", args + ["--variant", "scalar"])
+            ours = tempfile.mkdtemp()
+            r = run([sys.executable, SOL, "--cpu", "--quiet", "--dump", ours] + args)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            for name in ("q", "k", "v"):
+                a, b = np.load(Path(d) / f"{name}.npy"), np.load(Path(ours) / f"{name}.npy")
+                self.assertTrue(np.array_equal(a.view(np.uint32), b.view(np.uint32)), f"{dt} {name} differs")
+            meta = json.loads((Path(ours) / "meta.json").read_text())
+            self.assertEqual(meta["problem"]["dtype"], dt)
+            o = np.load(Path(ours) / "o.npy")
+            self.assertFalse(inputs.is_poison(o).any())
+
+
+class Reference(unittest.TestCase):
+    def brute(self, p, q, k, v):
+        o = np.zeros((p.b, p.t_q, p.h, p.d))
+        lse = np.full((p.b, p.h, p.t_q), -np.inf)
+        for b in range(p.b):
+            for h in range(p.h):
+                hk = h // (p.h // p.h_kv)
+                for i in range(p.t_q):
+                    keys = [j for j in range(p.t_kv) if not p.causal or j <= i + p.t_kv - p.t_q]
+                    if not keys:
+                        continue
+                    s = np.array([q[b, i, h].astype(np.float64) @ k[b, j, hk] / np.sqrt(p.d) for j in keys])
+                    m = s.max()
+                    e = np.exp(s - m)
+                    o[b, i, h] = sum(e[n] * v[b, j, hk] for n, j in enumerate(keys)) / e.sum()
+                    lse[b, h, i] = m + np.log(e.sum())
+        return o, lse
+
+    def test_against_brute_force(self):
+        for p in (Problem(1, 4, 2, 9, 5, 64, "fp16", True), Problem(2, 2, 1, 5, 11, 64, "bf16", True),
+                  Problem(1, 2, 2, 7, 7, 128, "fp16", False)):
+            q, k, v = inputs.make_inputs(p, 3, 1.0)
+            o, lse = self.brute(p, q, k, v)
+            got = reference.reference_rows(p, q, k, v, reference.all_rows(p))
+            for (b, h), (ro, rl) in got.items():
+                np.testing.assert_allclose(ro, o[b, :, h], atol=1e-12)
+                np.testing.assert_array_equal(np.isinf(rl), np.isinf(lse[b, h]))
+                np.testing.assert_allclose(rl[np.isfinite(rl)], lse[b, h][np.isfinite(lse[b, h])], atol=1e-12)
+            # the check passes the reference rounded to the dtype, fails zeros and the poison
+            out = inputs.round_to(p.dtype, o.astype(np.float32))
+            rows = reference.all_rows(p)
+            self.assertTrue(reference.check(p, q, k, v, rows, out, lse.astype(np.float32))["passed"])
+            self.assertFalse(reference.check(p, q, k, v, rows, np.zeros_like(out), lse.astype(np.float32))["passed"])
+            c = reference.check(p, q, k, v, rows, inputs.from_storage(inputs.poisoned(out.shape, p.dtype), p.dtype),
+                                lse.astype(np.float32))
+            self.assertFalse(c["passed"])
+            self.assertIn("output not written", c["verdict"])
+
+
+class Program(unittest.TestCase):
+    def test_json_refuses_a_non_list(self):
+        d = Path(tempfile.mkdtemp())
+        f = d / "r.json"
+        f.write_text('{"not": "a list"}\n')
+        r = run([sys.executable, SOL, "--cpu", "--t", "8", "--h", "1", "--json", f])
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1)
+        self.assertEqual(f.read_text(), '{"not": "a list"}\n')
+        r = run([sys.executable, SOL, "--cpu", "--t", "8", "--h", "1", "--json", d / "no" / "r.json"])
+        self.assertEqual(r.returncode, 2, r.stderr)
+
+    def test_json_appends_a_valid_record(self):
+        if not have_triton():
+            self.skipTest("triton is not installed")
+        from labharness import record
+        f = Path(tempfile.mkdtemp()) / "r.json"
+        f.write_text("[]\n")
+        for _ in range(2):
+            r = run([sys.executable, SOL, "--cpu", "--t", "20", "--h", "1", "--causal", "--json", f], cwd="/")
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        recs = json.loads(f.read_text())
+        self.assertEqual(len(recs), 2)
+        self.assertEqual(record.validate(recs[0]), "")
+        self.assertEqual(recs[0]["section"], "09_triton")
+        self.assertTrue(recs[0]["check"]["passed"])
+
+    def test_missing_triton_is_exit_77(self):
+        fake = Path(tempfile.mkdtemp()) / "triton"
+        fake.mkdir()
+        (fake / "__init__.py").write_text("raise ImportError('not installed (test)')\n")
+        env = dict(os.environ, PYTHONPATH=str(fake.parent))
+        r = run([sys.executable, SOL, "--cpu", "--t", "8"], env=env)
+        self.assertEqual(r.returncode, 77, r.stdout + r.stderr)
+        self.assertRegex(r.stderr, r"^cannot run here: needs triton .*requirements")
+        self.assertNotIn("Traceback", r.stderr)
+        r = run([sys.executable, SOL, "--cpu", "--t", "0"], env=env)  # bad input is still bad input
+        self.assertEqual(r.returncode, 2)
+
+
+class CompilesForTheGpu(unittest.TestCase):
+    """09's kernel compiled for sm_90 and sm_80 here, without a GPU (Triton ships its ptxas): the
+    GPU path cannot fail on a compile error, and the Tensor Core instruction is the expected one."""
+
+    def test_sm90_wgmma_and_sm80_mma(self):
+        if not have_triton():
+            self.skipTest("triton is not installed")
+        code = r"""
+import importlib.util, sys
+sys.argv = ["x"]
+spec = importlib.util.spec_from_file_location("s09", sys.argv_path)
+""".replace("sys.argv_path", repr(str(SOL)))
+        code += r"""
+m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+for cc, want in ((90, "wgmma.mma_async"), (80, "mma.sync")):
+    for dt, d, causal, cfg in (("fp16", 64, True, (128, 64, 4, 3)), ("bf16", 128, False, (128, 128, 8, 2))):
+        sig = {"Q": "*" + dt, "K": "*" + dt, "V": "*" + dt, "O": "*" + dt, "LSE": "*fp32", "H": "i32", "H_KV": "i32",
+               "T_Q": "i32", "T_KV": "i32", "qk_scale": "fp32", "D": "constexpr", "BLOCK_M": "constexpr",
+               "BLOCK_N": "constexpr", "CAUSAL": "constexpr", "BUG": "constexpr", "TMA": "constexpr"}
+        const = {"D": d, "BLOCK_M": cfg[0], "BLOCK_N": cfg[1], "CAUSAL": causal, "BUG": 0, "TMA": False}
+        k = triton.compile(ASTSource(m._attn_fwd, sig, const), target=GPUTarget("cuda", cc, 32),
+                           options={"num_warps": cfg[2], "num_stages": cfg[3]})
+        print(cc, dt, d, want in k.asm["ptx"])
+        if cc == 90:  # triton-tma: the K/V tiles arrive by TMA
+            const["TMA"] = True
+            k = triton.compile(ASTSource(m._attn_fwd, sig, const), target=GPUTarget("cuda", cc, 32),
+                               options={"num_warps": cfg[2], "num_stages": cfg[3]})
+            print("tma", dt, d, "cp.async.bulk.tensor" in k.asm["ptx"] and want in k.asm["ptx"])
+"""
+        r = run([sys.executable, "-c", code])
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        lines = r.stdout.split("\n")
+        self.assertEqual(sum(l.endswith("True") for l in lines), 6, r.stdout)
+
+
+class MakeLabsPython(unittest.TestCase):
+    SOLUTION = ("#!/usr/bin/env python3\n# header\ndef f(x):\n    y = 0\n"
+                "    # BEGIN EXERCISE twice: y = 2x\n    #   (the hint's second line)\n    y = 2 * x\n"
+                "    # STUB: pass\n    # END EXERCISE\n    return y\n\nS = Section(\n    build=\"solution\",\n)\n")
+
+    def test_stub(self):
+        stub = make_labs.make_stub(self.SOLUTION, "99_x.py")
+        self.assertTrue(stub.startswith("#!/usr/bin/env python3\n# STUDENT STUB"))
+        self.assertIn("    # EXERCISE twice: y = 2x\n    #   (the hint's second line)\n", stub)
+        self.assertIn("    # TODO(twice)", stub)
+        self.assertIn("\n    pass\n    return y", stub)
+        self.assertNotIn("2 * x", stub)
+        self.assertIn('build="lab"', stub)
+        self.assertNotIn("//", stub)
+        compile(stub, "stub", "exec")
+
+    def test_errors(self):
+        with self.assertRaisesRegex(make_labs.ExerciseError, "no END EXERCISE"):
+            make_labs.make_stub(self.SOLUTION.replace("    # END EXERCISE\n", ""), "99_x.py")
+        with self.assertRaisesRegex(make_labs.ExerciseError, "no BEGIN EXERCISE"):
+            make_labs.make_stub("x = 1\n", "99_x.py")
+        with self.assertRaisesRegex(make_labs.ExerciseError, "outside a region"):
+            make_labs.make_stub("# END EXERCISE\n", "99_x.py")
+
+    def test_committed_python_labs_match(self):
+        changed = make_labs.generate_all(ROOT / "solutions", ROOT / "labs", check_only=True)
+        self.assertEqual([c for c in changed if c.endswith(".py")], [])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
