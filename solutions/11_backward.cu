@@ -275,12 +275,20 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
             if (i >= sh.t_q) continue;
             float* row = dq_acc + (int64_t(b) * sh.t_q + i) * q_stride + int64_t(head) * HEAD_DIM;
 #pragma unroll
-            for (int nb = 0; nb < TL::D_BLOCKS; ++nb)
-#pragma unroll
-              for (int e = 0; e < 2; ++e) {
-                if (sh.dq_store) row[8 * nb + 2 * t + e] = dq[nb][2 * r + e];
-                else atomicAdd(&row[8 * nb + 2 * t + e], dq[nb][2 * r + e]);
+            for (int nb = 0; nb < TL::D_BLOCKS; ++nb) {
+              float* at = row + 8 * nb + 2 * t;
+              if (sh.dq_store) {
+                at[0] = dq[nb][2 * r];
+                at[1] = dq[nb][2 * r + 1];
+              } else {
+#if __CUDA_ARCH__ >= 900  // one 8-byte atomic for the pair (sm_90+), else two 4-byte ones
+                atomicAdd(reinterpret_cast<float2*>(at), make_float2(dq[nb][2 * r], dq[nb][2 * r + 1]));
+#else
+                atomicAdd(at, dq[nb][2 * r]);
+                atomicAdd(at + 1, dq[nb][2 * r + 1]);
+#endif
               }
+            }
           }
         }
       }

@@ -448,7 +448,7 @@ int run_backward_section(int argc, char** argv, const BackwardSection& s) {
     const size_t qb = size_t(p.q_elems()) * size_t(dtype_bytes(p.dtype)), kb = size_t(p.kv_elems()) * size_t(dtype_bytes(p.dtype));
     DeviceBuffer o(qb), lse(size_t(p.lse_elems()) * 4), dq(qb), dk(kb), dv(kb);
     const BackwardContext ctx{p, opt.variant, opt.bug, dev,
-                              BackwardTensors{q.get(), k.get(), v.get(), o.get(), d_o.get(), lse.as<float>(),
+                              BackwardTensors{q.get(), k.get(), v.get(), d_o.get(), o.get(), lse.as<float>(),
                                               dq.get(), dk.get(), dv.get()},
                               opt};
     const BackwardGpuRun run = s.gpu(ctx);
@@ -509,8 +509,10 @@ int run_backward_section(int argc, char** argv, const BackwardSection& s) {
                 opt.bug.empty() ? "" : ("   --bug " + opt.bug).c_str());
     if (!opt.cpu) std::printf("  gpu      %s (sm_%d%d, %d SMs)\n", dev.name.c_str(), dev.cc_major, dev.cc_minor, dev.sms);
     std::printf("  check    %s (%s)\n", check.verdict.c_str(), check_mode_name(opt.check));
+    int shown = 0;  // the first few elements over the bound, of every gradient that failed
     for (const auto& gc : check.grads)
-      for (const auto& d : gc.details) std::printf("           %s\n", d.c_str());
+      for (const auto& d : gc.details)
+        if (shown++ < 6) std::printf("           %s\n", d.c_str());
     if (!repro_line.empty()) std::printf("  repeat   bitwise reproducible %s\n", repro_line.c_str());
     if (timed)
       std::printf("  time     %.4g ms median of %d (min %.4g, max %.4g)\n  rate     %.3g TFLOP/s (2.5x forward FLOPs)\n",
