@@ -96,8 +96,10 @@ struct Tiles {
   static constexpr int D_STEPS = HEAD_DIM / 16;            // k-steps over D
   static constexpr int D_BLOCKS = HEAD_DIM / 8;            // n-blocks over D
   static constexpr int DS_BYTES = BLOCK_KV * BLOCK_Q * 2;  // dSᵀ [64 keys][64 rows]
-  // K, V, Q, dO tiles, dSᵀ, then per-row LSE·log2 e and D of the Q tile.
-  static constexpr int SMEM_BYTES = 4 * TILE_BYTES + DS_BYTES + 2 * BLOCK_Q * 4;
+  static constexpr int STAGES = 2;                         // Q/dO ring of the main kernel
+  // Main kernel: K, V, then STAGES x (Q, dO), dSᵀ, then STAGES x the Q tile's LSE·log2 e and D.
+  static constexpr int SMEM_BYTES = (2 + 2 * STAGES) * TILE_BYTES + DS_BYTES + STAGES * 2 * BLOCK_Q * 4;
+  static constexpr int DQ_SMEM_BYTES = 4 * TILE_BYTES;     // dQ kernel: K, V, Q, dO
 };
 constexpr uint32_t ROWS16(int row_bytes) { return uint32_t(16 * row_bytes); }
 
@@ -140,10 +142,12 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
   using TL = Tiles<HEAD_DIM>;
   constexpr uint32_t R16 = ROWS16(TL::ROW_BYTES);
   extern __shared__ __align__(128) unsigned char smem[];
-  const uint32_t k_tile = smem_addr(smem), v_tile = k_tile + TL::TILE_BYTES, q_tile = v_tile + TL::TILE_BYTES,
-                 do_tile = q_tile + TL::TILE_BYTES, ds_tile = do_tile + TL::TILE_BYTES;
-  float* lse_smem = reinterpret_cast<float*>(smem + 4 * TL::TILE_BYTES + TL::DS_BYTES);  // [BLOCK_Q]
-  float* d_smem = lse_smem + BLOCK_Q;                                                    // [BLOCK_Q]
+  const uint32_t k_tile = smem_addr(smem), v_tile = k_tile + TL::TILE_BYTES;
+  auto q_tile_of = [&](int stage) { return v_tile + uint32_t((1 + 2 * stage) * TL::TILE_BYTES); };
+  auto do_tile_of = [&](int stage) { return v_tile + uint32_t((2 + 2 * stage) * TL::TILE_BYTES); };
+  const uint32_t ds_tile = k_tile + uint32_t((2 + 2 * TL::STAGES) * TL::TILE_BYTES);
+  float* rows_smem = reinterpret_cast<float*>(smem + (2 + 2 * TL::STAGES) * TL::TILE_BYTES + TL::DS_BYTES);
+  // [STAGES][LSE·log2 e, D][BLOCK_Q]
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int kv0 = blockIdx.x * BLOCK_KV, bhk = blockIdx.y, b = bhk / sh.h_kv, hk = bhk % sh.h_kv;
@@ -165,25 +169,41 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
   const int kv_end = kv0 + BLOCK_KV;  // past T_kv: tile_visibility calls the tile partial (masked)
   const int key_g = kv0 + warp * ROWS_PER_WARP + g;  // this lane's keys: key_g and key_g + 8
 
-  for (int head = hk * group; head < (hk + 1) * group; ++head) {
-    const T* q_head = q + (int64_t(b) * sh.t_q * sh.h + head) * HEAD_DIM;
-    const T* do_head = d_o + (int64_t(b) * sh.t_q * sh.h + head) * HEAD_DIM;
-    const int64_t row_base = (int64_t(b) * sh.h + head) * sh.t_q;
-    for (int q0 = first_row / BLOCK_Q * BLOCK_Q; q0 < sh.t_q; q0 += BLOCK_Q) {
+  // The (query head, Q tile) pairs this block visits: every head of the group, and per head the Q
+  // tiles from the first that sees key kv0 to the last (causal: all of them see some key of the tile).
+  const int qt_begin = first_row / BLOCK_Q, qt_count = lab::imax(0, lab::ceil_div(sh.t_q, BLOCK_Q) - qt_begin);
+  const int items = group * qt_count;
+  auto head_of = [&](int item) { return hk * group + item / qt_count; };
+  auto q0_of = [&](int item) { return (qt_begin + item % qt_count) * BLOCK_Q; };
+  auto load_q_tile = [&](int stage, int item) {  // Q, dO (cp.async) and the rows' LSE·log2 e, D
+    const int head = head_of(item), q0 = q0_of(item);
+    const int64_t at = (int64_t(b) * sh.t_q * sh.h + head) * HEAD_DIM + q0 * q_stride;
+    load_tile_swizzled<BLOCK_Q, TL::CHUNKS, THREADS>(q_tile_of(stage), q + at, q_stride, sh.t_q - q0);
+    load_tile_swizzled<BLOCK_Q, TL::CHUNKS, THREADS>(do_tile_of(stage), d_o + at, q_stride, sh.t_q - q0);
+    if (threadIdx.x < BLOCK_Q) {
+      const int i = q0 + threadIdx.x;
+      const int64_t row = (int64_t(b) * sh.h + head) * sh.t_q + i;
+      float* r = rows_smem + stage * 2 * BLOCK_Q;
+      r[threadIdx.x] = i < sh.t_q ? lse_log2[row] : INFINITY;  // P = 0 on rows past T_q
+      r[BLOCK_Q + threadIdx.x] = i < sh.t_q ? d_rows[row] : 0.f;
+    }
+  };
+  if (items > 0) load_q_tile(0, 0);
+  cp_async_commit();
+
+  for (int item = 0; item < items; ++item) {
+    const int stage = item & 1, head = head_of(item), q0 = q0_of(item);
+    cp_async_wait<0>();  // this thread's copies of this item (and, the first time, of K, V) have landed ...
+    __syncthreads();     // ... and everyone's; every warp is done with the previous item, whose
+                         // stage the next line refills, and with dSᵀ
+    if (item + 1 < items) load_q_tile(stage ^ 1, item + 1);  // in flight during this item's math
+    cp_async_commit();
+    const uint32_t q_tile = q_tile_of(stage), do_tile = do_tile_of(stage);
+    const float* lse_smem = rows_smem + stage * 2 * BLOCK_Q;
+    const float* d_smem = lse_smem + BLOCK_Q;
+    {
       const lab::TileVisibility vis =
           lab::tile_visibility(q0, lab::imin(q0 + BLOCK_Q, sh.t_q), kv0, kv_end, sh.t_q, sh.t_kv, sh.causal, 0);
-      if (vis == lab::TileVisibility::none) continue;
-      __syncthreads();  // every warp is done with the previous Q, dO, dSᵀ tiles and row values
-      load_tile_swizzled<BLOCK_Q, TL::CHUNKS, THREADS>(q_tile, q_head + q0 * q_stride, q_stride, sh.t_q - q0);
-      load_tile_swizzled<BLOCK_Q, TL::CHUNKS, THREADS>(do_tile, do_head + q0 * q_stride, q_stride, sh.t_q - q0);
-      cp_async_commit();
-      if (threadIdx.x < BLOCK_Q) {
-        const int i = q0 + threadIdx.x;
-        lse_smem[threadIdx.x] = i < sh.t_q ? lse_log2[row_base + i] : INFINITY;  // P = 0 on missing rows
-        d_smem[threadIdx.x] = i < sh.t_q ? d_rows[row_base + i] : 0.f;
-      }
-      cp_async_wait<0>();
-      __syncthreads();  // Q, dO (and, the first time, K, V) and the row values are visible to all
 
       // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ   [16 keys x 64 rows] per warp, fp32.
       float st[BLOCK_Q / 8][4] = {}, dpt[BLOCK_Q / 8][4] = {};
@@ -435,76 +455,104 @@ dq_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict_
 }
 
 // ---------------------------------------------------------------------------------------------
-// Launcher: preprocess, the K/V-tile kernel, then dQ's pass (atomic: convert; deterministic: dq_kernel).
-Shape make_shape(const lab::Problem& p, const std::string& bug) {
-  const float scale = p.softmax_scale();
-  return Shape{p.t_q, p.t_kv, p.h, p.h_kv, p.causal, scale, bug == "unscaled-p" ? kLog2e : scale * kLog2e,
+// Launcher: preprocess, the K/V-tile kernel, then dQ's pass (atomic: convert; deterministic:
+// dq_kernel). Plain pointers and sizes, so that the harness and the PyTorch op
+// (common/torch_op/) launch the very same code.
+struct BackwardArgs {
+  const void *q, *k, *v;  // [B, T_q, H, D], [B, T_kv, H_kv, D] x 2, contiguous, element type T
+  const void *o, *d_o;    // [B, T_q, H, D]
+  const float* lse;       // [B, H, T_q], natural log
+  void *dq, *dk, *dv;     // shapes of q, k, v
+  float* workspace;       // workspace_floats() floats
+  int b, h, h_kv, t_q, t_kv, d;
+  bool causal;
+  bool atomic;            // variant: atomic (true) or deterministic
+};
+
+// D and LSE·log2 e per row; the atomic variant's fp32 dQ.
+inline int64_t workspace_floats(int b, int h, int t_q, int d, bool atomic) {
+  return 2 * int64_t(b) * h * t_q + (atomic ? int64_t(b) * t_q * h * d : 0);
+}
+
+inline Shape make_shape(const BackwardArgs& a, const std::string& bug) {
+  const float scale = 1.0f / std::sqrt(float(a.d));
+  return Shape{a.t_q, a.t_kv, a.h, a.h_kv, a.causal, scale, bug == "unscaled-p" ? kLog2e : scale * kLog2e,
                bug == "dq-no-accumulate"};
 }
 
-int64_t workspace_bytes(const lab::Problem& p, const std::string& variant) {
-  return 2 * p.lse_elems() * 4 + (variant == "atomic" ? p.q_elems() * 4 : 0);
-}
-
 template <class T, int HEAD_DIM>
-lab::BackwardGpuRun make_run(const lab::BackwardContext& ctx) {
-  const lab::Problem& pr = ctx.problem;
-  const Shape sh = make_shape(pr, ctx.bug);
-  const bool atomic = ctx.variant == "atomic", without_do = ctx.bug == "d-without-do";
-  const lab::BackwardTensors tn = ctx.tensors;
-  const T *q = static_cast<const T*>(tn.q), *k = static_cast<const T*>(tn.k), *v = static_cast<const T*>(tn.v);
-  const T *o = static_cast<const T*>(tn.o), *d_o = static_cast<const T*>(tn.d_o);
-  T *dq = static_cast<T*>(tn.dq), *dk = static_cast<T*>(tn.dk), *dv = static_cast<T*>(tn.dv);
-  const float* lse = tn.lse;
-  T* o_out = static_cast<T*>(tn.o);  // written once, by the forward that makes the inputs
-  float* lse_out = tn.lse;
-  // Workspace: D and LSE·log2 e per row; the atomic variant's fp32 dQ.
-  auto work = std::make_shared<lab::DeviceBuffer>(size_t(workspace_bytes(pr, ctx.variant)));
-  float* d_rows = work->as<float>();
-  float* lse_log2 = d_rows + pr.lse_elems();
-  float* dq_acc = atomic ? lse_log2 + pr.lse_elems() : nullptr;
-
-  constexpr int smem = Tiles<HEAD_DIM>::SMEM_BYTES;
-  auto* kv_kernel = atomic ? dkdv_kernel<T, HEAD_DIM, true> : dkdv_kernel<T, HEAD_DIM, false>;
-  CUDA_CHECK(cudaFuncSetAttribute(kv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  CUDA_CHECK(cudaFuncSetAttribute(dq_kernel<T, HEAD_DIM>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const int64_t rows = pr.lse_elems(), q_elems = pr.q_elems();
-  const dim3 kv_grid(unsigned(lab::ceil_div(pr.t_kv, BLOCK_KV)), unsigned(pr.b * pr.h_kv));
-  const dim3 q_grid(unsigned(lab::ceil_div(pr.t_q, BLOCK_Q)), unsigned(pr.b * pr.h));
-  const int b = pr.b, h = pr.h, t_q = pr.t_q, d = pr.d;
-
-  float p, ds, wv, wk;
+void launch_backward(const BackwardArgs& a, const std::string& bug, cudaStream_t st) {
+  constexpr int smem = Tiles<HEAD_DIM>::SMEM_BYTES, dq_smem = Tiles<HEAD_DIM>::DQ_SMEM_BYTES;
+  static const bool configured = [] {  // more than 48 KB of dynamic shared memory must be asked for, once
+    CUDA_CHECK(cudaFuncSetAttribute(dkdv_kernel<T, HEAD_DIM, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CUDA_CHECK(cudaFuncSetAttribute(dkdv_kernel<T, HEAD_DIM, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CUDA_CHECK(cudaFuncSetAttribute(dq_kernel<T, HEAD_DIM>, cudaFuncAttributeMaxDynamicSharedMemorySize, dq_smem));
+    return true;
+  }();
+  (void)configured;
+  const Shape sh = make_shape(a, bug);
+  const T *q = static_cast<const T*>(a.q), *k = static_cast<const T*>(a.k), *v = static_cast<const T*>(a.v);
+  const T *o = static_cast<const T*>(a.o), *d_o = static_cast<const T*>(a.d_o);
+  T *dq = static_cast<T*>(a.dq), *dk = static_cast<T*>(a.dk), *dv = static_cast<T*>(a.dv);
+  const int64_t rows = int64_t(a.b) * a.h * a.t_q, q_elems = rows * a.d;
+  float* d_rows = a.workspace;
+  float* lse_log2 = d_rows + rows;
+  float* dq_acc = a.atomic ? lse_log2 + rows : nullptr;
+  float p, ds, wv, wk;  // an exercise left as the stub leaves dQ unwritten (the kernels skip their stores)
   const bool exercises_written = recompute_p_and_ds(0.f, 0.f, 0.f, 0.f, 1.f, &p, &ds) && dkdv_weights(p, ds, &wv, &wk);
 
+  preprocess_kernel<T><<<unsigned((rows + 255) / 256), 256, 0, st>>>(o, d_o, a.lse, d_rows, lse_log2, a.b, a.t_q, a.h,
+                                                                     a.d, bug == "d-without-do");
+  CUDA_CHECK_LAST();
+  const dim3 kv_grid(unsigned(lab::ceil_div(a.t_kv, BLOCK_KV)), unsigned(a.b * a.h_kv));
+  if (a.atomic) {
+    CUDA_CHECK(cudaMemsetAsync(dq_acc, 0, size_t(q_elems) * 4, st));
+    dkdv_kernel<T, HEAD_DIM, true><<<kv_grid, THREADS, smem, st>>>(q, k, v, d_o, lse_log2, d_rows, dq_acc, dk, dv, sh);
+    CUDA_CHECK_LAST();
+    if (exercises_written)
+      dq_convert_kernel<T><<<unsigned((q_elems + 255) / 256), 256, 0, st>>>(dq_acc, dq, q_elems, sh.scale);
+  } else {
+    dkdv_kernel<T, HEAD_DIM, false><<<kv_grid, THREADS, smem, st>>>(q, k, v, d_o, lse_log2, d_rows, nullptr, dk, dv, sh);
+    CUDA_CHECK_LAST();
+    const dim3 q_grid(unsigned(lab::ceil_div(a.t_q, BLOCK_Q)), unsigned(a.b * a.h));
+    dq_kernel<T, HEAD_DIM><<<q_grid, THREADS, dq_smem, st>>>(q, k, v, d_o, lse_log2, d_rows, dq, sh);
+  }
+  CUDA_CHECK_LAST();
+}
+
+// fp16 or bf16, D = 64 or 128: the four builds of the kernels.
+inline void launch_backward_any(const BackwardArgs& a, bool f16, const std::string& bug, cudaStream_t st) {
+  if (a.d == 64) f16 ? launch_backward<__half, 64>(a, bug, st) : launch_backward<__nv_bfloat16, 64>(a, bug, st);
+  else f16 ? launch_backward<__half, 128>(a, bug, st) : launch_backward<__nv_bfloat16, 128>(a, bug, st);
+}
+
+#ifndef LAB_KERNELS_ONLY  // the PyTorch op includes this file for the kernels and the launcher alone
+int64_t workspace_bytes(const lab::Problem& p, const std::string& variant) {
+  return 4 * workspace_floats(p.b, p.h, p.t_q, p.d, variant == "atomic");
+}
+
+lab::BackwardGpuRun make_run(const lab::BackwardContext& ctx) {
+  const lab::Problem& pr = ctx.problem;
+  const lab::BackwardTensors tn = ctx.tensors;
+  auto work = std::make_shared<lab::DeviceBuffer>(size_t(workspace_bytes(pr, ctx.variant)));
+  const BackwardArgs args{tn.q, tn.k, tn.v, tn.o, tn.d_o, tn.lse, tn.dq, tn.dk, tn.dv, work->as<float>(),
+                          pr.b, pr.h, pr.h_kv, pr.t_q, pr.t_kv, pr.d, pr.causal, ctx.variant == "atomic"};
+  const bool f16 = pr.dtype == lab::DType::f16;
+  const std::string bug = ctx.bug;
   lab::BackwardGpuRun run;
   run.forward = [=](cudaStream_t st) {
-    lab::fwd32::forward<T>(q, k, v, o_out, lse_out, pr.b, pr.h, pr.h_kv, pr.t_q, pr.t_kv,
-                           pr.d, pr.causal, st);
+    if (f16) lab::fwd32::forward<__half>(tn.q, tn.k, tn.v, tn.o, tn.lse, pr.b, pr.h, pr.h_kv, pr.t_q, pr.t_kv, pr.d, pr.causal, st);
+    else lab::fwd32::forward<__nv_bfloat16>(tn.q, tn.k, tn.v, tn.o, tn.lse, pr.b, pr.h, pr.h_kv, pr.t_q, pr.t_kv, pr.d, pr.causal, st);
   };
   run.backward = [=](cudaStream_t st) {
     (void)work;  // the workspace lives as long as the backward
-    preprocess_kernel<T><<<unsigned((rows + 255) / 256), 256, 0, st>>>(o, d_o, lse, d_rows, lse_log2, b, t_q, h, d, without_do);
-    CUDA_CHECK_LAST();
-    if (atomic) CUDA_CHECK(cudaMemsetAsync(dq_acc, 0, size_t(q_elems) * 4, st));
-    kv_kernel<<<kv_grid, THREADS, smem, st>>>(q, k, v, d_o, lse_log2, d_rows, dq_acc, dk, dv, sh);
-    CUDA_CHECK_LAST();
-    if (atomic && exercises_written) {  // (an exercise left as the stub leaves dQ unwritten)
-      dq_convert_kernel<T><<<unsigned((q_elems + 255) / 256), 256, 0, st>>>(dq_acc, dq, q_elems, sh.scale);
-    } else if (!atomic) {
-      dq_kernel<T, HEAD_DIM><<<q_grid, THREADS, smem, st>>>(q, k, v, d_o, lse_log2, d_rows, dq, sh);
-    }
-    CUDA_CHECK_LAST();
+    launch_backward_any(args, f16, bug, st);
   };
   run.extra_device_bytes = workspace_bytes(pr, ctx.variant);
-  run.metrics = {{"block_q", BLOCK_Q}, {"block_kv", BLOCK_KV}, {"warps", NUM_WARPS}, {"smem_bytes", smem},
-                 {"dq", atomic ? "fp32 atomics" : "separate pass"}};
+  run.metrics = {{"block_q", BLOCK_Q}, {"block_kv", BLOCK_KV}, {"warps", NUM_WARPS}, {"stages", Tiles<64>::STAGES},
+                 {"smem_bytes", pr.d == 64 ? Tiles<64>::SMEM_BYTES : Tiles<128>::SMEM_BYTES},
+                 {"dq", ctx.variant == "atomic" ? "fp32 atomics" : "separate pass"}};
   return run;
-}
-
-lab::BackwardGpuRun setup_gpu(const lab::BackwardContext& ctx) {
-  const bool f16 = ctx.problem.dtype == lab::DType::f16;
-  if (ctx.problem.d == 64) return f16 ? make_run<__half, 64>(ctx) : make_run<__nv_bfloat16, 64>(ctx);
-  return f16 ? make_run<__half, 128>(ctx) : make_run<__nv_bfloat16, 128>(ctx);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -516,7 +564,9 @@ lab::BackwardGpuRun setup_gpu(const lab::BackwardContext& ctx) {
 // the order of the fp32 additions).
 std::string run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::BackwardInputs& in, lab::Gradients& g) {
   const lab::DType ty = pr.dtype;
-  const Shape sh = make_shape(pr, opt.bug);
+  const BackwardArgs dims{nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                          pr.b, pr.h, pr.h_kv, pr.t_q, pr.t_kv, pr.d, pr.causal, opt.variant == "atomic"};
+  const Shape sh = make_shape(dims, opt.bug);
   const int d = pr.d, group = pr.h / pr.h_kv;
   // D and LSE·log2 e per row, as the preprocessing pass.
   std::vector<float> d_rows(size_t(pr.lse_elems())), lse_log2(d_rows.size());
@@ -616,7 +666,8 @@ int main(int argc, char** argv) {
     return "";
   };
   s.workspace_bytes = workspace_bytes;
-  s.gpu = setup_gpu;
+  s.gpu = make_run;
   s.cpu = run_cpu;
   return lab::run_backward_section(argc, argv, s);
 }
+#endif  // LAB_KERNELS_ONLY

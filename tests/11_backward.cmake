@@ -35,3 +35,11 @@ lab_test(gpu.11_backward.check_stub_fails_cleanly gpu 0 MATCH " 0 failed" COMMAN
 lab_test(gpu.11_backward.stub_fails gpu 1 MATCH "FAIL" "not written" COMMAND ${BIN}/lab_11_backward --t 65 --iters 0)
 lab_test(gpu.11_backward.deterministic_reproducible gpu 0 MATCH "bitwise reproducible yes" "PASS"
          COMMAND ${BWD} --variant deterministic --t 2048 --h 4 --causal --dtype bf16 --iters 0)
+
+# ---- the lab's attention as a PyTorch op (common/torch_op): bad inputs raise a Python exception
+# with a reason (no GPU needed); on a GPU, outputs and gradients against fp64 autograd, opcheck,
+# torch.compile. Both exit 77 where torch (or the GPU) is missing.
+lab_test(torch_op.bad_inputs cpu 0 MATCH "PASS: 9 of 9 bad inputs refused"
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/torch_op_check.py --bad-inputs)
+lab_test(gpu.torch_op.gradients gpu 0 MATCH "PASS: lab attention op"
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/torch_op_check.py --gpu)
