@@ -10,7 +10,8 @@
 //
 // Loop order (FlashAttention-2's backward): one block per K/V tile (64 keys) and K/V head; its
 // dK, dV stay in registers while every Q tile of every query head of the group streams past
-// (GQA: dK, dV sum over the group's heads with no atomics). dQ is the problem: each Q tile gets a
+// (GQA: dK, dV sum over the group's heads with no atomics); the Q and dO tiles stream through a
+// two-stage cp.async ring, the next one in flight during the current one's math. dQ is the problem: each Q tile gets a
 // contribution from every K/V tile, i.e. from every block. Two variants:
 //   atomic         each block adds its dS K into an fp32 dQ buffer with atomicAdd; a last pass
 //                  scales and rounds it. Fast, but the order of the fp32 additions varies from run
