@@ -1,0 +1,674 @@
+// 11 The backward pass: dQ, dK, dV from Q, K, V, O, dO and the forward's LSE (FlashAttention-2).
+//
+// What this step adds: the gradients, on the Tensor Cores of 04 (mma.sync m16n8k16, ldmatrix,
+// cp.async, swizzled shared memory). With S = Q Kᵀ·scale, P = softmax(S), O = P V:
+//   dV = Pᵀ dO        dP = dO Vᵀ        dS = P ∘ (dP − D),  D = rowsum(dO ∘ O)
+//   dQ = dS K·scale   dK = dSᵀ Q·scale
+// Nothing of size T² is stored: the forward kept only O and the per-row LSE, so P is recomputed
+// tile by tile, P = exp(S − LSE), exactly, with no max or sum to track. D = rowsum(dO ∘ O) equals
+// rowsum(dP ∘ P) (the softmax's Jacobian term) but costs one pass over dO and O, done first.
+//
+// Loop order (FlashAttention-2's backward): one block per K/V tile (64 keys) and K/V head; its
+// dK, dV stay in registers while every Q tile of every query head of the group streams past
+// (GQA: dK, dV sum over the group's heads with no atomics); the Q and dO tiles stream through a
+// two-stage cp.async ring, the next one in flight during the current one's math. dQ is the problem: each Q tile gets a
+// contribution from every K/V tile, i.e. from every block. Two variants:
+//   atomic         each block adds its dS K into an fp32 dQ buffer with atomicAdd; a last pass
+//                  scales and rounds it. Fast, but the order of the fp32 additions varies from run
+//                  to run, so dQ is not bitwise reproducible.
+//   deterministic  the main kernel computes dK, dV only; a second kernel, one block per Q tile,
+//                  recomputes P and dS and sums dQ over the K/V tiles in a fixed order. Bitwise
+//                  reproducible, at the cost of computing S and dP twice.
+// Both print whether two runs gave identical bits (the `repeat` line, metrics.bitwise_reproducible).
+//
+// Exercises (ch12/11_backward.md), __host__ __device__ functions that the kernels and the CPU
+// model both call: EXERCISE dsdp (P recomputed from the LSE, dS from dP and D) and EXERCISE
+// accumulate (which score tile meets which row tile in dK and dV).
+// --bug d-without-do    D = rowsum(O): the preprocessing pass forgets dO.
+// --bug unscaled-p      P = exp(Q·K − LSE): the recomputed scores miss the softmax scale.
+// --bug dq-no-accumulate  dQ stored instead of accumulated over the K/V tiles: the last one wins.
+// Run: scripts/lab run 11 -- --t 1000 --causal                       (your stub)
+//      build/bin/11_backward --dtype bf16 --t 4096 --d 128 --h 16 --causal   (the solution)
+//      build/bin/11_backward --cpu --t 300 --causal --h 4 --h-kv 2          (the CPU model)
+#include <atomic>
+#include <cstdint>
+#include <type_traits>
+
+#include "harness/backward.h"
+#include "lab.cuh"
+#include "toolbox/forward_fp32.cuh"  // the forward that makes the backward's O and LSE
+#include "toolbox/mma_sm80.cuh"      // 16-bit helpers, swizzle, cp.async, ldmatrix, mma.sync wrappers
+
+using namespace lab::sm80;
+
+constexpr int BLOCK_KV = 64;       // keys per block (main kernel) and per step (dQ kernel)
+constexpr int BLOCK_Q = 64;        // query rows per step (main kernel) and per block (dQ kernel)
+constexpr int NUM_WARPS = 4;
+constexpr int THREADS = 32 * NUM_WARPS;
+constexpr int ROWS_PER_WARP = 16;  // one m16 tile: keys (main kernel) or query rows (dQ kernel)
+static_assert(BLOCK_KV == NUM_WARPS * ROWS_PER_WARP && BLOCK_Q == NUM_WARPS * ROWS_PER_WARP, "one m16 tile a warp");
+static_assert(BLOCK_Q % 16 == 0 && BLOCK_KV % 16 == 0, "whole k-steps of 16");
+constexpr float kLog2e = 1.4426950408889634f;
+
+// =============================================================================================
+// The exercises. Each returns true once written (the stub returns false, and then no gradient is
+// stored: the self-check reports the outputs unwritten).
+
+// P of one (query row, key) pair, recomputed from the raw score s = q·k and the row's LSE (in
+// base 2: lse_log2 = LSE·log2 e), and dS from dP = dO·v and the row's D = rowsum(dO ∘ O).
+LAB_HD bool recompute_p_and_ds(float s, float dp, float lse_log2, float d_row, float scale_log2, float* p, float* ds) {
+  // BEGIN EXERCISE dsdp: P = exp(s·scale − LSE), written in base 2; dS = P ∘ (dP − D).
+  //   scale_log2 = scale·log2(e) and lse_log2 = LSE·log2(e), so P = exp2f(s·scale_log2 − lse_log2):
+  //   one FFMA and one exp2. Then dS = P·(dP − D). Return true.
+  // STUB: (void)s; (void)dp; (void)lse_log2; (void)d_row; (void)scale_log2; *p = 0.f; *ds = 0.f; return false;
+  *p = exp2f(s * scale_log2 - lse_log2);
+  *ds = *p * (dp - d_row);
+  return true;
+  // END EXERCISE
+}
+
+// The weights of one (key j, query row i) pair in the two sums a K/V block owns:
+//   dV[j] += dv_weight · dO[i]        dK[j] += dk_weight · Q[i]     (dK's ·scale is applied once, at the end)
+LAB_HD bool dkdv_weights(float p, float ds, float* dv_weight, float* dk_weight) {
+  // BEGIN EXERCISE accumulate: dV = Pᵀ dO and dK = dSᵀ Q: which of P and dS weighs which rows.
+  //   The kernel packs dv_weight into the A operand of the mma with dO's rows, dk_weight into the
+  //   one with Q's rows; the CPU model adds weight·row. Return true.
+  // STUB: (void)p; (void)ds; *dv_weight = 0.f; *dk_weight = 0.f; return false;
+  *dv_weight = p;
+  *dk_weight = ds;
+  return true;
+  // END EXERCISE
+}
+
+// =============================================================================================
+struct Shape {  // what the kernels need of a lab::Problem
+  int t_q, t_kv, h, h_kv;
+  bool causal;
+  float scale;       // 1/sqrt(D): dQ, dK
+  float scale_log2;  // scale·log2 e for P (--bug unscaled-p: log2 e alone)
+  bool dq_store;     // --bug dq-no-accumulate
+};
+
+template <int HEAD_DIM>
+struct Tiles {
+  static constexpr int CHUNKS = HEAD_DIM / 8;              // 16-byte chunks per row
+  static constexpr int ROW_BYTES = HEAD_DIM * 2;
+  static constexpr int TILE_BYTES = 64 * ROW_BYTES;        // a [64][D] tile of K, V, Q or dO
+  static constexpr int D_STEPS = HEAD_DIM / 16;            // k-steps over D
+  static constexpr int D_BLOCKS = HEAD_DIM / 8;            // n-blocks over D
+  static constexpr int DS_BYTES = BLOCK_KV * BLOCK_Q * 2;  // dSᵀ [64 keys][64 rows]
+  static constexpr int STAGES = 2;                         // Q/dO ring of the main kernel
+  // Main kernel: K, V, then STAGES x (Q, dO), dSᵀ, then STAGES x the Q tile's LSE·log2 e and D.
+  static constexpr int SMEM_BYTES = (2 + 2 * STAGES) * TILE_BYTES + DS_BYTES + STAGES * 2 * BLOCK_Q * 4;
+  static constexpr int DQ_SMEM_BYTES = 4 * TILE_BYTES;     // dQ kernel: K, V, Q, dO
+};
+constexpr uint32_t ROWS16(int row_bytes) { return uint32_t(16 * row_bytes); }
+
+// ---- pass 1: D = rowsum(dO ∘ O), and LSE in base 2 (+inf for rows that see no key or do not
+// exist, so that their P is exp2(−inf) = 0 with no mask). One thread per query row.
+template <class T>
+__global__ void preprocess_kernel(const T* __restrict__ o, const T* __restrict__ d_o,  // [B, T_q, H, D]
+                                  const float* __restrict__ lse,                       // [B, H, T_q]
+                                  float* __restrict__ d_rows, float* __restrict__ lse_log2,  // [B, H, T_q]
+                                  int b_count, int t_q, int h, int d, bool without_do) {
+  const int64_t row = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // (b, head, i) in LSE order
+  if (row >= int64_t(b_count) * h * t_q) return;
+  const int i = int(row % t_q), head = int(row / t_q % h), b = int(row / t_q / h);
+  const int64_t at = ((int64_t(b) * t_q + i) * h + head) * d;
+  float sum = 0.f;
+  for (int c = 0; c < d; ++c) {
+    const float oc = to_float(o[at + c]);
+    sum += without_do ? oc : to_float(d_o[at + c]) * oc;
+  }
+  d_rows[row] = sum;
+  const float l = lse[row];
+  lse_log2[row] = l == -INFINITY ? INFINITY : l * kLog2e;
+}
+
+// ---- pass 2: one block per (K/V tile, K/V head). Warp w owns keys kv0 + 16w .. 16w + 15 and
+// their dK, dV rows (C fragments in registers) for the whole kernel.
+// ldmatrix row addresses of this lane (byte offsets in a swizzled tile; k-step kk: ^ 32·kk):
+//   A operand, rows r0..r0+15 of a [rows][D] tile (K, V):  row r0 + lane % 16, chunk lane / 16
+//   B operand from a [n][k] tile (Q, dO as Qᵀ, dOᵀ):      row (lane % 8) + 8·(lane / 16), chunk (lane / 8) % 2
+//   B operand from a [k][n] tile, .trans (Q, dO, K):      row lane % 16, chunk lane / 16 (n-block pair: ^ 32·pair)
+//   A operand from a [k][m] tile, .trans (dSᵀ as dS):      row (lane % 8) + 8·(lane / 16), chunk 2·m_tile + (lane / 8) % 2
+template <class T, int HEAD_DIM, bool ATOMIC_DQ>
+__global__ void __launch_bounds__(THREADS)
+dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,  // Q [B,T_q,H,D]; K, V [B,T_kv,H_kv,D]
+            const T* __restrict__ d_o,                                                 // [B, T_q, H, D]
+            const float* __restrict__ lse_log2, const float* __restrict__ d_rows,      // [B, H, T_q]
+            float* __restrict__ dq_acc,                                                // [B, T_q, H, D] fp32 (ATOMIC_DQ)
+            T* __restrict__ dk, T* __restrict__ dv,                                    // [B, T_kv, H_kv, D]
+            Shape sh) {
+  using TL = Tiles<HEAD_DIM>;
+  constexpr uint32_t R16 = ROWS16(TL::ROW_BYTES);
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t k_tile = smem_addr(smem), v_tile = k_tile + TL::TILE_BYTES;
+  auto q_tile_of = [&](int stage) { return v_tile + uint32_t((1 + 2 * stage) * TL::TILE_BYTES); };
+  auto do_tile_of = [&](int stage) { return v_tile + uint32_t((2 + 2 * stage) * TL::TILE_BYTES); };
+  const uint32_t ds_tile = k_tile + uint32_t((2 + 2 * TL::STAGES) * TL::TILE_BYTES);
+  float* rows_smem = reinterpret_cast<float*>(smem + (2 + 2 * TL::STAGES) * TL::TILE_BYTES + TL::DS_BYTES);
+  // [STAGES][LSE·log2 e, D][BLOCK_Q]
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int kv0 = blockIdx.x * BLOCK_KV, bhk = blockIdx.y, b = bhk / sh.h_kv, hk = bhk % sh.h_kv;
+  const int group = sh.h / sh.h_kv;
+  const int64_t q_stride = int64_t(sh.h) * HEAD_DIM, kv_stride = int64_t(sh.h_kv) * HEAD_DIM;
+  const int64_t kv_base = (int64_t(b) * sh.t_kv * sh.h_kv + hk) * HEAD_DIM;
+  load_tile_swizzled<BLOCK_KV, TL::CHUNKS, THREADS>(k_tile, k + kv_base + kv0 * kv_stride, kv_stride, sh.t_kv - kv0);
+  load_tile_swizzled<BLOCK_KV, TL::CHUNKS, THREADS>(v_tile, v + kv_base + kv0 * kv_stride, kv_stride, sh.t_kv - kv0);
+  cp_async_commit();
+
+  const uint32_t a_lane = swizzle<TL::CHUNKS>(warp * ROWS_PER_WARP + (lane & 15), lane >> 4);
+  const uint32_t bn_lane = swizzle<TL::CHUNKS>((lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1);
+  const uint32_t bt_lane = swizzle<TL::CHUNKS>(lane & 15, lane >> 4);
+
+  float dk_acc[TL::D_BLOCKS][4] = {}, dv_acc[TL::D_BLOCKS][4] = {};
+  bool written = true;  // false while an exercise is still the stub
+  // The first query row that sees key kv0 (causal, bottom-right aligned: i + T_kv − T_q >= j).
+  const int first_row = sh.causal ? lab::imax(0, kv0 - (sh.t_kv - sh.t_q)) : 0;
+  const int kv_end = kv0 + BLOCK_KV;  // past T_kv: tile_visibility calls the tile partial (masked)
+  const int key_g = kv0 + warp * ROWS_PER_WARP + g;  // this lane's keys: key_g and key_g + 8
+
+  // The (query head, Q tile) pairs this block visits: every head of the group, and per head the Q
+  // tiles from the first that sees key kv0 to the last (causal: all of them see some key of the tile).
+  const int qt_begin = first_row / BLOCK_Q, qt_count = lab::imax(0, lab::ceil_div(sh.t_q, BLOCK_Q) - qt_begin);
+  const int items = group * qt_count;
+  auto head_of = [&](int item) { return hk * group + item / qt_count; };
+  auto q0_of = [&](int item) { return (qt_begin + item % qt_count) * BLOCK_Q; };
+  auto load_q_tile = [&](int stage, int item) {  // Q, dO (cp.async) and the rows' LSE·log2 e, D
+    const int head = head_of(item), q0 = q0_of(item);
+    const int64_t at = (int64_t(b) * sh.t_q * sh.h + head) * HEAD_DIM + q0 * q_stride;
+    load_tile_swizzled<BLOCK_Q, TL::CHUNKS, THREADS>(q_tile_of(stage), q + at, q_stride, sh.t_q - q0);
+    load_tile_swizzled<BLOCK_Q, TL::CHUNKS, THREADS>(do_tile_of(stage), d_o + at, q_stride, sh.t_q - q0);
+    if (threadIdx.x < BLOCK_Q) {
+      const int i = q0 + threadIdx.x;
+      const int64_t row = (int64_t(b) * sh.h + head) * sh.t_q + i;
+      float* r = rows_smem + stage * 2 * BLOCK_Q;
+      r[threadIdx.x] = i < sh.t_q ? lse_log2[row] : INFINITY;  // P = 0 on rows past T_q
+      r[BLOCK_Q + threadIdx.x] = i < sh.t_q ? d_rows[row] : 0.f;
+    }
+  };
+  if (items > 0) load_q_tile(0, 0);
+  cp_async_commit();
+
+  for (int item = 0; item < items; ++item) {
+    const int stage = item & 1, head = head_of(item), q0 = q0_of(item);
+    cp_async_wait<0>();  // this thread's copies of this item (and, the first time, of K, V) have landed ...
+    __syncthreads();     // ... and everyone's; every warp is done with the previous item, whose
+                         // stage the next line refills, and with dSᵀ
+    if (item + 1 < items) load_q_tile(stage ^ 1, item + 1);  // in flight during this item's math
+    cp_async_commit();
+    const uint32_t q_tile = q_tile_of(stage), do_tile = do_tile_of(stage);
+    const float* lse_smem = rows_smem + stage * 2 * BLOCK_Q;
+    const float* d_smem = lse_smem + BLOCK_Q;
+    {
+      const lab::TileVisibility vis =
+          lab::tile_visibility(q0, lab::imin(q0 + BLOCK_Q, sh.t_q), kv0, kv_end, sh.t_q, sh.t_kv, sh.causal, 0);
+
+      // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ   [16 keys x 64 rows] per warp, fp32.
+      float st[BLOCK_Q / 8][4] = {}, dpt[BLOCK_Q / 8][4] = {};
+#pragma unroll
+      for (int kk = 0; kk < TL::D_STEPS; ++kk) {
+        uint32_t ka[4], va[4];
+        ldmatrix_x4(ka, k_tile + (a_lane ^ (32u * kk)));
+        ldmatrix_x4(va, v_tile + (a_lane ^ (32u * kk)));
+#pragma unroll
+        for (int nb2 = 0; nb2 < BLOCK_Q / 16; ++nb2) {
+          uint32_t qb[4], ob[4];
+          ldmatrix_x4(qb, q_tile + nb2 * R16 + (bn_lane ^ (32u * kk)));
+          ldmatrix_x4(ob, do_tile + nb2 * R16 + (bn_lane ^ (32u * kk)));
+          mma_16816<T>(st[2 * nb2], ka, qb[0], qb[1]);
+          mma_16816<T>(st[2 * nb2 + 1], ka, qb[2], qb[3]);
+          mma_16816<T>(dpt[2 * nb2], va, ob[0], ob[1]);
+          mma_16816<T>(dpt[2 * nb2 + 1], va, ob[2], ob[3]);
+        }
+      }
+
+      // P and dS per element (the exercises), then the weights of dV and dK in place of them:
+      // element e of n-block nb is key key_g + 8·(e / 2), query row q0 + 8·nb + 2t + (e % 2).
+#pragma unroll
+      for (int nb = 0; nb < BLOCK_Q / 8; ++nb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = 8 * nb + 2 * t + (e & 1), i = q0 + col, j = key_g + 8 * (e >> 1);
+          const bool visible = vis == lab::TileVisibility::full ||
+                               (i < sh.t_q && lab::key_visible(i, j, sh.t_q, sh.t_kv, sh.causal, 0));
+          float p = 0.f, ds = 0.f;
+          if (visible) written &= recompute_p_and_ds(st[nb][e], dpt[nb][e], lse_smem[col], d_smem[col], sh.scale_log2, &p, &ds);
+          written &= dkdv_weights(p, ds, &st[nb][e], &dpt[nb][e]);
+        }
+
+      // dV += Pᵀ dO and dK += dSᵀ Q   [16 keys x 64 rows] · [64 rows x D]: the C fragments of
+      // n-blocks 2kk, 2kk+1 are the A fragment of k-step kk, rounded to T (as 04's P V).
+#pragma unroll
+      for (int kk = 0; kk < BLOCK_Q / 16; ++kk) {
+        const uint32_t pa[4] = {pack2<T>(st[2 * kk][0], st[2 * kk][1]), pack2<T>(st[2 * kk][2], st[2 * kk][3]),
+                                pack2<T>(st[2 * kk + 1][0], st[2 * kk + 1][1]), pack2<T>(st[2 * kk + 1][2], st[2 * kk + 1][3])};
+        const uint32_t sa[4] = {pack2<T>(dpt[2 * kk][0], dpt[2 * kk][1]), pack2<T>(dpt[2 * kk][2], dpt[2 * kk][3]),
+                                pack2<T>(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]), pack2<T>(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3])};
+#pragma unroll
+        for (int db2 = 0; db2 < TL::D_BLOCKS / 2; ++db2) {
+          uint32_t ob[4], qb[4];
+          ldmatrix_x4_trans(ob, do_tile + kk * R16 + (bt_lane ^ (32u * db2)));
+          ldmatrix_x4_trans(qb, q_tile + kk * R16 + (bt_lane ^ (32u * db2)));
+          mma_16816<T>(dv_acc[2 * db2], pa, ob[0], ob[1]);
+          mma_16816<T>(dv_acc[2 * db2 + 1], pa, ob[2], ob[3]);
+          mma_16816<T>(dk_acc[2 * db2], sa, qb[0], qb[1]);
+          mma_16816<T>(dk_acc[2 * db2 + 1], sa, qb[2], qb[3]);
+        }
+        if constexpr (ATOMIC_DQ) {  // dSᵀ to shared memory: dQ needs it by query row, across warps
+#pragma unroll
+          for (int half = 0; half < 2; ++half)
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {  // key rows g, g + 8; query columns 16kk + 8·half + 2t, +1
+              const int key = warp * ROWS_PER_WARP + g + 8 * r, col = 16 * kk + 8 * half + 2 * t;
+              const uint32_t at = ds_tile + swizzle<BLOCK_Q / 8>(key, col / 8) + uint32_t(col % 8) * 2;
+              asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(sa[2 * half + r]) : "memory");
+            }
+        }
+      }
+
+      if constexpr (ATOMIC_DQ) {
+        __syncthreads();  // dSᵀ of every warp is in shared memory
+        // dQ[rows] += dS K   [16 rows x 64 keys] · [64 keys x D] for warp w's rows q0 + 16w ..;
+        // dS is read transposed out of dSᵀ (ldmatrix.trans), K as the B operand (.trans).
+        float dq[TL::D_BLOCKS][4] = {};
+        const uint32_t dsa_lane = swizzle<BLOCK_Q / 8>((lane & 7) + ((lane >> 4) << 3), 2 * warp + ((lane >> 3) & 1));
+#pragma unroll
+        for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
+          uint32_t dsa[4];
+          ldmatrix_x4_trans(dsa, ds_tile + kk * 16 * (BLOCK_Q * 2) + dsa_lane);
+#pragma unroll
+          for (int db2 = 0; db2 < TL::D_BLOCKS / 2; ++db2) {
+            uint32_t kb[4];
+            ldmatrix_x4_trans(kb, k_tile + kk * R16 + (bt_lane ^ (32u * db2)));
+            mma_16816<T>(dq[2 * db2], dsa, kb[0], kb[1]);
+            mma_16816<T>(dq[2 * db2 + 1], dsa, kb[2], kb[3]);
+          }
+        }
+        // Many blocks (one per K/V tile) add into the same dQ rows: fp32 atomics, in whatever
+        // order the blocks arrive. --bug dq-no-accumulate stores instead: the last block wins.
+        if (written) {
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int i = q0 + warp * ROWS_PER_WARP + g + 8 * r;
+            if (i >= sh.t_q) continue;
+            float* row = dq_acc + (int64_t(b) * sh.t_q + i) * q_stride + int64_t(head) * HEAD_DIM;
+#pragma unroll
+            for (int nb = 0; nb < TL::D_BLOCKS; ++nb) {
+              float* at = row + 8 * nb + 2 * t;
+              if (sh.dq_store) {
+                at[0] = dq[nb][2 * r];
+                at[1] = dq[nb][2 * r + 1];
+              } else {
+#if __CUDA_ARCH__ >= 900  // one 8-byte atomic for the pair (sm_90+), else two 4-byte ones
+                atomicAdd(reinterpret_cast<float2*>(at), make_float2(dq[nb][2 * r], dq[nb][2 * r + 1]));
+#else
+                atomicAdd(at, dq[nb][2 * r]);
+                atomicAdd(at + 1, dq[nb][2 * r + 1]);
+#endif
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();  // a block whose tile no query row sees still has K, V copies in flight
+
+  if (!written) return;
+  // dK = scale·(dSᵀ Q), dV = Pᵀ dO: this warp's 16 key rows, one 32-bit pair per C-fragment half.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int j = key_g + 8 * r;
+    if (j >= sh.t_kv) continue;
+    T* dk_row = dk + kv_base + j * kv_stride;
+    T* dv_row = dv + kv_base + j * kv_stride;
+#pragma unroll
+    for (int nb = 0; nb < TL::D_BLOCKS; ++nb) {
+      const int c = 8 * nb + 2 * t;
+      *reinterpret_cast<Vec2<T>*>(dk_row + c) = from_float2<T>(dk_acc[nb][2 * r] * sh.scale, dk_acc[nb][2 * r + 1] * sh.scale);
+      *reinterpret_cast<Vec2<T>*>(dv_row + c) = from_float2<T>(dv_acc[nb][2 * r], dv_acc[nb][2 * r + 1]);
+    }
+  }
+}
+
+// ---- atomic variant, pass 3: dQ = scale · dq_acc, rounded to T.
+template <class T>
+__global__ void dq_convert_kernel(const float* __restrict__ dq_acc, T* __restrict__ dq, int64_t n, float scale) {
+  const int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (x < n) dq[x] = from_float<T>(dq_acc[x] * scale);
+}
+
+// ---- deterministic variant, pass 3: one block per (Q tile, query head); warp w owns query rows
+// q0 + 16w .. +15 and sums their dQ over the K/V tiles in order, in registers. P, dP and dS are
+// recomputed (as the main kernel did) with the roles of the operands swapped: S = Q Kᵀ,
+// dP = dO Vᵀ, dQ += dS K.
+template <class T, int HEAD_DIM>
+__global__ void __launch_bounds__(THREADS)
+dq_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ d_o,
+          const float* __restrict__ lse_log2, const float* __restrict__ d_rows, T* __restrict__ dq, Shape sh) {
+  using TL = Tiles<HEAD_DIM>;
+  constexpr uint32_t R16 = ROWS16(TL::ROW_BYTES);
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t k_tile = smem_addr(smem), v_tile = k_tile + TL::TILE_BYTES, q_tile = v_tile + TL::TILE_BYTES,
+                 do_tile = q_tile + TL::TILE_BYTES;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int q0 = blockIdx.x * BLOCK_Q, bh = blockIdx.y, b = bh / sh.h, head = bh % sh.h;
+  const int hk = lab::kv_head_of(head, sh.h, sh.h_kv);
+  const int64_t q_stride = int64_t(sh.h) * HEAD_DIM, kv_stride = int64_t(sh.h_kv) * HEAD_DIM;
+  const int64_t q_base = (int64_t(b) * sh.t_q * sh.h + head) * HEAD_DIM;
+  const int64_t kv_base = (int64_t(b) * sh.t_kv * sh.h_kv + hk) * HEAD_DIM;
+  load_tile_swizzled<BLOCK_Q, TL::CHUNKS, THREADS>(q_tile, q + q_base + q0 * q_stride, q_stride, sh.t_q - q0);
+  load_tile_swizzled<BLOCK_Q, TL::CHUNKS, THREADS>(do_tile, d_o + q_base + q0 * q_stride, q_stride, sh.t_q - q0);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();  // Q and dO tiles visible to all; they move to registers for good
+
+  const uint32_t a_lane = swizzle<TL::CHUNKS>(warp * ROWS_PER_WARP + (lane & 15), lane >> 4);
+  const uint32_t bn_lane = swizzle<TL::CHUNKS>((lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1);
+  const uint32_t bt_lane = swizzle<TL::CHUNKS>(lane & 15, lane >> 4);
+  uint32_t qa[TL::D_STEPS][4], oa[TL::D_STEPS][4];
+#pragma unroll
+  for (int kk = 0; kk < TL::D_STEPS; ++kk) {
+    ldmatrix_x4(qa[kk], q_tile + (a_lane ^ (32u * kk)));
+    ldmatrix_x4(oa[kk], do_tile + (a_lane ^ (32u * kk)));
+  }
+  const int row_g = q0 + warp * ROWS_PER_WARP + g;  // this lane's rows: row_g, row_g + 8
+  float lse_r[2], d_r[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int i = row_g + 8 * r;
+    const int64_t at = (int64_t(b) * sh.h + head) * sh.t_q + i;
+    lse_r[r] = i < sh.t_q ? lse_log2[at] : INFINITY;
+    d_r[r] = i < sh.t_q ? d_rows[at] : 0.f;
+  }
+
+  const lab::KeyRange block_keys =
+      lab::visible_keys_of_rows(q0, lab::imin(q0 + BLOCK_Q, sh.t_q), sh.t_q, sh.t_kv, sh.causal, 0);
+  const int tile_begin = block_keys.begin / BLOCK_KV;
+  const int tile_end = block_keys.empty() ? tile_begin : lab::ceil_div(block_keys.end, BLOCK_KV);
+  float dq_acc[TL::D_BLOCKS][4] = {};
+  bool written = true;
+  for (int tile = tile_begin; tile < tile_end; ++tile) {
+    const int kv0 = tile * BLOCK_KV;
+    __syncthreads();  // every warp is done with the previous K/V tile (and Q, dO the first time)
+    load_tile_swizzled<BLOCK_KV, TL::CHUNKS, THREADS>(k_tile, k + kv_base + kv0 * kv_stride, kv_stride, sh.t_kv - kv0);
+    load_tile_swizzled<BLOCK_KV, TL::CHUNKS, THREADS>(v_tile, v + kv_base + kv0 * kv_stride, kv_stride, sh.t_kv - kv0);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();  // the K/V tile is visible to all
+
+    float s[BLOCK_KV / 8][4] = {}, dp[BLOCK_KV / 8][4] = {};
+#pragma unroll
+    for (int nb2 = 0; nb2 < BLOCK_KV / 16; ++nb2)
+#pragma unroll
+      for (int kk = 0; kk < TL::D_STEPS; ++kk) {
+        uint32_t kb[4], vb[4];
+        ldmatrix_x4(kb, k_tile + nb2 * R16 + (bn_lane ^ (32u * kk)));
+        ldmatrix_x4(vb, v_tile + nb2 * R16 + (bn_lane ^ (32u * kk)));
+        mma_16816<T>(s[2 * nb2], qa[kk], kb[0], kb[1]);
+        mma_16816<T>(s[2 * nb2 + 1], qa[kk], kb[2], kb[3]);
+        mma_16816<T>(dp[2 * nb2], oa[kk], vb[0], vb[1]);
+        mma_16816<T>(dp[2 * nb2 + 1], oa[kk], vb[2], vb[3]);
+      }
+    const lab::TileVisibility vis =
+        lab::tile_visibility(q0, lab::imin(q0 + BLOCK_Q, sh.t_q), kv0, kv0 + BLOCK_KV, sh.t_q, sh.t_kv, sh.causal, 0);
+#pragma unroll
+    for (int nb = 0; nb < BLOCK_KV / 8; ++nb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = row_g + 8 * (e >> 1), j = kv0 + 8 * nb + 2 * t + (e & 1);
+        const bool visible =
+            vis == lab::TileVisibility::full || (i < sh.t_q && lab::key_visible(i, j, sh.t_q, sh.t_kv, sh.causal, 0));
+        float p = 0.f, ds = 0.f, dv_weight;
+        if (visible) written &= recompute_p_and_ds(s[nb][e], dp[nb][e], lse_r[e >> 1], d_r[e >> 1], sh.scale_log2, &p, &ds);
+        written &= dkdv_weights(p, ds, &dv_weight, &s[nb][e]);  // s[nb][e] := the weight of K's row: dS
+      }
+    if (sh.dq_store)  // --bug dq-no-accumulate: each K/V tile overwrites what the previous ones summed
+      for (auto& blk : dq_acc) for (float& x : blk) x = 0.f;
+    // dQ += dS K   [16 rows x 64 keys] · [64 keys x D]: dS's C fragments are the A fragments.
+#pragma unroll
+    for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
+      const uint32_t sa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                              pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int db2 = 0; db2 < TL::D_BLOCKS / 2; ++db2) {
+        uint32_t kb[4];
+        ldmatrix_x4_trans(kb, k_tile + kk * R16 + (bt_lane ^ (32u * db2)));
+        mma_16816<T>(dq_acc[2 * db2], sa, kb[0], kb[1]);
+        mma_16816<T>(dq_acc[2 * db2 + 1], sa, kb[2], kb[3]);
+      }
+    }
+  }
+  if (!written) return;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int i = row_g + 8 * r;
+    if (i >= sh.t_q) continue;
+    T* row = dq + q_base + i * q_stride;
+#pragma unroll
+    for (int nb = 0; nb < TL::D_BLOCKS; ++nb)
+      *reinterpret_cast<Vec2<T>*>(row + 8 * nb + 2 * t) =
+          from_float2<T>(dq_acc[nb][2 * r] * sh.scale, dq_acc[nb][2 * r + 1] * sh.scale);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Launcher: preprocess, the K/V-tile kernel, then dQ's pass (atomic: convert; deterministic:
+// dq_kernel). Plain pointers and sizes, so that the harness and the PyTorch op
+// (common/torch_op/) launch the very same code.
+struct BackwardArgs {
+  const void *q, *k, *v;  // [B, T_q, H, D], [B, T_kv, H_kv, D] x 2, contiguous, element type T
+  const void *o, *d_o;    // [B, T_q, H, D]
+  const float* lse;       // [B, H, T_q], natural log
+  void *dq, *dk, *dv;     // shapes of q, k, v
+  float* workspace;       // workspace_floats() floats
+  int b, h, h_kv, t_q, t_kv, d;
+  bool causal;
+  bool atomic;            // variant: atomic (true) or deterministic
+};
+
+// D and LSE·log2 e per row; the atomic variant's fp32 dQ.
+inline int64_t workspace_floats(int b, int h, int t_q, int d, bool atomic) {
+  return 2 * int64_t(b) * h * t_q + (atomic ? int64_t(b) * t_q * h * d : 0);
+}
+
+inline Shape make_shape(const BackwardArgs& a, const std::string& bug) {
+  const float scale = 1.0f / std::sqrt(float(a.d));
+  return Shape{a.t_q, a.t_kv, a.h, a.h_kv, a.causal, scale, bug == "unscaled-p" ? kLog2e : scale * kLog2e,
+               bug == "dq-no-accumulate"};
+}
+
+template <class T, int HEAD_DIM>
+void launch_backward(const BackwardArgs& a, const std::string& bug, cudaStream_t st) {
+  constexpr int smem = Tiles<HEAD_DIM>::SMEM_BYTES, dq_smem = Tiles<HEAD_DIM>::DQ_SMEM_BYTES;
+  static const bool configured = [] {  // more than 48 KB of dynamic shared memory must be asked for, once
+    CUDA_CHECK(cudaFuncSetAttribute(dkdv_kernel<T, HEAD_DIM, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CUDA_CHECK(cudaFuncSetAttribute(dkdv_kernel<T, HEAD_DIM, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CUDA_CHECK(cudaFuncSetAttribute(dq_kernel<T, HEAD_DIM>, cudaFuncAttributeMaxDynamicSharedMemorySize, dq_smem));
+    return true;
+  }();
+  (void)configured;
+  const Shape sh = make_shape(a, bug);
+  const T *q = static_cast<const T*>(a.q), *k = static_cast<const T*>(a.k), *v = static_cast<const T*>(a.v);
+  const T *o = static_cast<const T*>(a.o), *d_o = static_cast<const T*>(a.d_o);
+  T *dq = static_cast<T*>(a.dq), *dk = static_cast<T*>(a.dk), *dv = static_cast<T*>(a.dv);
+  const int64_t rows = int64_t(a.b) * a.h * a.t_q, q_elems = rows * a.d;
+  float* d_rows = a.workspace;
+  float* lse_log2 = d_rows + rows;
+  float* dq_acc = a.atomic ? lse_log2 + rows : nullptr;
+  float p, ds, wv, wk;  // an exercise left as the stub leaves dQ unwritten (the kernels skip their stores)
+  const bool exercises_written = recompute_p_and_ds(0.f, 0.f, 0.f, 0.f, 1.f, &p, &ds) && dkdv_weights(p, ds, &wv, &wk);
+
+  preprocess_kernel<T><<<unsigned((rows + 255) / 256), 256, 0, st>>>(o, d_o, a.lse, d_rows, lse_log2, a.b, a.t_q, a.h,
+                                                                     a.d, bug == "d-without-do");
+  CUDA_CHECK_LAST();
+  const dim3 kv_grid(unsigned(lab::ceil_div(a.t_kv, BLOCK_KV)), unsigned(a.b * a.h_kv));
+  if (a.atomic) {
+    CUDA_CHECK(cudaMemsetAsync(dq_acc, 0, size_t(q_elems) * 4, st));
+    dkdv_kernel<T, HEAD_DIM, true><<<kv_grid, THREADS, smem, st>>>(q, k, v, d_o, lse_log2, d_rows, dq_acc, dk, dv, sh);
+    CUDA_CHECK_LAST();
+    if (exercises_written)
+      dq_convert_kernel<T><<<unsigned((q_elems + 255) / 256), 256, 0, st>>>(dq_acc, dq, q_elems, sh.scale);
+  } else {
+    dkdv_kernel<T, HEAD_DIM, false><<<kv_grid, THREADS, smem, st>>>(q, k, v, d_o, lse_log2, d_rows, nullptr, dk, dv, sh);
+    CUDA_CHECK_LAST();
+    const dim3 q_grid(unsigned(lab::ceil_div(a.t_q, BLOCK_Q)), unsigned(a.b * a.h));
+    dq_kernel<T, HEAD_DIM><<<q_grid, THREADS, dq_smem, st>>>(q, k, v, d_o, lse_log2, d_rows, dq, sh);
+  }
+  CUDA_CHECK_LAST();
+}
+
+// fp16 or bf16, D = 64 or 128: the four builds of the kernels.
+inline void launch_backward_any(const BackwardArgs& a, bool f16, const std::string& bug, cudaStream_t st) {
+  if (a.d == 64) f16 ? launch_backward<__half, 64>(a, bug, st) : launch_backward<__nv_bfloat16, 64>(a, bug, st);
+  else f16 ? launch_backward<__half, 128>(a, bug, st) : launch_backward<__nv_bfloat16, 128>(a, bug, st);
+}
+
+#ifndef LAB_KERNELS_ONLY  // the PyTorch op includes this file for the kernels and the launcher alone
+int64_t workspace_bytes(const lab::Problem& p, const std::string& variant) {
+  return 4 * workspace_floats(p.b, p.h, p.t_q, p.d, variant == "atomic");
+}
+
+lab::BackwardGpuRun make_run(const lab::BackwardContext& ctx) {
+  const lab::Problem& pr = ctx.problem;
+  const lab::BackwardTensors tn = ctx.tensors;
+  auto work = std::make_shared<lab::DeviceBuffer>(size_t(workspace_bytes(pr, ctx.variant)));
+  const BackwardArgs args{tn.q, tn.k, tn.v, tn.o, tn.d_o, tn.lse, tn.dq, tn.dk, tn.dv, work->as<float>(),
+                          pr.b, pr.h, pr.h_kv, pr.t_q, pr.t_kv, pr.d, pr.causal, ctx.variant == "atomic"};
+  const bool f16 = pr.dtype == lab::DType::f16;
+  const std::string bug = ctx.bug;
+  lab::BackwardGpuRun run;
+  run.forward = [=](cudaStream_t st) {
+    if (f16) lab::fwd32::forward<__half>(tn.q, tn.k, tn.v, tn.o, tn.lse, pr.b, pr.h, pr.h_kv, pr.t_q, pr.t_kv, pr.d, pr.causal, st);
+    else lab::fwd32::forward<__nv_bfloat16>(tn.q, tn.k, tn.v, tn.o, tn.lse, pr.b, pr.h, pr.h_kv, pr.t_q, pr.t_kv, pr.d, pr.causal, st);
+  };
+  run.backward = [=](cudaStream_t st) {
+    (void)work;  // the workspace lives as long as the backward
+    launch_backward_any(args, f16, bug, st);
+  };
+  run.extra_device_bytes = workspace_bytes(pr, ctx.variant);
+  run.metrics = {{"block_q", BLOCK_Q}, {"block_kv", BLOCK_KV}, {"warps", NUM_WARPS}, {"stages", Tiles<64>::STAGES},
+                 {"smem_bytes", pr.d == 64 ? Tiles<64>::SMEM_BYTES : Tiles<128>::SMEM_BYTES},
+                 {"dq", ctx.variant == "atomic" ? "fp32 atomics" : "separate pass"}};
+  return run;
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU model: the main kernel's loop (K/V tile outer, every Q tile of the group's heads inner) in
+// plain C++, calling the same exercise functions, with the kernels' rounding points: scores and
+// dP in float from the stored 16-bit values, the dV and dK weights (P, dS) rounded to T before
+// they meet dO and Q (the kernels pack them into 16-bit mma operands), sums in float, each
+// gradient rounded once. dQ is summed over the K/V tiles in order (both variants' result, up to
+// the order of the fp32 additions).
+std::string run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::BackwardInputs& in, lab::Gradients& g) {
+  const lab::DType ty = pr.dtype;
+  const BackwardArgs dims{nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                          pr.b, pr.h, pr.h_kv, pr.t_q, pr.t_kv, pr.d, pr.causal, opt.variant == "atomic"};
+  const Shape sh = make_shape(dims, opt.bug);
+  const int d = pr.d, group = pr.h / pr.h_kv;
+  // D and LSE·log2 e per row, as the preprocessing pass.
+  std::vector<float> d_rows(size_t(pr.lse_elems())), lse_log2(d_rows.size());
+  for (int b = 0; b < pr.b; ++b)
+    for (int h = 0; h < pr.h; ++h)
+      for (int i = 0; i < pr.t_q; ++i) {
+        const float* o = &in.o[size_t(pr.q_index(b, i, h))];
+        const float* d_o = &in.d_o[size_t(pr.q_index(b, i, h))];
+        float sum = 0.f;
+        for (int c = 0; c < d; ++c) sum += opt.bug == "d-without-do" ? o[c] : d_o[c] * o[c];
+        const size_t row = size_t(pr.lse_index(b, h, i));
+        d_rows[row] = sum;
+        lse_log2[row] = in.lse[row] == -INFINITY ? INFINITY : in.lse[row] * kLog2e;
+      }
+  std::vector<float> dq_acc(size_t(pr.q_elems()), 0.f);
+  std::atomic<bool> written{true};
+  lab::parallel_for(int64_t(pr.b) * pr.h_kv, [&](int64_t bhk) {  // a (b, K/V head) owns its group's dQ rows
+    const int b = int(bhk / pr.h_kv), hk = int(bhk % pr.h_kv);
+    std::vector<float> dk_acc(size_t(BLOCK_KV) * d), dv_acc(dk_acc.size()), tile_dq(size_t(BLOCK_Q) * d);
+    for (int kv0 = 0; kv0 < pr.t_kv; kv0 += BLOCK_KV) {
+      std::fill(dk_acc.begin(), dk_acc.end(), 0.f);
+      std::fill(dv_acc.begin(), dv_acc.end(), 0.f);
+      const int first_row = sh.causal ? std::max(0, kv0 - (pr.t_kv - pr.t_q)) : 0;
+      for (int h = hk * group; h < (hk + 1) * group; ++h)
+        for (int q0 = first_row / BLOCK_Q * BLOCK_Q; q0 < pr.t_q; q0 += BLOCK_Q) {
+          const auto vis = lab::tile_visibility(q0, std::min(q0 + BLOCK_Q, pr.t_q), kv0, kv0 + BLOCK_KV, pr.t_q, pr.t_kv,
+                                                pr.causal, 0);
+          if (vis == lab::TileVisibility::none) continue;
+          std::fill(tile_dq.begin(), tile_dq.end(), 0.f);
+          for (int jj = 0; jj < BLOCK_KV && kv0 + jj < pr.t_kv; ++jj) {
+            const int j = kv0 + jj;
+            const float* kr = &in.qkv.k[size_t(pr.kv_index(b, j, hk))];
+            const float* vr = &in.qkv.v[size_t(pr.kv_index(b, j, hk))];
+            for (int i = q0; i < std::min(q0 + BLOCK_Q, pr.t_q); ++i) {
+              if (!lab::key_visible(i, j, pr.t_q, pr.t_kv, pr.causal, 0)) continue;
+              const float* qr = &in.qkv.q[size_t(pr.q_index(b, i, h))];
+              const float* dor = &in.d_o[size_t(pr.q_index(b, i, h))];
+              float s = 0.f, dp = 0.f;
+              for (int c = 0; c < d; ++c) {
+                s += qr[c] * kr[c];
+                dp += dor[c] * vr[c];
+              }
+              const size_t row = size_t(pr.lse_index(b, h, i));
+              float p, ds, wv, wk;
+              bool ok = recompute_p_and_ds(s, dp, lse_log2[row], d_rows[row], sh.scale_log2, &p, &ds);
+              ok = dkdv_weights(p, ds, &wv, &wk) && ok;
+              if (!ok) written = false;
+              wv = lab::round_to(ty, wv);
+              wk = lab::round_to(ty, wk);
+              float* dkr = &dk_acc[size_t(jj) * d];
+              float* dvr = &dv_acc[size_t(jj) * d];
+              float* dqr = &tile_dq[size_t(i - q0) * d];
+              for (int c = 0; c < d; ++c) {
+                dvr[c] += wv * dor[c];
+                dkr[c] += wk * qr[c];
+                dqr[c] += wk * kr[c];
+              }
+            }
+          }
+          for (int i = q0; i < std::min(q0 + BLOCK_Q, pr.t_q); ++i) {  // this K/V tile's part of dQ
+            float* acc = &dq_acc[size_t(pr.q_index(b, i, h))];
+            const float* part = &tile_dq[size_t(i - q0) * d];
+            for (int c = 0; c < d; ++c) acc[c] = sh.dq_store ? part[c] : acc[c] + part[c];
+          }
+        }
+      if (!written) continue;
+      for (int jj = 0; jj < BLOCK_KV && kv0 + jj < pr.t_kv; ++jj) {
+        float* dk = &g.dk[size_t(pr.kv_index(b, kv0 + jj, hk))];
+        float* dv = &g.dv[size_t(pr.kv_index(b, kv0 + jj, hk))];
+        for (int c = 0; c < d; ++c) {
+          dk[c] = lab::round_to(ty, dk_acc[size_t(jj) * d + c] * sh.scale);
+          dv[c] = lab::round_to(ty, dv_acc[size_t(jj) * d + c]);
+        }
+      }
+    }
+  });
+  if (written)
+    for (size_t x = 0; x < dq_acc.size(); ++x) g.dq[x] = lab::round_to(ty, dq_acc[x] * sh.scale);
+  return "";
+}
+
+int main(int argc, char** argv) {
+  lab::BackwardSection s;
+  s.name = "11_backward";
+  s.title = "the backward pass: dQ, dK, dV on mma.sync (P recomputed from the LSE; dQ by atomics or a separate pass)";
+  s.build = LAB_BUILD_KIND;
+  s.variants = {"atomic", "deterministic"};
+  s.bugs = {"d-without-do", "unscaled-p", "dq-no-accumulate"};
+  s.default_problem.dtype = lab::DType::f16;
+  s.default_problem.b = 1;
+  s.default_problem.h = 4;
+  s.default_problem.h_kv = 4;
+  s.default_problem.t_q = s.default_problem.t_kv = 1024;
+  s.default_problem.d = 64;
+  s.validate = [](const lab::Problem& p, const lab::Options&) -> std::string {
+    if (int64_t(p.b) * p.h > 65535) return "B*H must be <= 65535 (one grid dimension per head)";
+    return "";
+  };
+  s.workspace_bytes = workspace_bytes;
+  s.gpu = make_run;
+  s.cpu = run_cpu;
+  return lab::run_backward_section(argc, argv, s);
+}
+#endif  // LAB_KERNELS_ONLY

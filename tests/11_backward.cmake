@@ -1,0 +1,45 @@
+# ---- section 11 backward: dQ, dK, dV against fp64 gradients --------------------------------------
+# (included by tests/CMakeLists.txt; the section's programs are added by the top-level CMakeLists.txt)
+set(BWD ${BIN}/11_backward)
+set(BWD_SHAPE --t 130 --t-kv 200 --causal --h 4 --h-kv 2)  # ragged tiles, bottom-right causal, GQA
+lab_test(bad_input.11.d96 cpu 2 MATCH "^bad input: D=96 is not supported by 11_backward" COMMAND ${BWD} --d 96)
+lab_test(bad_input.11.fp32 cpu 2 MATCH "^bad input: dtype fp32 is not supported by 11_backward" COMMAND ${BWD} --dtype fp32)
+lab_test(bad_input.11.gqa cpu 2 MATCH "^bad input: H=6 is not a multiple of H_kv=4" COMMAND ${BWD} --h 6 --h-kv 4)
+foreach(dt fp16 bf16)
+  foreach(d 64 128)
+    lab_test(cpu_model.11.${dt}_d${d} cpu 0 MATCH "PASS" COMMAND ${BWD} --cpu --dtype ${dt} --d ${d} ${BWD_SHAPE})
+  endforeach()
+endforeach()
+lab_test(cpu_model.11.rows_without_keys cpu 0 MATCH "PASS" COMMAND ${BWD} --cpu --t 200 --t-kv 77 --causal --h 2 --d 128 --dtype bf16)
+lab_test(cpu_model.11.t1 cpu 0 MATCH "PASS" COMMAND ${BWD} --cpu --t 1 --h 2)
+lab_test(cpu_model.11.sampled_check cpu 0 MATCH "PASS" "query rows, .* key rows" COMMAND ${BWD} --cpu --t 1000 --h 2 --causal --check sample)
+# Each pitfall is caught, by the gradient it breaks.
+lab_test(cpu_model.11.bug_d_without_do cpu 1 MATCH "FAIL" "too far from fp64" COMMAND ${BWD} --cpu --bug d-without-do ${BWD_SHAPE})
+lab_test(cpu_model.11.bug_unscaled_p cpu 1 MATCH "FAIL" "dQ" COMMAND ${BWD} --cpu --bug unscaled-p ${BWD_SHAPE})
+lab_test(cpu_model.11.bug_dq_no_accumulate cpu 1 MATCH "FAIL" "dQ too far from fp64" COMMAND ${BWD} --cpu --bug dq-no-accumulate ${BWD_SHAPE})
+# The stub fails cleanly without a GPU: the CPU model runs the student's (unwritten) exercises.
+lab_test(cpu_model.11.stub_not_written cpu 1 MATCH "FAIL" "output not written" COMMAND ${BIN}/lab_11_backward --cpu ${BWD_SHAPE})
+lab_test(driver.check_11_cpu_model cpu 0 MATCH "passed, 0 failed" COMMAND ${LAB} check 11 --solution --cpu)
+# The record: a valid schema-1 record with the gradients' errors.
+add_test(NAME record.11.clean COMMAND ${CMAKE_COMMAND} -E rm -f ${CMAKE_CURRENT_BINARY_DIR}/record_11.json)
+add_test(NAME record.11.run COMMAND ${BWD} --cpu ${BWD_SHAPE} --json ${CMAKE_CURRENT_BINARY_DIR}/record_11.json --quiet)
+add_test(NAME record.11.validate COMMAND record_check ${CMAKE_CURRENT_BINARY_DIR}/record_11.json --expect 1)
+set_tests_properties(record.11.clean PROPERTIES FIXTURES_SETUP rec11_clean LABELS cpu)
+set_tests_properties(record.11.run PROPERTIES FIXTURES_REQUIRED rec11_clean FIXTURES_SETUP rec11_file LABELS cpu)
+set_tests_properties(record.11.validate PROPERTIES FIXTURES_REQUIRED rec11_file LABELS cpu)
+
+# GPU: the case list passes on both variants, the stub fails cleanly, the bugs are caught; the
+# deterministic variant is bitwise reproducible (the atomic one may be; it is not promised).
+lab_test(gpu.11_backward.check_solution gpu 0 MATCH " 0 failed" COMMAND ${LAB} check 11 --solution --require-gpu)
+lab_test(gpu.11_backward.check_stub_fails_cleanly gpu 0 MATCH " 0 failed" COMMAND ${LAB} check 11 --expect-fail --require-gpu)
+lab_test(gpu.11_backward.stub_fails gpu 1 MATCH "FAIL" "not written" COMMAND ${BIN}/lab_11_backward --t 65 --iters 0)
+lab_test(gpu.11_backward.deterministic_reproducible gpu 0 MATCH "bitwise reproducible yes" "PASS"
+         COMMAND ${BWD} --variant deterministic --t 2048 --h 4 --causal --dtype bf16 --iters 0)
+
+# ---- the lab's attention as a PyTorch op (common/torch_op): bad inputs raise a Python exception
+# with a reason (no GPU needed); on a GPU, outputs and gradients against fp64 autograd, opcheck,
+# torch.compile. Both exit 77 where torch (or the GPU) is missing.
+lab_test(torch_op.bad_inputs cpu 0 MATCH "PASS: 9 of 9 bad inputs refused"
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/torch_op_check.py --bad-inputs)
+lab_test(gpu.torch_op.gradients gpu 0 MATCH "PASS: lab attention op"
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/torch_op_check.py --gpu)
