@@ -33,6 +33,12 @@ static void check(bool ok, const char* what, int line) {
   }
 }
 #define CHECK(x) check((x), #x, __LINE__)
+#define REQUIRE(x)             \
+  do {                         \
+    const bool ok_ = (x);      \
+    check(ok_, #x, __LINE__);  \
+    if (!ok_) return;          \
+  } while (0)
 static bool near(double a, double b, double rel = 1e-5) { return std::fabs(a - b) <= rel * (1 + std::fabs(b)); }
 template <class F>
 static bool throws(F f) {
@@ -188,20 +194,20 @@ static void test_allocator() {
   using namespace lab;
   BlockAllocator a(10, 16);
   SequenceBlocks s;
-  CHECK(append_tokens(a, s, 1) && s.blocks.size() == 1 && s.length == 1);
-  CHECK(append_tokens(a, s, 15) && s.blocks.size() == 1);  // 16 tokens: still one block
-  CHECK(append_tokens(a, s, 1) && s.blocks.size() == 2 && s.length == 17);
+  REQUIRE(append_tokens(a, s, 1) && s.blocks.size() == 1 && s.length == 1);
+  REQUIRE(append_tokens(a, s, 15) && s.blocks.size() == 1);  // 16 tokens: still one block
+  REQUIRE(append_tokens(a, s, 1) && s.blocks.size() == 2 && s.length == 17);
   CHECK(a.used_blocks() == 2);
   CHECK(throws([&] { append_tokens(a, s, -1); }));
   // Prefix sharing: a 40-token prompt (16 + 16 + 8); a child takes the 2 full blocks by reference.
   SequenceBlocks prompt;
-  CHECK(append_tokens(a, prompt, 40) && a.used_blocks() == 5);
+  REQUIRE(append_tokens(a, prompt, 40) && a.used_blocks() == 5 && prompt.blocks.size() == 3);
   SequenceBlocks child = fork_prefix(a, prompt, 40);
-  CHECK(child.length == 32 && child.blocks.size() == 2);
+  REQUIRE(child.length == 32 && child.blocks.size() == 2);
   CHECK(prompt.blocks.size() == 3 && child.blocks.size() == 2 && child.blocks[0] == prompt.blocks[0] &&
         child.blocks[1] == prompt.blocks[1]);
   CHECK(a.ref_count(prompt.blocks[0]) == 2 && a.ref_count(prompt.blocks[2]) == 1);  // partial block not shared
-  CHECK(append_tokens(a, child, 18) && child.blocks.size() == 4);                    // 50 tokens
+  REQUIRE(append_tokens(a, child, 18) && child.blocks.size() == 4);                    // 50 tokens
   CHECK(a.used_blocks() == 2 + 3 + 2);
   free_sequence(a, prompt);  // the shared blocks stay with the child
   CHECK(prompt.blocks.empty() && prompt.length == 0);
@@ -247,6 +253,7 @@ static void test_simulation() {
 #endif
 
 int main() {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
 #if LAB_EXERCISE_SECTION == 5
   std::printf("05 exercises (%s)\n", LAB_EXERCISE_SOURCE);
   test_gqa();
