@@ -196,7 +196,7 @@ TEST_CASE("build_paged_cache: shuffled blocks covering every length, spare block
   for (size_t b = 0; b < lengths.size(); ++b)
     for (int i = 0; i < c.table_stride; ++i) {
       const int e = c.tables[b * size_t(c.table_stride) + size_t(i)];
-      REQUIRE((i < blocks_for(lengths[b], 16)) == (e >= 0));  // exactly the blocks the length needs
+      REQUIRE((i < ceil_div(lengths[b], 16)) == (e >= 0));  // exactly the blocks the length needs
       if (e >= 0) {
         REQUIRE(blocks.insert(e).second);  // no block twice
         REQUIRE(e < c.num_blocks);
