@@ -149,8 +149,8 @@ struct PagedKv {
   static constexpr int kStages = 3;                      // each set's ring: one tile more in flight than 05
   LAB_HD int page_keys() const { return PAGE > 0 ? PAGE : page_size; }
   LAB_HD int table_entries() const { return table_stride; }
-  // Elements between keys j and j + 1 of one page and one head.
-  LAB_HD int key_stride(int h_kv, int head_dim) const { return LAYOUT == KvLayout::nhd ? h_kv * head_dim : head_dim; }
+  // Rows of D elements between keys j and j + 1 of one page and one head.
+  LAB_HD int key_stride(int h_kv) const { return LAYOUT == KvLayout::nhd ? h_kv : 1; }
   LAB_HD int64_t row_offset(int b, int j, int kv_head, int /*t_kv*/, int h_kv, int head_dim) const {
     return kv_row_offset<LAYOUT>(block_table, table_stride, page_keys(), h_kv, head_dim, b, j, kv_head);
   }

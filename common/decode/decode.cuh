@@ -14,8 +14,8 @@
 //   };
 // A Kv (the cache layout) gives: members k, v; kAddressMayFail, kTableWindow (pages staged in
 // shared memory; 0 = no block table), kStages (each warp set's ring depth); row_offset(b, j,
-// kv_head, t_kv, h_kv, d), where K/V row (b, j, kv_head) starts; key_stride(h_kv, d), elements
-// between consecutive keys of one page (or of the contiguous cache); and, where kTableWindow > 0,
+// kv_head, t_kv, h_kv, d), where K/V row (b, j, kv_head) starts; key_stride(h_kv), rows of D
+// elements between consecutive keys of one page (or of the contiguous cache); and, where kTableWindow > 0,
 // page_keys() (keys per page) and table_entries() (block-table entries per sequence).
 // How the kernel works (GQA heads as the rows of an mma, two sets of 4 warps taking alternate tiles,
 // each set with its own cp.async ring (2 stages for 05, 3 for 06) that each warp fills with its own
@@ -95,7 +95,7 @@ struct ContiguousKv {
   LAB_HD int64_t row_offset(int b, int j, int kv_head, int t_kv, int h_kv, int head_dim) const {
     return ((int64_t(b) * t_kv + j) * h_kv + kv_head) * head_dim;
   }
-  LAB_HD int key_stride(int h_kv, int head_dim) const { return h_kv * head_dim; }  // [.., T_kv, H_kv, D]
+  LAB_HD int key_stride(int h_kv) const { return h_kv; }  // rows of D elements from key j to j + 1: [.., T_kv, H_kv, D]
 };
 
 template <class Kv>
@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   };
   auto fast_row_offset = [&](int j) -> int64_t {
     if constexpr (kStaged)
-      return page_first_row(j) + int64_t(unsigned(j - window_key) % unsigned(p.kv.page_keys())) * p.kv.key_stride(p.h_kv, HEAD_DIM);
+      return page_first_row(j) + int64_t(unsigned(j - window_key) % unsigned(p.kv.page_keys())) * p.kv.key_stride(p.h_kv) * HEAD_DIM;
     else
       return row_offset(j);
   };
@@ -248,7 +248,7 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
 #pragma unroll
   for (int n = 0; n < TL::LOADS; ++n) {
     const int r = ld_row + n * TL::ROW_STEP;
-    in_group[n] = (int64_t(r - group * WARP_KEYS) * p.kv.key_stride(p.h_kv, HEAD_DIM) + ld_chunk * 8) * int64_t(sizeof(T));
+    in_group[n] = (int64_t(r - group * WARP_KEYS) * p.kv.key_stride(p.h_kv) * HEAD_DIM + ld_chunk * 8) * int64_t(sizeof(T));
     to[n] = swizzle<TL::CHUNKS>(r, ld_chunk);
   }
   const int64_t v_minus_k = int64_t(reinterpret_cast<uintptr_t>(v) - reinterpret_cast<uintptr_t>(k));  // bytes from a row's K to its V
