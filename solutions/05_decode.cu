@@ -27,14 +27,15 @@
 //           The merge is flash-decoding's second kernel folded into the first: the last split
 //           block of a row group to finish (an atomic ticket, taken by one thread with
 //           acquire-release semantics) merges the group's rows as an online softmax over the
-//           splits (lab::LseFold), which saves a launch and its ramp (~3 µs: 10% of a B = 1,
-//           32k-key step). The number of splits comes from the shape, the SM count and each
-//           sequence's length (one wave of one block per SM for the blocks with keys, measured
-//           against other counts: lab::plan_splits); --splits N forces N.
+//           splits (LseFold below), which saves a second launch and its ramp. The number of
+//           splits comes from the shape, the SM count and each sequence's length (one wave of one
+//           block per SM for the blocks with keys: lab::plan_splits); --splits N forces N.
 // Any T_q works (each query row is its own block, causal bottom-right aligned to kv_len[b]), but
 // only T_q = 1 is what this section is about.
-// Exercises (ch12/05_decode.md): the GQA mapping (EXERCISE gqa) and the per-split online softmax
-// (EXERCISE online-softmax). --bug gqa-index maps query head h to K/V head h % H_kv.
+// Exercises (ch12/05_decode.md; hints: ch12/hints/05_decode.md): the GQA mapping (EXERCISE gqa),
+// a split's partial state (EXERCISE split-state) and the split merge (EXERCISE split-merge). The
+// kernel and the CPU model (--cpu) call the same functions, so a no-GPU check runs your code.
+// --bug gqa-index maps query head h to K/V head h % H_kv (given code, outside the exercises).
 // Run: scripts/lab run 05 -- --t 1 --t-kv 4096 --h-kv 8               (the stub)
 //      build/bin/05_decode --variant split --b 8 --h 32 --h-kv 8 --d 128 --t 1 --t-kv 32768 --kv-lens full
 #include "decode/decode.cuh"  // the decode kernel, its plan, launcher and CPU model, shared with 06
@@ -42,45 +43,40 @@
 using namespace decode;
 
 // ---------------------------------------------------------------------------------------------
-// This section's lessons, which the shared kernel calls (common/decode/decode.cuh): the GQA mapping and
-// the per-split online softmax, over a contiguous cache.
+// This section's lessons, which the shared kernel (common/decode/decode.cuh) and its CPU model
+// call: the GQA mapping, a split's partial state and the merge of the splits, over a contiguous cache.
 struct Decode05 {
   using Kv = ContiguousKv;
 
   // GQA: K/V head kv_head serves `group` = H / H_kv query heads. A block computes rows r = 0..group-1
-  // of that group (16 at a time); this says which query head row r is.
-  static LAB_HD int query_head_of(int kv_head, int r, int group, int n_kv_heads, bool wrong_mapping) {
+  // of that group (16 at a time) from ONE read of that K/V head; this says which query head row r is.
+  static LAB_HD int query_head_of(int kv_head, int r, int group) {
     // BEGIN EXERCISE gqa: the query head of row r of K/V head kv_head's group.
-    //   The reference maps query head h to K/V head h / group (lab::kv_head_of): heads
-    //   [kv_head·group, (kv_head+1)·group) share K/V head kv_head. Return the r-th of them.
-    //   wrong_mapping (--bug gqa-index) is the classic slip h_kv = h % H_kv: K/V head kv_head would
-    //   then serve heads kv_head, kv_head + H_kv, kv_head + 2·H_kv, ... (return r·H_kv + kv_head).
+    //   The reference (lab::kv_head_of) gives each K/V head a contiguous run of `group` query
+    //   heads. Which run belongs to kv_head, and which head of it is row r? (ch12/hints/05_decode.md)
     //   Until this returns a head >= 0, every block skips its work and writes nothing.
-    // STUB: (void)kv_head; (void)r; (void)group; (void)n_kv_heads; (void)wrong_mapping;
+    // STUB: (void)kv_head; (void)r; (void)group;
     // STUB: return -1;
-    if (wrong_mapping) return r * n_kv_heads + kv_head;
     return kv_head * group + r;
     // END EXERCISE
   }
 
-  // The online softmax of one query row over one split, in the log2 domain (scores are
-  // s·scale·log2(e), so exp(x) becomes exp2(x)). The state is m (the largest score so far) and l (the
-  // sum of exp2(s - m) so far); the running O is kept unnormalised beside it.
-  // online_step folds in a tile whose largest score is tile_max: it updates m and l and returns in
-  // `alpha` the factor the running O must be multiplied by, and in `base` the value to subtract from
-  // the tile's scores before exp2. split_lse turns the final state into the split's natural-log LSE.
-  // BEGIN EXERCISE online-softmax: the per-split online softmax (fold a tile into (m, l); the split's LSE).
-  //   online_step: m_new = max(m, tile_max); alpha = exp2(m - m_new); l = l·alpha; m = m_new; base = m_new.
-  //     A split may have seen only masked keys so far (every score -inf, so m_new = -inf): then
-  //     m - m_new is -inf - -inf = NaN. Use base = 0 in that case (exp2(-inf - 0) = 0: alpha = 0 and
-  //     every p = 0, no NaN). Return true (the stub returns false: its block stops, writing nothing).
-  //   split_lse: the LSE of the split in natural log: (m + log2(l))·ln 2, and -INFINITY for a split
-  //     that saw no key (l == 0), so that the merge gives it weight 0.
+  // A split's partial state: the online softmax of one query row over the split's keys, in the
+  // log2 domain (scores are s·scale·log2(e), so exp(x) becomes exp2(x)). The state is m (the
+  // largest score so far) and l (the sum of exp2(s - m) so far); the running O is kept
+  // unnormalised beside it. online_step folds in a tile whose largest score is tile_max: it updates
+  // m and l and returns in `alpha` the factor the running O must be multiplied by, and in `base`
+  // the value to subtract from the tile's scores before exp2. split_lse turns the final state into
+  // the split's natural-log LSE, which is what the merge needs.
+  // BEGIN EXERCISE split-state: fold a tile into (m, l); a split's LSE (empty splits included).
+  //   A split may have seen only masked keys so far (every score -inf): the state must stay empty
+  //   and nothing may become NaN. A split that saw no key must weigh nothing in the merge.
+  //   online_step returns true (the stub returns false: its block stops and writes nothing).
   // STUB: static LAB_HD bool online_step(float, float&, float&, float&, float&) { return false; }
   // STUB: static LAB_HD float split_lse(float, float) { return -INFINITY; }
   static LAB_HD bool online_step(float tile_max, float& m, float& l, float& alpha, float& base) {
     const float m_new = fmaxf(m, tile_max);
-    base = m_new == -INFINITY ? 0.f : m_new;
+    base = m_new == -INFINITY ? 0.f : m_new;  // all masked so far: never -inf - -inf
     alpha = exp2f(m - base);
     l *= alpha;
     m = m_new;
@@ -88,8 +84,63 @@ struct Decode05 {
   }
   static LAB_HD float split_lse(float m, float l) { return l > 0.f ? (m + log2f(l)) * kLn2 : -INFINITY; }
   // END EXERCISE
+
+  // The merge of partial states (a split's, or a warp's inside a block): each part s has its LSE_s
+  // (natural log) and its normalised O_s; the union's LSE is log Σ_s exp(LSE_s) and its O is
+  // Σ_s exp(LSE_s - LSE)·O_s. An empty part has LSE_s = -inf and must weigh exactly 0, even when
+  // every part is empty (a row that sees no key): never -inf - -inf.
+  //   merged_lse(lse, n, stride): the LSE of lse[0], lse[stride], ..., lse[(n-1)·stride].
+  //   partial_weight(lse_part, lse_all): exp(lse_part - lse_all), the weight of O_part.
+  //   LseFold: the same merge as an online softmax over groups of parts, for the last block of a
+  //   row, which folds its splits in MERGE_GROUP at a time (their loads in flight together):
+  //   fold(lse, n, w) folds in lse[0..n), sets w[s] (the weight of O_s relative to the running
+  //   state) and returns the factor the running unnormalised O must be multiplied by first;
+  //   lse() and inv_l() give the merged LSE and the 1/l that normalises O at the end.
+  // BEGIN EXERCISE split-merge: merge partial states (LSE, O) of the splits, empty splits included.
+  //   Subtract the largest LSE first (as a softmax subtracts its max); take care of the case where
+  //   every part seen so far is empty. Worked example with numbers: ch12/05_decode.md; formulas:
+  //   ch12/hints/05_decode.md. The stubs give NaN: the rows they touch are reported unwritten.
+  // STUB: static LAB_HD float merged_lse(const float*, int, int) { return NAN; }
+  // STUB: static LAB_HD float partial_weight(float, float) { return 0.f; }
+  // STUB: struct LseFold {
+  // STUB:   LAB_HD float fold(const float*, int n, float* w) { for (int s = 0; s < n; ++s) w[s] = 0.f; return 1.f; }
+  // STUB:   LAB_HD float lse() const { return NAN; }
+  // STUB:   LAB_HD float inv_l() const { return 0.f; }
+  // STUB: };
+  static LAB_HD float merged_lse(const float* lse, int n, int stride) {
+    float hi = -INFINITY;
+    for (int s = 0; s < n; ++s) hi = fmaxf(hi, lse[s * stride]);
+    if (hi == -INFINITY) return -INFINITY;  // every part empty
+    float sum = 0.f;
+    for (int s = 0; s < n; ++s) sum += expf(lse[s * stride] - hi);
+    return hi + logf(sum);
+  }
+  static LAB_HD float partial_weight(float lse_part, float lse_all) {
+    return lse_part == -INFINITY ? 0.f : expf(lse_part - lse_all);
+  }
+  struct LseFold {
+    float m = -INFINITY;  // the largest LSE folded in so far
+    float l = 0.f;        // Σ exp(LSE_s - m) so far
+    LAB_HD float fold(const float* lse, int n, float* w) {
+      float m_new = m;
+      for (int s = 0; s < n; ++s) m_new = fmaxf(m_new, lse[s]);
+      const float base = m_new == -INFINITY ? 0.f : m_new;  // all empty so far: never -inf - -inf
+      const float alpha = expf(m - base);
+      l *= alpha;
+      for (int s = 0; s < n; ++s) {
+        w[s] = expf(lse[s] - base);
+        l += w[s];
+      }
+      m = m_new;
+      return alpha;
+    }
+    LAB_HD float lse() const { return l > 0.f ? m + logf(l) : -INFINITY; }
+    LAB_HD float inv_l() const { return l > 0.f ? 1.f / l : 0.f; }
+  };
+  // END EXERCISE
 };
 
+#ifndef LAB_DECODE05_HOOKS_ONLY  // (06 and the unit tests include this file for the hooks above only)
 lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   return make_gpu_run<Decode05>(ctx, ContiguousKv{ctx.tensors.k, ctx.tensors.v}, nullptr);
 }
@@ -132,3 +183,4 @@ int main(int argc, char** argv) {
   s.cpu = run_cpu;
   return lab::lab_main(argc, argv, s);
 }
+#endif

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """paged_matches_decode.py BIN_DIR [--cpu]: section 06 (paged KV cache) must give exactly section
 05's outputs on the same logical cache. Runs 05 once per variant with --dump, then 06 on the same
-seed (same Q, K, V and kv_len) for several page sizes, each with its own shuffled pool, and
+seed (same Q, K, V and kv_len) for several page sizes and both pool layouts (--kv-layout nhd,
+hnd), each with its own shuffled pool, and
 compares O and LSE byte for byte (the kernels differ only in where a K/V row is read from, and
 both split the keys the same way). Exit 0 when all match, 1 otherwise, 77 when the programs
 cannot run here (no GPU), 2 on a usage error."""
@@ -20,6 +21,7 @@ SHAPES = [
     ["--b", "3", "--h", "8", "--h-kv", "2", "--d", "64", "--t", "1", "--t-kv", "1000", "--dtype", "bf16"],
 ]
 PAGES = ["16", "32", "64", "48"]
+LAYOUTS = ["nhd", "hnd"]
 SEEDS = ["5", "11"]
 if "--cpu" in extra:  # the CPU models (same loops, same splits): smaller, so CI stays quick
     SHAPES[0] = ["--b", "4", "--h", "32", "--h-kv", "8", "--d", "128", "--t", "1", "--t-kv", "1000", "--kv-lens", "random"]
@@ -34,7 +36,8 @@ with tempfile.TemporaryDirectory() as tmp:
                 if not check.reference([bin_dir / "05_decode", *common], ref):
                     continue
                 for page in PAGES:
-                    check.candidate(f"shape {n} {variant} seed {seed} page {page}",
-                                    [bin_dir / "06_paged", *common, "--page-size", page],
-                                    Path(tmp) / f"06_{n}_{variant}_{seed}_{page}", ref, "05")
+                    for layout in LAYOUTS:
+                        check.candidate(f"shape {n} {variant} seed {seed} page {page} {layout}",
+                                        [bin_dir / "06_paged", *common, "--page-size", page, "--kv-layout", layout],
+                                        Path(tmp) / f"06_{n}_{variant}_{seed}_{page}_{layout}", ref, "05")
 check.finish()

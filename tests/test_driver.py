@@ -148,7 +148,8 @@ class Cases(unittest.TestCase):
         # 06 sanitizes page 16 (the default page) and page 32 (a page size read at run time), and two
         # sliding windows whose keys lie past the split's first staged table window (re-staged).
         shapes = cases.sanitize_shapes(lab.load_cases("06_paged"))
-        self.assertEqual([s[s.index("--page-size") + 1] for s in shapes], ["16", "32", "16", "16", "16"])
+        self.assertEqual([s[s.index("--page-size") + 1] for s in shapes], ["16", "32", "16", "16", "16", "16"])
+        self.assertEqual(sum("hnd" in s for s in shapes), 1)  # and the hnd pool layout once
         self.assertEqual(sum("--window" in s for s in shapes), 2)
         # 05 and 06 each sanitize a shape whose K/V exceed the H200's 50 MB L2: the kernel that copies
         # them evict-first (common/decode/decode.cuh, STREAM_KV). Both sections default to D = 128, fp16.

@@ -1,6 +1,7 @@
-// Decode over a KV cache (sections 05, 06): the split ranges and the split heuristic, the merge of
-// partial softmax states (empty ones included), the paged address, the block allocator, the
-// block-table check and the serving simulation, on scenarios whose numbers are worked out by hand.
+// Decode over a KV cache (sections 05, 06), the given parts: the split ranges and the split
+// heuristic, the paged slot the host fills a pool by, the block allocator's free list and
+// reference counts, the block-table check. (The exercises' parts, the split merge and the
+// allocator's sequence operations, are tested against the section sources: test_decode_exercises.cu.)
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cmath>
@@ -105,112 +106,6 @@ TEST_CASE("plan_splits: a batch of mixed lengths splits its long sequences more"
   CHECK(nonempty_blocks({KeyRange{5, 5}, KeyRange{0, 1}}, 4, 64) == 4);  // an empty range: no block
 }
 
-// Softmax attention of one query over keys [begin, end) with scores s and values v (D = 3), as a
-// partial state: its LSE (natural log, -inf when empty) and its normalised O (0 when empty).
-struct State {
-  float lse;
-  float o[3];
-};
-static State partial(const std::vector<double>& s, const std::vector<double>& v, int begin, int end) {
-  State st{-INFINITY, {0, 0, 0}};
-  if (begin >= end) return st;
-  double m = -INFINITY, l = 0, o[3] = {0, 0, 0};
-  for (int j = begin; j < end; ++j) m = std::max(m, s[size_t(j)]);
-  for (int j = begin; j < end; ++j) {
-    const double p = std::exp(s[size_t(j)] - m);
-    l += p;
-    for (int c = 0; c < 3; ++c) o[c] += p * v[size_t(3 * j + c)];
-  }
-  st.lse = float(m + std::log(l));
-  for (int c = 0; c < 3; ++c) st.o[c] = float(o[c] / l);
-  return st;
-}
-
-TEST_CASE("merging partial states equals attention over the union, empty parts included", "[kv_cache]") {
-  const int n = 50;
-  std::vector<double> s(n), v(3 * n);
-  for (int j = 0; j < n; ++j) {
-    s[size_t(j)] = 3.0 * std::sin(1.7 * j) + (j == 31 ? 40.0 : 0.0);  // one dominant key
-    for (int c = 0; c < 3; ++c) v[size_t(3 * j + c)] = std::cos(0.3 * j + c) + 0.5;
-  }
-  const State full = partial(s, v, 0, n);
-  // Splits of 16 keys over 7 splits: splits 4..6 are past the end (empty: LSE -inf).
-  for (int kps : {8, 16, 50, 64}) {
-    std::vector<State> parts;
-    for (int sp = 0; sp < 7; ++sp) {
-      const KeyRange r = split_keys({0, n}, sp, kps);
-      parts.push_back(partial(s, v, r.begin, r.end));
-    }
-    std::vector<float> lse;
-    for (auto& p : parts) lse.push_back(p.lse);
-    const float all = merged_lse(lse.data(), int(lse.size()));
-    REQUIRE(all == Approx(full.lse).epsilon(1e-6));
-    for (int c = 0; c < 3; ++c) {
-      float o = 0;
-      for (auto& p : parts) o += partial_weight(p.lse, all) * p.o[c];
-      REQUIRE(std::isfinite(o));
-      REQUIRE(o == Approx(full.o[c]).epsilon(1e-5));
-    }
-  }
-}
-
-TEST_CASE("LseFold: the merge as an online softmax over groups of parts equals the one-pass merge", "[kv_cache]") {
-  // 37 parts (3 groups of 16: the last one short), some empty, LSEs spread over a wide range.
-  std::vector<float> lse, o;
-  for (int s = 0; s < 37; ++s) {
-    lse.push_back(s % 5 == 3 ? -INFINITY : 0.37f * float((s * 7) % 23) - 4.f);
-    o.push_back(float(s) - 10.f);  // a 1-column normalised O per part
-  }
-  const float all = merged_lse(lse.data(), int(lse.size()));
-  float want = 0.f;
-  for (size_t s = 0; s < lse.size(); ++s) want += partial_weight(lse[s], all) * o[s];
-  for (int group : {1, 4, 16, 37}) {
-    LseFold merge;
-    float acc = 0.f;
-    for (int s0 = 0; s0 < 37; s0 += group) {
-      const int n = std::min(group, 37 - s0);
-      float w[37];
-      const float alpha = merge.fold(lse.data() + s0, n, w);
-      acc *= alpha;
-      for (int k = 0; k < n; ++k) acc += w[k] * o[size_t(s0 + k)];
-    }
-    CHECK(merge.lse() == Approx(all).epsilon(1e-6));
-    CHECK(acc * merge.inv_l() == Approx(want).epsilon(1e-5));
-  }
-  // Only empty parts (a fold of them, or nothing folded): LSE -inf, O 0, no NaN anywhere.
-  LseFold empty;
-  const float none[3] = {-INFINITY, -INFINITY, -INFINITY};
-  float w[3];
-  CHECK(empty.fold(none, 3, w) == 0.f);
-  CHECK(w[0] == 0.f);
-  CHECK(empty.lse() == -INFINITY);
-  CHECK(empty.inv_l() == 0.f);
-  // An empty first group, then a real part: the real part alone.
-  const float one[1] = {2.5f};
-  CHECK(empty.fold(one, 1, w) == 0.f);  // (the running O, still 0, is scaled by 0)
-  CHECK(w[0] == 1.f);
-  CHECK(empty.lse() == Approx(2.5f));
-}
-
-TEST_CASE("merging only empty states gives LSE -inf and weight 0, never NaN", "[kv_cache]") {
-  const float lse[3] = {-INFINITY, -INFINITY, -INFINITY};
-  const float all = merged_lse(lse, 3);
-  CHECK(all == -INFINITY);
-  CHECK(partial_weight(-INFINITY, all) == 0.f);
-  CHECK(partial_weight(-INFINITY, 2.5f) == 0.f);
-  CHECK(merged_lse(lse, 0) == -INFINITY);
-  // Strided reads (the kernel reads one row of a [warp][row] array).
-  const float grid[6] = {1.f, -INFINITY, -INFINITY, -INFINITY, 1.f, -INFINITY};  // [3 warps][2 rows]
-  CHECK(merged_lse(grid, 3, 2) == Approx(1.0 + std::log(2.0)));
-  CHECK(merged_lse(grid + 1, 3, 2) == -INFINITY);
-  // Weights of non-empty parts sum to 1.
-  const float some[4] = {0.5f, -INFINITY, 2.0f, -3.0f};
-  const float a = merged_lse(some, 4);
-  float sum = 0;
-  for (float x : some) sum += partial_weight(x, a);
-  CHECK(sum == Approx(1.0f));
-}
-
 // ---------------------------------------------------------------------------------------------
 TEST_CASE("paged_slot follows the block table", "[kv_cache]") {
   // Two sequences, page 16, 3 table entries each: seq 0 -> blocks 5, 2, 7; seq 1 -> blocks 0, 3, -1.
@@ -221,9 +116,6 @@ TEST_CASE("paged_slot follows the block table", "[kv_cache]") {
   CHECK(paged_slot(table, 3, 16, 0, 40) == 7 * 16 + 8);
   CHECK(paged_slot(table, 3, 16, 1, 17) == 3 * 16 + 1);
   CHECK(paged_slot(table, 3, 32, 1, 33) == 3 * 32 + 1);  // same table, page 32
-  CHECK(blocks_for(1, 16) == 1);
-  CHECK(blocks_for(16, 16) == 1);
-  CHECK(blocks_for(17, 16) == 2);
   // A slot is never shared: every key of every sequence maps to a distinct slot.
   std::set<int64_t> slots;
   for (int b = 0; b < 2; ++b)
@@ -279,47 +171,6 @@ TEST_CASE("shuffled free list: a permutation, seeded", "[allocator]") {
   CHECK(!std::is_sorted(o1.begin(), o1.end()));
 }
 
-TEST_CASE("sequences: allocate on append, free on finish, share full prefix blocks", "[allocator]") {
-  BlockAllocator a(10, 16);
-  SequenceBlocks s;
-  REQUIRE(append_tokens(a, s, 1));
-  CHECK(s.blocks.size() == 1);
-  REQUIRE(append_tokens(a, s, 15));  // 16 tokens: still one block
-  CHECK(s.blocks.size() == 1);
-  REQUIRE(append_tokens(a, s, 1));   // the 17th opens a second
-  CHECK(s.blocks.size() == 2);
-  CHECK(s.length == 17);
-
-  // Prefix sharing: a 40-token prompt (blocks 16 + 16 + 8); a child sharing it takes the 2 full
-  // blocks by reference and starts at 32 tokens; it recomputes the other 8 into a block of its own.
-  SequenceBlocks prompt;
-  REQUIRE(append_tokens(a, prompt, 40));
-  CHECK(a.used_blocks() == 5);
-  SequenceBlocks child = fork_prefix(a, prompt, 40);
-  CHECK(child.length == 32);
-  CHECK(child.blocks == std::vector<int>(prompt.blocks.begin(), prompt.blocks.begin() + 2));
-  CHECK(a.ref_count(prompt.blocks[0]) == 2);
-  CHECK(a.ref_count(prompt.blocks[2]) == 1);  // the partial block is not shared
-  REQUIRE(append_tokens(a, child, 18));       // 50 tokens: 2 shared + 2 own blocks
-  CHECK(child.blocks.size() == 4);
-  CHECK(a.used_blocks() == 2 + 3 + 2);        // s, prompt, the child's own: 7 (no sharing: 9)
-  free_sequence(a, prompt);                   // the shared blocks stay with the child
-  CHECK(a.used_blocks() == 2 + 2 + 2);
-  CHECK(a.ref_count(child.blocks[0]) == 1);
-  free_sequence(a, child);
-  free_sequence(a, s);
-  CHECK(a.free_blocks() == 10);
-  CHECK_THROWS_AS(fork_prefix(a, child, 1), std::invalid_argument);  // a prefix longer than the parent
-
-  // The pool running out: the append fails and changes nothing.
-  BlockAllocator small(2, 16);
-  SequenceBlocks t;
-  REQUIRE(append_tokens(small, t, 20));
-  CHECK_FALSE(append_tokens(small, t, 13));  // 33 tokens need 3 blocks
-  CHECK(t.length == 20);
-  CHECK(t.blocks.size() == 2);
-}
-
 TEST_CASE("footprint: internal fragmentation, contiguous vs paged", "[allocator]") {
   // Lengths 1, 16, 17, 100 with blocks of 16 and max_seq_len 128:
   //   live 134 tokens; paged 1 + 1 + 2 + 7 = 11 blocks = 176 slots; contiguous 4 x 128 = 512 slots.
@@ -345,7 +196,7 @@ TEST_CASE("build_paged_cache: shuffled blocks covering every length, spare block
   for (size_t b = 0; b < lengths.size(); ++b)
     for (int i = 0; i < c.table_stride; ++i) {
       const int e = c.tables[b * size_t(c.table_stride) + size_t(i)];
-      REQUIRE((i < blocks_for(lengths[b], 16)) == (e >= 0));  // exactly the blocks the length needs
+      REQUIRE((i < ceil_div(lengths[b], 16)) == (e >= 0));  // exactly the blocks the length needs
       if (e >= 0) {
         REQUIRE(blocks.insert(e).second);  // no block twice
         REQUIRE(e < c.num_blocks);
@@ -396,68 +247,4 @@ TEST_CASE("check_block_tables catches out-of-range entries and short tables", "[
   PagedCache wrong_size = c;
   wrong_size.tables.pop_back();
   CHECK(!check_block_tables(wrong_size).empty());
-}
-
-TEST_CASE("simulate_serving: numbers of a scenario worked out by hand", "[allocator]") {
-  // 4 requests, 2 at a time, prompt 10, output 6, blocks of 16, max_seq_len 32, no sharing.
-  // Each pair runs 6 steps with lengths 11..16 (one block each): 12 steps in all.
-  ServingConfig c;
-  c.requests = 4;
-  c.max_batch = 2;
-  c.prompt_min = c.prompt_max = 10;
-  c.output_min = c.output_max = 6;
-  c.block_size = 16;
-  c.max_seq_len = 32;
-  c.shared_prefix = 0;
-  ServingReport r = simulate_serving(c);
-  CHECK(r.steps == 12);
-  CHECK(r.live_tokens == Approx(2 * 13.5));   // mean of 11..16, two sequences
-  CHECK(r.paged_slots == Approx(32));         // one block each
-  CHECK(r.shared_slots == Approx(32));        // nothing shared
-  CHECK(r.contiguous_slots == Approx(64));    // 2 x 32
-  CHECK(r.contiguous_waste() == Approx(1 - 27.0 / 64));
-  CHECK(r.paged_waste() == Approx(1 - 27.0 / 32));
-  CHECK(r.sharing_saving() == Approx(0));
-  CHECK(r.peak_live_tokens == Approx(22));  // the first step at which 2 blocks are held: lengths 11
-
-  // The same with a 16-token system prompt on every request (one full block, shared): prompts
-  // are 26 tokens, lengths 27..32 = 2 blocks each, but block 0 is the one cached prefix block:
-  // 1 + 2 x 1 blocks in use instead of 2 x 2.
-  c.shared_prefix = 16;
-  c.share_fraction = 1.0;
-  r = simulate_serving(c);
-  CHECK(r.steps == 12);
-  CHECK(r.live_tokens == Approx(2 * 29.5));
-  CHECK(r.paged_slots == Approx(64));
-  CHECK(r.shared_slots == Approx(48));
-  CHECK(r.sharing_saving() == Approx(0.25));
-  CHECK(r.blocks_in_pool == 2 * 2 + 1);
-}
-
-TEST_CASE("simulate_serving refuses impossible configurations", "[allocator]") {
-  ServingConfig c;
-  c.max_seq_len = 100;  // the default lengths need 512 + 1024 + 1024
-  CHECK_THROWS_AS(simulate_serving(c), std::invalid_argument);
-  c = ServingConfig{};
-  c.block_size = 0;
-  CHECK_THROWS_AS(simulate_serving(c), std::invalid_argument);
-  c = ServingConfig{};
-  c.prompt_min = 50;
-  c.prompt_max = 10;
-  CHECK_THROWS_AS(simulate_serving(c), std::invalid_argument);
-  c = ServingConfig{};
-  c.share_fraction = 1.5;
-  CHECK_THROWS_AS(simulate_serving(c), std::invalid_argument);
-}
-
-TEST_CASE("simulate_serving: paging wastes little, contiguous a lot, sharing saves", "[allocator]") {
-  const ServingReport r = simulate_serving(ServingConfig{});
-  CHECK(r.contiguous_waste() > 0.5);  // max_seq_len 4096 against ~1000-token sequences
-  CHECK(r.paged_waste() < 0.02);      // under half a block per sequence
-  CHECK(r.sharing_saving() > 0.1);
-  CHECK(r.shared_slots < r.paged_slots);
-  CHECK(r.paged_slots >= r.live_tokens);
-  ServingConfig big = ServingConfig{};
-  big.block_size = 256;
-  CHECK(simulate_serving(big).paged_waste() > r.paged_waste());  // bigger blocks, more waste
 }

@@ -64,14 +64,6 @@ TEST_CASE("GQA head mapping groups query heads contiguously", "[math]") {
   CHECK(kv_head_of(5, 8, 1) == 0);
 }
 
-TEST_CASE("lse_merge is log(exp(a)+exp(b)) and safe on empty states", "[math]") {
-  CHECK(lse_merge(1.0f, 2.0f) == Approx(std::log(std::exp(1.0) + std::exp(2.0))));
-  CHECK(lse_merge(-INFINITY, 3.0f) == 3.0f);
-  CHECK(lse_merge(3.0f, -INFINITY) == 3.0f);
-  CHECK(lse_merge(-INFINITY, -INFINITY) == -INFINITY);  // never -inf - -inf = NaN
-  CHECK(lse_merge(100.0f, 100.0f) == Approx(100.0f + std::log(2.0f)));
-}
-
 TEST_CASE("tile_visibility matches brute force, windows W-1, W, W+1 at tile edges", "[math]") {
   int checked = 0;
   for (int tile : {16, 64})

@@ -2,12 +2,15 @@
 //   BlockAllocator     a pool of fixed-size physical blocks: a free list, reference counts
 //   SequenceBlocks     one sequence's block table, grown a block at a time as tokens are appended,
 //                      released when the sequence finishes; full prompt blocks can be shared
-//                      between sequences (prefix caching) by reference counting
+//                      between sequences (prefix caching) by reference counting. The three
+//                      operations on it (append_tokens, free_sequence, fork_prefix) are section
+//                      06's exercise: declared here, defined in solutions/06_paged.cu
 //   PagedCache         the block tables of a decode problem (section 06), from a shuffled pool,
 //                      and check_block_tables(): the host-side validation done before any launch
 //   simulate_serving   a stream of requests through a continuously batched server: the KV memory
 //                      contiguous max_seq_len allocation reserves against what the paged pool
-//                      uses, and what prefix sharing saves
+//                      uses, and what prefix sharing saves (serving_sim.cpp, on section 06's
+//                      operations, which it checks: no leaked block, no wrong reference count)
 // Misuse (freeing a free block, an id outside the pool, a bad configuration) throws
 // std::invalid_argument or std::logic_error with the reason.
 #pragma once
@@ -44,6 +47,7 @@ struct SequenceBlocks {
   int length = 0;           // tokens stored
 };
 
+// Section 06's exercise (defined in its source file):
 // Appends n tokens, allocating a block whenever the length crosses a block boundary. Returns
 // false and changes nothing when the pool has too few free blocks.
 bool append_tokens(BlockAllocator& a, SequenceBlocks& s, int n);
@@ -85,6 +89,10 @@ PagedCache build_paged_cache(const std::vector<int>& lengths, int t_kv, int page
 // reason naming the sequence and the entry. What a kernel would do with such a table is read
 // outside the pool (an illegal address) or read another sequence's keys.
 std::string check_block_tables(const PagedCache& c);
+// The pool slot (physical block · page_size + offset) of sequence `seq`'s key `key`: the
+// specification the host uses to fill a pool and to check a kernel (host only; the kernel's
+// address through the table is section 06's exercise).
+int64_t paged_slot(const int* block_table, int table_stride, int page_size, int seq, int key);
 // The paged pool of a contiguous cache x [B, t_kv, row_elems]: each sequence's tokens at the
 // slots its table gives ([num_blocks·page_size, row_elems]), NaN in every slot no sequence owns,
 // so a read past a sequence's length poisons what it touches. (On the GPU: copy_to_paged_pool.)
@@ -123,10 +131,5 @@ struct ServingReport {
   double sharing_saving() const { return paged_slots > 0 ? 1 - shared_slots / paged_slots : 0; }
 };
 ServingReport simulate_serving(const ServingConfig& c);
-
-// `06_paged --simulate [options]`: parses the simulation's own options (--help lists them), runs
-// simulate_serving, prints the report (and a sweep over block sizes), --json writes it.
-// Returns the exit code (0, or 2 with a one-line reason on bad options).
-int simulation_main(int argc, const char* const* argv);
 
 }  // namespace lab

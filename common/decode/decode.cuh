@@ -1,13 +1,22 @@
 // The decode forward shared by sections 05 (contiguous KV cache) and 06 (paged KV cache): one
 // kernel, its launch plan, its launcher and its CPU model, written once. What each section teaches
-// stays in its own file and reaches this code through a Hooks type:
+// stays in its own file and reaches this code through a Hooks type (05's exercises; 06 carries
+// the student's 05 answers over):
 //   struct Hooks {
 //     using Kv = decode::ContiguousKv;  // 06: its paged Kv, whose row_offset is its exercise
-//                                       // (a Kv also sets the ring depth, kStages, and kTableWindow)
-//     static LAB_HD int query_head_of(int kv_head, int r, int group, int n_kv_heads, bool wrong_mapping);
+//     static LAB_HD int query_head_of(int kv_head, int r, int group);            // GQA mapping
 //     static LAB_HD bool online_step(float tile_max, float& m, float& l, float& alpha, float& base);
-//     static LAB_HD float split_lse(float m, float l);  // 05's exercises (06 gives them solved)
+//     static LAB_HD float split_lse(float m, float l);                            // a split's state
+//     static LAB_HD float merged_lse(const float* lse, int n, int stride);        // the LSE merge
+//     static LAB_HD float partial_weight(float lse_part, float lse_all);
+//     struct LseFold { LAB_HD float fold(const float* lse, int n, float* w);     // the merge, online
+//                      LAB_HD float lse() const; LAB_HD float inv_l() const; };
 //   };
+// A Kv (the cache layout) gives: members k, v; kAddressMayFail, kTableWindow (pages staged in
+// shared memory; 0 = no block table), kStages (each warp set's ring depth); row_offset(b, j,
+// kv_head, t_kv, h_kv, d), where K/V row (b, j, kv_head) starts; key_stride(h_kv), rows of D
+// elements between consecutive keys of one page (or of the contiguous cache); and, where kTableWindow > 0,
+// page_keys() (keys per page) and table_entries() (block-table entries per sequence).
 // How the kernel works (GQA heads as the rows of an mma, two sets of 4 warps taking alternate tiles,
 // each set with its own cp.async ring (2 stages for 05, 3 for 06) that each warp fills with its own
 // keys, split-KV with the merge in the last block): solutions/05_decode.cu's
@@ -36,13 +45,13 @@ constexpr int MAX_SPLITS = 128;
 constexpr int MERGE_GROUP = 16;  // splits the last block folds in at a time (their loads in flight together)
 constexpr int MAX_TABLE_WINDOW = 1024;  // pages a paged Kv stages in shared memory (their first rows)
 constexpr int WINDOW_ENTRY_BYTES = sizeof(int64_t);  // one page's first-row offset
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;  // for the sections' split_lse
+using lab::kLog2e;
+using lab::kLn2;  // (the sections' split_lse)
 
 // Each set of 4 warps has its own K/V ring of STAGES slots (its tiles i+1 .. i+STAGES-1 load while
 // its tile i computes); the depth is the layout's (Kv::kStages): 2 for 05's contiguous cache, 3 for
 // 06's paged one (see the kernel). Two sets put two warps on each scheduler, so one warp's chain of
-// dependent instructions per tile hides behind the other's work (session 12, see the kernel).
+// dependent instructions per tile hides behind the other's work.
 template <int HEAD_DIM, int STAGES>
 struct Tiles {
   static constexpr int CHUNKS = HEAD_DIM / 8;     // 16-byte chunks per row of K or V
@@ -86,6 +95,7 @@ struct ContiguousKv {
   LAB_HD int64_t row_offset(int b, int j, int kv_head, int t_kv, int h_kv, int head_dim) const {
     return ((int64_t(b) * t_kv + j) * h_kv + kv_head) * head_dim;
   }
+  LAB_HD int key_stride(int h_kv) const { return h_kv; }  // rows of D elements from key j to j + 1: [.., T_kv, H_kv, D]
 };
 
 template <class Kv>
@@ -103,15 +113,23 @@ struct Params {
   int window;
   int num_splits, keys_per_split;
   float scale_log2;   // softmax scale · log2(e)
-  bool gqa_bug;
+  bool gqa_bug;       // --bug gqa-index: the modulo mapping h_kv = h % H_kv instead of the section's
   bool stream_kv;     // a forward's K/V exceed the L2: the kernel that copies them L2::evict_first (see the loader)
 };
+
+// Row rr (0..group-1) of K/V head kv_head's group -> its query head: the section's mapping, or
+// under --bug gqa-index the classic slip h_kv = h % H_kv (K/V head kv_head then serves heads
+// kv_head, kv_head + H_kv, ...). Given code, so the bug runs on a stub as on the solution.
+template <class Hooks>
+LAB_HD int query_head(int kv_head, int rr, int group, int h_kv, bool gqa_bug) {
+  return gqa_bug ? rr * h_kv + kv_head : Hooks::query_head_of(kv_head, rr, group);
+}
 
 // Row r (0..15) of a block's chunk of heads -> its query head, or -1 (padding row, or a stub).
 template <class Hooks, class P>
 __device__ __forceinline__ int head_of_row(const P& p, int kv_head, int chunk, int r) {
   const int rr = chunk * ROWS + r;
-  return rr < p.group ? Hooks::query_head_of(kv_head, rr, p.group, p.h_kv, p.gqa_bug) : -1;
+  return rr < p.group ? query_head<Hooks>(kv_head, rr, p.group, p.h_kv, p.gqa_bug) : -1;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -142,15 +160,9 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   // block stages what it needs, a window of kTableWindow pages at a time, in shared memory: for each
   // page, where its first row of this block's K/V head starts (the section's row_offset, called
   // once per page), so the tile loader's address of a 16-key group is one shared-memory read and
-  // one multiply-add (session 10: 1.6% faster at B = 8, 1024 keys, than staging the table entries
-  // and calling row_offset on them in the loop). With the short reads, one more tile in flight
-  // pays where it did not for 05: each tile's 64 keys are 4 pages scattered over the pool. Measured
-  // on the H200 (B = 8, 32k keys, split, same run, one set of 4 warps): 06 at 0.90x of 05 with the
-  // table read from global memory, 0.94x with the window, 0.98x with window + 4 stages (4 stages
-  // alone: 0.89x; for 05, 4 stages were 0.5% slower). Session 12: two sets of 4 warps (a 3-stage ring
-  // each for 06, 2 for 05) against one set (06 4 stages, 05 3), A/B: 06 at B = 8 1024 keys 1.020x,
-  // B = 1 32k 1.009x, 8k 1.008x, mixed 0.986x, `single` 8k 1.171x; 05 0.977x, 0.989x, 0.996x, 1.037x,
-  // 0.998x (results/h200/logs/session12-call6-ab-two-sets.txt). ch12/06_paged.md has the numbers.
+  // one multiply-add, not a table read and the section's division and modulo per row. With the
+  // short reads, one more tile in flight pays where it does not for 05: each tile's 64 keys are 4
+  // pages scattered over the pool (06 uses a 3-stage ring a set, 05 a 2-stage one).
   using Kv = typename Hooks::Kv;
   constexpr bool kStaged = Kv::kTableWindow > 0;
   static_assert(Kv::kTableWindow <= MAX_TABLE_WINDOW, "the window fits the shared memory planned for it");
@@ -164,8 +176,8 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   const int split_end = (split + 1) * p.keys_per_split;
   auto stage_table = [&](int key) {  // the window from key's block on; every thread, between barriers
     if constexpr (kStaged) {
-      const int page = p.kv.page();
-      const int first = key / page, last = lab::imin(p.kv.table_stride, lab::ceil_div(split_end, page));
+      const int page = p.kv.page_keys();
+      const int first = key / page, last = lab::imin(p.kv.table_entries(), lab::ceil_div(split_end, page));
       const int n = lab::imax(0, lab::imin(Kv::kTableWindow, last - first));
       for (int e = tid; e < n; e += THREADS)
         page_window[e] = p.kv.row_offset(b, (first + e) * page, kv_head, p.t_kv, p.h_kv, HEAD_DIM);
@@ -196,9 +208,9 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   // K/V tile loader. Each warp copies the 16 keys of every tile that it computes on (rows
   // 16·warp .. 16·warp + 15 of the tile), so a warp waits for its own rows only and the key loop
   // needs no block barrier: lane copies chunk lane % CHUNKS of rows lane / CHUNKS + ROW_STEP·n.
-  // (Until session 12 the block's 128 threads copied the whole tile and met at a __syncthreads per
-  // tile. Dropping it, A/B on the H200, 3 rounds: B = 8, 1024 keys 1.033x (05) and 1.055x (06), the
-  // mixed batch 1.048x (05), the rest within 1%: results/h200/logs/session12-call1-ab-per-warp.txt.)
+  // (A block-wide copy of the whole tile would need a __syncthreads per tile, and every warp would
+  // wait for the slowest warp's rows: at short lengths, where a step is a few tiles, that barrier
+  // costs a few percent.)
   const T* k = static_cast<const T*>(p.kv.k);
   const T* v = static_cast<const T*>(p.kv.v);
   const int first_tile = range.begin / BLOCK_N;
@@ -215,38 +227,38 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   // its page's first row plus j's place in the page (a page's rows are H_kv·D apart).
   auto row_offset = [&](int j) { return p.kv.row_offset(b, j, kv_head, p.t_kv, p.h_kv, HEAD_DIM); };
   auto page_first_row = [&](int j) -> int64_t {  // (staged: window_key is a page start)
-    if constexpr (kStaged) return page_window[unsigned(j - window_key) / unsigned(p.kv.page())];
+    if constexpr (kStaged) return page_window[unsigned(j - window_key) / unsigned(p.kv.page_keys())];
     else return row_offset(j);  // (not called)
   };
   auto fast_row_offset = [&](int j) -> int64_t {
     if constexpr (kStaged)
-      return page_first_row(j) + int64_t(unsigned(j - window_key) % unsigned(p.kv.page())) * p.h_kv * HEAD_DIM;
+      return page_first_row(j) + int64_t(unsigned(j - window_key) % unsigned(p.kv.page_keys())) * p.kv.key_stride(p.h_kv) * HEAD_DIM;
     else
       return row_offset(j);
   };
   // A warp's 16 keys are an aligned group, and a group lies in one page (page sizes are multiples
-  // of 16): in either layout, row r of a group is r·H_kv·D elements past the group's first row.
-  // So the warp finds one address a tile (for 06 one shared-memory read, the same for every lane)
-  // and each lane adds its constant offsets (Nsight Compute, B = 8, 1024 keys, where the kernel
-  // issues from one warp per scheduler and its time follows its instruction count: a per-row
-  // address made 06's loader issue 15% more instructions than 05's).
+  // of 16): in every layout, row r of a group is r·key_stride elements past the group's first row
+  // (H_kv·D in [.., H_kv, D] layouts, D in 06's [block, H_kv, page, D] one). So the warp finds one
+  // address a tile (for 06 one shared-memory read, the same for every lane) and each lane adds its
+  // constant offsets: at short lengths the kernel issues from one warp per scheduler and its time
+  // follows its instruction count, and a per-row address costs 06's loader about 15% more
+  // instructions than 05's.
   int64_t in_group[TL::LOADS];  // bytes from the group's first row to the lane's n-th row, and its chunk
   uint32_t to[TL::LOADS];       // where that row's chunk goes in a stage (swizzled)
 #pragma unroll
   for (int n = 0; n < TL::LOADS; ++n) {
     const int r = ld_row + n * TL::ROW_STEP;
-    in_group[n] = (int64_t(r - group * WARP_KEYS) * p.h_kv * HEAD_DIM + ld_chunk * 8) * int64_t(sizeof(T));
+    in_group[n] = (int64_t(r - group * WARP_KEYS) * p.kv.key_stride(p.h_kv) * HEAD_DIM + ld_chunk * 8) * int64_t(sizeof(T));
     to[n] = swizzle<TL::CHUNKS>(r, ld_chunk);
   }
   const int64_t v_minus_k = int64_t(reinterpret_cast<uintptr_t>(v) - reinterpret_cast<uintptr_t>(k));  // bytes from a row's K to its V
   uint8_t* ring = smem + set * STAGES * 2 * TL::TILE_BYTES;  // the warp's set's ring
   // K/V are read once a forward. Where they exceed the L2 (STREAM_KV, chosen on the host) they
   // cannot be there for the next one either, so they are copied evict_first and leave the L2 to what
-  // is read again (Q, the block tables, the split partials): A/B on the H200, 06 B = 1 32k 1.061x,
-  // 8k 1.032x, mixed 1.028x, 05 mixed 1.008x. Where they fit (B = 8, 1024 keys: 33.5 MB), the next
-  // forward finds them in the L2: evict_first there cost 06 20% (session 13), and even an
-  // evict_normal hint 5% against the plain copy, so that kernel copies without a hint
-  // (results/h200/logs/session14-call1-*, -call2-ab-kv-stream-policy.txt; ch12/05_decode.md).
+  // is read again (Q, the block tables, the split partials): worth a few percent to 06 at long
+  // lengths. Where they fit (B = 8, 1024 keys: 33.5 MB in a 50 MB L2), the next forward finds
+  // them in the L2, and evict_first would throw that away (06 ran about 20% slower with it there;
+  // even an evict_normal hint cost 5%), so that kernel copies without a hint.
   [[maybe_unused]] const uint64_t kv_policy = STREAM_KV ? l2_evict_first_policy() : 0;
   auto copy_kv = [&](uint32_t dst, const void* src, bool valid) {
     if constexpr (STREAM_KV) cp_async_16(dst, src, valid, kv_policy);
@@ -410,9 +422,9 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   }
   __syncthreads();  // every warp's state is in shared memory
   if (tid < ROWS) {
-    const float lse = lab::merged_lse(lse_w + tid, NUM_WARPS, ROWS);
+    const float lse = Hooks::merged_lse(lse_w + tid, NUM_WARPS, ROWS);
     lse_row[tid] = lse;
-    for (int w = 0; w < NUM_WARPS; ++w) weight[w * ROWS + tid] = lab::partial_weight(lse_w[w * ROWS + tid], lse);
+    for (int w = 0; w < NUM_WARPS; ++w) weight[w * ROWS + tid] = Hooks::partial_weight(lse_w[w * ROWS + tid], lse);
   }
   __syncthreads();  // the merged LSE and the weights are ready
   // O = Σ_w weight_w · O_w, 4 columns per thread: float4 reads of shared memory, one 16-byte
@@ -452,8 +464,8 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   // barrier ordered them before it); its acquire, the other splits' (their tickets released them),
   // and the barrier after it passes that on to the block's threads (CUTLASS's split-K semaphore
   // works the same way). A __threadfence() in every thread, as this code had, is a sequentially
-  // consistent fence (MEMBAR.SC.GPU): measured on the H200, the merge then took ~5 us after the last
-  // block's keys, a third of a 16 us decode step (ch12/05_decode.md).
+  // consistent fence (MEMBAR.SC.GPU) that waits for every outstanding memory operation of the GPU:
+  // the merge then starts microseconds late, a large part of a ~16 us decode step.
   __syncthreads();  // every thread's partials are stored
   if (tid == 0) {
     cuda::atomic_ref<int, cuda::thread_scope_device> ticket(p.tickets[blockIdx.x]);
@@ -463,7 +475,7 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   if (!*is_last) return;
   // O = Σ_s exp(LSE_s - LSE) · O_s: each thread merges 4 columns of one row, loading a group of
   // splits' LSEs and partial O's together (independent loads: one round trip per 16 splits) and
-  // folding them in as an online softmax over the splits (lab::LseFold), with no barrier between
+  // folding them in as an online softmax over the splits (the section's LseFold), with no barrier between
   // loading the LSEs and the O's. A row some split never wrote (its LSE still the NaN poison: a
   // stub) stays unwritten.
   for (int e = tid; e < ROWS * ROW_VECS; e += THREADS) {
@@ -473,7 +485,7 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
     const int64_t out_row = (int64_t(b) * p.t_q + i) * p.h + head;
     const float* lse_s = p.part_lse + out_row * p.num_splits;
     const float4* o_s = reinterpret_cast<const float4*>(p.part_o + out_row * p.num_splits * HEAD_DIM + col);
-    lab::LseFold merge;
+    typename Hooks::LseFold merge;
     float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
     bool complete = true;
     for (int s0 = 0; s0 < p.num_splits; s0 += MERGE_GROUP) {
@@ -660,7 +672,7 @@ lab::CpuRun run_cpu_model(const lab::Problem& pr, const lab::Options& opt, const
     int head[ROWS];
     for (int r = 0; r < ROWS; ++r) {
       const int rr = chunk * ROWS + r;
-      head[r] = rr < pl.group ? Hooks::query_head_of(kv_head, rr, pl.group, pr.h_kv, bug) : -1;
+      head[r] = rr < pl.group ? query_head<Hooks>(kv_head, rr, pl.group, pr.h_kv, bug) : -1;
     }
     if (head[0] < 0) return;
     const lab::KeyRange visible = lab::visible_keys(i, pr.t_q, pr.keys_of(b), pr.causal, pr.window);
@@ -707,14 +719,14 @@ lab::CpuRun run_cpu_model(const lab::Problem& pr, const lab::Options& opt, const
       if (head[r] < 0) continue;
       float lse_w[NUM_WARPS];
       for (int w = 0; w < NUM_WARPS; ++w) lse_w[w] = Hooks::split_lse(m[size_t(w * ROWS + r)], l[size_t(w * ROWS + r)]);
-      const float lse_b = lab::merged_lse(lse_w, NUM_WARPS);
+      const float lse_b = Hooks::merged_lse(lse_w, NUM_WARPS, 1);
       const int64_t out_row = (int64_t(b) * pr.t_q + i) * pr.h + head[r];
       for (int c = 0; c < d; ++c) {
         float v = 0.f;
         for (int w = 0; w < NUM_WARPS; ++w) {
           const float lw = l[size_t(w * ROWS + r)];
           const float on = lw > 0.f ? acc[size_t(w * ROWS + r) * d + c] * (1.f / lw) : 0.f;
-          v += lab::partial_weight(lse_w[w], lse_b) * on;
+          v += Hooks::partial_weight(lse_w[w], lse_b) * on;
         }
         if (splits > 1) part_o[size_t((out_row * splits + split) * d + c)] = v;
         else o[size_t(out_row * d + c)] = lab::round_to(pr.dtype, v);
@@ -728,7 +740,7 @@ lab::CpuRun run_cpu_model(const lab::Problem& pr, const lab::Options& opt, const
       const float* pl_lse = &part_lse[size_t(row * splits)];
       for (int s = 0; s < splits; ++s)
         if (std::isnan(pl_lse[s])) return;  // a split that never ran
-      lab::LseFold merge;
+      typename Hooks::LseFold merge;
       std::vector<float> acc(size_t(d), 0.f);
       for (int s0 = 0; s0 < splits; s0 += MERGE_GROUP) {
         const int n = std::min(MERGE_GROUP, splits - s0);

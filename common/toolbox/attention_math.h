@@ -21,6 +21,8 @@ namespace lab {
 LAB_HD int imin(int a, int b) { return a < b ? a : b; }
 LAB_HD int imax(int a, int b) { return a > b ? a : b; }
 LAB_HD int ceil_div(int a, int b) { return (a + b - 1) / b; }
+constexpr float kLog2e = 1.4426950408889634f;  // log2(e): exp(x) = exp2(x·log2(e))
+constexpr float kLn2 = 0.6931471805599453f;    // ln(2): log(x) = log2(x)·ln(2)
 
 // exp(x) = exp2(x · kLog2e) and log(x) = log2(x) · kLn2: kernels work in base 2 (one MUFU.EX2
 // per score) and convert at the edges (the scale on the way in, the LSE on the way out).
@@ -80,15 +82,6 @@ LAB_HD TileVisibility tile_visibility(int q_begin, int q_end, int k_begin, int k
 // (query heads [g*r, (g+1)*r) read K/V head g, r = n_heads / n_kv_heads).
 LAB_HD int kv_head_of(int head, int n_heads, int n_kv_heads) {
   return head / (n_heads / n_kv_heads);
-}
-
-// log(exp(a) + exp(b)) of two partial softmax states, safe when either (or both) saw no keys
-// (-inf): never computes -inf - -inf.
-LAB_HD float lse_merge(float a, float b) {
-  const float hi = a > b ? a : b;
-  const float lo = a > b ? b : a;
-  if (hi == -INFINITY) return -INFINITY;
-  return hi + log1pf(expf(lo - hi));
 }
 
 }  // namespace lab

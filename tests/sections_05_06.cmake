@@ -1,0 +1,67 @@
+# Sections 05 decode and 06 paged: their exercises' unit tests, built against the section source
+# (the solution: must pass; the student's lab: a stub must fail), and the no-GPU truth of the stubs.
+foreach(sec 05_decode 06_paged)
+  string(SUBSTRING ${sec} 1 1 num)
+  foreach(kind solution lab)
+    if(kind STREQUAL "solution")
+      set(src ${PROJECT_SOURCE_DIR}/solutions/${sec}.cu)
+      set(target exercises_${sec})
+    else()
+      set(src ${LAB_LABS_DIR}/${sec}.cu)
+      set(target lab_exercises_${sec})
+    endif()
+    if(NOT EXISTS ${src})
+      continue()
+    endif()
+    add_executable(${target} test_decode_exercises.cu)
+    target_link_libraries(${target} PRIVATE lab_common)
+    target_compile_definitions(${target} PRIVATE LAB_EXERCISE_SECTION=${num} LAB_EXERCISE_SOURCE="${src}")
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${LAB_CUDA_FLAGS}>)
+    set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES "${LAB_CUDA_ARCHITECTURES}")
+  endforeach()
+  if(TARGET exercises_${sec})
+    lab_test(exercises.${sec}.solution cpu 0 MATCH "^PASS: 0 of" COMMAND ${BIN}/exercises_${sec})
+  endif()
+  if(TARGET lab_exercises_${sec})
+    # A stub that passed these would tell a student their empty lab is right.
+    lab_test(exercises.${sec}.stub_fails cpu 1 MATCH "^FAIL: [1-9]" COMMAND ${BIN}/lab_exercises_${sec})
+  endif()
+endforeach()
+
+# Without a GPU the stub's CPU model runs the student's code: an untouched stub fails, every variant.
+set(DEC_SHAPE --t 1 --t-kv 300 --b 3 --h 8 --h-kv 2)
+foreach(v single split)
+  lab_test(cpu_model.05.stub_fails_${v} cpu 1 MATCH "FAIL" COMMAND ${BIN}/lab_05_decode --cpu --variant ${v} ${DEC_SHAPE})
+  lab_test(cpu_model.06.stub_fails_${v} cpu 1 MATCH "FAIL" COMMAND ${BIN}/lab_06_paged --cpu --variant ${v} ${DEC_SHAPE})
+  foreach(layout nhd hnd)
+    lab_test(cpu_model.06.stub_fails_${v}_${layout} cpu 1 MATCH "FAIL"
+             COMMAND ${BIN}/lab_06_paged --cpu --variant ${v} --kv-layout ${layout} ${DEC_SHAPE})
+  endforeach()
+  # The bug branches are given code: they run on the stub's build too (and fail, as a stub does).
+  lab_test(cpu_model.05.stub_bug_gqa_${v} cpu 1 MATCH "FAIL" COMMAND ${BIN}/lab_05_decode --cpu --variant ${v} --bug gqa-index ${DEC_SHAPE})
+  # 06 reads both pool layouts; a pool handed to a kernel built for the other layout is refused on
+  # the host (shape/stride assertion), and caught by the check when that assertion is skipped.
+  foreach(layout nhd hnd)
+    lab_test(cpu_model.06.${v}_${layout} cpu 0 MATCH "PASS" "page size 16 tokens, ${layout} pool"
+             COMMAND ${BIN}/06_paged --cpu --variant ${v} --kv-layout ${layout} ${DEC_SHAPE})
+    lab_test(bad_input.06.kv_layout_bug_${v}_${layout} cpu 2 MATCH "^bad input: the pool is written ${layout} .* but the kernel reads"
+             COMMAND ${BIN}/06_paged --cpu --variant ${v} --kv-layout ${layout} --bug kv-layout ${DEC_SHAPE})
+    add_test(NAME cpu_model.06.kv_layout_bug_caught_${v}_${layout}
+             COMMAND ${EXPECT} --code 1 --match=FAIL --skip-code 77 --
+                     ${BIN}/06_paged --cpu --variant ${v} --kv-layout ${layout} --bug kv-layout ${DEC_SHAPE})
+    set_tests_properties(cpu_model.06.kv_layout_bug_caught_${v}_${layout} PROPERTIES LABELS cpu SKIP_RETURN_CODE 77
+                         ENVIRONMENT "LAB_UNCHECKED_TABLES=1")
+  endforeach()
+endforeach()
+lab_test(bad_input.06.kv_layout_value cpu 2 MATCH "^bad input: --kv-layout must be nhd or hnd" COMMAND ${BIN}/06_paged --kv-layout xyz)
+lab_test(help.06.shows_own_options cpu 0 MATCH "--kv-layout" "--simulate" COMMAND ${BIN}/06_paged --help)
+lab_test(simulate.06.stub_fails cpu 1 MATCH "^FAIL: simulate_serving" COMMAND ${BIN}/lab_06_paged --simulate --requests 50)
+# GPU: the layout bug with the host check skipped is caught by the self-check; hnd passes.
+foreach(v single split)
+  lab_test(gpu.06_paged.hnd_${v} gpu 0 MATCH "PASS" COMMAND ${BIN}/06_paged --variant ${v} --kv-layout hnd --t 1 --t-kv 1000 --h 32 --h-kv 8 --iters 0)
+  add_test(NAME gpu.06_paged.kv_layout_bug_caught_${v}
+           COMMAND ${EXPECT} --code 1 --match=FAIL --skip-code 77 --
+                   ${BIN}/06_paged --variant ${v} --bug kv-layout --t 1 --t-kv 1000 --h 32 --h-kv 8 --iters 0)
+  set_tests_properties(gpu.06_paged.kv_layout_bug_caught_${v} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77
+                       ENVIRONMENT "LAB_UNCHECKED_TABLES=1")
+endforeach()
