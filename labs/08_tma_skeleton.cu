@@ -71,9 +71,13 @@
 #include "lab.cuh"
 #include "hopper/ws_forward.cuh"  // this section's kernel, minus the exercises below (and sm90.cuh's wrappers)
 
-using namespace lab::ws;  // the tiles (BLOCK_Q = BLOCK_KV = 128, 2 consumer warpgroups), Params, Smem, ws_kernel
+// =============================================================================================
+// Section 08's ring protocol (the exercises) and the producer's loaders. Section 07 compiles this
+// part of the file too (it defines LAB_RING_PROTOCOL_ONLY and includes it) to run its sliding
+// window on this kernel: 07's Hopper variants run on the protocol you write here.
+namespace ring {
+using namespace lab::ws;  // the tiles (BLOCK_Q = BLOCK_KV = 128, 2 consumer warpgroups), Params, Smem, RingSlot
 
-constexpr int DEFAULT_PAGE = 64;          // --variant paged without --page-size
 constexpr int MAX_BOXES = BLOCK_KV / 16;  // paged: boxes per tile at page 16
 static_assert(2 * MAX_BOXES <= 32, "paged: a lane of the producer warp per box of K and of V");
 
@@ -105,8 +109,8 @@ enum class KvSource {
 // page; and the physical block of logical page `logical` of sequence b, from its block table.
 // A page size that is a power of two (the usual one) takes a shift, not a division: this runs on
 // the producer's path from a freed slot to its next copies, once per box and fill, and an integer
-// division there is ~20 instructions the copies wait for (measured: a second division per box,
-// which the compiler once folded into the first, made `paged` 6-12% slower, session 7).
+// division there is ~20 instructions the copies wait for: one more division per box makes the
+// paged variants measurably slower than `ws`.
 struct PagePos {
   int logical, row;
 };
@@ -116,41 +120,6 @@ __device__ __forceinline__ PagePos page_pos(const Params& p, int key) {
 }
 __device__ __forceinline__ int physical_block(const Params& p, int b, int logical) {
   return p.block_table[int64_t(b) * p.table_stride + logical];
-}
-
-// ---------------------------------------------------------------------------------------------
-// Paged: a tensor map per page, made on the device. A box may not cross a page and a map has one
-// base address, so every page gets its own map: the template (over one page, (D, H_kv, page))
-// with its global address set to the page and its row count to the page's valid rows (the last
-// page's tail then reads as zeros, not as the pool's NaN). One warp per (sequence, logical page)
-// edits a shared copy (tensormap.replace, lane 0) and publishes it to page_maps[physical] with a
-// release fence at GPU scope (tensormap.cp_fenceproxy, the whole warp). The attention kernel,
-// launched after it, acquires a page's map before its first copy through it.
-//
-// Why a kernel of its own, once per page: editing in the attention kernel's producer (the first
-// version of this variant) made every block redo every page it reads, per head and per query
-// tile, with a release fence each time; the producer became the bottleneck (0.45-0.51x `ws` at
-// page 64, 0.70-0.77x at page 128, session 5). A serving engine would make a page's map when the
-// allocator hands the page out; here it is part of every forward, and timed with it.
-__global__ void __launch_bounds__(32) edit_page_maps(const __grid_constant__ CUtensorMap k_template,
-                                                     const __grid_constant__ CUtensorMap v_template, const Params p) {
-  __shared__ alignas(128) CUtensorMap edit[2];  // K, V
-  const int logical = blockIdx.x, b = blockIdx.y, lane = threadIdx.x;
-  if (logical * p.page_size >= p.t_kv) return;  // a table slot past the sequence's end
-  const int physical = physical_block(p, b, logical);
-  const uint32_t valid = uint32_t(lab::imin(p.page_size, p.t_kv - logical * p.page_size));
-  const uint64_t* src = reinterpret_cast<const uint64_t*>(lane < 16 ? &k_template : &v_template);
-  reinterpret_cast<uint64_t*>(&edit[lane / 16])[lane % 16] = src[lane % 16];  // 16 lanes x 8 bytes per map
-  __syncwarp();  // the copies are complete before lane 0 edits them
-  if (lane == 0)
-    for (int which = 0; which < 2; ++which) {
-      const uint8_t* pool = which == 0 ? p.k_pool : p.v_pool;
-      tensormap_replace_address(smem_addr(&edit[which]), pool + int64_t(physical) * p.page_bytes);
-      tensormap_replace_dim<2>(smem_addr(&edit[which]), valid);
-    }
-  __syncwarp();  // the edits are complete before the warp copies the maps out
-  tensormap_publish(const_cast<CUtensorMap*>(&p.page_maps[2 * physical]), smem_addr(&edit[0]));
-  tensormap_publish(const_cast<CUtensorMap*>(&p.page_maps[2 * physical + 1]), smem_addr(&edit[1]));
 }
 
 // Paged, producer side: the lanes of the producer warp share the boxes of a fill, lane
@@ -290,25 +259,77 @@ __device__ __forceinline__ void consumer_release(uint32_t empty_bar) {
   (void)empty_bar;
 }
 
-// The kernel (common/hopper/ws_forward.cuh: the consumers' S, softmax and PV, the epilogue, the roles)
-// runs this section's protocol, above, with the lab's causal + window rules.
+// The protocol as the kernel asks for it (common/hopper/ws_forward.cuh: H::ring_slot, H::produce,
+// H::consumer_wait, H::consumer_release), for a source of K/V.
 template <KvSource KV>
-struct Hooks : StandardRules {
-  LAB_HD static RingSlot ring_slot(int n, int stages) { return ::ring_slot(n, stages); }
+struct Protocol {
+  LAB_HD static RingSlot ring_slot(int n, int stages) { return ring::ring_slot(n, stages); }
   template <int HEAD_DIM>
   __device__ __forceinline__ static void produce(const CUtensorMap& q_map, const CUtensorMap& k_map,
                                                  const CUtensorMap& v_map, const Params& p, const Smem<HEAD_DIM>& sm,
                                                  int b, int head, int kv_head, int q0, int first_tile, int n_tiles) {
     producer<HEAD_DIM, KV>(q_map, k_map, v_map, p, sm, b, head, kv_head, q0, first_tile, n_tiles);
   }
-  __device__ __forceinline__ static void consumer_wait(uint32_t full_bar, RingSlot slot) { ::consumer_wait(full_bar, slot); }
-  __device__ __forceinline__ static void consumer_release(uint32_t empty_bar) { ::consumer_release(empty_bar); }
+  __device__ __forceinline__ static void consumer_wait(uint32_t full_bar, RingSlot slot) { ring::consumer_wait(full_bar, slot); }
+  __device__ __forceinline__ static void consumer_release(uint32_t empty_bar) { ring::consumer_release(empty_bar); }
 };
+}  // namespace ring
+
+#ifndef LAB_RING_PROTOCOL_ONLY  // the rest of section 08: the page-map kernel, the host side, the CPU model
+using namespace lab::ws;
+using namespace ring;
+
+constexpr int DEFAULT_PAGE = 64;  // --variant paged without --page-size
+
+// ---------------------------------------------------------------------------------------------
+// Paged: a tensor map per page, made on the device. A box may not cross a page and a map has one
+// base address, so every page gets its own map: the template (over one page, (D, H_kv, page))
+// with its global address set to the page and its row count to the page's valid rows (the last
+// page's tail then reads as zeros, not as the pool's NaN). One warp per (sequence, logical page)
+// edits a shared copy (tensormap.replace, lane 0) and publishes it to page_maps[physical] with a
+// release fence at GPU scope (tensormap.cp_fenceproxy, the whole warp). The attention kernel,
+// launched after it, acquires a page's map before its first copy through it.
+//
+// Why a kernel of its own, once per page: editing in the attention kernel's producer would make
+// every block redo every page it reads, per head and per query tile, with a release fence each
+// time, and the producer becomes the bottleneck (about half of `ws`'s speed at page 64). A serving
+// engine would make a page's map when the allocator hands the page out; here it is part of every
+// forward, and timed with it.
+__global__ void __launch_bounds__(32) edit_page_maps(const __grid_constant__ CUtensorMap k_template,
+                                                     const __grid_constant__ CUtensorMap v_template, const Params p) {
+  __shared__ alignas(128) CUtensorMap edit[2];  // K, V
+  const int logical = blockIdx.x, b = blockIdx.y, lane = threadIdx.x;
+  if (logical * p.page_size >= p.t_kv) return;  // a table slot past the sequence's end
+  const int physical = physical_block(p, b, logical);
+  const uint32_t valid = uint32_t(lab::imin(p.page_size, p.t_kv - logical * p.page_size));
+  const uint64_t* src = reinterpret_cast<const uint64_t*>(lane < 16 ? &k_template : &v_template);
+  reinterpret_cast<uint64_t*>(&edit[lane / 16])[lane % 16] = src[lane % 16];  // 16 lanes x 8 bytes per map
+  __syncwarp();  // the copies are complete before lane 0 edits them
+  if (lane == 0)
+    for (int which = 0; which < 2; ++which) {
+      const uint8_t* pool = which == 0 ? p.k_pool : p.v_pool;
+      tensormap_replace_address(smem_addr(&edit[which]), pool + int64_t(physical) * p.page_bytes);
+      tensormap_replace_dim<2>(smem_addr(&edit[which]), valid);
+    }
+  __syncwarp();  // the edits are complete before the warp copies the maps out
+  tensormap_publish(const_cast<CUtensorMap*>(&p.page_maps[2 * physical]), smem_addr(&edit[0]));
+  tensormap_publish(const_cast<CUtensorMap*>(&p.page_maps[2 * physical + 1]), smem_addr(&edit[1]));
+}
+
+// The kernel runs this section's protocol (above) with 08's rules (StandardRules: causal, and a
+// window's mask when the problem has one).
+template <KvSource KV>
+struct Hooks : StandardRules, Protocol<KV> {};
 
 // ---------------------------------------------------------------------------------------------
 // Host side.
 int page_size_of(const lab::Problem& pr) { return pr.page_size > 0 ? pr.page_size : DEFAULT_PAGE; }
 int box_rows_of(int page_size) { return std::gcd(page_size, BLOCK_KV); }
+// The paged cache of the problem: every sequence T_kv keys, from a pool shuffled with `seed`
+// (06's allocator: its rule sizes the pool, spare blocks included).
+lab::PagedCache paged_cache_of(const lab::Problem& pr, uint64_t seed) {
+  return lab::build_paged_cache(std::vector<int>(size_t(pr.b), pr.t_kv), pr.t_kv, page_size_of(pr), seed);
+}
 
 // The paged pool (06's construction): the harness's contiguous K/V copied block by block into a
 // shuffled pool whose every other slot holds NaN, and the block tables.
@@ -366,12 +387,7 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
     v_map = make_map(pr, ctx.tensors.v, pr.h_kv, pr.t_kv, pr.b, BLOCK_KV);
   } else {
     const int page = page_size_of(pr), rows = box_rows_of(page);
-    const lab::PagedCache cache =
-        lab::build_paged_cache(std::vector<int>(size_t(pr.b), pr.t_kv), pr.t_kv, page, ctx.options.seed);
-    if (std::string bad = lab::check_block_tables(cache); !bad.empty()) {
-      std::fprintf(stderr, "bad input: %s\n", bad.c_str());
-      std::exit(lab::kExitBadInput);
-    }
+    const lab::PagedCache cache = paged_cache_of(pr, ctx.options.seed);  // its tables were checked by validate
     const int64_t row_bytes = int64_t(pr.h_kv) * pr.d * 2, pool_bytes = int64_t(cache.num_blocks) * page * row_bytes;
     keep->k_pool = lab::DeviceBuffer(size_t(pool_bytes));
     keep->v_pool = lab::DeviceBuffer(size_t(pool_bytes));
@@ -423,6 +439,9 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
     run.metrics["page_size"] = page;
     run.metrics["box_rows"] = rows;
     run.metrics["pool_blocks"] = cache.num_blocks;
+    if (!ctx.options.quiet)
+      std::printf("08_tma_skeleton: paged K/V, page size %d (TMA boxes of %d rows), a pool of %d blocks\n", page, rows,
+                  cache.num_blocks);
   }
   const bool f16 = pr.dtype == lab::DType::f16;
   if (pr.d == 64)
@@ -494,33 +513,42 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
     run.failure = bad;
     return run;
   }
+  if (std::string(LAB_BUILD_KIND) == "lab") {  // your build: the rest of the protocol is yours, and GPU-only
+    run.not_checked =
+        "needs a GPU: ring_slot() passed its host check, but the producer loop, consumer_wait and "
+        "consumer_release run only on a Hopper GPU (mbarriers, TMA)";
+    return run;
+  }
   const bool paged = opt.variant == "paged" || opt.variant == "paged-pool";  // the same pool, read alike
   const int d = pr.d;
-  const float scale_log2 = pr.softmax_scale() * kLog2e;
+  const float scale_log2 = pr.softmax_scale() * lab::kLog2e;
   const int64_t row_elems = int64_t(pr.h_kv) * d;
   // Where K/V row (b, j, kv_head) comes from: the contiguous cache, or the paged pool.
   lab::PagedCache cache;
   std::vector<float> k_pool, v_pool;
   if (paged) {
     const int page = page_size_of(pr);
-    cache = lab::build_paged_cache(std::vector<int>(size_t(pr.b), pr.t_kv), pr.t_kv, page, opt.seed);
+    cache = paged_cache_of(pr, opt.seed);
     k_pool = lab::paged_pool(cache, in.k, pr.t_kv, row_elems);
     v_pool = lab::paged_pool(cache, in.v, pr.t_kv, row_elems);
     run.metrics["page_size"] = page;
+    if (!opt.quiet) std::printf("08_tma_skeleton (CPU model): paged K/V, page size %d, a pool of %d blocks\n", page, cache.num_blocks);
     run.extra_host_bytes = int64_t(k_pool.size() + v_pool.size()) * 4;
   }
   auto kv_row = [&](const std::vector<float>& contiguous, const std::vector<float>& pool, int b, int j, int hk) {
     if (!paged) return &contiguous[size_t(pr.kv_index(b, j, hk))];
-    const int64_t slot = lab::paged_slot(cache.tables.data(), cache.table_stride, cache.page_size, b, j);
+    const int64_t slot = int64_t(cache.tables[size_t(b) * cache.table_stride + j / cache.page_size]) * cache.page_size +
+                         j % cache.page_size;  // the block table's walk, as the producer's loaders do it
     return &pool[size_t(slot * row_elems + int64_t(hk) * d)];
   };
 
   const int q_tiles = lab::ceil_div(pr.t_q, BLOCK_Q);
+  const Params rules = params_of(pr, nullptr, nullptr);  // what StandardRules reads: the shape, causal, window
   lab::parallel_for(int64_t(pr.b) * pr.h * q_tiles, [&](int64_t block) {
     const int q_tile = int(block % q_tiles), bh = int(block / q_tiles), b = bh / pr.h, h = bh % pr.h;
     const int hk = lab::kv_head_of(h, pr.h, pr.h_kv);
     const int q0 = q_tile * BLOCK_Q;
-    const TileSpan span = kv_tile_span(q0, q0 + BLOCK_Q, pr.t_q, pr.t_kv, pr.causal, pr.window);
+    const TileSpan span = StandardRules::tile_span(q0, q0 + BLOCK_Q, rules);  // the kernel's rules
     const int n_tiles = span.count();
     std::vector<float> ring_k(size_t(stages) * BLOCK_KV * d), ring_v(ring_k.size());
     std::vector<float> m(BLOCK_Q, -INFINITY), l(BLOCK_Q, 0.f), acc(size_t(BLOCK_Q) * d, 0.f);
@@ -543,8 +571,8 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
         const int i = q0 + rr;
         if (i >= pr.t_q) break;
         const int wg_q0 = q0 + (rr / WG_ROWS) * WG_ROWS;
-        if (!kv_tile_span(wg_q0, wg_q0 + WG_ROWS, pr.t_q, pr.t_kv, pr.causal, pr.window).has(tile)) continue;  // not active
-        const lab::KeyRange row_keys = lab::visible_keys(i, pr.t_q, pr.t_kv, pr.causal, pr.window);
+        if (!StandardRules::tile_span(wg_q0, wg_q0 + WG_ROWS, rules).has(tile)) continue;  // not active
+        const lab::KeyRange row_keys = StandardRules::visible_keys(i, rules);
         const float* qr = &in.q[size_t(pr.q_index(b, i, h))];
         float tile_max = -INFINITY;
         for (int c = 0; c < BLOCK_KV; ++c) {  // S = q·k (float), masked
@@ -599,19 +627,22 @@ int main(int argc, char** argv) {
   s.default_problem.d = 128;
   s.validate = [](const lab::Problem& p, const lab::Options& o) -> std::string {
     if (int64_t(p.b) * p.h > 65535) return "B*H must be <= 65535 (one grid dimension per head)";
-    if (p.window > 0 && o.variant != "ws")
-      return "--window applies to --variant ws (the sliding window of section 07 on the Hopper kernel)";
-    if (o.variant != "paged" && o.variant != "paged-pool" && p.page_size != 0)
+    const bool paged = o.variant == "paged" || o.variant == "paged-pool";
+    if (p.window > 0 && paged)
+      return "--window applies to --variant ws and ws-overlap (the paged variants read whole sequences)";
+    if (!paged && p.page_size != 0)
       return "--page-size applies to --variant paged and paged-pool (" + o.variant + " reads the contiguous K/V cache)";
+    if (paged) return lab::check_block_tables(paged_cache_of(p, o.seed));  // before anything is launched
     return "";
   };
   s.workspace_bytes = [](const lab::Problem& p, const std::string& variant) -> int64_t {
     if (variant != "paged" && variant != "paged-pool") return 0;
     const int page = page_size_of(p);
-    const int64_t blocks = int64_t(p.b) * lab::ceil_div(p.t_kv, page);
-    const int64_t pool = 2 * (blocks + std::max<int64_t>(1, blocks / 8)) * page * p.h_kv * p.d * 2;
-    const int64_t maps = 128 * (variant == "paged" ? 2 * (blocks + std::max<int64_t>(1, blocks / 8))  // a K and a V map per pool block
-                                                   : 2 * int64_t(p.b));  // paged-pool: each sequence's last-page maps
+    const int64_t pool_blocks = paged_cache_of(p, 0).num_blocks;  // the allocator's rule: used + spare blocks
+    const int64_t pool = 2 * pool_blocks * page * p.h_kv * p.d * 2;  // K and V, 16-bit
+    const int64_t maps = int64_t(sizeof(CUtensorMap)) *
+                         (variant == "paged" ? 2 * pool_blocks     // a K and a V map per pool block
+                                             : 2 * int64_t(p.b));  // paged-pool: each sequence's last-page maps
     return pool + maps;
   };
   s.workspace_what = "paged pool and page maps";
@@ -619,3 +650,4 @@ int main(int argc, char** argv) {
   s.cpu = run_cpu;
   return lab::lab_main(argc, argv, s);
 }
+#endif  // LAB_RING_PROTOCOL_ONLY

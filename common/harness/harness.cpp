@@ -300,6 +300,10 @@ int run_section(int argc, char** argv, const Section& s) {
                   s.name.c_str());
     std::vector<float> lse_buf(size_t(p.lse_elems()), poison_float());
     const CpuRun run = s.cpu(p, opt, in, o, lse_buf);
+    if (!run.not_checked.empty()) {
+      std::printf("not checked here: %s\n", run.not_checked.c_str());
+      return kExitCannotRun;
+    }
     if (s.writes_lse) lse = std::move(lse_buf);
     extra_bytes = run.extra_host_bytes;
     if (run.hbm_bytes_model >= 0) hbm_bytes = run.hbm_bytes_model;

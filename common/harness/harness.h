@@ -86,6 +86,9 @@ struct CpuRun {
   int64_t hbm_bytes_model = -1;  // -1: fused_hbm_bytes(problem); else the section's model, as its GpuRun's
   nlohmann::json metrics = nlohmann::json::object();
   std::string failure;  // as GpuRun::after_check_run's reason: "" or why the run is wrong
+  // "" or why the student's code cannot be checked on the host (an exercise that only runs on a
+  // GPU: mbarriers, TMA): the harness prints "not checked here: <why>" and exits 77, never PASS.
+  std::string not_checked;
 };
 
 struct Section {

@@ -21,6 +21,7 @@ namespace lab {
 LAB_HD int imin(int a, int b) { return a < b ? a : b; }
 LAB_HD int imax(int a, int b) { return a > b ? a : b; }
 LAB_HD int ceil_div(int a, int b) { return (a + b - 1) / b; }
+constexpr float kLog2e = 1.4426950408889634f;
 
 // Keys [begin, end) that query row `i` may attend to; begin == end when it sees none.
 struct KeyRange {
