@@ -23,10 +23,13 @@
 // Variants. The lesson (the tile span and the edge mask) runs on two kernels: 04's mma kernel in
 // this file, and section 08's Hopper kernel (common/hopper/ws_forward.cuh: TMA, an mbarrier ring, a
 // producer warp, two consumer warpgroups on wgmma), which asks this file for its rules
-// (HopperRules below: the same kv_tile_span and mask_edges the mma kernel calls).
-//   window       the tile skip, on the Hopper kernel where it runs (an H100/H200), else on the mma
-//                kernel (metrics.kernel says which). Without --window it is plain causal attention
-//                on the same kernel: the time the window's is compared with (the bench runs both).
+// (HopperRules below: the same kv_tile_span and mask_edges the mma kernel calls) and section 08's
+// file for its ring protocol (08 comes first for the Hopper variants: until 08's ring_slot() is
+// written, `window` and `full` say so and run the mma kernel).
+//   window       the tile skip, on the Hopper kernel where it runs (an H100/H200 and 08's protocol
+//                written), else on the mma kernel (metrics.kernel says which). With --causal and no
+//                --window it is plain causal attention on the same kernel: the time the window's is
+//                compared with (the bench runs both). With neither, --causal --window 512.
 //   full         the same kernel with SKIP = false: every K/V tile 0 .. ceil(T_kv / tile) is
 //                loaded and computed, what lies outside the window masked. Its time minus window's
 //                is what the skip saves, measured on one kernel.
@@ -49,7 +52,8 @@
 // D=128: 215 (3 blocks of 4 warps per SM at D=64, 2 at D=128); window-q128 D=64: 155, D=128: 211
 // (1 block of 8 warps). sm_80: 4 fewer.
 // Shared memory: 32 KB (D=64) / 64 KB (D=128) per block.
-// Run: scripts/lab run 07 -- --t 4096 --causal --window 1024            (your stub)
+// Run: build/bin/07_sliding_window                 (T = 2048, causal, W = 512: prints the tiles skipped)
+//      scripts/lab run 07 -- --t 4096 --causal --window 1024            (your stub)
 //      build/bin/07_sliding_window --t 16384 --causal --window 4096 --h 16 --d 128 --dtype bf16
 //      build/bin/07_sliding_window --variant full --t 16384 --causal --window 4096 --h 16 --d 128 --dtype bf16
 //      build/bin/07_sliding_window --cpu --t 1000 --causal --window 100   (the CPU model)
@@ -126,16 +130,16 @@ using TileSpan = lab::ws::TileSpan;  // the K/V tiles [first, end) a Q tile visi
 // skip = false (variant full): all of them. (block_kv: 64 in the mma kernel, 128 in the Hopper one.)
 LAB_HD TileSpan kv_tile_span(int q_begin, int q_end, const Shape& sh, bool skip, int block_kv) {
   // EXERCISE tile-span: the K/V tiles of block_kv keys that the Q tile [q_begin, q_end) must visit.
-  //   skip == false (variant full): every tile, [0, ceil(T_kv / block_kv)) (lab::ceil_div).
-  //   skip == true: row i attends the keys attended_keys(i, sh) = [begin, end). Both ends grow
-  //   with i and the ranges of neighbouring rows overlap (W >= 1), so the rows together attend
-  //   [attended_keys(q_begin).begin, attended_keys(q_end - 1).end): that run of keys, and nothing
-  //   else, is what the tile must see (lab::visible_keys_of_rows says the same for the correct
-  //   mask). Return the tiles that meet it, [begin / block_kv, ceil(end / block_kv)), or an empty
-  //   span {0, 0} when the run is empty (T_q > T_kv: the first rows see no key at all).
-  //   These are exactly the tiles lab::tile_visibility does not call `none`: the host counts
-  //   those, and the kernel's count of the tiles it visited must agree.
-  //   Until this returns a span with end >= begin, the kernel and the CPU model write nothing.
+  //   skip == false (variant full): every K/V tile of the sequence.
+  //   skip == true: only the tiles holding a key that some row of the Q tile attends. Row i
+  //   attends attended_keys(i, sh) (use it: --bug inverted-window changes it). Both ends of that
+  //   range grow with i: which rows decide where the Q tile's keys start and where they end?
+  //   Turn that run of keys into tiles of block_kv; an empty run is an empty span (a block that
+  //   writes O = 0), not the stub's span.
+  //   The host counts the tiles lab::tile_visibility does not call `none`; the kernel's count of
+  //   the tiles it visited must agree, so a span that is too wide fails even when the mask hides it.
+  //   Until this returns a span with end >= first, the kernel and the CPU model write nothing.
+  //   Stuck? ch12/hints/07_sliding_window.md has the formula.
   // TODO(tile-span): your code here. Until it is written this part does nothing,
   // and the self-check reports the output as not written.
   (void)q_begin; (void)q_end; (void)sh; (void)skip; (void)block_kv;
@@ -151,12 +155,13 @@ template <int N_BLOCKS>
 LAB_HD void mask_edges(float (&s)[N_BLOCKS][4], int kv0, int row_g, int t, int whole_begin, int whole_end,
                        const Shape& sh) {
   // EXERCISE edge-mask: in the tiles at the edges of the warp's keys, set the score of every key its row does not attend to -INFINITY.
-  //   A tile needs the mask when it is not inside [whole_begin, whole_end) (kv0 < whole_begin:
-  //   the window starts inside it; kv0 + 8·N_BLOCKS > whole_end: the diagonal, or the ragged end
-  //   of K/V, is inside it). Then, for rows row_g and row_g + 8 take keys = attended_keys(row, sh)
-  //   (both edges: begin and end) and mask element e of n-block nb — row row_g (e < 2) or row_g + 8,
-  //   key kv0 + 8·nb + 2t + (e & 1) — when !keys.contains(key). Testing only `key >= end`, as 04
-  //   does, leaves the window open at the bottom: every row would see all keys before it.
+  //   Every key of [whole_begin, whole_end) is attended by all 16 rows of the warp: a tile inside
+  //   it needs no mask (most tiles: leave them alone, it is the fast path). A tile that is not has
+  //   an edge in it: the diagonal (or the ragged end of K/V), or the window's start. There, each
+  //   element whose key its row does not attend (attended_keys(row, sh)) becomes -INFINITY. The
+  //   layout of s is in the comment above. Testing only the diagonal, as 04 does, leaves the
+  //   window open at the bottom: every row would see all the keys before it.
+  //   Stuck? ch12/hints/07_sliding_window.md has the test and the loop's shape.
   // TODO(edge-mask): your code here. Until it is written this part does nothing,
   // and the self-check reports the output as not written.
   (void)s; (void)kv0; (void)row_g; (void)t; (void)whole_begin; (void)whole_end; (void)sh;

@@ -135,6 +135,9 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
                                                  : "Inject a pitfall: " + join(s.bugs));
   app.add_option("--seed", o.seed, "Input seed")->capture_default_str();
   if (s.has_splits) app.add_option("--splits", o.splits, "K/V splits (0: chosen from the shape and SM count)")->capture_default_str();
+  if (!s.consumer_counts.empty())
+    app.add_option("--consumers", o.consumers, "Consumer warpgroups per block: " + join(s.consumer_counts) + " (default " +
+                   std::to_string(s.consumer_counts.back()) + ")");
   app.add_option("--magnitude", o.magnitude, "Scale of Q and K entries (large: overflow stress)")->capture_default_str();
   app.add_option("--warmup", o.warmup, "Untimed runs before timing")->capture_default_str();
   app.add_option("--iters", o.iters, "Timed runs (0: no timing)")->capture_default_str();
@@ -174,6 +177,11 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
     return kExitBadInput;
   }
   o.ragged_kv = kv_lens == "random";
+  if (o.consumers != 0 &&
+      std::find(s.consumer_counts.begin(), s.consumer_counts.end(), o.consumers) == s.consumer_counts.end()) {
+    *message = "--consumers " + std::to_string(o.consumers) + " is not supported (" + join(s.consumer_counts) + ")";
+    return kExitBadInput;
+  }
   if (!parse_check_mode(check, &o.check)) {
     *message = "unknown --check mode '" + check + "' (auto, full, sample, none)";
     return kExitBadInput;

@@ -32,7 +32,7 @@ using namespace lab::sm80;
 using namespace lab::sm90;
 
 constexpr int WG_THREADS = 128;                          // a warpgroup: 4 warps
-constexpr int CONSUMERS = 2;                             // consumer warpgroups
+constexpr int CONSUMERS = 2;                             // consumer warpgroups (ws_kernel's CONS: 1 or 2)
 constexpr int THREADS = (1 + CONSUMERS) * WG_THREADS;    // 384: producer warpgroup + consumers
 constexpr int WG_ROWS = 64;                              // query rows per consumer: the M of wgmma
 constexpr int BLOCK_Q = CONSUMERS * WG_ROWS;             // 128 query rows per block
@@ -157,11 +157,12 @@ struct StandardRules {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Q, once, on its own barrier (phase 0 is its only one): lane 0 of the producer warp.
-template <int HEAD_DIM>
+// Q, once, on its own barrier (phase 0 is its only one): lane 0 of the producer warp. CONS consumer
+// warpgroups: boxes of CONS·64 rows (the map's box), each at the start of its 128-row slot.
+template <int HEAD_DIM, int CONS = CONSUMERS>
 __device__ __forceinline__ void load_q(const CUtensorMap& q_map, const Smem<HEAD_DIM>& sm, int b, int head, int q0) {
   using TL = Tiles<HEAD_DIM>;
-  mbar_arrive_expect_tx(sm.q_full(), TL::Q_BYTES);
+  mbar_arrive_expect_tx(sm.q_full(), TL::COL_BOXES * CONS * WG_ROWS * ROW_BYTES);  // = Q_BYTES for 2
 #pragma unroll
   for (int c = 0; c < TL::COL_BOXES; ++c) tma_load_4d(sm.q() + c * TL::Q_BOX_BYTES, &q_map, c * BOX_COLS, head, q0, b, sm.q_full());
 }
@@ -425,9 +426,12 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
 }
 
 // ---------------------------------------------------------------------------------------------
-// One block: 128 query rows of one (sequence, head). grid = (ceil(T_q / 128), B·H).
-template <class T, int HEAD_DIM, bool OVERLAP, class H>
-__global__ void __launch_bounds__(THREADS, 1)
+// One block: CONS·64 query rows (128 with the default 2 consumer warpgroups) of one (sequence,
+// head), (1 + CONS)·128 threads. grid = (ceil(T_q / (CONS·64)), B·H). CONS = 1 is the starved
+// configuration of the handout: one warpgroup computes per SM, and the shared memory and the
+// producer are the same as for two.
+template <class T, int HEAD_DIM, bool OVERLAP, class H, int CONS = CONSUMERS>
+__global__ void __launch_bounds__((1 + CONS) * WG_THREADS, 1)
 ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64, 1, 128, 1)
           const __grid_constant__ CUtensorMap k_map,  // ws: (D, H_kv, T_kv, B), box (64, 1, 128, 1); paged: a page;
                                                        // paged-pool: (D, H_kv, page, blocks)
@@ -446,9 +450,10 @@ ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64
   const int q_tile = p.causal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);  // heaviest first
   const int bh = blockIdx.y, b = bh / p.h, head = bh % p.h;
   const int kv_head = lab::kv_head_of(head, p.h, p.h_kv);
-  const int q0 = q_tile * BLOCK_Q;
+  static_assert(CONS == 1 || CONS == 2, "Q's shared memory holds 2 warpgroups' rows");
+  const int q0 = q_tile * CONS * WG_ROWS;
   // The K/V tiles any row of the block sees (causal: up to the diagonal; a window: from its start).
-  const TileSpan span = H::tile_span(q0, q0 + BLOCK_Q, p);
+  const TileSpan span = H::tile_span(q0, q0 + CONS * WG_ROWS, p);
   const int first_tile = span.first, n_tiles = span.count();
   if (!H::begin_block(p, span)) return;  // (section 07: counts its tiles; its stub's span stops here)
 
@@ -457,7 +462,7 @@ ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64
     for (int s = 0; s < TL::STAGES; ++s) {
       mbar_init(sm.k_full(s), 1);
       mbar_init(sm.v_full(s), 1);
-      mbar_init(sm.empty(s), CONSUMERS);  // one arrival per consumer warpgroup
+      mbar_init(sm.empty(s), CONS);  // one arrival per consumer warpgroup
     }
     fence_barrier_init();
   }
@@ -467,7 +472,7 @@ ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64
   if (threadIdx.x / WG_THREADS == 0) {
     regs_release<PRODUCER_REGS>();
     if (threadIdx.x / 32 == 0)
-      H::template produce<HEAD_DIM>(q_map, k_map, v_map, p, sm, b, head, kv_head, q0, first_tile, n_tiles);
+      H::template produce<HEAD_DIM, CONS>(q_map, k_map, v_map, p, sm, b, head, kv_head, q0, first_tile, n_tiles);
   } else {
     regs_claim<CONSUMER_REGS>();
     consumer<T, HEAD_DIM, OVERLAP, H>(threadIdx.x / WG_THREADS - 1, p, sm, b, head, q0, first_tile, n_tiles);
