@@ -5,8 +5,8 @@
 // What this step adds over 04 (whose mma kernel it keeps as it is: Tensor Cores, 4 warps of 16
 // query rows, Q in registers, 64-key K/V tiles in a 2-stage cp.async ring, swizzled shared memory):
 //   - The tile skip. The rows [q0, q1) of a Q tile attend key ranges whose two ends both grow
-//     with the row, so together they attend one run of keys, [first row's begin, last row's end),
-//     and the K/V tiles that meet it are exactly those lab::tile_visibility does not call `none`
+//     with the row, so together they attend one run of keys, and the K/V tiles that meet it are
+//     exactly those lab::tile_visibility does not call `none`
 //     (tests/test_math.cpp checks this against brute force). A block walks only those: once the
 //     window is full, W/64 + 1 or + 2 tiles per Q tile wherever the tile sits, against 04's q0/64 + 1
 //     under a plain causal mask. (EXERCISE tile-span.)
