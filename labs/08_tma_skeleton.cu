@@ -626,7 +626,7 @@ int main(int argc, char** argv) {
   s.needs_sm90a = true;
   s.paged = true;  // --page-size applies (to --variant paged and paged-pool)
   s.consumer_counts = {1, CONSUMERS};  // --consumers: consumer warpgroups per block (ws, ws-overlap)
-  s.supports_window = true;  // --window, with --variant ws
+  s.supports_window = true;  // --window, with --variant ws and ws-overlap (masked; the skip is 07's)
   s.default_problem.dtype = lab::DType::bf16;
   s.default_problem.b = 1;
   s.default_problem.h = 8;
