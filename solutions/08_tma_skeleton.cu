@@ -81,9 +81,8 @@ constexpr int MAX_BOXES = BLOCK_KV / 16;  // paged: boxes per tile at page 16
 static_assert(2 * MAX_BOXES <= 32, "paged: a lane of the producer warp per box of K and of V");
 
 // ---------------------------------------------------------------------------------------------
-// The ring. K/V tiles are loaded in order n = 0, 1, 2, ... ("fill n"); fill n goes to slot
-// stage = n % STAGES, and it is the (n / STAGES)-th use of that slot. Each use of a slot is one
-// phase of its barriers, so a wait for fill n names phase n / STAGES by its parity (RingSlot).
+// The ring. K/V tiles are loaded in order n = 0, 1, 2, ... ("fill n") into STAGES slots; every
+// use of a slot is one phase of its barriers, and a wait names a phase by its parity (RingSlot).
 LAB_HD RingSlot ring_slot(int n, int stages) {
   // BEGIN EXERCISE ring-slot: the slot of fill n and the parity of its barrier phase.
   //   Fills take the slots in turn, and each use of a slot is one phase of its barriers: which
