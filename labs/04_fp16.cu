@@ -754,7 +754,7 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
   // mma exercises live on the mma fragments and run only on a GPU; and a launch pitfall needs a
   // launch. For a stub that means "not checked here", never a pass of the solution's algorithm.
   if (opt.bug == "no-smem-optin") {
-    run.needs_gpu = "--bug no-smem-optin is a kernel launch without the shared-memory opt-in";
+    run.not_checked = "needs a GPU: --bug no-smem-optin is a kernel launch without the shared-memory opt-in";
     return run;
   }
   const bool acc16 = opt.bug == "fp16-accum";
@@ -765,7 +765,7 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
     return run;
   }
   if (std::string(LAB_BUILD_KIND) == "lab") {
-    run.needs_gpu = "the " + opt.variant + " variant's exercises run on mma.sync fragments; --cpu checks --variant scalar";
+    run.not_checked = "needs a GPU: the " + opt.variant + " variant's exercises run on mma.sync fragments; --cpu checks --variant scalar";
     return run;
   }
   mma_cpu(pr, acc16, in, o, lse);

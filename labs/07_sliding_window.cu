@@ -8,8 +8,8 @@
 // What this step adds over 04 (whose mma kernel it keeps as it is: Tensor Cores, 4 warps of 16
 // query rows, Q in registers, 64-key K/V tiles in a 2-stage cp.async ring, swizzled shared memory):
 //   - The tile skip. The rows [q0, q1) of a Q tile attend key ranges whose two ends both grow
-//     with the row, so together they attend one run of keys, [first row's begin, last row's end),
-//     and the K/V tiles that meet it are exactly those lab::tile_visibility does not call `none`
+//     with the row, so together they attend one run of keys, and the K/V tiles that meet it are
+//     exactly those lab::tile_visibility does not call `none`
 //     (tests/test_math.cpp checks this against brute force). A block walks only those: once the
 //     window is full, W/64 + 1 or + 2 tiles per Q tile wherever the tile sits, against 04's q0/64 + 1
 //     under a plain causal mask. (EXERCISE tile-span.)
@@ -23,10 +23,13 @@
 // Variants. The lesson (the tile span and the edge mask) runs on two kernels: 04's mma kernel in
 // this file, and section 08's Hopper kernel (common/hopper/ws_forward.cuh: TMA, an mbarrier ring, a
 // producer warp, two consumer warpgroups on wgmma), which asks this file for its rules
-// (HopperRules below: the same kv_tile_span and mask_edges the mma kernel calls).
-//   window       the tile skip, on the Hopper kernel where it runs (an H100/H200), else on the mma
-//                kernel (metrics.kernel says which). Without --window it is plain causal attention
-//                on the same kernel: the time the window's is compared with (the bench runs both).
+// (HopperRules below: the same kv_tile_span and mask_edges the mma kernel calls) and section 08's
+// file for its ring protocol (08 comes first for the Hopper variants: until 08's ring_slot() is
+// written, `window` and `full` say so and run the mma kernel).
+//   window       the tile skip, on the Hopper kernel where it runs (an H100/H200 and 08's protocol
+//                written), else on the mma kernel (metrics.kernel says which). With --causal and no
+//                --window it is plain causal attention on the same kernel: the time the window's is
+//                compared with (the bench runs both). With neither, --causal --window 512.
 //   full         the same kernel with SKIP = false: every K/V tile 0 .. ceil(T_kv / tile) is
 //                loaded and computed, what lies outside the window masked. Its time minus window's
 //                is what the skip saves, measured on one kernel.
@@ -49,17 +52,31 @@
 // D=128: 215 (3 blocks of 4 warps per SM at D=64, 2 at D=128); window-q128 D=64: 155, D=128: 211
 // (1 block of 8 warps). sm_80: 4 fewer.
 // Shared memory: 32 KB (D=64) / 64 KB (D=128) per block.
-// Run: scripts/lab run 07 -- --t 4096 --causal --window 1024            (your stub)
+// Run: build/bin/07_sliding_window                 (T = 2048, causal, W = 512: prints the tiles skipped)
+//      scripts/lab run 07 -- --t 4096 --causal --window 1024            (your stub)
 //      build/bin/07_sliding_window --t 16384 --causal --window 4096 --h 16 --d 128 --dtype bf16
 //      build/bin/07_sliding_window --variant full --t 16384 --causal --window 4096 --h 16 --d 128 --dtype bf16
 //      build/bin/07_sliding_window --cpu --t 1000 --causal --window 100   (the CPU model)
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "lab.cuh"
 #include "toolbox/mma_sm80.cuh"    // 16-bit helpers, swizzle, cp.async, ldmatrix, mma.sync wrappers
-#include "hopper/ws_forward.cuh"  // section 08's Hopper kernel, run with this section's rules (below)
+#include "hopper/ws_forward.cuh"  // section 08's Hopper kernel skeleton, run with this section's rules (below)
+
+// Section 08's ring protocol, as written in section 08's file beside this one (yours, in labs/):
+// 07's Hopper variants run on it. Without that file, or until its ring_slot() is written, they
+// run on the mma kernel and say so.
+#if __has_include("08_tma_skeleton.cu")
+#define LAB_RING_PROTOCOL_ONLY
+#include "08_tma_skeleton.cu"
+#undef LAB_RING_PROTOCOL_ONLY
+#define LAB_HAVE_RING_PROTOCOL 1
+#else
+#define LAB_HAVE_RING_PROTOCOL 0
+#endif
 
 using namespace lab::sm80;
 
@@ -72,7 +89,6 @@ struct Shape {  // what the kernel and the CPU model need of a lab::Problem
   float scale_log2;      // scale · log2(e): exp(scale·x) = exp2(scale_log2·x)
 };
 
-constexpr float kLog2e = 1.4426950408889634f;
 constexpr int ROWS_PER_WARP = 16;  // one m16 tile of query rows per warp
 constexpr int BLOCK_KV = 64;       // keys per K/V tile
 constexpr int STAGES = 2;          // K/V ring: tile j computes while j+1 loads
@@ -108,24 +124,22 @@ LAB_HD lab::KeyRange attended_keys(int i, const Shape& sh) {
   return {lab::visible_keys(i, sh.t_q, sh.t_kv, sh.causal, 0).begin, keys.begin};  // [0, window start)
 }
 
-struct TileSpan {
-  int begin, end;  // the K/V tiles [begin, end) a Q tile visits; end < begin: not computed (the stub)
-};
+using TileSpan = lab::ws::TileSpan;  // the K/V tiles [first, end) a Q tile visits; end < first: not computed (the stub)
 
 // The K/V tiles of block_kv keys that the query rows [q_begin, q_end) visit (q_begin < q_end <= T_q).
 // skip = false (variant full): all of them. (block_kv: 64 in the mma kernel, 128 in the Hopper one.)
 LAB_HD TileSpan kv_tile_span(int q_begin, int q_end, const Shape& sh, bool skip, int block_kv) {
   // EXERCISE tile-span: the K/V tiles of block_kv keys that the Q tile [q_begin, q_end) must visit.
-  //   skip == false (variant full): every tile, [0, ceil(T_kv / block_kv)) (lab::ceil_div).
-  //   skip == true: row i attends the keys attended_keys(i, sh) = [begin, end). Both ends grow
-  //   with i and the ranges of neighbouring rows overlap (W >= 1), so the rows together attend
-  //   [attended_keys(q_begin).begin, attended_keys(q_end - 1).end): that run of keys, and nothing
-  //   else, is what the tile must see (lab::visible_keys_of_rows says the same for the correct
-  //   mask). Return the tiles that meet it, [begin / block_kv, ceil(end / block_kv)), or an empty
-  //   span {0, 0} when the run is empty (T_q > T_kv: the first rows see no key at all).
-  //   These are exactly the tiles lab::tile_visibility does not call `none`: the host counts
-  //   those, and the kernel's count of the tiles it visited must agree.
-  //   Until this returns a span with end >= begin, the kernel and the CPU model write nothing.
+  //   skip == false (variant full): every K/V tile of the sequence.
+  //   skip == true: only the tiles holding a key that some row of the Q tile attends. Row i
+  //   attends attended_keys(i, sh) (use it: --bug inverted-window changes it). Both ends of that
+  //   range grow with i: which rows decide where the Q tile's keys start and where they end?
+  //   Turn that run of keys into tiles of block_kv; an empty run is an empty span (a block that
+  //   writes O = 0), not the stub's span.
+  //   The host counts the tiles lab::tile_visibility does not call `none`; the kernel's count of
+  //   the tiles it visited must agree, so a span that is too wide fails even when the mask hides it.
+  //   Until this returns a span with end >= first, the kernel and the CPU model write nothing.
+  //   Stuck? ch12/hints/07_sliding_window.md has the formula.
   // TODO(tile-span): your code here. Until it is written this part does nothing,
   // and the self-check reports the output as not written.
   (void)q_begin; (void)q_end; (void)sh; (void)skip; (void)block_kv;
@@ -141,12 +155,13 @@ template <int N_BLOCKS>
 LAB_HD void mask_edges(float (&s)[N_BLOCKS][4], int kv0, int row_g, int t, int whole_begin, int whole_end,
                        const Shape& sh) {
   // EXERCISE edge-mask: in the tiles at the edges of the warp's keys, set the score of every key its row does not attend to -INFINITY.
-  //   A tile needs the mask when it is not inside [whole_begin, whole_end) (kv0 < whole_begin:
-  //   the window starts inside it; kv0 + 8·N_BLOCKS > whole_end: the diagonal, or the ragged end
-  //   of K/V, is inside it). Then, for rows row_g and row_g + 8 take keys = attended_keys(row, sh)
-  //   (both edges: begin and end) and mask element e of n-block nb — row row_g (e < 2) or row_g + 8,
-  //   key kv0 + 8·nb + 2t + (e & 1) — when !keys.contains(key). Testing only `key >= end`, as 04
-  //   does, leaves the window open at the bottom: every row would see all keys before it.
+  //   Every key of [whole_begin, whole_end) is attended by all 16 rows of the warp: a tile inside
+  //   it needs no mask (most tiles: leave them alone, it is the fast path). A tile that is not has
+  //   an edge in it: the diagonal (or the ragged end of K/V), or the window's start. There, each
+  //   element whose key its row does not attend (attended_keys(row, sh)) becomes -INFINITY. The
+  //   layout of s is in the comment above. Testing only the diagonal, as 04 does, leaves the
+  //   window open at the bottom: every row would see all the keys before it.
+  //   Stuck? ch12/hints/07_sliding_window.md has the test and the loop's shape.
   // TODO(edge-mask): your code here. Until it is written this part does nothing,
   // and the self-check reports the output as not written.
   (void)s; (void)kv0; (void)row_g; (void)t; (void)whole_begin; (void)whole_end; (void)sh;
@@ -187,7 +202,7 @@ window_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
   const T* v_head = v + (int64_t(b) * sh.t_kv * sh.h_kv + kv_head) * HEAD_DIM;
 
   const TileSpan span = kv_tile_span(q0, lab::imin(q0 + BLOCK_Q, sh.t_q), sh, SKIP, BLOCK_KV);
-  if (span.end < span.begin) return;  // the stub's span: nothing visited, nothing written
+  if (span.end < span.first) return;  // the stub's span: nothing visited, nothing written
   auto load_kv = [&](int stage, int tile) {
     const int kv0 = tile * BLOCK_KV;
     load_tile_swizzled<BLOCK_KV, TL::CHUNKS, THREADS>(k_tile(stage), k_head + kv0 * kv_stride, kv_stride, sh.t_kv - kv0);
@@ -197,7 +212,7 @@ window_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
   // Prologue: the Q tile goes through stage 1's K and V slots (free until tile 1 is issued), the
   // first K/V tile into stage 0, then Q moves to registers for good.
   load_tile_swizzled<BLOCK_Q, TL::CHUNKS, THREADS>(k_tile(1), q_head + q0 * q_stride, q_stride, sh.t_q - q0);
-  if (span.begin < span.end) load_kv(0, span.begin);
+  if (span.first < span.end) load_kv(0, span.first);
   cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();  // the Q tile (and K/V tile 0) written by every thread is visible to all
@@ -225,7 +240,7 @@ window_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
 
   int visited = 0;
   int stage = 0;
-  for (int tile = span.begin; tile < span.end; ++tile, stage ^= 1) {
+  for (int tile = span.first; tile < span.end; ++tile, stage ^= 1) {
     cp_async_wait<0>();  // this thread's copies of `tile` have landed ...
     __syncthreads();     // ... and everyone's; and every warp is done reading the other stage
                          // (tile - 1, or Q on the first pass), which the next line overwrites
@@ -320,30 +335,38 @@ window_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
 // each of its two consumer warpgroups walk (kv_tile_span at 128 keys: EXERCISE tile-span) and the
 // mask of an S tile (mask_edges on the wgmma accumulator, 16 n-blocks: EXERCISE edge-mask). A block
 // counts the tiles it loads, as the mma kernel does. The ring protocol (slots, phases, the producer
-// loop, the consumers' wait and release) is section 08's exercise, used here solved.
+// loop, the consumers' wait and release) is section 08's exercise: it comes from 08's file.
 namespace ws = lab::ws;
+// The kernel's parameters with this section's own fields (the kernel passes them on as ws::Params).
+struct WindowParams : ws::Params {
+  int inverted_window;                // --bug inverted-window
+  unsigned long long* tiles_visited;  // [1]: the K/V tiles the blocks visit
+};
+#if LAB_HAVE_RING_PROTOCOL
 template <bool SKIP>
-struct HopperRules : ws::GivenProtocol {
+struct HopperRules : ring::Protocol<ring::KvSource::contiguous> {
+  using KernelParams = WindowParams;
+  LAB_HD static const WindowParams& own(const ws::Params& p) { return static_cast<const WindowParams&>(p); }
   LAB_HD static Shape shape_of(const ws::Params& p) {
-    return Shape{p.t_q, p.t_kv, p.h, p.h_kv, p.causal, p.window, p.inverted_window != 0, p.scale, p.scale_log2};
+    return Shape{p.t_q, p.t_kv, p.h, p.h_kv, p.causal, p.window, own(p).inverted_window != 0, p.scale, p.scale_log2};
   }
   LAB_HD static lab::KeyRange visible_keys(int row, const ws::Params& p) { return attended_keys(row, shape_of(p)); }
-  LAB_HD static ws::TileSpan tile_span(int q_begin, int q_end, const ws::Params& p) {
+  LAB_HD static TileSpan tile_span(int q_begin, int q_end, const ws::Params& p) {
     if (q_begin >= p.t_q) return {0, 0};  // a warpgroup whose rows are all past T_q
-    const TileSpan span = kv_tile_span(q_begin, lab::imin(q_end, p.t_q), shape_of(p), SKIP, ws::BLOCK_KV);
-    return {span.begin, span.end};
+    return kv_tile_span(q_begin, lab::imin(q_end, p.t_q), shape_of(p), SKIP, ws::BLOCK_KV);
   }
   __device__ __forceinline__ static void mask_tile(float (&s)[ws::BLOCK_KV / 2], const ws::Params& p, int kv0,
                                                    int row_g, int t, int whole_begin, int whole_end) {
     mask_edges<ws::BLOCK_KV / 8>(reinterpret_cast<float (&)[ws::BLOCK_KV / 8][4]>(s), kv0, row_g, t, whole_begin,
                                  whole_end, shape_of(p));
   }
-  __device__ __forceinline__ static bool begin_block(const ws::Params& p, ws::TileSpan span) {
+  __device__ __forceinline__ static bool begin_block(const ws::Params& p, TileSpan span) {
     if (span.end < span.first) return false;  // the stub's span: nothing visited, nothing written
-    if (threadIdx.x == 0) atomicAdd(p.tiles_visited, static_cast<unsigned long long>(span.count()));
+    if (threadIdx.x == 0) atomicAdd(own(p).tiles_visited, static_cast<unsigned long long>(span.count()));
     return true;
   }
 };
+#endif
 
 // ---------------------------------------------------------------------------------------------
 // Host side: which kernel a variant is, the tile count the predicate expects, the launchers.
@@ -368,12 +391,29 @@ VariantConfig config_of(const std::string& variant, bool hopper) {
   return {k, 4, true};
 }
 
-// The Hopper kernel runs here: a compute capability 9.0 GPU, and sm_90a code in this binary.
-bool hopper_kernel_runs(const lab::DeviceInfo& dev) {
+// The ring protocol is there: section 08's file is beside this one and its ring_slot() is written.
+bool ring_protocol_written() {
+#if LAB_HAVE_RING_PROTOCOL
+  return ring::ring_slot(0, 3).stage >= 0;
+#else
+  return false;
+#endif
+}
+
+// The Hopper kernel runs here: a compute capability 9.0 GPU, sm_90a code in this binary, and
+// section 08's ring protocol written (else `window` and `full` say so and run the mma kernel).
+bool hopper_kernel_runs(const lab::DeviceInfo& dev, bool quiet) {
   if (dev.cc_major != 9 || dev.cc_minor != 0) return false;
+#if LAB_HAVE_RING_PROTOCOL
   cudaFuncAttributes attr{};
   CUDA_CHECK(cudaFuncGetAttributes(&attr, ws::ws_kernel<__nv_bfloat16, 64, false, HopperRules<true>>));
-  return attr.binaryVersion == 90;
+  if (attr.binaryVersion != 90) return false;
+#endif
+  if (ring_protocol_written()) return true;
+  if (!quiet)
+    std::printf("07_sliding_window: the Hopper kernel needs section 08's ring protocol (write it in "
+                "08_tma_skeleton.cu first); running the mma kernel\n");
+  return false;
 }
 
 // The K/V tiles a variant must visit, by lab::tile_visibility over every (Q tile, K/V tile) pair
@@ -418,10 +458,10 @@ std::string report_tiles(nlohmann::json& metrics, const TileCount& want, bool sk
   metrics["tiles_total"] = want.total;
   metrics["tiles_partial"] = want.partial;
   if (!quiet)
-    std::printf("07_sliding_window%s: visited %lld of %lld K/V tiles (%.1f%%); lab::tile_visibility: %lld visible, %lld of them masked at an edge\n",
+    std::printf("07_sliding_window%s: visited %lld of %lld K/V tiles (%.1f%% skipped); lab::tile_visibility: %lld visible, %lld of them masked at an edge\n",
                 cpu ? " (CPU model)" : "", static_cast<long long>(visited), static_cast<long long>(want.total),
-                want.total ? 100.0 * double(visited) / double(want.total) : 0.0, static_cast<long long>(want.visible),
-                static_cast<long long>(want.partial));
+                want.total ? 100.0 * double(want.total - visited) / double(want.total) : 0.0,
+                static_cast<long long>(want.visible), static_cast<long long>(want.partial));
   if (visited == want.expected(skip)) return "";
   return std::string(cpu ? "the CPU model" : "the kernel") + " visited " + std::to_string(visited) + " K/V tiles, but lab::tile_visibility says " +
          std::to_string(want.expected(skip)) + (skip ? " (those not `none`)" : " (every tile)") +
@@ -430,7 +470,7 @@ std::string report_tiles(nlohmann::json& metrics, const TileCount& want, bool sk
 
 Shape make_shape(const lab::Problem& p, const std::string& bug) {
   return Shape{p.t_q, p.t_kv, p.h, p.h_kv, p.causal, p.window, bug == "inverted-window",
-               p.softmax_scale(), p.softmax_scale() * kLog2e};
+               p.softmax_scale(), p.softmax_scale() * lab::kLog2e};
 }
 
 template <class T, int HEAD_DIM, int WARPS, bool SKIP>
@@ -455,11 +495,12 @@ std::function<void(cudaStream_t)> make_launch(const lab::RunContext& ctx, const 
 }
 
 // The Hopper kernel: tensor maps over Q, K, V (made on the host, 128-byte swizzle), 384 threads.
+#if LAB_HAVE_RING_PROTOCOL
 template <class T, int HEAD_DIM, bool SKIP>
 std::function<void(cudaStream_t)> make_hopper_launch(const lab::RunContext& ctx, const Shape& sh,
                                                      unsigned long long* counter) {
   const lab::Problem& pr = ctx.problem;
-  ws::Params p = ws::params_of(pr, ctx.tensors.o, ctx.tensors.lse);  // (the same values as sh's)
+  WindowParams p{ws::params_of(pr, ctx.tensors.o, ctx.tensors.lse), 0, nullptr};  // (the same values as sh's)
   p.inverted_window = sh.inverted_window ? 1 : 0;
   p.tiles_visited = counter;
   const CUtensorMap q_map = ws::make_map(pr, ctx.tensors.q, pr.h, pr.t_q, pr.b, ws::BLOCK_Q);
@@ -474,13 +515,16 @@ std::function<void(cudaStream_t)> make_hopper_launch(const lab::RunContext& ctx,
     CUDA_CHECK_LAST();
   };
 }
+#endif
 
 template <class T, int HEAD_DIM>
 std::function<void(cudaStream_t)> make_forward(const lab::RunContext& ctx, const Shape& sh, VariantConfig c,
                                                unsigned long long* counter) {
+#if LAB_HAVE_RING_PROTOCOL
   if (c.kernel == Kernel::hopper)
     return c.skip ? make_hopper_launch<T, HEAD_DIM, true>(ctx, sh, counter)
                   : make_hopper_launch<T, HEAD_DIM, false>(ctx, sh, counter);
+#endif
   if (c.warps == 8) return make_launch<T, HEAD_DIM, 8, true>(ctx, sh, counter);
   if (c.skip) return make_launch<T, HEAD_DIM, 4, true>(ctx, sh, counter);
   return make_launch<T, HEAD_DIM, 4, false>(ctx, sh, counter);
@@ -489,7 +533,7 @@ std::function<void(cudaStream_t)> make_forward(const lab::RunContext& ctx, const
 lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   const lab::Problem& pr = ctx.problem;
   const Shape sh = make_shape(pr, ctx.bug);
-  const VariantConfig c = config_of(ctx.variant, hopper_kernel_runs(ctx.device));
+  const VariantConfig c = config_of(ctx.variant, hopper_kernel_runs(ctx.device, ctx.options.quiet));
   auto counter = std::make_shared<lab::DeviceBuffer>(sizeof(unsigned long long));
   CUDA_CHECK(cudaMemset(counter->get(), 0, counter->bytes()));  // the checked run counts from 0
   auto* count = counter->as<unsigned long long>();
@@ -540,10 +584,10 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
     const int hk = lab::kv_head_of(h, pr.h, pr.h_kv);
     const int q0 = qt * block_q, rows = std::min(q0 + block_q, pr.t_q) - q0;
     const TileSpan span = kv_tile_span(q0, q0 + rows, sh, c.skip, block_kv);
-    if (span.end < span.begin) return;  // the stub's span: nothing written
+    if (span.end < span.first) return;  // the stub's span: nothing written
     std::vector<float> m(size_t(rows), -INFINITY), l(size_t(rows), 0.f), acc(size_t(rows) * size_t(d), 0.f);
     std::vector<float> scores(static_cast<size_t>(block_kv));
-    for (int tile = span.begin; tile < span.end; ++tile) {
+    for (int tile = span.first; tile < span.end; ++tile) {
       visited += 1;
       const int kv0 = tile * block_kv;
       for (int r = 0; r < rows; ++r) {
@@ -590,7 +634,24 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
   return run;
 }
 
+// With no mask and no length given, a run shows the lesson: causal attention with a window of
+// DEFAULT_WINDOW keys (--causal alone: plain causal, the time the window's is compared with).
+constexpr const char* DEFAULT_WINDOW = "512";
+std::vector<char*> with_lesson_defaults(int argc, char** argv) {
+  std::vector<char*> args(argv, argv + argc);
+  static char causal[] = "--causal", window[] = "--window", w[8];
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--causal" || a.rfind("--window", 0) == 0 || a.rfind("--t", 0) == 0 || a == "--help" || a == "-h")
+      return args;
+  }
+  std::snprintf(w, sizeof w, "%s", DEFAULT_WINDOW);
+  args.insert(args.end(), {causal, window, w});
+  return args;
+}
+
 int main(int argc, char** argv) {
+  std::vector<char*> args = with_lesson_defaults(argc, argv);
   lab::Section s;
   s.name = "07_sliding_window";
   s.title = "sliding-window attention (Mistral, §12.9.5): skip the K/V tiles outside the window";
@@ -612,5 +673,5 @@ int main(int argc, char** argv) {
   };
   s.gpu = setup_gpu;
   s.cpu = run_cpu;
-  return lab::lab_main(argc, argv, s);
+  return lab::lab_main(int(args.size()), args.data(), s);
 }

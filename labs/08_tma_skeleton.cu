@@ -27,12 +27,13 @@
 //   - The online softmax, the causal mask (bottom-right aligned) and the deferred 1/l are 04's,
 //     on the wgmma accumulator layout (warp w of a warpgroup holds rows 16w + g and 16w + g + 8).
 //     Causal: K/V tiles past the diagonal are never loaded; the heaviest Q tiles launch first.
-// `ws --window W` (with --causal): section 07's sliding window on this kernel. A block loads only
-// the K/V tiles its rows' windows meet (kv_tile_span: fill n is tile first_tile + n), a warpgroup
-// computes only the tiles its own rows see, and the mask also cuts at each row's window start.
+// `ws --window W` (with --causal): the window's mask on this kernel; its tiles are walked from 0
+// and masked, not skipped (skipping them is section 07's lesson, on this same kernel).
 // Variant `ws-overlap`: `ws` plus FlashAttention-3's intra-warpgroup overlap: each consumer issues
 // S for tile n before O += P V of tile n - 1, and runs the softmax of tile n while that PV is on
 // the tensor core (same arithmetic, same results; one more S in flight per thread).
+// --consumers 1 (ws, ws-overlap): one consumer warpgroup per block instead of two (64 query rows,
+// 256 threads, the same ring): the producer/consumer ratio of §12.11's pitfall, measured.
 // Variant `paged`: the same kernel (the plain `ws` loop) reading K/V from a paged cache (06's pool
 // [blocks, page, H_kv, D], shuffled block tables, NaN in every slot no sequence owns) through TMA.
 // A box may not cross a page, and a tensor map has one base address, so every page gets its own
@@ -42,26 +43,27 @@
 // in global memory (tensormap.cp_fenceproxy, a release fence at GPU scope); in the attention kernel,
 // each box of a fill has its own lane of the producer warp, which acquires that page's map
 // (fence.proxy.tensormap::generic.acquire) a few fills ahead and issues that box's copy, so the
-// fences of a fill wait together. Measured (ch12/08_tma_skeleton.md): 0.91-0.97x `ws` at page 64,
-// 0.92-0.96x at page 128 (0.45-0.77x when every block edited its own maps).
-// Page sizes: any multiple of 16 (a box is gcd(page, 128) rows); --page-size defaults to 64 here.
+// fences of a fill wait together. Page sizes: any multiple of 16 (a box is gcd(page, 128) rows);
+// --page-size defaults to 64 here.
 // Variant `paged-pool`: the same pool with no edit on the device. One 4-D map covers the whole pool,
 // (D, H_kv, page_size, blocks), so the physical block is simply the box's 4th coordinate, read from
 // the block table; only the box that holds a sequence's last key goes through a second map, made on
 // the host per sequence over its last page with the page's valid rows, so the rows past the end
 // read as zeros (the pool holds NaN there). Per page this costs a table read instead of an edit and
-// two fences: the chapter's per-page tensormap.replace is the expensive way to do paged TMA.
+// two fences. With T_q < T_kv it is chunked prefill (§12.10.6): a chunk of new queries against
+// the paged prefix of its sequence, bottom-right aligned.
 // Exercise (ch12/08_tma_skeleton.md): the ring's slot and phase (EXERCISE ring-slot), the
 // producer loop (producer-loop: wait for a free slot, expect the bytes, issue the copies), and the
 // consumers' wait and release (consumer-wait, consumer-release). The TMA, wgmma and tensor-map
 // wrappers (common/toolbox/sm90.cuh), the descriptors and the softmax are given.
-// Where the code is: the kernel (ws_kernel: tiles, shared memory, barriers, roles, the consumers'
-// S, softmax, PV and epilogue) is common/hopper/ws_forward.cuh, shared with section 07, which runs its
-// sliding-window rules on it. This file hands it the protocol you write (Hooks, below) and keeps
-// the paged variants' loaders, the host side and the CPU model.
-// Run: scripts/lab run 08 -- --t 4096 --causal                    (your stub; CPU model without a Hopper GPU)
+// Where the code is: the kernel skeleton (ws_kernel: tiles, shared memory, barriers, roles, the
+// consumers' S, softmax, PV and epilogue) is common/hopper/ws_forward.cuh; it asks this file for
+// the protocol (namespace ring, below). Section 07 includes that part of this file to run its
+// window on the same kernel, so its Hopper variants run on the protocol you write here.
+// Run: scripts/lab run 08 -- --t 4096 --causal                    (your stub; needs a Hopper GPU)
 //      build/bin/08_tma_skeleton --t 4096 --d 128 --h 16 --b 4 --dtype bf16   (the solution)
 //      build/bin/08_tma_skeleton --variant paged --page-size 128 --t 4096 --causal
+//      build/bin/08_tma_skeleton --consumers 1 --t 4096 --d 128 --h 16 --b 4   (one consumer warpgroup)
 //      build/bin/gpu_wgmma_layout                               (the layout self-test)
 #include <numeric>
 #include <type_traits>
@@ -71,22 +73,27 @@
 #include "lab.cuh"
 #include "hopper/ws_forward.cuh"  // this section's kernel, minus the exercises below (and sm90.cuh's wrappers)
 
-using namespace lab::ws;  // the tiles (BLOCK_Q = BLOCK_KV = 128, 2 consumer warpgroups), Params, Smem, ws_kernel
+// =============================================================================================
+// Section 08's ring protocol (the exercises) and the producer's loaders. Section 07 compiles this
+// part of the file too (it defines LAB_RING_PROTOCOL_ONLY and includes it) to run its sliding
+// window on this kernel: 07's Hopper variants run on the protocol you write here.
+namespace ring {
+using namespace lab::ws;  // the tiles (BLOCK_Q = BLOCK_KV = 128, 2 consumer warpgroups), Params, Smem, RingSlot
 
-constexpr int DEFAULT_PAGE = 64;          // --variant paged without --page-size
 constexpr int MAX_BOXES = BLOCK_KV / 16;  // paged: boxes per tile at page 16
 static_assert(2 * MAX_BOXES <= 32, "paged: a lane of the producer warp per box of K and of V");
 
 // ---------------------------------------------------------------------------------------------
-// The ring. K/V tiles are loaded in order n = 0, 1, 2, ... ("fill n"); fill n goes to slot
-// stage = n % STAGES, and it is the (n / STAGES)-th use of that slot. Each use of a slot is one
-// phase of its barriers, so a wait for fill n names phase n / STAGES by its parity (RingSlot).
+// The ring. K/V tiles are loaded in order n = 0, 1, 2, ... ("fill n") into STAGES slots; every
+// use of a slot is one phase of its barriers, and a wait names a phase by its parity (RingSlot).
 LAB_HD RingSlot ring_slot(int n, int stages) {
   // EXERCISE ring-slot: the slot of fill n and the parity of its barrier phase.
-  //   Slots are used round-robin; the phase of a slot's barriers advances once per use, so the
-  //   parity flips each time n wraps around the ring: 0 for the first pass, 1 for the second, ...
+  //   Fills take the slots in turn, and each use of a slot is one phase of its barriers: which
+  //   slot is fill n's, and which parity names the phase it completes? (Draw the ring of
+  //   ch12/figures/08_ring_timeline.png for STAGES = 3 and fills 0..6.)
   //   Until this returns a stage >= 0, the kernel and the CPU model skip all their work and write
   //   nothing (so the stub fails cleanly instead of waiting forever on a barrier).
+  //   Stuck? ch12/hints/08_tma_skeleton.md.
   // TODO(ring-slot): your code here. Until it is written this part does nothing,
   // and the self-check reports the output as not written.
   (void)n; (void)stages;
@@ -105,8 +112,8 @@ enum class KvSource {
 // page; and the physical block of logical page `logical` of sequence b, from its block table.
 // A page size that is a power of two (the usual one) takes a shift, not a division: this runs on
 // the producer's path from a freed slot to its next copies, once per box and fill, and an integer
-// division there is ~20 instructions the copies wait for (measured: a second division per box,
-// which the compiler once folded into the first, made `paged` 6-12% slower, session 7).
+// division there is ~20 instructions the copies wait for: one more division per box makes the
+// paged variants measurably slower than `ws`.
 struct PagePos {
   int logical, row;
 };
@@ -116,41 +123,6 @@ __device__ __forceinline__ PagePos page_pos(const Params& p, int key) {
 }
 __device__ __forceinline__ int physical_block(const Params& p, int b, int logical) {
   return p.block_table[int64_t(b) * p.table_stride + logical];
-}
-
-// ---------------------------------------------------------------------------------------------
-// Paged: a tensor map per page, made on the device. A box may not cross a page and a map has one
-// base address, so every page gets its own map: the template (over one page, (D, H_kv, page))
-// with its global address set to the page and its row count to the page's valid rows (the last
-// page's tail then reads as zeros, not as the pool's NaN). One warp per (sequence, logical page)
-// edits a shared copy (tensormap.replace, lane 0) and publishes it to page_maps[physical] with a
-// release fence at GPU scope (tensormap.cp_fenceproxy, the whole warp). The attention kernel,
-// launched after it, acquires a page's map before its first copy through it.
-//
-// Why a kernel of its own, once per page: editing in the attention kernel's producer (the first
-// version of this variant) made every block redo every page it reads, per head and per query
-// tile, with a release fence each time; the producer became the bottleneck (0.45-0.51x `ws` at
-// page 64, 0.70-0.77x at page 128, session 5). A serving engine would make a page's map when the
-// allocator hands the page out; here it is part of every forward, and timed with it.
-__global__ void __launch_bounds__(32) edit_page_maps(const __grid_constant__ CUtensorMap k_template,
-                                                     const __grid_constant__ CUtensorMap v_template, const Params p) {
-  __shared__ alignas(128) CUtensorMap edit[2];  // K, V
-  const int logical = blockIdx.x, b = blockIdx.y, lane = threadIdx.x;
-  if (logical * p.page_size >= p.t_kv) return;  // a table slot past the sequence's end
-  const int physical = physical_block(p, b, logical);
-  const uint32_t valid = uint32_t(lab::imin(p.page_size, p.t_kv - logical * p.page_size));
-  const uint64_t* src = reinterpret_cast<const uint64_t*>(lane < 16 ? &k_template : &v_template);
-  reinterpret_cast<uint64_t*>(&edit[lane / 16])[lane % 16] = src[lane % 16];  // 16 lanes x 8 bytes per map
-  __syncwarp();  // the copies are complete before lane 0 edits them
-  if (lane == 0)
-    for (int which = 0; which < 2; ++which) {
-      const uint8_t* pool = which == 0 ? p.k_pool : p.v_pool;
-      tensormap_replace_address(smem_addr(&edit[which]), pool + int64_t(physical) * p.page_bytes);
-      tensormap_replace_dim<2>(smem_addr(&edit[which]), valid);
-    }
-  __syncwarp();  // the edits are complete before the warp copies the maps out
-  tensormap_publish(const_cast<CUtensorMap*>(&p.page_maps[2 * physical]), smem_addr(&edit[0]));
-  tensormap_publish(const_cast<CUtensorMap*>(&p.page_maps[2 * physical + 1]), smem_addr(&edit[1]));
 }
 
 // Paged, producer side: the lanes of the producer warp share the boxes of a fill, lane
@@ -236,7 +208,7 @@ __device__ __forceinline__ void load_kv_tile(const CUtensorMap& map, const Param
   }
 }
 
-template <int HEAD_DIM, KvSource KV>
+template <int HEAD_DIM, KvSource KV, int CONS>
 __device__ __forceinline__ void producer(const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map,
                                          const Params& p, const Smem<HEAD_DIM>& sm, int b, int head, int kv_head,
                                          int q0, int first_tile, int n_tiles) {
@@ -248,20 +220,15 @@ __device__ __forceinline__ void producer(const CUtensorMap& q_map, const CUtenso
   if constexpr (KV == KvSource::page_maps)  // the page maps of the first fills (later ones: as fills are issued)
     for (int fill = first_tile; fill < first_tile + lab::imin(n_tiles, TL::STAGES); ++fill) acquire_page_map(p, fill, b);
   // Q: once, on its own barrier (its phase 0 is the only one; the consumers wait for parity 0).
-  if (leader) load_q<HEAD_DIM>(q_map, sm, b, head, q0);
-  // EXERCISE producer-loop: fill the ring with the block's n_tiles K/V tiles, in order: fill n
-  //   is tile first_tile + n (first_tile is 0 unless a sliding window skips the tiles before it).
-  //   For fill n (ring_slot(n, STAGES) gives its stage and parity), lane 0 (`leader`):
-  //   1. producer_acquire: waits until the consumers have released this slot's previous fill:
-  //      mbar_wait(sm.empty(stage), parity ^ 1). (The first pass waits for parity 1, which a fresh
-  //      barrier reports as complete: every slot starts free.)
-  //   2. mbar_arrive_expect_tx(sm.k_full(stage), TL::KV_TILE_BYTES): the producer's one arrival
-  //      on k_full, and the bytes the phase must also wait for (the whole tile, zero-filled rows
-  //      included: TMA always completes the full box).
-  //   3. the whole warp calls load_kv_tile<HEAD_DIM, KV>(k_map, p, sm, 0, stage, first_tile + n, b,
-  //      kv_head, sm.k_full(stage)) (it issues the TMA copies: lane 0, or for `paged` a lane per box).
-  //   Then the same for V: expect the bytes on sm.v_full(stage), load_kv_tile(v_map, ..., 1, ...).
-  //   K first: the consumers start S = Q Kᵀ while V is still in flight.
+  if (leader) load_q<HEAD_DIM, CONS>(q_map, sm, b, head, q0);
+  // EXERCISE producer-loop: fill the ring with the block's n_tiles K/V tiles, in order (fill n is tile first_tile + n).
+  //   For each fill: wait until the consumers have given its slot back (producer_acquire on the
+  //   slot's empty barrier: which phase?), then for K and then V: tell the slot's full barrier
+  //   how many bytes are coming (mbar_arrive_expect_tx: the whole tile, TMA zero-fills rows past
+  //   T_kv) and issue the copies (load_kv_tile: the whole warp calls it; lane 0, `leader`, does
+  //   the barrier work). K first: the consumers start S = Q Kᵀ while V is in flight.
+  //   A fresh barrier reports the phase before its first as complete: every slot starts free.
+  //   Stuck? ch12/hints/08_tma_skeleton.md has the four steps.
   // TODO(producer-loop): your code here. Until it is written this part does nothing,
   // and the self-check reports the output as not written.
   (void)leader; (void)k_map; (void)v_map; (void)kv_head; (void)STAGES; (void)first_tile;
@@ -271,9 +238,8 @@ __device__ __forceinline__ void producer(const CUtensorMap& q_map, const CUtenso
 // (k_full or v_full of its stage).
 __device__ __forceinline__ void consumer_wait(uint32_t full_bar, RingSlot slot) {
   // EXERCISE consumer-wait: wait for the phase of `full_bar` that this fill completes.
-  //   mbar_wait(full_bar, slot.parity). Every thread of the warpgroup waits (each one's wgmma
-  //   reads the tile). A warpgroup with nothing to compute on a tile still waits: its release
-  //   must be for THAT fill, not run ahead of it.
+  //   Every thread of the warpgroup waits (each one's wgmma reads the tile). A warpgroup with
+  //   nothing to compute on a tile still waits: its release must be for THAT fill, not run ahead.
   // TODO(consumer-wait): your code here. Until it is written this part does nothing,
   // and the self-check reports the output as not written.
   (void)full_bar; (void)slot;
@@ -282,33 +248,86 @@ __device__ __forceinline__ void consumer_wait(uint32_t full_bar, RingSlot slot) 
 // consumer_release: the warpgroup is done with a slot (its wgmmas reading it have completed).
 __device__ __forceinline__ void consumer_release(uint32_t empty_bar) {
   // EXERCISE consumer-release: give the slot back to the producer.
-  //   ONE thread of the warpgroup (threadIdx.x % WG_THREADS == 0) arrives on empty_bar: the
-  //   barrier counts warpgroups (CONSUMERS arrivals per phase), not threads. Call sites make sure
-  //   the wgmmas reading the slot have completed (wgmma_wait) first: the producer overwrites it next.
+  //   The empty barrier was initialised to count warpgroups (CONS arrivals per phase), not
+  //   threads: who arrives? Call sites make sure the wgmmas reading the slot have completed
+  //   (wgmma_wait) first: the producer overwrites it next.
   // TODO(consumer-release): your code here. Until it is written this part does nothing,
   // and the self-check reports the output as not written.
   (void)empty_bar;
 }
 
-// The kernel (common/hopper/ws_forward.cuh: the consumers' S, softmax and PV, the epilogue, the roles)
-// runs this section's protocol, above, with the lab's causal + window rules.
+// The protocol as the kernel asks for it (common/hopper/ws_forward.cuh: H::ring_slot, H::produce,
+// H::consumer_wait, H::consumer_release), for a source of K/V.
 template <KvSource KV>
-struct Hooks : StandardRules {
-  LAB_HD static RingSlot ring_slot(int n, int stages) { return ::ring_slot(n, stages); }
-  template <int HEAD_DIM>
+struct Protocol {
+  LAB_HD static RingSlot ring_slot(int n, int stages) { return ring::ring_slot(n, stages); }
+  template <int HEAD_DIM, int CONS>
   __device__ __forceinline__ static void produce(const CUtensorMap& q_map, const CUtensorMap& k_map,
                                                  const CUtensorMap& v_map, const Params& p, const Smem<HEAD_DIM>& sm,
                                                  int b, int head, int kv_head, int q0, int first_tile, int n_tiles) {
-    producer<HEAD_DIM, KV>(q_map, k_map, v_map, p, sm, b, head, kv_head, q0, first_tile, n_tiles);
+    producer<HEAD_DIM, KV, CONS>(q_map, k_map, v_map, p, sm, b, head, kv_head, q0, first_tile, n_tiles);
   }
-  __device__ __forceinline__ static void consumer_wait(uint32_t full_bar, RingSlot slot) { ::consumer_wait(full_bar, slot); }
-  __device__ __forceinline__ static void consumer_release(uint32_t empty_bar) { ::consumer_release(empty_bar); }
+  __device__ __forceinline__ static void consumer_wait(uint32_t full_bar, RingSlot slot) { ring::consumer_wait(full_bar, slot); }
+  __device__ __forceinline__ static void consumer_release(uint32_t empty_bar) { ring::consumer_release(empty_bar); }
 };
+}  // namespace ring
+
+#ifndef LAB_RING_PROTOCOL_ONLY  // the rest of section 08: the page-map kernel, the host side, the CPU model
+using namespace lab::ws;
+using namespace ring;
+
+constexpr int DEFAULT_PAGE = 64;  // --variant paged without --page-size
+
+// ---------------------------------------------------------------------------------------------
+// Paged: a tensor map per page, made on the device. A box may not cross a page and a map has one
+// base address, so every page gets its own map: the template (over one page, (D, H_kv, page))
+// with its global address set to the page and its row count to the page's valid rows (the last
+// page's tail then reads as zeros, not as the pool's NaN). One warp per (sequence, logical page)
+// edits a shared copy (tensormap.replace, lane 0) and publishes it to page_maps[physical] with a
+// release fence at GPU scope (tensormap.cp_fenceproxy, the whole warp). The attention kernel,
+// launched after it, acquires a page's map before its first copy through it.
+//
+// Why a kernel of its own, once per page: editing in the attention kernel's producer would make
+// every block redo every page it reads, per head and per query tile, with a release fence each
+// time, and the producer becomes the bottleneck (about half of `ws`'s speed at page 64). A serving
+// engine would make a page's map when the allocator hands the page out; here it is part of every
+// forward, and timed with it.
+__global__ void __launch_bounds__(32) edit_page_maps(const __grid_constant__ CUtensorMap k_template,
+                                                     const __grid_constant__ CUtensorMap v_template, const Params p) {
+  __shared__ alignas(128) CUtensorMap edit[2];  // K, V
+  const int logical = blockIdx.x, b = blockIdx.y, lane = threadIdx.x;
+  if (logical * p.page_size >= p.t_kv) return;  // a table slot past the sequence's end
+  const int physical = physical_block(p, b, logical);
+  const uint32_t valid = uint32_t(lab::imin(p.page_size, p.t_kv - logical * p.page_size));
+  const uint64_t* src = reinterpret_cast<const uint64_t*>(lane < 16 ? &k_template : &v_template);
+  reinterpret_cast<uint64_t*>(&edit[lane / 16])[lane % 16] = src[lane % 16];  // 16 lanes x 8 bytes per map
+  __syncwarp();  // the copies are complete before lane 0 edits them
+  if (lane == 0)
+    for (int which = 0; which < 2; ++which) {
+      const uint8_t* pool = which == 0 ? p.k_pool : p.v_pool;
+      tensormap_replace_address(smem_addr(&edit[which]), pool + int64_t(physical) * p.page_bytes);
+      tensormap_replace_dim<2>(smem_addr(&edit[which]), valid);
+    }
+  __syncwarp();  // the edits are complete before the warp copies the maps out
+  tensormap_publish(const_cast<CUtensorMap*>(&p.page_maps[2 * physical]), smem_addr(&edit[0]));
+  tensormap_publish(const_cast<CUtensorMap*>(&p.page_maps[2 * physical + 1]), smem_addr(&edit[1]));
+}
+
+// The kernel runs this section's protocol (above) with 08's rules (StandardRules: causal, and a
+// window's mask when the problem has one).
+template <KvSource KV>
+struct Hooks : StandardRules, Protocol<KV> {};
 
 // ---------------------------------------------------------------------------------------------
 // Host side.
+int consumers_of(const lab::Options& o) { return o.consumers > 0 ? o.consumers : CONSUMERS; }
 int page_size_of(const lab::Problem& pr) { return pr.page_size > 0 ? pr.page_size : DEFAULT_PAGE; }
 int box_rows_of(int page_size) { return std::gcd(page_size, BLOCK_KV); }
+// The paged cache of the problem: every sequence T_kv keys, from a pool shuffled with `seed`
+// (06's allocator: its rule sizes the pool, spare blocks included).
+lab::PagedCache paged_cache_of(const lab::Problem& pr, uint64_t seed) {
+  return lab::build_paged_cache(std::vector<int>(size_t(pr.b), pr.t_kv), pr.t_kv, page_size_of(pr), seed);
+}
 
 // The paged pool (06's construction): the harness's contiguous K/V copied block by block into a
 // shuffled pool whose every other slot holds NaN, and the block tables.
@@ -316,33 +335,37 @@ struct PagedBuffers {
   lab::DeviceBuffer k_pool, v_pool, tables, page_maps, last_page_maps;
 };
 
-template <class T, int HEAD_DIM, KvSource KV, bool OVERLAP>
+template <class T, int HEAD_DIM, KvSource KV, bool OVERLAP, int CONS>
 void launch(const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map, const Params& p, dim3 grid,
             cudaStream_t st) {
   if constexpr (KV == KvSource::page_maps) {  // every page's maps first (k_map, v_map: the templates)
     edit_page_maps<<<dim3(unsigned(lab::ceil_div(p.t_kv, p.page_size)), grid.y / unsigned(p.h)), 32, 0, st>>>(k_map, v_map, p);
     CUDA_CHECK_LAST();
   }
-  ws_kernel<T, HEAD_DIM, OVERLAP, Hooks<KV>><<<grid, THREADS, Tiles<HEAD_DIM>::SMEM_BYTES, st>>>(q_map, k_map, v_map, p);
+  ws_kernel<T, HEAD_DIM, OVERLAP, Hooks<KV>, CONS><<<grid, (1 + CONS) * WG_THREADS, Tiles<HEAD_DIM>::SMEM_BYTES, st>>>(
+      q_map, k_map, v_map, p);
   CUDA_CHECK_LAST();
 }
 
-template <class T, int HEAD_DIM, KvSource KV, bool OVERLAP>
+template <class T, int HEAD_DIM, KvSource KV, bool OVERLAP, int CONS = CONSUMERS>
 std::function<void(cudaStream_t)> make_forward(const CUtensorMap& q_map, const CUtensorMap& k_map,
                                                const CUtensorMap& v_map, const Params& p, dim3 grid,
                                                std::shared_ptr<PagedBuffers> keep) {
-  CUDA_CHECK(cudaFuncSetAttribute(ws_kernel<T, HEAD_DIM, OVERLAP, Hooks<KV>>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  Tiles<HEAD_DIM>::SMEM_BYTES));
+  CUDA_CHECK(cudaFuncSetAttribute(ws_kernel<T, HEAD_DIM, OVERLAP, Hooks<KV>, CONS>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, Tiles<HEAD_DIM>::SMEM_BYTES));
   return [=](cudaStream_t st) {
-    launch<T, HEAD_DIM, KV, OVERLAP>(q_map, k_map, v_map, p, grid, st);
+    launch<T, HEAD_DIM, KV, OVERLAP, CONS>(q_map, k_map, v_map, p, grid, st);
     (void)keep;  // the pool, the tables and the map workspace live as long as the forward
   };
 }
 
 template <class T, int HEAD_DIM>
-std::function<void(cudaStream_t)> pick(const std::string& variant, const CUtensorMap& q_map, const CUtensorMap& k_map,
-                                       const CUtensorMap& v_map, const Params& p, dim3 grid,
+std::function<void(cudaStream_t)> pick(const std::string& variant, int consumers, const CUtensorMap& q_map,
+                                       const CUtensorMap& k_map, const CUtensorMap& v_map, const Params& p, dim3 grid,
                                        std::shared_ptr<PagedBuffers> keep) {
+  if (consumers == 1)  // --consumers 1 (ws and ws-overlap): one consumer warpgroup per block
+    return variant == "ws-overlap" ? make_forward<T, HEAD_DIM, KvSource::contiguous, true, 1>(q_map, k_map, v_map, p, grid, keep)
+                                   : make_forward<T, HEAD_DIM, KvSource::contiguous, false, 1>(q_map, k_map, v_map, p, grid, keep);
   if (variant == "paged") return make_forward<T, HEAD_DIM, KvSource::page_maps, false>(q_map, k_map, v_map, p, grid, keep);
   if (variant == "paged-pool")
     return make_forward<T, HEAD_DIM, KvSource::pool_map, false>(q_map, k_map, v_map, p, grid, keep);
@@ -355,8 +378,9 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   const lab::Problem& pr = ctx.problem;
   const bool paged = ctx.variant == "paged" || ctx.variant == "paged-pool";
   Params p = params_of(pr, ctx.tensors.o, ctx.tensors.lse);
-  const dim3 grid(unsigned(lab::ceil_div(pr.t_q, BLOCK_Q)), unsigned(pr.b * pr.h));
-  const CUtensorMap q_map = make_map(pr, ctx.tensors.q, pr.h, pr.t_q, pr.b, BLOCK_Q);
+  const int consumers = consumers_of(ctx.options), block_q = consumers * WG_ROWS;
+  const dim3 grid(unsigned(lab::ceil_div(pr.t_q, block_q)), unsigned(pr.b * pr.h));
+  const CUtensorMap q_map = make_map(pr, ctx.tensors.q, pr.h, pr.t_q, pr.b, block_q);
   CUtensorMap k_map, v_map;
   auto keep = std::make_shared<PagedBuffers>();
   lab::GpuRun run;
@@ -366,12 +390,7 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
     v_map = make_map(pr, ctx.tensors.v, pr.h_kv, pr.t_kv, pr.b, BLOCK_KV);
   } else {
     const int page = page_size_of(pr), rows = box_rows_of(page);
-    const lab::PagedCache cache =
-        lab::build_paged_cache(std::vector<int>(size_t(pr.b), pr.t_kv), pr.t_kv, page, ctx.options.seed);
-    if (std::string bad = lab::check_block_tables(cache); !bad.empty()) {
-      std::fprintf(stderr, "bad input: %s\n", bad.c_str());
-      std::exit(lab::kExitBadInput);
-    }
+    const lab::PagedCache cache = paged_cache_of(pr, ctx.options.seed);  // its tables were checked by validate
     const int64_t row_bytes = int64_t(pr.h_kv) * pr.d * 2, pool_bytes = int64_t(cache.num_blocks) * page * row_bytes;
     keep->k_pool = lab::DeviceBuffer(size_t(pool_bytes));
     keep->v_pool = lab::DeviceBuffer(size_t(pool_bytes));
@@ -423,15 +442,20 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
     run.metrics["page_size"] = page;
     run.metrics["box_rows"] = rows;
     run.metrics["pool_blocks"] = cache.num_blocks;
+    if (!ctx.options.quiet)
+      std::printf("08_tma_skeleton: paged K/V, page size %d (TMA boxes of %d rows), a pool of %d blocks\n", page, rows,
+                  cache.num_blocks);
   }
   const bool f16 = pr.dtype == lab::DType::f16;
   if (pr.d == 64)
-    run.forward = f16 ? pick<__half, 64>(ctx.variant, q_map, k_map, v_map, p, grid, keep)
-                      : pick<__nv_bfloat16, 64>(ctx.variant, q_map, k_map, v_map, p, grid, keep);
+    run.forward = f16 ? pick<__half, 64>(ctx.variant, consumers, q_map, k_map, v_map, p, grid, keep)
+                      : pick<__nv_bfloat16, 64>(ctx.variant, consumers, q_map, k_map, v_map, p, grid, keep);
   else
-    run.forward = f16 ? pick<__half, 128>(ctx.variant, q_map, k_map, v_map, p, grid, keep)
-                      : pick<__nv_bfloat16, 128>(ctx.variant, q_map, k_map, v_map, p, grid, keep);
-  run.metrics["block_q"] = BLOCK_Q;
+    run.forward = f16 ? pick<__half, 128>(ctx.variant, consumers, q_map, k_map, v_map, p, grid, keep)
+                      : pick<__nv_bfloat16, 128>(ctx.variant, consumers, q_map, k_map, v_map, p, grid, keep);
+  run.metrics["block_q"] = block_q;
+  run.metrics["consumers"] = consumers;
+  run.metrics["threads"] = (1 + consumers) * WG_THREADS;
   run.metrics["block_kv"] = BLOCK_KV;
   run.metrics["stages"] = stages;
   run.metrics["smem_bytes"] = pr.d == 64 ? Tiles<64>::SMEM_BYTES : Tiles<128>::SMEM_BYTES;
@@ -494,36 +518,46 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
     run.failure = bad;
     return run;
   }
+  if (std::string(LAB_BUILD_KIND) == "lab") {  // your build: the rest of the protocol is yours, and GPU-only
+    run.not_checked =
+        "needs a GPU: ring_slot() passed its host check, but the producer loop, consumer_wait and "
+        "consumer_release run only on a Hopper GPU (mbarriers, TMA)";
+    return run;
+  }
   const bool paged = opt.variant == "paged" || opt.variant == "paged-pool";  // the same pool, read alike
   const int d = pr.d;
-  const float scale_log2 = pr.softmax_scale() * kLog2e;
+  const float scale_log2 = pr.softmax_scale() * lab::kLog2e;
   const int64_t row_elems = int64_t(pr.h_kv) * d;
   // Where K/V row (b, j, kv_head) comes from: the contiguous cache, or the paged pool.
   lab::PagedCache cache;
   std::vector<float> k_pool, v_pool;
   if (paged) {
     const int page = page_size_of(pr);
-    cache = lab::build_paged_cache(std::vector<int>(size_t(pr.b), pr.t_kv), pr.t_kv, page, opt.seed);
+    cache = paged_cache_of(pr, opt.seed);
     k_pool = lab::paged_pool(cache, in.k, pr.t_kv, row_elems);
     v_pool = lab::paged_pool(cache, in.v, pr.t_kv, row_elems);
     run.metrics["page_size"] = page;
+    if (!opt.quiet) std::printf("08_tma_skeleton (CPU model): paged K/V, page size %d, a pool of %d blocks\n", page, cache.num_blocks);
     run.extra_host_bytes = int64_t(k_pool.size() + v_pool.size()) * 4;
   }
   auto kv_row = [&](const std::vector<float>& contiguous, const std::vector<float>& pool, int b, int j, int hk) {
     if (!paged) return &contiguous[size_t(pr.kv_index(b, j, hk))];
-    const int64_t slot = lab::paged_slot(cache.tables.data(), cache.table_stride, cache.page_size, b, j);
+    const int64_t slot = int64_t(cache.tables[size_t(b) * cache.table_stride + j / cache.page_size]) * cache.page_size +
+                         j % cache.page_size;  // the block table's walk, as the producer's loaders do it
     return &pool[size_t(slot * row_elems + int64_t(hk) * d)];
   };
 
-  const int q_tiles = lab::ceil_div(pr.t_q, BLOCK_Q);
+  const int block_q = consumers_of(opt) * WG_ROWS;  // the kernel's block: its consumer warpgroups' rows
+  const int q_tiles = lab::ceil_div(pr.t_q, block_q);
+  const Params rules = params_of(pr, nullptr, nullptr);  // what StandardRules reads: the shape, causal, window
   lab::parallel_for(int64_t(pr.b) * pr.h * q_tiles, [&](int64_t block) {
     const int q_tile = int(block % q_tiles), bh = int(block / q_tiles), b = bh / pr.h, h = bh % pr.h;
     const int hk = lab::kv_head_of(h, pr.h, pr.h_kv);
-    const int q0 = q_tile * BLOCK_Q;
-    const TileSpan span = kv_tile_span(q0, q0 + BLOCK_Q, pr.t_q, pr.t_kv, pr.causal, pr.window);
+    const int q0 = q_tile * block_q;
+    const TileSpan span = StandardRules::tile_span(q0, q0 + block_q, rules);  // the kernel's rules
     const int n_tiles = span.count();
     std::vector<float> ring_k(size_t(stages) * BLOCK_KV * d), ring_v(ring_k.size());
-    std::vector<float> m(BLOCK_Q, -INFINITY), l(BLOCK_Q, 0.f), acc(size_t(BLOCK_Q) * d, 0.f);
+    std::vector<float> m(size_t(block_q), -INFINITY), l(size_t(block_q), 0.f), acc(size_t(block_q) * d, 0.f);
     float s[BLOCK_KV];
     for (int n = 0; n < n_tiles; ++n) {
       const int stage = ring_slot(n, stages).stage, tile = span.first + n, kv0 = tile * BLOCK_KV;
@@ -539,12 +573,12 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
           std::fill_n(v_slot + r * d, d, 0.f);
         }
       }
-      for (int rr = 0; rr < BLOCK_Q; ++rr) {  // the two consumer warpgroups' rows
+      for (int rr = 0; rr < block_q; ++rr) {  // the consumer warpgroups' rows
         const int i = q0 + rr;
         if (i >= pr.t_q) break;
         const int wg_q0 = q0 + (rr / WG_ROWS) * WG_ROWS;
-        if (!kv_tile_span(wg_q0, wg_q0 + WG_ROWS, pr.t_q, pr.t_kv, pr.causal, pr.window).has(tile)) continue;  // not active
-        const lab::KeyRange row_keys = lab::visible_keys(i, pr.t_q, pr.t_kv, pr.causal, pr.window);
+        if (!StandardRules::tile_span(wg_q0, wg_q0 + WG_ROWS, rules).has(tile)) continue;  // not active
+        const lab::KeyRange row_keys = StandardRules::visible_keys(i, rules);
         const float* qr = &in.q[size_t(pr.q_index(b, i, h))];
         float tile_max = -INFINITY;
         for (int c = 0; c < BLOCK_KV; ++c) {  // S = q·k (float), masked
@@ -569,7 +603,7 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
         }
       }
     }
-    for (int rr = 0; rr < BLOCK_Q && q0 + rr < pr.t_q; ++rr) {  // finalize
+    for (int rr = 0; rr < block_q && q0 + rr < pr.t_q; ++rr) {  // finalize
       const int i = q0 + rr;
       const float inv_l = l[size_t(rr)] > 0.f ? 1.f / l[size_t(rr)] : 0.f;
       float* orow = &o[size_t(pr.q_index(b, i, h))];
@@ -590,7 +624,8 @@ int main(int argc, char** argv) {
   s.dtypes = {lab::DType::bf16, lab::DType::f16};
   s.needs_sm90a = true;
   s.paged = true;  // --page-size applies (to --variant paged and paged-pool)
-  s.supports_window = true;  // --window, with --variant ws
+  s.consumer_counts = {1, CONSUMERS};  // --consumers: consumer warpgroups per block (ws, ws-overlap)
+  s.supports_window = true;  // --window, with --variant ws and ws-overlap (masked; the skip is 07's)
   s.default_problem.dtype = lab::DType::bf16;
   s.default_problem.b = 1;
   s.default_problem.h = 8;
@@ -599,19 +634,24 @@ int main(int argc, char** argv) {
   s.default_problem.d = 128;
   s.validate = [](const lab::Problem& p, const lab::Options& o) -> std::string {
     if (int64_t(p.b) * p.h > 65535) return "B*H must be <= 65535 (one grid dimension per head)";
-    if (p.window > 0 && o.variant != "ws")
-      return "--window applies to --variant ws (the sliding window of section 07 on the Hopper kernel)";
-    if (o.variant != "paged" && o.variant != "paged-pool" && p.page_size != 0)
+    const bool paged = o.variant == "paged" || o.variant == "paged-pool";
+    if (p.window > 0 && paged)
+      return "--window applies to --variant ws and ws-overlap (the paged variants read whole sequences)";
+    if (o.consumers == 1 && paged)
+      return "--consumers 1 applies to --variant ws and ws-overlap";
+    if (!paged && p.page_size != 0)
       return "--page-size applies to --variant paged and paged-pool (" + o.variant + " reads the contiguous K/V cache)";
+    if (paged) return lab::check_block_tables(paged_cache_of(p, o.seed));  // before anything is launched
     return "";
   };
   s.workspace_bytes = [](const lab::Problem& p, const std::string& variant) -> int64_t {
     if (variant != "paged" && variant != "paged-pool") return 0;
     const int page = page_size_of(p);
-    const int64_t blocks = int64_t(p.b) * lab::ceil_div(p.t_kv, page);
-    const int64_t pool = 2 * (blocks + std::max<int64_t>(1, blocks / 8)) * page * p.h_kv * p.d * 2;
-    const int64_t maps = 128 * (variant == "paged" ? 2 * (blocks + std::max<int64_t>(1, blocks / 8))  // a K and a V map per pool block
-                                                   : 2 * int64_t(p.b));  // paged-pool: each sequence's last-page maps
+    const int64_t pool_blocks = paged_cache_of(p, 0).num_blocks;  // the allocator's rule: used + spare blocks
+    const int64_t pool = 2 * pool_blocks * page * p.h_kv * p.d * 2;  // K and V, 16-bit
+    const int64_t maps = int64_t(sizeof(CUtensorMap)) *
+                         (variant == "paged" ? 2 * pool_blocks     // a K and a V map per pool block
+                                             : 2 * int64_t(p.b));  // paged-pool: each sequence's last-page maps
     return pool + maps;
   };
   s.workspace_what = "paged pool and page maps";
@@ -619,3 +659,4 @@ int main(int argc, char** argv) {
   s.cpu = run_cpu;
   return lab::lab_main(argc, argv, s);
 }
+#endif  // LAB_RING_PROTOCOL_ONLY

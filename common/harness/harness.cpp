@@ -135,6 +135,9 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
                                                  : "Inject a pitfall: " + join(s.bugs));
   app.add_option("--seed", o.seed, "Input seed")->capture_default_str();
   if (s.has_splits) app.add_option("--splits", o.splits, "K/V splits (0: chosen from the shape and SM count)")->capture_default_str();
+  if (!s.consumer_counts.empty())
+    app.add_option("--consumers", o.consumers, "Consumer warpgroups per block: " + join(s.consumer_counts) + " (default " +
+                   std::to_string(s.consumer_counts.back()) + ")");
   app.add_option("--magnitude", o.magnitude, "Scale of Q and K entries (large: overflow stress)")->capture_default_str();
   app.add_option("--warmup", o.warmup, "Untimed runs before timing")->capture_default_str();
   app.add_option("--iters", o.iters, "Timed runs (0: no timing)")->capture_default_str();
@@ -174,6 +177,11 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
     return kExitBadInput;
   }
   o.ragged_kv = kv_lens == "random";
+  if (o.consumers != 0 &&
+      std::find(s.consumer_counts.begin(), s.consumer_counts.end(), o.consumers) == s.consumer_counts.end()) {
+    *message = "--consumers " + std::to_string(o.consumers) + " is not supported (" + join(s.consumer_counts) + ")";
+    return kExitBadInput;
+  }
   if (!parse_check_mode(check, &o.check)) {
     *message = "unknown --check mode '" + check + "' (auto, full, sample, none)";
     return kExitBadInput;
@@ -300,8 +308,8 @@ int run_section(int argc, char** argv, const Section& s) {
                   s.name.c_str());
     std::vector<float> lse_buf(size_t(p.lse_elems()), poison_float());
     const CpuRun run = s.cpu(p, opt, in, o, lse_buf);
-    if (!run.needs_gpu.empty()) {
-      std::printf("not checked here: needs a GPU (%s)\n", run.needs_gpu.c_str());
+    if (!run.not_checked.empty()) {
+      std::printf("not checked here: %s\n", run.not_checked.c_str());
       return kExitCannotRun;
     }
     if (s.writes_lse) lse = std::move(lse_buf);

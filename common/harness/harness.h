@@ -32,6 +32,7 @@ struct Options {
   std::string bug;      // "" = none
   uint64_t seed = 1234;
   int splits = 0;          // split-KV sections: 0 = chosen from the shape and SM count, N = force N
+  int consumers = 0;       // warp-specialised sections: consumer warpgroups per block (0 = the section's default)
   bool ragged_kv = false;  // per-sequence key counts kv_len[b] in [1, T_kv] (decode); see make_kv_lengths
   float magnitude = 1.0f;  // Q and K are multiplied by this (large values stress overflow)
   int warmup = 3, iters = 10;
@@ -86,9 +87,9 @@ struct CpuRun {
   int64_t hbm_bytes_model = -1;  // -1: fused_hbm_bytes(problem); else the section's model, as its GpuRun's
   nlohmann::json metrics = nlohmann::json::object();
   std::string failure;  // as GpuRun::after_check_run's reason: "" or why the run is wrong
-  // "" or why this run cannot be checked on the CPU: the exercises it would check run only on a
-  // GPU (a stub's mma fragments, a launch pitfall). The program says so and exits 77, never PASS.
-  std::string needs_gpu;
+  // "" or why the student's code cannot be checked on the host (an exercise that only runs on a
+  // GPU: mbarriers, TMA): the harness prints "not checked here: <why>" and exits 77, never PASS.
+  std::string not_checked;
 };
 
 struct Section {
@@ -104,6 +105,7 @@ struct Section {
   bool supports_window = false;     // the kernels honour a sliding window (--window)
   bool paged = false;               // the section reads a paged KV cache (--page-size applies)
   bool has_splits = false;          // the section splits the K/V range (--splits applies)
+  std::vector<int> consumer_counts;  // warp-specialised sections: the --consumers values the kernel supports
   bool supports_ragged_kv = false;  // the kernels honour kv_len[b] (DeviceTensors::kv_len)
   bool ragged_kv_default = false;   // decode sections: sequences of different lengths unless --kv-lens full
   Problem default_problem;

@@ -1,18 +1,20 @@
 // The Hopper FlashAttention forward of section 08 (warp specialisation, TMA, an mbarrier ring,
-// wgmma), written once so that a second section can run its own lesson on it: section 07 runs its
-// sliding-window tile skip and edge mask on this kernel (its variants `window` and `full` on an
-// H100/H200). Build for sm_90a. What each part does, and why, is told in solutions/08_tma_skeleton.cu
-// and ch12/08_tma_skeleton.md; this file is that section's kernel with two kinds of holes in it:
+// wgmma), written once so that section 07 can run its own lesson on it. Build for sm_90a. What
+// each part does, and why, is told in solutions/08_tma_skeleton.cu and ch12/08_tma_skeleton.md.
+// This file is the given skeleton; the kernel asks a policy type H (a struct of static functions)
+// for what the sections write:
 //
-//   the protocol (section 08's exercises): ring_slot, produce (Q once, then the producer loop),
-//       consumer_wait, consumer_release. 08 writes them; GivenProtocol below has them solved, for
-//       a section that runs on this kernel before the student has reached 08.
-//   the rules (section 07's exercises): which keys a row sees (visible_keys), which K/V tiles a
-//       block and a warpgroup walk (tile_span), and the mask of one S tile (mask_tile), plus
-//       begin_block (a block may count its tiles, or stop). StandardRules is the lab's causal +
-//       window rule (lab::visible_keys), as 08 uses it.
+//   the protocol (section 08's exercises, written in section 08's file, nowhere else):
+//       H::ring_slot(n, stages) -> RingSlot, H::produce(...) (Q once, then the producer loop),
+//       H::consumer_wait(full_bar, slot), H::consumer_release(empty_bar).
+//   the rules (which keys a row sees, which K/V tiles a block and a warpgroup walk, the mask of
+//       one S tile, and begin_block: a block may count its tiles, or stop). StandardRules below is
+//       08's: causal + window visibility, tiles from 0 to the diagonal (no window skip: skipping
+//       the tiles before a window is section 07's lesson, in section 07's rules).
+//   H::KernelParams: the kernel's parameter struct, Params or a struct derived from it that
+//       carries a section's own fields (07: its --bug switch and its tile counter).
 //
-// The kernel is ws_kernel<T, HEAD_DIM, OVERLAP, H>, H a struct of static functions with both.
+// The kernel is ws_kernel<T, HEAD_DIM, OVERLAP, H>.
 #pragma once
 #include <climits>
 #include <cstdint>
@@ -30,7 +32,7 @@ using namespace lab::sm80;
 using namespace lab::sm90;
 
 constexpr int WG_THREADS = 128;                          // a warpgroup: 4 warps
-constexpr int CONSUMERS = 2;                             // consumer warpgroups
+constexpr int CONSUMERS = 2;                             // consumer warpgroups (ws_kernel's CONS: 1 or 2)
 constexpr int THREADS = (1 + CONSUMERS) * WG_THREADS;    // 384: producer warpgroup + consumers
 constexpr int WG_ROWS = 64;                              // query rows per consumer: the M of wgmma
 constexpr int BLOCK_Q = CONSUMERS * WG_ROWS;             // 128 query rows per block
@@ -39,7 +41,6 @@ constexpr int BOX_COLS = 64;                             // columns per TMA box:
 constexpr int ROW_BYTES = BOX_COLS * 2;                  // 128
 constexpr uint32_t PRODUCER_REGS = 40;                   // setmaxnreg.dec: TMA issue needs few
 constexpr uint32_t CONSUMER_REGS = 232;                  // setmaxnreg.inc: S (64) + O (<= 64) + P (32) fp32/16-bit regs
-constexpr float kLog2e = 1.4426950408889634f;
 static_assert(PRODUCER_REGS * WG_THREADS + CONSUMER_REGS * WG_THREADS * CONSUMERS <= 65536,
               "the three warpgroups' registers fit in the SM's 64K");
 static_assert(PRODUCER_REGS % 8 == 0 && CONSUMER_REGS % 8 == 0, "setmaxnreg takes multiples of 8");
@@ -70,27 +71,21 @@ static_assert(Tiles<128>::SMEM_BYTES <= 227 * 1024 && Tiles<64>::SMEM_BYTES <= 2
 static_assert(BLOCK_KV <= 256 && BLOCK_Q <= 256, "a TMA box has at most 256 rows");
 
 // ---------------------------------------------------------------------------------------------
-// The ring. K/V tiles are loaded in order n = 0, 1, 2, ... ("fill n"); fill n goes to slot
-// stage = n % STAGES, and it is the (n / STAGES)-th use of that slot. Each use of a slot is one
-// phase of its barriers, so a wait for fill n names phase n / STAGES by its parity.
+// The ring's interface: fill n of the K/V ring (the block's n-th K/V tile) goes to a slot and
+// completes one phase of that slot's barriers; a wait names that phase by its parity. Which slot
+// and which parity is section 08's exercise (H::ring_slot).
 struct RingSlot {
   int stage;        // which K/V slot (and which k_full / v_full / empty barrier)
   uint32_t parity;  // parity of the barrier phase that fill n completes (k_full, v_full) or frees (empty)
 };
 
-// The K/V tiles [first, end) that query rows [q_begin, q_end) see: up to the diagonal under
-// causal, from the first row's window start with a window (section 07's skip, on tile indices).
+// The K/V tiles [first, end) a block or a warpgroup walks (the rules' tile_span). end < first
+// marks a span not computed yet (section 07's stub): the block does nothing.
 struct TileSpan {
   int first, end;
   LAB_HD int count() const { return end - first; }
   LAB_HD bool has(int tile) const { return tile >= first && tile < end; }
 };
-
-LAB_HD TileSpan kv_tile_span(int q_begin, int q_end, int t_q, int t_kv, bool causal, int window) {
-  if (q_begin >= t_q) return {0, 0};
-  const lab::KeyRange keys = lab::visible_keys_of_rows(q_begin, lab::imin(q_end, t_q), t_q, t_kv, causal, window);
-  return keys.empty() ? TileSpan{0, 0} : TileSpan{keys.begin / BLOCK_KV, lab::ceil_div(keys.end, BLOCK_KV)};
-}
 
 // ---------------------------------------------------------------------------------------------
 struct Params {
@@ -104,7 +99,6 @@ struct Params {
   // Section 08's paged variants (the maps are then over one page: (D, H_kv, page_size)).
   const int* block_table;  // [B, table_stride]: logical block -> physical block
   int table_stride, page_size, box_rows;  // box_rows = gcd(page_size, BLOCK_KV)
-  int inverted_window;     // section 07's --bug inverted-window (in what was padding: 08's SASS is unchanged)
   const uint8_t* k_pool;   // [num_blocks, page_size, H_kv, D]
   const uint8_t* v_pool;
   int64_t page_bytes;      // page_size · H_kv · D · 2
@@ -113,7 +107,6 @@ struct Params {
   int pool_blocks;               // a block coordinate past the pool: the box reads as zeros
   int page_shift;                // log2(page_size) when it is a power of two, else -1 (both paged variants)
   const CUtensorMap* last_page_maps;  // [B][K, V]: the sequence's last page, its valid rows only
-  unsigned long long* tiles_visited;  // section 07: [1], the K/V tiles its blocks visit
 };
 
 // Shared-memory addresses of one block's buffers and barriers.
@@ -132,15 +125,20 @@ struct Smem {
 };
 
 // ---------------------------------------------------------------------------------------------
-// The rules of section 08 (and of any section with the lab's causal + window mask): the keys a row
-// sees are lab::visible_keys; the tiles are those that meet them; a tile is masked per element
-// where it reaches past what the warp's first row sees or starts before its last row's window.
+// The rules of section 08: the keys a row sees are lab::visible_keys (causal, and a window if the
+// problem has one); the tiles walked are 0 up to the one holding the last row's last key (the
+// causal stop); a tile is masked per element where it reaches past what the warp's first row sees
+// or starts before its last row's window. The window's tiles are walked and masked, not skipped:
+// the skip is section 07's.
 struct StandardRules {
+  using KernelParams = Params;
   LAB_HD static lab::KeyRange visible_keys(int row, const Params& p) {
     return lab::visible_keys(row, p.t_q, p.t_kv, p.causal, p.window);
   }
   LAB_HD static TileSpan tile_span(int q_begin, int q_end, const Params& p) {
-    return kv_tile_span(q_begin, q_end, p.t_q, p.t_kv, p.causal, p.window);
+    if (q_begin >= p.t_q) return {0, 0};  // a warpgroup whose rows are all past T_q
+    const int keys_end = visible_keys(lab::imin(q_end, p.t_q) - 1, p).end;
+    return {0, lab::ceil_div(keys_end, BLOCK_KV)};
   }
   // Key kv0 + 8j + 2t + (e & 1) of row row_g (e < 2) or row_g + 8 is invisible outside that
   // row's visible_keys(). Only tiles reaching past warp_keys_end (what the warp's first row sees)
@@ -159,11 +157,12 @@ struct StandardRules {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Q, once, on its own barrier (phase 0 is its only one): lane 0 of the producer warp.
-template <int HEAD_DIM>
+// Q, once, on its own barrier (phase 0 is its only one): lane 0 of the producer warp. CONS consumer
+// warpgroups: boxes of CONS·64 rows (the map's box), each at the start of its 128-row slot.
+template <int HEAD_DIM, int CONS = CONSUMERS>
 __device__ __forceinline__ void load_q(const CUtensorMap& q_map, const Smem<HEAD_DIM>& sm, int b, int head, int q0) {
   using TL = Tiles<HEAD_DIM>;
-  mbar_arrive_expect_tx(sm.q_full(), TL::Q_BYTES);
+  mbar_arrive_expect_tx(sm.q_full(), TL::COL_BOXES * CONS * WG_ROWS * ROW_BYTES);  // = Q_BYTES for 2
 #pragma unroll
   for (int c = 0; c < TL::COL_BOXES; ++c) tma_load_4d(sm.q() + c * TL::Q_BOX_BYTES, &q_map, c * BOX_COLS, head, q0, b, sm.q_full());
 }
@@ -178,33 +177,6 @@ __device__ __forceinline__ void load_kv_tile_contiguous(const CUtensorMap& map, 
   for (int c = 0; c < TL::COL_BOXES; ++c)
     tma_load_4d(dst + c * TL::KV_BOX_BYTES, &map, c * BOX_COLS, kv_head, tile * BLOCK_KV, b, bar);
 }
-
-// Section 08's exercises, solved (ring-slot, producer-loop on the contiguous cache, consumer-wait,
-// consumer-release), for sections that use this kernel before the student has written them in
-// 08. Doing 08? Write yours there first: this is its answer key.
-struct GivenProtocol {
-  LAB_HD static RingSlot ring_slot(int n, int stages) { return {n % stages, uint32_t(n / stages) & 1u}; }
-  template <int HEAD_DIM>
-  __device__ __forceinline__ static void produce(const CUtensorMap& q_map, const CUtensorMap& k_map,
-                                                 const CUtensorMap& v_map, const Params&, const Smem<HEAD_DIM>& sm,
-                                                 int b, int head, int kv_head, int q0, int first_tile, int n_tiles) {
-    using TL = Tiles<HEAD_DIM>;
-    if (threadIdx.x % 32 != 0 || n_tiles <= 0) return;
-    load_q<HEAD_DIM>(q_map, sm, b, head, q0);
-    for (int n = 0; n < n_tiles; ++n) {
-      const RingSlot slot = ring_slot(n, TL::STAGES);
-      mbar_wait(sm.empty(slot.stage), slot.parity ^ 1u);
-      mbar_arrive_expect_tx(sm.k_full(slot.stage), TL::KV_TILE_BYTES);
-      load_kv_tile_contiguous<HEAD_DIM>(k_map, sm.k(slot.stage), first_tile + n, b, kv_head, sm.k_full(slot.stage));
-      mbar_arrive_expect_tx(sm.v_full(slot.stage), TL::KV_TILE_BYTES);
-      load_kv_tile_contiguous<HEAD_DIM>(v_map, sm.v(slot.stage), first_tile + n, b, kv_head, sm.v_full(slot.stage));
-    }
-  }
-  __device__ __forceinline__ static void consumer_wait(uint32_t full_bar, RingSlot slot) { mbar_wait(full_bar, slot.parity); }
-  __device__ __forceinline__ static void consumer_release(uint32_t empty_bar) {
-    if (threadIdx.x % WG_THREADS == 0) mbar_arrive(empty_bar);
-  }
-};
 
 // ---------------------------------------------------------------------------------------------
 // Consumer side: one warpgroup, 64 query rows, every K/V tile of the block in ring order.
@@ -366,10 +338,13 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
     // No branch may sit between the issue of a wgmma and its wait (ptxas would then wait at
     // the branch: no overlap), so the tiles that need the mask run in a loop of their own: tiles
     // 0 .. n_plain-1 are fully visible to every row of the warpgroup, the rest are masked.
-    // (ws-overlap takes no window: its tiles, the block's and the warpgroup's, start at tile 0.)
+    // The overlap loop walks tiles from 0 (the rules' spans must start there, as StandardRules'
+    // do). The plain tiles are those every row of the warpgroup sees whole, asked of the rules: a
+    // window that starts after key 0 for its last row leaves none (every tile is masked).
     const int wg_tiles = wg_span.end;
-    const int first_row_end = lab::visible_keys(wg_q0, p.t_q, p.t_kv, p.causal, 0).end;
-    const int n_plain = lab::imin(wg_tiles, first_row_end / BLOCK_KV);
+    const int first_row_end = H::visible_keys(wg_q0, p).end;
+    const int last_row_begin = H::visible_keys(lab::imin(wg_q0 + WG_ROWS - 1, p.t_q - 1), p).begin;
+    const int n_plain = last_row_begin > 0 ? 0 : lab::imin(wg_tiles, first_row_end / BLOCK_KV);
     // step(n): finish PV(n-2) (wait, release, rescale by alpha(n-1)), pack P(n-1), issue S(n) and
     // PV(n-1), wait for S(n) only, softmax(n) while PV(n-1) runs.
     auto step = [&](int n, auto masked) {
@@ -451,14 +426,17 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
 }
 
 // ---------------------------------------------------------------------------------------------
-// One block: 128 query rows of one (sequence, head). grid = (ceil(T_q / 128), B·H).
-template <class T, int HEAD_DIM, bool OVERLAP, class H>
-__global__ void __launch_bounds__(THREADS, 1)
+// One block: CONS·64 query rows (128 with the default 2 consumer warpgroups) of one (sequence,
+// head), (1 + CONS)·128 threads. grid = (ceil(T_q / (CONS·64)), B·H). CONS = 1 is the starved
+// configuration of the handout: one warpgroup computes per SM, and the shared memory and the
+// producer are the same as for two.
+template <class T, int HEAD_DIM, bool OVERLAP, class H, int CONS = CONSUMERS>
+__global__ void __launch_bounds__((1 + CONS) * WG_THREADS, 1)
 ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64, 1, 128, 1)
           const __grid_constant__ CUtensorMap k_map,  // ws: (D, H_kv, T_kv, B), box (64, 1, 128, 1); paged: a page;
                                                        // paged-pool: (D, H_kv, page, blocks)
           const __grid_constant__ CUtensorMap v_map,
-          const Params p) {
+          const typename H::KernelParams p) {  // Params, or a section's struct derived from it
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __trap();  // compiled for another GPU (a section built for sm_80 too): the host never launches this
 #else
@@ -472,9 +450,10 @@ ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64
   const int q_tile = p.causal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);  // heaviest first
   const int bh = blockIdx.y, b = bh / p.h, head = bh % p.h;
   const int kv_head = lab::kv_head_of(head, p.h, p.h_kv);
-  const int q0 = q_tile * BLOCK_Q;
+  static_assert(CONS == 1 || CONS == 2, "Q's shared memory holds 2 warpgroups' rows");
+  const int q0 = q_tile * CONS * WG_ROWS;
   // The K/V tiles any row of the block sees (causal: up to the diagonal; a window: from its start).
-  const TileSpan span = H::tile_span(q0, q0 + BLOCK_Q, p);
+  const TileSpan span = H::tile_span(q0, q0 + CONS * WG_ROWS, p);
   const int first_tile = span.first, n_tiles = span.count();
   if (!H::begin_block(p, span)) return;  // (section 07: counts its tiles; its stub's span stops here)
 
@@ -483,7 +462,7 @@ ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64
     for (int s = 0; s < TL::STAGES; ++s) {
       mbar_init(sm.k_full(s), 1);
       mbar_init(sm.v_full(s), 1);
-      mbar_init(sm.empty(s), CONSUMERS);  // one arrival per consumer warpgroup
+      mbar_init(sm.empty(s), CONS);  // one arrival per consumer warpgroup
     }
     fence_barrier_init();
   }
@@ -493,7 +472,7 @@ ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64
   if (threadIdx.x / WG_THREADS == 0) {
     regs_release<PRODUCER_REGS>();
     if (threadIdx.x / 32 == 0)
-      H::template produce<HEAD_DIM>(q_map, k_map, v_map, p, sm, b, head, kv_head, q0, first_tile, n_tiles);
+      H::template produce<HEAD_DIM, CONS>(q_map, k_map, v_map, p, sm, b, head, kv_head, q0, first_tile, n_tiles);
   } else {
     regs_claim<CONSUMER_REGS>();
     consumer<T, HEAD_DIM, OVERLAP, H>(threadIdx.x / WG_THREADS - 1, p, sm, b, head, q0, first_tile, n_tiles);
@@ -501,7 +480,7 @@ ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64
 #endif
 }
 
-// The fields of Params every variant sets, from the problem; the paged and section-07 fields stay 0.
+// The fields of Params every variant sets, from the problem; the paged fields stay 0.
 inline Params params_of(const lab::Problem& pr, void* o, float* lse) {
   Params p{};
   p.o = o;
@@ -513,7 +492,7 @@ inline Params params_of(const lab::Problem& pr, void* o, float* lse) {
   p.causal = pr.causal;
   p.window = pr.window;
   p.scale = pr.softmax_scale();
-  p.scale_log2 = p.scale * kLog2e;
+  p.scale_log2 = p.scale * lab::kLog2e;
   return p;
 }
 
@@ -527,10 +506,7 @@ inline CUtensorMap make_map(const lab::Problem& pr, const void* base, int heads,
   const CUtensorMapDataType type =
       pr.dtype == lab::DType::f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
   const std::string err = encode_tensor_map(&map, type, batch > 0 ? 4 : 3, base, dims, strides, box);
-  if (!err.empty()) {
-    std::fprintf(stderr, "CUDA error: %s\n", err.c_str());
-    std::exit(3);
-  }
+  if (!err.empty()) lab::cuda_fail(cudaErrorInvalidValue, err.c_str(), __FILE__, __LINE__);  // the CUDA-error exit
   return map;
 }
 

@@ -21,9 +21,6 @@ namespace lab {
 LAB_HD int imin(int a, int b) { return a < b ? a : b; }
 LAB_HD int imax(int a, int b) { return a > b ? a : b; }
 LAB_HD int ceil_div(int a, int b) { return (a + b - 1) / b; }
-constexpr float kLog2e = 1.4426950408889634f;  // log2(e): exp(x) = exp2(x·log2(e))
-constexpr float kLn2 = 0.6931471805599453f;    // ln(2): log(x) = log2(x)·ln(2)
-
 // exp(x) = exp2(x · kLog2e) and log(x) = log2(x) · kLn2: kernels work in base 2 (one MUFU.EX2
 // per score) and convert at the edges (the scale on the way in, the LSE on the way out).
 constexpr float kLog2e = 1.4426950408889634f;  // log2(e)

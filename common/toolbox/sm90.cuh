@@ -101,10 +101,6 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* map, int c
       "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
       : "memory");
 }
-// Brings a tensor map into the TMA unit's descriptor cache ahead of its first use.
-__device__ __forceinline__ void prefetch_tensor_map(const void* map) {
-  asm volatile("prefetch.tensormap [%0];\n" ::"l"(map) : "memory");
-}
 
 // =============================================================================================
 // Editing a tensor map on the device (paged KV, section 08's `paged` variant). A TMA copy reads

@@ -1,0 +1,87 @@
+"""Figure of section 08: the producer/consumer ring over time, with its barriers and phases.
+
+STAGES (3 at D = 128) and the tile sizes are read from common/hopper/ws_forward.cuh. The timeline
+is a small event simulation of the protocol the section implements (fill n -> slot n % STAGES,
+phase parity (n / STAGES) & 1; the producer waits on empty with parity ^ 1, the consumers on
+k_full / v_full with parity, and release the slot after their last wgmma on it). The durations
+are illustrative units, not measurements: what the figure shows is the order of events.
+"""
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _stages(head_dim=128):
+    text = (ROOT / "common/hopper/ws_forward.cuh").read_text()
+    m = re.search(r"STAGES = HEAD_DIM == 64 \? (\d+) : (\d+);", text)
+    if not m:
+        raise SystemExit("fig_08: STAGES not found in common/hopper/ws_forward.cuh")
+    return int(m.group(1)) if head_dim == 64 else int(m.group(2))
+
+
+def simulate(stages, fills, load=3.0, compute=2.0, issue=0.3):
+    """Event times of each fill: producer wait/issue, tile landed (full), consumers done (empty)."""
+    ev, released, consumer_free, producer_free = [], {}, 0.0, 0.0
+    for n in range(fills):
+        slot, parity = n % stages, (n // stages) & 1
+        free_at = released.get(n - stages, 0.0)  # empty's phase for fill n - stages
+        start = max(producer_free, free_at)
+        landed = start + issue + load
+        c_start = max(landed, consumer_free)
+        c_end = c_start + compute
+        released[n] = c_end
+        consumer_free = c_end
+        producer_free = start + issue
+        ev.append(dict(n=n, slot=slot, parity=parity, wait_from=producer_free if n == 0 else min(producer_free, start),
+                       issue=start, landed=landed, c_start=c_start, c_end=c_end, blocked=free_at > start - 1e-9 and n >= stages))
+    return ev
+
+
+def make(out_dir):
+    import matplotlib.pyplot as plt
+
+    stages = _stages(128)
+    fills = 3 * stages - 1
+    ev = simulate(stages, fills)
+    fig, ax = plt.subplots(figsize=(10, 5.0))
+    lanes = ["producer (1 warp)"] + [f"slot {s}" for s in range(stages)] + ["consumers (2 warpgroups)"]
+    y = {name: len(lanes) - 1 - i for i, name in enumerate(lanes)}
+    cmap = plt.get_cmap("tab10")
+    for e in ev:
+        c = cmap(e["n"] % 10)
+        ax.barh(y["producer (1 warp)"], 0.3, left=e["issue"], color=c, edgecolor="black", lw=0.5)
+        ax.text(e["issue"] + 0.15, y["producer (1 warp)"] + 0.3, f"{e['n']}", ha="center", fontsize=7)
+        sl = f"slot {e['slot']}"
+        ax.barh(y[sl], e["landed"] - e["issue"], left=e["issue"], color=c, alpha=0.35, edgecolor=c)
+        ax.barh(y[sl], e["c_end"] - e["landed"], left=e["landed"], color=c, alpha=0.85, edgecolor="black", lw=0.5)
+        ax.text(e["issue"] + 0.1, y[sl] - 0.05, f"fill {e['n']}\nparity {e['parity']}", fontsize=6.5, va="center")
+        ax.plot([e["landed"]] * 2, [y[sl] - 0.4, y[sl] + 0.4], color="black", lw=1.2)
+        ax.plot([e["c_end"]] * 2, [y[sl] - 0.4, y[sl] + 0.4], color="#b00020", lw=1.2, ls="--")
+        ax.barh(y["consumers (2 warpgroups)"], e["c_end"] - e["c_start"], left=e["c_start"], color=c,
+                edgecolor="black", lw=0.5)
+        ax.text((e["c_start"] + e["c_end"]) / 2, y["consumers (2 warpgroups)"], f"S,P,O {e['n']}",
+                ha="center", va="center", fontsize=7)
+        if e["n"] >= stages:  # the producer waited for this slot's previous release
+            prev = ev[e["n"] - stages]
+            ax.annotate("", xy=(e["issue"], y["producer (1 warp)"] - 0.35), xytext=(prev["c_end"], y[sl] + 0.4),
+                        arrowprops=dict(arrowstyle="->", color="#b00020", lw=0.8))
+    ax.set_yticks([y[n] for n in lanes])
+    ax.set_yticklabels(lanes, fontsize=8)
+    ax.set_xlabel("time (illustrative units)")
+    ax.set_title(f"The K/V ring, STAGES = {stages} (D = 128): fill n goes to slot n % {stages}; its barriers' "
+                 f"phase parity is (n / {stages}) & 1", fontsize=9)
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    ax.legend(handles=[Patch(color="grey", alpha=0.35, label="TMA copy in flight (k_full / v_full pending)"),
+                       Patch(color="grey", alpha=0.85, label="tile in use by the consumers"),
+                       Line2D([], [], color="black", label="full phase completes (bytes landed)"),
+                       Line2D([], [], color="#b00020", ls="--", label="empty phase completes (2 releases)"),
+                       Line2D([], [], color="#b00020", marker=">", lw=0.8, label="producer's wait on empty (parity ^ 1)")],
+              fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
+    ax.set_ylim(-0.8, len(lanes) - 0.2)
+    fig.tight_layout()
+    path = Path(out_dir) / "08_ring_timeline.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]

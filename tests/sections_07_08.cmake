@@ -1,0 +1,61 @@
+# Sections 07 (sliding window) and 08 (Hopper ring): what the no-GPU path must say, the lesson's
+# default run, the --consumers option, the windowed overlap loop and chunked prefill.
+set(W07 ${BIN}/07_sliding_window)
+set(L07 ${BIN}/lab_07_sliding_window)
+set(S08 ${BIN}/08_tma_skeleton)
+set(L08 ${BIN}/lab_08_tma_skeleton)
+
+# An untouched stub never passes on the CPU: 07's CPU model runs the student's span and mask (exit
+# 1); 08's checks ring_slot() on the host and fails (exit 1), and could say only "needs a GPU" (77).
+foreach(args "" "--variant window-mma --t 256 --h 1 --causal --window 66" "--variant full --t 300 --causal --window 65"
+        "--t 300 --t-kv 100 --causal --window 37 --d 128" "--t 200 --causal --window 37 --bug inverted-window")
+  string(MAKE_C_IDENTIFIER "x${args}" id)
+  separate_arguments(argv UNIX_COMMAND "${args}")
+  add_test(NAME no_gpu.07_sliding_window.stub_never_passes${id} COMMAND ${EXPECT} --code 1 --match "FAIL: 07_sliding_window" -- ${L07} --cpu ${argv})
+  set_tests_properties(no_gpu.07_sliding_window.stub_never_passes${id} PROPERTIES LABELS cpu TIMEOUT 300)
+endforeach()
+foreach(args "" "--variant ws-overlap --t 300 --causal --window 65 --h 2" "--consumers 1 --t 200 --h 2"
+        "--variant paged --page-size 64 --t 200 --causal --h 2" "--variant paged-pool --t 64 --t-kv 700 --causal --h 2")
+  string(MAKE_C_IDENTIFIER "x${args}" id)
+  separate_arguments(argv UNIX_COMMAND "${args}")
+  add_test(NAME no_gpu.08_tma_skeleton.stub_never_passes${id}
+           COMMAND ${EXPECT} --code 1 --code 77 "--match=FAIL: 08_tma_skeleton|^not checked here: needs a GPU" -- ${L08} --cpu ${argv})
+  set_tests_properties(no_gpu.08_tma_skeleton.stub_never_passes${id} PROPERTIES LABELS cpu TIMEOUT 300)
+endforeach()
+
+# 08's protocol filled in, built as a student's build: the CPU can check only ring_slot(), so it
+# says "needs a GPU" and exits 77 (never PASS). The test wants exactly 77, so it runs as `cpu`.
+add_executable(lab_08_tma_skeleton_filled ${PROJECT_SOURCE_DIR}/solutions/08_tma_skeleton.cu)
+target_link_libraries(lab_08_tma_skeleton_filled PRIVATE lab_common)
+target_compile_options(lab_08_tma_skeleton_filled PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${LAB_CUDA_FLAGS}>)
+target_compile_definitions(lab_08_tma_skeleton_filled PRIVATE LAB_BUILD_KIND="lab")
+set_target_properties(lab_08_tma_skeleton_filled PROPERTIES CUDA_ARCHITECTURES 90a)
+add_test(NAME no_gpu.08_tma_skeleton.filled_stub_needs_a_gpu
+         COMMAND ${EXPECT} --code 77 "--match=^not checked here: needs a GPU: ring_slot\\(\\) passed its host check"
+                 -- ${BIN}/lab_08_tma_skeleton_filled --cpu --t 200 --t-kv 333 --causal --h 4 --h-kv 2)
+set_tests_properties(no_gpu.08_tma_skeleton.filled_stub_needs_a_gpu PROPERTIES LABELS cpu TIMEOUT 300)
+
+# The solutions' CPU models pass (what a filled 07 stub does too: 07's exercises run on the host).
+lab_test(cpu_model.07_sliding_window.default_run_shows_the_lesson cpu 0 MATCH "causal window=512" "visited 560 of 2048 K/V tiles \\(72.7% skipped\\)" "PASS"
+         COMMAND ${W07} --cpu)
+lab_test(cpu_model.07_sliding_window.causal_alone_is_plain_causal cpu 0 MATCH "T=512 D=64 fp16 causal$" "PASS" COMMAND ${W07} --cpu --causal --t 512 --h 2)
+lab_test(cpu_model.07_sliding_window.decode_step_bottom_right cpu 0 MATCH "PASS" COMMAND ${W07} --cpu --t 1 --t-kv 1000 --causal --window 10 --h 2)
+lab_test(cpu_model.08_tma_skeleton.overlap_window cpu 0 MATCH "PASS" COMMAND ${S08} --cpu --variant ws-overlap --t 300 --causal --window 65 --h 2)
+lab_test(cpu_model.08_tma_skeleton.consumers1 cpu 0 MATCH "PASS" COMMAND ${S08} --cpu --consumers 1 --t 300 --causal --h 2)
+lab_test(cpu_model.08_tma_skeleton.paged_prints_page_size cpu 0 MATCH "paged K/V, page size 64" "PASS"
+         COMMAND ${S08} --cpu --variant paged --t 200 --causal --h 2)
+lab_test(cpu_model.08_tma_skeleton.chunked_prefill cpu 0 MATCH "page size 64" "PASS"
+         COMMAND ${S08} --cpu --variant paged-pool --page-size 64 --t 64 --t-kv 700 --causal --h 2)
+lab_test(bad_input.08_tma_skeleton.consumers3 cpu 2 MATCH "^bad input: --consumers 3 is not supported \\(1, 2\\)" COMMAND ${S08} --consumers 3)
+lab_test(bad_input.08_tma_skeleton.consumers1_paged cpu 2 MATCH "^bad input: --consumers 1 applies to --variant ws and ws-overlap"
+         COMMAND ${S08} --consumers 1 --variant paged)
+lab_test(bad_input.07_sliding_window.no_consumers_option cpu 2 MATCH "^bad input: " COMMAND ${W07} --consumers 1)
+
+# On a GPU: 07's stub runs its Hopper variants only on section 08's protocol; with 08's stub beside
+# it, it says so and runs the mma kernel (its own stub then fails: exit 1).
+lab_test(gpu.07_sliding_window.stub_needs_08_protocol gpu 1 MATCH "needs section 08's ring protocol" "FAIL"
+         COMMAND ${L07} --t 300 --causal --window 65 --iters 0)
+# On a GPU: --consumers 1 and the windowed overlap loop pass their checks.
+lab_test(gpu.08_tma_skeleton.consumers1 gpu 0 MATCH "PASS" COMMAND ${S08} --consumers 1 --t 1000 --causal --h 4 --h-kv 2 --iters 0)
+lab_test(gpu.08_tma_skeleton.overlap_window gpu 0 MATCH "PASS"
+         COMMAND ${S08} --variant ws-overlap --t 1000 --causal --window 200 --h 2 --iters 0)
