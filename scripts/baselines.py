@@ -9,8 +9,14 @@
 Variants (LIBRARIES below, one function each): sdpa-flash, sdpa-cudnn, sdpa-efficient, sdpa-math
 (torch SDPA with one backend forced), eager (unfused: matmul, softmax, matmul, as a user would
 write it), flex (FlexAttention, compiled, with a causal or sliding-window block mask: spec key
-"window"). Tensors use the lab's layout [B, T, H, D] (SDPA sees a transposed view). Each baseline
-is checked on a sample of rows against float64 before it is timed. Record schema and timing method:
+"window"), fa4 (FlashAttention-4, flash_attn.cute). Tensors use the lab's layout [B, T, H, D] (SDPA
+sees a transposed view). Each baseline is checked on a sample of rows against float64 before it is
+timed.
+
+A spec with "backward": true times the library's backward instead (section 11): two records per
+variant, metrics.pass "backward" (torch.autograd.grad on a saved graph, the forward outside the
+timed region; 2.5x the forward FLOPs) and "forward+backward" (3.5x), after dQ, dK, dV are checked
+against float64 gradients on sampled query and key rows. Record schema and timing method:
 results/README.md. Exit 77 when PyTorch or a GPU is missing.
 """
 import argparse
@@ -44,6 +50,42 @@ def flops(b, h, tq, tkv, d, causal, window=None):
         return 4.0 * b * h * d * visible_pairs(tq, tkv, causal, window)
     f = 4.0 * b * h * tq * tkv * d
     return f / 2 if causal else f
+
+
+# TFLOP/s of a pass count a multiple of the forward's FLOPs, the convention FlashAttention's papers use:
+# the backward's five GEMMs (S, dP, dV, dK, dQ) against the forward's two, and both passes together.
+FLOP_FACTOR = {"forward": 1.0, "backward": 2.5, "forward+backward": 3.5}
+
+
+def pass_flops(pass_name, b, h, tq, tkv, d, causal, window=None):
+    """The FLOPs a record of `pass_name` is credited with: FLOP_FACTOR x the forward's (halved for causal)."""
+    return FLOP_FACTOR[pass_name] * flops(b, h, tq, tkv, d, causal, window)
+
+
+def spec_passes(spec):
+    """The passes one spec records, in order: the forward, or the backward alone and forward+backward."""
+    return ["backward", "forward+backward"] if spec.get("backward") else ["forward"]
+
+
+def spec_problem(spec):
+    """Why a parsed spec cannot run (one line), or None. Checked before PyTorch is imported."""
+    if not isinstance(spec, dict):
+        return "a spec is a JSON object"
+    unknown = [v for v in spec.get("variants", []) if v not in LIBRARIES]
+    if unknown or not spec.get("variants"):
+        return f"unknown variant {', '.join(map(repr, unknown)) or '(none given)'} (known: {', '.join(sorted(LIBRARIES))})"
+    missing = [k for k in ("b", "h", "t", "d") if not isinstance(spec.get(k), int) or spec[k] < 1]
+    if missing:
+        return f"spec needs positive integers {', '.join(missing)}"
+    if spec.get("dtype", "bf16") not in TOL:
+        return f"dtype {spec.get('dtype')!r} is not one of {', '.join(TOL)}"
+    if spec.get("backward") not in (None, True, False):
+        return "\"backward\" is true or false"
+    if spec.get("backward") and spec.get("window"):
+        return "a backward spec takes no window (its float64 gradients are of plain or causal attention)"
+    if spec.get("backward") and spec.get("dtype", "bf16") == "fp32":
+        return "a backward spec is fp16 or bf16 (the lab's backward is a 16-bit section)"
+    return None
 
 
 def visibility_mask(torch, tq, tkv, causal, window, device):
@@ -208,6 +250,20 @@ def flex(torch, variant, q, k, v, causal, gqa, window=None):
     return lambda: compiled(qt, kt, vt, block_mask=block_mask, enable_gqa=gqa)
 
 
+@library("fa4")
+def fa4(torch, variant, q, k, v, causal, gqa, window=None):
+    """FlashAttention-4 (the flash-attn-4 package, module flash_attn.cute), which takes the lab's
+    [B, T, H, D] layout as it is and differentiates through torch.autograd. Not importable: the
+    baseline records the error."""
+    from flash_attn.cute import flash_attn_func  # ImportError: recorded as "baseline unavailable"
+    no_window(variant, window)
+
+    def run():
+        out = flash_attn_func(q, k, v, causal=causal)
+        return (out[0] if isinstance(out, tuple) else out).transpose(1, 2)  # (O, LSE) -> O [B, H, T, D]
+    return run
+
+
 def make_fn(torch, variant, q, k, v, causal, gqa, window=None):
     """q [B, T, H, D] etc. Returns a callable computing O [B, H, T, D] with the chosen library."""
     if variant not in LIBRARIES:
@@ -231,6 +287,128 @@ def sample_error(torch, out, q, k, v, causal, rows=128, window=None):
     return worst
 
 
+# The gradients' tolerance: max |g - float64| over the sampled rows <= GRAD_TOL x max |float64| of the
+# same gradient, relative because dK and dV shrink like 1/sqrt(T) (P is about 1/T per key), so any absolute
+# bound a correct bf16 backward meets at T = 16384 would pass a zero. A zero or a wrong gradient is off by
+# about max |float64|; a correct one by a few 16-bit roundings of P and dS.
+GRAD_TOL = {"fp16": 1e-2, "bf16": 5e-2}
+
+
+def reference_grads(torch, q, k, v, do, causal, rows=128):
+    """float64 dQ on sampled query rows and dK, dV on sampled key rows, batch 0, every head:
+    {"q_rows", "k_rows", "dq" [rows, H, D], "dk", "dv" [rows, H_kv, D]}. q, k, v, do [B, T, H, D].
+    dK and dV of a key sum over every query row, so all rows are visited, a chunk of them at a time
+    (one [chunk, T_kv] float64 block of P alive at once, never the whole matrix)."""
+    tq, tkv, h, d = q.shape[1], k.shape[1], q.shape[2], q.shape[3]
+    h_kv = k.shape[2]
+    group, scale = h // h_kv, 1 / math.sqrt(d)
+    pick = lambda n: torch.unique(torch.cat([torch.tensor([0, n - 1]), torch.randint(0, n, (rows,))])).to(q.device)
+    q_rows, k_rows = pick(tq), pick(tkv)
+    mask = visibility_mask(torch, tq, tkv, causal, None, q.device)
+    chunk = max(1, (1 << 26) // tkv)
+
+    def probs(qc, kh, m):  # softmax of the scaled scores; a row that sees no key is all zero (as the lab's O)
+        s = (qc @ kh.T * scale).masked_fill(m, float("-inf"))
+        return torch.nan_to_num(torch.softmax(s, dim=-1), nan=0.0)
+
+    dq = torch.zeros(len(q_rows), h, d, dtype=torch.float64, device=q.device)
+    dk = torch.zeros(len(k_rows), h_kv, d, dtype=torch.float64, device=q.device)
+    dv = torch.zeros_like(dk)
+    for head in range(h):
+        g = head // group
+        qh, doh = q[0, :, head].double(), do[0, :, head].double()
+        kh, vh = k[0, :, g].double(), v[0, :, g].double()
+        p = probs(qh[q_rows], kh, mask[q_rows])  # dQ_i = scale * sum_j P_ij (dP_ij - D_i) K_j
+        dp = doh[q_rows] @ vh.T
+        delta = (doh[q_rows] * (p @ vh)).sum(-1, keepdim=True)
+        dq[:, head] = (p * (dp - delta)) @ kh * scale
+        for c in range(0, tq, chunk):  # dV_j = sum_i P_ij dO_i, dK_j = scale * sum_i dS_ij Q_i
+            qc, doc = qh[c:c + chunk], doh[c:c + chunk]
+            p = probs(qc, kh, mask[c:c + chunk])
+            delta = (doc * (p @ vh)).sum(-1, keepdim=True)
+            pk = p[:, k_rows]
+            dv[:, g] += pk.T @ doc
+            dk[:, g] += (pk * (doc @ vh[k_rows].T - delta)).T @ qc * scale
+    return {"q_rows": q_rows, "k_rows": k_rows, "dq": dq, "dk": dk, "dv": dv}
+
+
+def grad_errors(ref, dq, dk, dv):
+    """{name: {"max_abs_err", "max_abs_ref", "passed" (bool, set by the caller's tolerance)}} of a library's
+    dQ, dK, dV [B, T, H, D] against reference_grads on its sampled rows (batch 0)."""
+    out = {}
+    for name, got, rows in (("dq", dq, ref["q_rows"]), ("dk", dk, ref["k_rows"]), ("dv", dv, ref["k_rows"])):
+        want = ref[name]
+        out[name] = {"max_abs_err": (got[0, rows].double() - want).abs().max().item(),
+                     "max_abs_ref": want.abs().max().item()}
+    return out
+
+
+def grads_pass(errors, dtype_name):
+    return all(e["max_abs_err"] <= GRAD_TOL[dtype_name] * max(e["max_abs_ref"], 1e-30) for e in errors.values())
+
+
+def unavailable(rec, warmup, reason):
+    rec.update(check={"passed": False, "max_abs_err": None, "rel_l2_err": None, "ref_err_bound": None,
+                      "rule": "baseline unavailable", "rows_checked": 0, "verdict": reason[:200]},
+               timing={"method": "queued", "warmup": warmup, "iters": 0, "median_ms": None, "min_ms": None, "max_ms": None},
+               metrics={"tflops": None, "hbm_gbps": None, "hbm_bytes_model": None, "extra_device_bytes": None,
+                        **rec.get("metrics", {})})
+    return rec
+
+
+def run_backward_spec(torch, spec, base, q, k, v, warmup, iters):
+    """Records of each variant's backward alone and forward+backward (metrics.pass says which), after
+    its dQ, dK, dV pass the float64 check. Timed queued with CUDA events (time_ms): a backward takes
+    milliseconds, so the host's dispatch of autograd is hidden behind the GPU's queue."""
+    b, h, t, d = spec["b"], spec["h"], spec["t"], spec["d"]
+    p = base["problem"]
+    dtype_name, causal = p["dtype"], p["causal"]
+    gen = torch.Generator(device="cuda").manual_seed(4321)
+    do = ((torch.rand(q.shape, device="cuda", generator=gen) * 2 - 1)).to(q.dtype)  # dO [B, T, H, D]
+    ref = reference_grads(torch, q, k, v, do, causal)
+    q, k, v = (x.detach().requires_grad_(True) for x in (q, k, v))
+    do_t = do.transpose(1, 2)  # the layout of the libraries' O [B, H, T, D]
+    records = []
+    for variant in spec["variants"]:
+        recs = {name: {**base, "variant": variant, "metrics": {"pass": name}} for name in spec_passes(spec)}
+        try:
+            fn = make_fn(torch, variant, q, k, v, causal, p["h_kv"] != h, None)
+            out = fn()
+            dq, dk, dv = torch.autograd.grad(out, (q, k, v), do_t, retain_graph=True)
+            torch.cuda.synchronize()
+            errors = grad_errors(ref, dq, dk, dv)
+            del dq, dk, dv
+            times = {"backward": time_ms(torch, lambda: torch.autograd.grad(out, (q, k, v), do_t, retain_graph=True),
+                                         warmup, iters),
+                     "forward+backward": time_ms(torch, lambda: torch.autograd.grad(fn(), (q, k, v), do_t),
+                                                 warmup, iters)}
+        except Exception as e:  # a backend that refuses the shape is recorded as such, not skipped silently
+            why = f"{type(e).__name__}: {str(e)[:200]}"
+            records += [unavailable(r, warmup, why) for r in recs.values()]
+            print(f"  {variant:<15} unavailable: {why[:120]}", flush=True)
+            continue
+        passed = grads_pass(errors, dtype_name)
+        worst = max(e["max_abs_err"] for e in errors.values())
+        for name, rec in recs.items():
+            med, lo, hi = times[name]
+            f = pass_flops(name, b, h, t, p["t_kv"], d, causal)
+            rec.update(check={"passed": passed, "max_abs_err": worst, "rel_l2_err": None,
+                              "ref_err_bound": GRAD_TOL[dtype_name], "grad_errors": errors,
+                              "rule": "max|g-fp64| <= tol x max|fp64| for g in dQ, dK, dV on sampled rows",
+                              "rows_checked": (len(ref["q_rows"]) + len(ref["k_rows"])) * h},
+                       timing={"method": "queued", "warmup": warmup, "iters": iters, "median_ms": med,
+                               "min_ms": lo, "max_ms": hi},
+                       metrics={"pass": name, "tflops": f / (med * 1e-3) / 1e12, "hbm_gbps": None,
+                                "hbm_bytes_model": None, "extra_device_bytes": None, "flops_model": f,
+                                "flops_convention": f"{name}: {FLOP_FACTOR[name]}x forward FLOPs"})
+            records.append(rec)
+            rel = ", ".join(f"{g} {e['max_abs_err'] / max(e['max_abs_ref'], 1e-30):.1e}" for g, e in errors.items())
+            print(f"  {variant:<15} {name:<17} {med:9.4f} ms  {rec['metrics']['tflops']:7.2f} TFLOP/s  "
+                  f"err/max {rel}{'' if passed else '  FAIL'}", flush=True)
+        del out
+    return records
+
+
 def run_spec(torch, spec, section, warmup, iters):
     b, h, t, d = spec["b"], spec["h"], spec["t"], spec["d"]
     h_kv, t_kv = spec.get("h_kv", h), spec.get("t_kv", t)
@@ -241,6 +419,13 @@ def run_spec(torch, spec, section, warmup, iters):
     gen = torch.Generator(device="cuda").manual_seed(1234)
     mk = lambda *shape, off: ((torch.rand(*shape, device="cuda", generator=gen) * 2 - 1) + off).to(dtype)
     q, k, v = mk(b, t, h, d, off=0.25), mk(b, t_kv, h_kv, d, off=0.25), mk(b, t_kv, h_kv, d, off=0.5)
+    if spec.get("backward"):
+        base = {"schema_version": 1, "section": section, "build": "baseline", "git_sha": git_sha(),
+                "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "gpu": gpu_info(torch),
+                "problem": {"b": b, "h": h, "h_kv": h_kv, "t_q": t, "t_kv": t_kv, "d": d, "dtype": dtype_name,
+                            "causal": causal, "window": None, "page_size": None},
+                "command": spec_command(spec)}
+        return run_backward_spec(torch, spec, base, q, k, v, warmup, iters)
     records = []
     for variant in spec["variants"]:
         rec = {"schema_version": 1, "section": section, "variant": variant, "build": "baseline",
@@ -312,9 +497,9 @@ def main():
         except json.JSONDecodeError as e:
             print(f"baselines: --spec is not JSON ({e.msg}): {text[:80]}")
             sys.exit(2)
-        unknown = [v for v in spec.get("variants", []) if v not in LIBRARIES]
-        if unknown or not isinstance(spec, dict):
-            print(f"baselines: unknown variant {', '.join(map(repr, unknown))} (known: {', '.join(sorted(LIBRARIES))})")
+        problem = spec_problem(spec)
+        if problem:
+            print(f"baselines: {problem}")
             sys.exit(2)
         specs.append(spec)
     try:
@@ -378,44 +563,6 @@ def flashinfer_decode_fn(torch, q, k, v, causal):
         return lambda: wrapper.run(q3, (k_cache, v_cache)).unsqueeze(2)
     wrapper.begin_forward(indptr, indices, last, h, h_kv, d, page, pos_encoding_mode="NONE", data_type=k.dtype)
     return lambda: wrapper.forward(q3, (k_cache, v_cache), pos_encoding_mode="NONE").unsqueeze(2)
-
-# flashinfer-python compiles its kernels on first use and keeps them in its own cache
-# (~/.cache/flashinfer), so one bench compiles once. Not importable: the baseline records the error.
-FLASHINFER_PAGE = 16
-_flashinfer_workspace = {}
-
-
-def flashinfer_decode_fn(torch, q, k, v, causal):
-    """q [B, 1, H, D], k/v [B, T_kv, H_kv, D]. Returns a callable computing O [B, H, 1, D]."""
-    import flashinfer  # ImportError: recorded as "baseline unavailable" with its message
-    b, tq, h, d = q.shape
-    t_kv, h_kv = k.shape[1], k.shape[2]
-    if tq != 1:
-        raise ValueError("the flashinfer baseline is decode: one query row per sequence (t = 1)")
-    page = FLASHINFER_PAGE
-    pages = -(-t_kv // page)
-    pad = pages * page - t_kv
-
-    def paged(x):  # [B, T_kv, H_kv, D] -> [B * pages, page, H_kv, D], the tail page zero-padded
-        if pad:
-            x = torch.cat([x, x.new_zeros(b, pad, h_kv, d)], dim=1)
-        return x.reshape(b * pages, page, h_kv, d).contiguous()
-    k_cache, v_cache = paged(k), paged(v)
-    dev = q.device
-    indptr = torch.arange(0, b + 1, device=dev, dtype=torch.int32) * pages
-    indices = torch.arange(0, b * pages, device=dev, dtype=torch.int32)
-    last = torch.full((b,), t_kv - (pages - 1) * page, device=dev, dtype=torch.int32)
-    ws = _flashinfer_workspace.setdefault("buf", torch.empty(256 << 20, dtype=torch.uint8, device=dev))
-    # GQA groups of 4+ query heads: FlashInfer's tensor-core decode path (its own advice for grouped heads)
-    wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(ws, kv_layout="NHD", use_tensor_cores=h // h_kv >= 4)
-    q3 = q[:, 0].contiguous()  # [B, H, D]
-    if hasattr(wrapper, "plan"):
-        wrapper.plan(indptr, indices, last, h, h_kv, d, page, pos_encoding_mode="NONE", q_data_type=q.dtype,
-                     kv_data_type=k.dtype)
-        return lambda: wrapper.run(q3, (k_cache, v_cache)).unsqueeze(2)
-    wrapper.begin_forward(indptr, indices, last, h, h_kv, d, page, pos_encoding_mode="NONE", data_type=k.dtype)
-    return lambda: wrapper.forward(q3, (k_cache, v_cache), pos_encoding_mode="NONE").unsqueeze(2)
-
 
 @library("flashinfer")
 def flashinfer(torch, variant, q, k, v, causal, gqa, window=None):

@@ -131,14 +131,26 @@ def ceiling_pct(r, ceilings):
     return None if m.get("tflops") is None else 100 * m["tflops"] / peak
 
 
-def is_library(r):
-    return r["build"] == "baseline" and r["variant"] in LIBRARIES
+def pass_of(r):
+    """The pass a record timed: metrics.pass ("backward", "forward+backward"), else the forward. Section
+    11's own records written before they named their pass timed the backward alone."""
+    named = (r.get("metrics") or {}).get("pass")
+    if named:
+        return named
+    return "backward" if r.get("section") == "11_backward" and r.get("build") != "baseline" else "forward"
+
+
+def is_library(r, pass_name="forward"):
+    """A known library's record of `pass_name` (None: of any pass). The forward by default, so a
+    backward's time never stands in a forward's comparison or plot."""
+    return r["build"] == "baseline" and r["variant"] in LIBRARIES and (pass_name is None or pass_of(r) == pass_name)
 
 
 def best_baseline(r, baselines):
-    """(ratio, name): the fastest library on the same problem, as the library's time / our time
-    (above 1: ours is faster)."""
-    same = [b for b in baselines if is_library(b) and problem_key(b) == problem_key(r) and b["timing"].get("median_ms")]
+    """(ratio, name): the fastest library on the same problem and the same pass, as the library's
+    time / our time (above 1: ours is faster)."""
+    same = [b for b in baselines if is_library(b, pass_of(r)) and problem_key(b) == problem_key(r)
+            and b["timing"].get("median_ms")]
     if not same or not r["timing"].get("median_ms"):
         return None, None
     best = min(same, key=lambda b: b["timing"]["median_ms"])
@@ -178,7 +190,7 @@ def headline(section, records):
     keep = HEADLINE_SHAPES.get(section)
     if keep and any(keep(r["problem"]) for r in ours):
         ours = [r for r in ours if keep(r["problem"])]
-    libs = [r for r in records if is_library(r) and r["timing"].get("median_ms")]
+    libs = [r for r in records if is_library(r, None) and r["timing"].get("median_ms")]
     with_lib = [r for r in ours if best_baseline(r, libs)[0] is not None]
     pool = with_lib or ours
     if not pool:
@@ -214,7 +226,7 @@ def compact_table(records):
     """A section's sweep as one row per problem: each variant of ours (ms), the best of ours as a
     rate, the fastest library on the problem and its time over ours. The table a handout shows."""
     ours = [r for r in records if r["build"] != "baseline" and r["timing"].get("median_ms")]
-    libs = [r for r in records if is_library(r) and r["timing"].get("median_ms")]
+    libs = [r for r in records if is_library(r, None) and r["timing"].get("median_ms")]
     if not ours:
         return NO_RECORDS
     count = {}
@@ -224,7 +236,14 @@ def compact_table(records):
     rows_by = {}
     for r in sorted(ours, key=lambda r: (sort_order(r), r["problem"].get("page_size") or 0)):
         rows_by.setdefault((problem_key(r), r["problem"].get("page_size")), []).append(r)
-    head = ["shape"] + [f"{v} ms" for v in variants] + ["best of ours", "best library ms", "library / ours"]
+    passes = {pass_of(r) for r in ours}
+    whole = passes == {"backward"} and any(pass_of(b) == "forward+backward" for b in libs)
+    if passes == {"backward"}:  # say what is timed: a reader compares a backward with a backward
+        head = (["shape"] + [f"{v} backward ms" for v in variants]
+                + ["best of ours (backward)", "best library backward ms", "library / ours (backward)"]
+                + (["libraries' forward+backward ms"] if whole else []))
+    else:
+        head = ["shape"] + [f"{v} ms" for v in variants] + ["best of ours", "best library ms", "library / ours"]
     out = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 2) + "---|"]
     for rs in rows_by.values():
         cells = [shape(rs[0])]
@@ -234,13 +253,17 @@ def compact_table(records):
                 f"{r['timing']['median_ms']:.4g}" + ("" if r["check"]["passed"] else " FAIL") for r in mine))
         best = min(rs, key=lambda r: r["timing"]["median_ms"])
         cells.append(f"{rate(best)} ({best['variant']})")
-        same = [b for b in libs if problem_key(b) == problem_key(best)]
+        same = [b for b in libs if problem_key(b) == problem_key(best) and pass_of(b) == pass_of(best)]
         if same:
             lib = min(same, key=lambda b: b["timing"]["median_ms"])
             cells += [f"{lib['timing']['median_ms']:.4g} ({lib['variant']})",
                       f"{lib['timing']['median_ms'] / best['timing']['median_ms']:.2f}×"]
         else:
             cells += ["–", "–"]
+        if whole:  # the libraries' forward + backward on the problem, beside (never in) the ratio
+            both = [b for b in libs if problem_key(b) == problem_key(best) and pass_of(b) == "forward+backward"]
+            cells.append(" / ".join(f"{b['timing']['median_ms']:.4g} ({b['variant']})"
+                                    for b in sorted(both, key=lambda b: b["timing"]["median_ms"])) or "–")
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
 
@@ -264,7 +287,8 @@ def section_table(records, ceilings=None, ncu=None):
         measured = ncu.get((r["section"], r["variant"], problem_key(r)))
         dram = "–" if not measured else f"{human_bytes(measured)} / {human_bytes(m.get('hbm_bytes_model'))}"
         check = "pass" if r["check"]["passed"] else ("unavailable" if r["check"].get("rule") == "baseline unavailable" else "FAIL")
-        rows.append(f"| {r['variant']} | {r['build']} | {shape(r)} | {num(r['timing']['median_ms'], '.4g')} | "
+        name = r["variant"] if pass_of(r) == "forward" else f"{r['variant']} ({pass_of(r)})"
+        rows.append(f"| {name} | {r['build']} | {shape(r)} | {num(r['timing']['median_ms'], '.4g')} | "
                     f"{num(m.get('tflops'), '.3g')} | {num(m.get('hbm_gbps'), '.4g')} | {num(ceiling_pct(r, ceilings), '.0f')} | "
                     f"{vs} | {human_bytes(m.get('extra_device_bytes'))} | {dram} | {check} |")
     return "\n".join(rows)
@@ -401,6 +425,9 @@ def render_group(section, tag, records, ceilings, ncu):
     `bench --tag TAG` (its own table under its own heading, so it never mixes into the sweep's)."""
     out = [f"### Study `{tag}` (`{section}.{tag}.json`)", ""] if tag else []
     out += [timing_note(records), ""]
+    if any(pass_of(r) != "forward" for r in records):
+        out += ["Backward records count 2.5× the forward's FLOPs (the backward's five GEMMs against the forward's "
+                "two), forward+backward 3.5×; each is compared only with a library's record of the same pass.", ""]
     timed = [r for r in records if is_timed(r)]
     sweeps = [r for r in records if not is_timed(r)]
     if timed and not tag:

@@ -202,113 +202,111 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
     const uint32_t q_tile = q_tile_of(stage), do_tile = do_tile_of(stage);
     const float* lse_smem = rows_smem + stage * 2 * BLOCK_Q;
     const float* d_smem = lse_smem + BLOCK_Q;
-    {
-      const lab::TileVisibility vis =
-          lab::tile_visibility(q0, lab::imin(q0 + BLOCK_Q, sh.t_q), kv0, kv_end, sh.t_q, sh.t_kv, sh.causal, 0);
+    const lab::TileVisibility vis =
+        lab::tile_visibility(q0, lab::imin(q0 + BLOCK_Q, sh.t_q), kv0, kv_end, sh.t_q, sh.t_kv, sh.causal, 0);
 
-      // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ   [16 keys x 64 rows] per warp, fp32.
-      float st[BLOCK_Q / 8][4] = {}, dpt[BLOCK_Q / 8][4] = {};
+    // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ   [16 keys x 64 rows] per warp, fp32.
+    float st[BLOCK_Q / 8][4] = {}, dpt[BLOCK_Q / 8][4] = {};
 #pragma unroll
-      for (int kk = 0; kk < TL::D_STEPS; ++kk) {
-        uint32_t ka[4], va[4];
-        ldmatrix_x4(ka, k_tile + (a_lane ^ (32u * kk)));
-        ldmatrix_x4(va, v_tile + (a_lane ^ (32u * kk)));
+    for (int kk = 0; kk < TL::D_STEPS; ++kk) {
+      uint32_t ka[4], va[4];
+      ldmatrix_x4(ka, k_tile + (a_lane ^ (32u * kk)));
+      ldmatrix_x4(va, v_tile + (a_lane ^ (32u * kk)));
 #pragma unroll
-        for (int nb2 = 0; nb2 < BLOCK_Q / 16; ++nb2) {
-          uint32_t qb[4], ob[4];
-          ldmatrix_x4(qb, q_tile + nb2 * R16 + (bn_lane ^ (32u * kk)));
-          ldmatrix_x4(ob, do_tile + nb2 * R16 + (bn_lane ^ (32u * kk)));
-          mma_16816<T>(st[2 * nb2], ka, qb[0], qb[1]);
-          mma_16816<T>(st[2 * nb2 + 1], ka, qb[2], qb[3]);
-          mma_16816<T>(dpt[2 * nb2], va, ob[0], ob[1]);
-          mma_16816<T>(dpt[2 * nb2 + 1], va, ob[2], ob[3]);
-        }
+      for (int nb2 = 0; nb2 < BLOCK_Q / 16; ++nb2) {
+        uint32_t qb[4], ob[4];
+        ldmatrix_x4(qb, q_tile + nb2 * R16 + (bn_lane ^ (32u * kk)));
+        ldmatrix_x4(ob, do_tile + nb2 * R16 + (bn_lane ^ (32u * kk)));
+        mma_16816<T>(st[2 * nb2], ka, qb[0], qb[1]);
+        mma_16816<T>(st[2 * nb2 + 1], ka, qb[2], qb[3]);
+        mma_16816<T>(dpt[2 * nb2], va, ob[0], ob[1]);
+        mma_16816<T>(dpt[2 * nb2 + 1], va, ob[2], ob[3]);
+      }
+    }
+
+    // P and dS per element (the exercises), then the weights of dV and dK in place of them:
+    // element e of n-block nb is key key_g + 8·(e / 2), query row q0 + 8·nb + 2t + (e % 2).
+#pragma unroll
+    for (int nb = 0; nb < BLOCK_Q / 8; ++nb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = 8 * nb + 2 * t + (e & 1), i = q0 + col, j = key_g + 8 * (e >> 1);
+        const bool visible = vis == lab::TileVisibility::full ||
+                             (i < sh.t_q && lab::key_visible(i, j, sh.t_q, sh.t_kv, sh.causal, 0));
+        float p = 0.f, ds = 0.f;
+        if (visible) written &= recompute_p_and_ds(st[nb][e], dpt[nb][e], lse_smem[col], d_smem[col], sh.scale_log2, &p, &ds);
+        written &= dkdv_weights(p, ds, &st[nb][e], &dpt[nb][e]);
       }
 
-      // P and dS per element (the exercises), then the weights of dV and dK in place of them:
-      // element e of n-block nb is key key_g + 8·(e / 2), query row q0 + 8·nb + 2t + (e % 2).
+    // dV += Pᵀ dO and dK += dSᵀ Q   [16 keys x 64 rows] · [64 rows x D]: the C fragments of
+    // n-blocks 2kk, 2kk+1 are the A fragment of k-step kk, rounded to T (as 04's P V).
 #pragma unroll
-      for (int nb = 0; nb < BLOCK_Q / 8; ++nb)
+    for (int kk = 0; kk < BLOCK_Q / 16; ++kk) {
+      const uint32_t pa[4] = {pack2<T>(st[2 * kk][0], st[2 * kk][1]), pack2<T>(st[2 * kk][2], st[2 * kk][3]),
+                              pack2<T>(st[2 * kk + 1][0], st[2 * kk + 1][1]), pack2<T>(st[2 * kk + 1][2], st[2 * kk + 1][3])};
+      const uint32_t sa[4] = {pack2<T>(dpt[2 * kk][0], dpt[2 * kk][1]), pack2<T>(dpt[2 * kk][2], dpt[2 * kk][3]),
+                              pack2<T>(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]), pack2<T>(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3])};
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int col = 8 * nb + 2 * t + (e & 1), i = q0 + col, j = key_g + 8 * (e >> 1);
-          const bool visible = vis == lab::TileVisibility::full ||
-                               (i < sh.t_q && lab::key_visible(i, j, sh.t_q, sh.t_kv, sh.causal, 0));
-          float p = 0.f, ds = 0.f;
-          if (visible) written &= recompute_p_and_ds(st[nb][e], dpt[nb][e], lse_smem[col], d_smem[col], sh.scale_log2, &p, &ds);
-          written &= dkdv_weights(p, ds, &st[nb][e], &dpt[nb][e]);
-        }
+      for (int db2 = 0; db2 < TL::D_BLOCKS / 2; ++db2) {
+        uint32_t ob[4], qb[4];
+        ldmatrix_x4_trans(ob, do_tile + kk * R16 + (bt_lane ^ (32u * db2)));
+        ldmatrix_x4_trans(qb, q_tile + kk * R16 + (bt_lane ^ (32u * db2)));
+        mma_16816<T>(dv_acc[2 * db2], pa, ob[0], ob[1]);
+        mma_16816<T>(dv_acc[2 * db2 + 1], pa, ob[2], ob[3]);
+        mma_16816<T>(dk_acc[2 * db2], sa, qb[0], qb[1]);
+        mma_16816<T>(dk_acc[2 * db2 + 1], sa, qb[2], qb[3]);
+      }
+      if constexpr (ATOMIC_DQ) {  // dSᵀ to shared memory: dQ needs it by query row, across warps
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {  // key rows g, g + 8; query columns 16kk + 8·half + 2t, +1
+            const int key = warp * ROWS_PER_WARP + g + 8 * r, col = 16 * kk + 8 * half + 2 * t;
+            const uint32_t at = ds_tile + swizzle<BLOCK_Q / 8>(key, col / 8) + uint32_t(col % 8) * 2;
+            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(sa[2 * half + r]) : "memory");
+          }
+      }
+    }
 
-      // dV += Pᵀ dO and dK += dSᵀ Q   [16 keys x 64 rows] · [64 rows x D]: the C fragments of
-      // n-blocks 2kk, 2kk+1 are the A fragment of k-step kk, rounded to T (as 04's P V).
+    if constexpr (ATOMIC_DQ) {
+      __syncthreads();  // dSᵀ of every warp is in shared memory
+      // dQ[rows] += dS K   [16 rows x 64 keys] · [64 keys x D] for warp w's rows q0 + 16w ..;
+      // dS is read transposed out of dSᵀ (ldmatrix.trans), K as the B operand (.trans).
+      float dq[TL::D_BLOCKS][4] = {};
+      const uint32_t dsa_lane = swizzle<BLOCK_Q / 8>((lane & 7) + ((lane >> 4) << 3), 2 * warp + ((lane >> 3) & 1));
 #pragma unroll
-      for (int kk = 0; kk < BLOCK_Q / 16; ++kk) {
-        const uint32_t pa[4] = {pack2<T>(st[2 * kk][0], st[2 * kk][1]), pack2<T>(st[2 * kk][2], st[2 * kk][3]),
-                                pack2<T>(st[2 * kk + 1][0], st[2 * kk + 1][1]), pack2<T>(st[2 * kk + 1][2], st[2 * kk + 1][3])};
-        const uint32_t sa[4] = {pack2<T>(dpt[2 * kk][0], dpt[2 * kk][1]), pack2<T>(dpt[2 * kk][2], dpt[2 * kk][3]),
-                                pack2<T>(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]), pack2<T>(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3])};
+      for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
+        uint32_t dsa[4];
+        ldmatrix_x4_trans(dsa, ds_tile + kk * 16 * (BLOCK_Q * 2) + dsa_lane);
 #pragma unroll
         for (int db2 = 0; db2 < TL::D_BLOCKS / 2; ++db2) {
-          uint32_t ob[4], qb[4];
-          ldmatrix_x4_trans(ob, do_tile + kk * R16 + (bt_lane ^ (32u * db2)));
-          ldmatrix_x4_trans(qb, q_tile + kk * R16 + (bt_lane ^ (32u * db2)));
-          mma_16816<T>(dv_acc[2 * db2], pa, ob[0], ob[1]);
-          mma_16816<T>(dv_acc[2 * db2 + 1], pa, ob[2], ob[3]);
-          mma_16816<T>(dk_acc[2 * db2], sa, qb[0], qb[1]);
-          mma_16816<T>(dk_acc[2 * db2 + 1], sa, qb[2], qb[3]);
-        }
-        if constexpr (ATOMIC_DQ) {  // dSᵀ to shared memory: dQ needs it by query row, across warps
-#pragma unroll
-          for (int half = 0; half < 2; ++half)
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {  // key rows g, g + 8; query columns 16kk + 8·half + 2t, +1
-              const int key = warp * ROWS_PER_WARP + g + 8 * r, col = 16 * kk + 8 * half + 2 * t;
-              const uint32_t at = ds_tile + swizzle<BLOCK_Q / 8>(key, col / 8) + uint32_t(col % 8) * 2;
-              asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(sa[2 * half + r]) : "memory");
-            }
+          uint32_t kb[4];
+          ldmatrix_x4_trans(kb, k_tile + kk * R16 + (bt_lane ^ (32u * db2)));
+          mma_16816<T>(dq[2 * db2], dsa, kb[0], kb[1]);
+          mma_16816<T>(dq[2 * db2 + 1], dsa, kb[2], kb[3]);
         }
       }
-
-      if constexpr (ATOMIC_DQ) {
-        __syncthreads();  // dSᵀ of every warp is in shared memory
-        // dQ[rows] += dS K   [16 rows x 64 keys] · [64 keys x D] for warp w's rows q0 + 16w ..;
-        // dS is read transposed out of dSᵀ (ldmatrix.trans), K as the B operand (.trans).
-        float dq[TL::D_BLOCKS][4] = {};
-        const uint32_t dsa_lane = swizzle<BLOCK_Q / 8>((lane & 7) + ((lane >> 4) << 3), 2 * warp + ((lane >> 3) & 1));
+      // Many blocks (one per K/V tile) add into the same dQ rows: fp32 atomics, in whatever
+      // order the blocks arrive. --bug dq-no-accumulate stores instead: the last block wins.
+      if (written) {
 #pragma unroll
-        for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
-          uint32_t dsa[4];
-          ldmatrix_x4_trans(dsa, ds_tile + kk * 16 * (BLOCK_Q * 2) + dsa_lane);
+        for (int r = 0; r < 2; ++r) {
+          const int i = q0 + warp * ROWS_PER_WARP + g + 8 * r;
+          if (i >= sh.t_q) continue;
+          float* row = dq_acc + (int64_t(b) * sh.t_q + i) * q_stride + int64_t(head) * HEAD_DIM;
 #pragma unroll
-          for (int db2 = 0; db2 < TL::D_BLOCKS / 2; ++db2) {
-            uint32_t kb[4];
-            ldmatrix_x4_trans(kb, k_tile + kk * R16 + (bt_lane ^ (32u * db2)));
-            mma_16816<T>(dq[2 * db2], dsa, kb[0], kb[1]);
-            mma_16816<T>(dq[2 * db2 + 1], dsa, kb[2], kb[3]);
-          }
-        }
-        // Many blocks (one per K/V tile) add into the same dQ rows: fp32 atomics, in whatever
-        // order the blocks arrive. --bug dq-no-accumulate stores instead: the last block wins.
-        if (written) {
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            const int i = q0 + warp * ROWS_PER_WARP + g + 8 * r;
-            if (i >= sh.t_q) continue;
-            float* row = dq_acc + (int64_t(b) * sh.t_q + i) * q_stride + int64_t(head) * HEAD_DIM;
-#pragma unroll
-            for (int nb = 0; nb < TL::D_BLOCKS; ++nb) {
-              float* at = row + 8 * nb + 2 * t;
-              if (sh.dq_store) {
-                at[0] = dq[nb][2 * r];
-                at[1] = dq[nb][2 * r + 1];
-              } else {
+          for (int nb = 0; nb < TL::D_BLOCKS; ++nb) {
+            float* at = row + 8 * nb + 2 * t;
+            if (sh.dq_store) {
+              at[0] = dq[nb][2 * r];
+              at[1] = dq[nb][2 * r + 1];
+            } else {
 #if __CUDA_ARCH__ >= 900  // one 8-byte atomic for the pair (sm_90+), else two 4-byte ones
-                atomicAdd(reinterpret_cast<float2*>(at), make_float2(dq[nb][2 * r], dq[nb][2 * r + 1]));
+              atomicAdd(reinterpret_cast<float2*>(at), make_float2(dq[nb][2 * r], dq[nb][2 * r + 1]));
 #else
-                atomicAdd(at, dq[nb][2 * r]);
-                atomicAdd(at + 1, dq[nb][2 * r + 1]);
+              atomicAdd(at, dq[nb][2 * r]);
+              atomicAdd(at + 1, dq[nb][2 * r + 1]);
 #endif
-              }
             }
           }
         }

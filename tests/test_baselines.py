@@ -142,5 +142,89 @@ class Registry(unittest.TestCase):
             self.assertNotIn("Traceback", r.stderr)
 
 
+class Backward(unittest.TestCase):
+    """The backward mode: its FLOP factors, its passes, its spec checks, section 11's specs and the
+    float64 gradients its check compares against."""
+    def test_pass_flop_factors(self):
+        fwd = 4.0 * 2 * 4 * 128 * 256 * 64
+        self.assertEqual(baselines.pass_flops("forward", 2, 4, 128, 256, 64, False), fwd)
+        self.assertEqual(baselines.pass_flops("backward", 2, 4, 128, 256, 64, False), 2.5 * fwd)
+        self.assertEqual(baselines.pass_flops("forward+backward", 2, 4, 128, 256, 64, False), 3.5 * fwd)
+        self.assertEqual(baselines.pass_flops("backward", 2, 4, 128, 256, 64, True), 2.5 * fwd / 2)
+        self.assertEqual(baselines.pass_flops("forward+backward", 2, 4, 128, 256, 64, True), 3.5 * fwd / 2)
+        with self.assertRaises(KeyError):
+            baselines.pass_flops("sideways", 1, 1, 1, 1, 64, False)
+
+    def test_a_backward_spec_records_both_passes(self):
+        self.assertEqual(baselines.spec_passes({"backward": True}), ["backward", "forward+backward"])
+        self.assertEqual(baselines.spec_passes({}), ["forward"])
+        self.assertEqual(baselines.spec_passes({"backward": False}), ["forward"])
+
+    def test_spec_problems(self):
+        ok = {"variants": ["sdpa-flash", "fa4"], "b": 1, "h": 2, "t": 64, "d": 64, "dtype": "bf16", "backward": True}
+        self.assertIsNone(baselines.spec_problem(ok))
+        self.assertIsNone(baselines.spec_problem({**ok, "backward": False, "window": 8, "variants": ["flex"]}))
+        for bad, says in (({**ok, "window": 8}, "window"), ({**ok, "dtype": "fp32"}, "16"),
+                          ({**ok, "backward": "yes"}, "true or false"), ({**ok, "variants": ["fa5"]}, "fa5"),
+                          ({**ok, "variants": []}, "none given"), ({**ok, "t": 0}, "t"),
+                          ({**ok, "dtype": "fp8"}, "fp8"), ([1, 2], "object")):
+            problem = baselines.spec_problem(bad)
+            self.assertIsNotNone(problem, bad)
+            self.assertIn(says, problem)
+
+    def test_section_11_has_the_three_libraries_on_every_bench_problem(self):
+        import json
+        data = json.loads((Path(__file__).resolve().parent / "cases" / "11_backward.json").read_text())
+
+        def problem(args):
+            flags = [x for x in args if x.startswith("--")]
+            plain = [x for x in args if x != "--causal"]  # the flags with a value, in pairs
+            a = dict(zip(plain[::2], plain[1::2]))
+            return (int(a["--b"]), int(a["--h"]), int(a["--t"]), int(a["--d"]), a["--dtype"], "--causal" in flags)
+        benched = {problem(e["args"]) for e in data["bench"]}
+        specs = {(s["b"], s["h"], s["t"], s["d"], s["dtype"], s["causal"]): s for s in data["baselines"]}
+        self.assertEqual(len(benched), 12)
+        self.assertEqual(set(specs), benched)
+        for s in specs.values():
+            self.assertIsNone(baselines.spec_problem(s), s)
+            self.assertTrue(s["backward"])
+            self.assertEqual(set(s["variants"]), {"sdpa-flash", "sdpa-cudnn", "fa4"})
+
+    def test_a_bad_backward_spec_exits_2_before_anything_runs(self):
+        import subprocess
+        script = Path(__file__).resolve().parent.parent / "scripts" / "baselines.py"
+        spec = '{"variants": ["sdpa-flash"], "b": 1, "h": 1, "t": 16, "d": 64, "backward": true, "window": 4}'
+        r = subprocess.run([sys.executable, str(script), "--spec", spec, "--json", "/nonexistent/x.json"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertEqual(len(r.stdout.strip().splitlines()), 1)
+
+    def test_float64_gradients_match_autograd_and_catch_wrong_ones(self):
+        try:
+            import torch
+        except ImportError:
+            self.skipTest("PyTorch is not importable")
+        import math
+        torch.manual_seed(0)
+        for b, tq, tkv, h, h_kv, d, causal in ((1, 37, 37, 4, 2, 16, True), (2, 20, 45, 2, 2, 8, False),
+                                               (1, 45, 20, 2, 1, 8, True)):
+            mk = lambda *shape, off: (torch.rand(*shape, dtype=torch.float64) * 2 - 1 + off)
+            q, k, v = mk(b, tq, h, d, off=0.25), mk(b, tkv, h_kv, d, off=0.25), mk(b, tkv, h_kv, d, off=0.5)
+            do = mk(b, tq, h, d, off=0.0)
+            ref = baselines.reference_grads(torch, q, k, v, do, causal, rows=16)
+            leaves = [x.clone().requires_grad_(True) for x in (q, k, v)]
+            qt, kt, vt = (x.transpose(1, 2) for x in leaves)
+            kt, vt = kt.repeat_interleave(h // h_kv, 1), vt.repeat_interleave(h // h_kv, 1)
+            s = (qt @ kt.transpose(-1, -2) / math.sqrt(d)).masked_fill(
+                baselines.visibility_mask(torch, tq, tkv, causal, None, "cpu"), float("-inf"))
+            o = torch.nan_to_num(torch.softmax(s, -1), nan=0.0) @ vt
+            dq, dk, dv = torch.autograd.grad(o, leaves, do.transpose(1, 2))
+            errors = baselines.grad_errors(ref, dq, dk, dv)
+            self.assertTrue(all(e["max_abs_err"] < 1e-12 for e in errors.values()), errors)
+            self.assertTrue(baselines.grads_pass(errors, "fp16"))
+            for wrong in ((dq * 0, dk, dv), (dq, dk, dv * 1.1), (dq, -dk, dv)):
+                self.assertFalse(baselines.grads_pass(baselines.grad_errors(ref, *wrong), "bf16"))
+
+
 if __name__ == "__main__":
     unittest.main()

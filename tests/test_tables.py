@@ -322,6 +322,45 @@ class Tables(unittest.TestCase):
         self.assertEqual(set(tables.LIBRARIES), {"sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "sdpa-math", "eager",
                                                  "flex", "fa4", "flashinfer"})
 
+    def test_backward_is_compared_with_backward_and_forward_plus_backward_stays_beside(self):
+        import json
+
+        def rec(variant, build, ms, pass_name=None, causal=False):
+            metrics = {"tflops": None if ms is None else 10.0 / ms, "extra_device_bytes": 0}
+            if pass_name:
+                metrics["pass"] = pass_name
+            return {"schema_version": 1, "section": "11_backward", "variant": variant, "build": build,
+                    "git_sha": "abc1234", "check": {"passed": ms is not None},
+                    "problem": {"b": 4, "h": 16, "h_kv": 16, "t_q": 4096, "t_kv": 4096, "d": 128, "dtype": "bf16",
+                                "causal": causal},
+                    "timing": {"method": "queued", "median_ms": ms}, "metrics": metrics}
+        records = [rec("atomic", "solution", 2.0, "backward"),
+                   rec("deterministic", "solution", 2.5),  # a record from before the field: the backward
+                   rec("sdpa-flash", "baseline", 3.0, "backward"), rec("sdpa-cudnn", "baseline", 1.6, "backward"),
+                   rec("sdpa-cudnn", "baseline", 1.0, "forward+backward"),  # faster than any backward: never the ratio
+                   rec("sdpa-flash", "baseline", 4.0, "forward+backward"), rec("fa4", "baseline", None, "backward"),
+                   rec("atomic", "solution", 1.5, "backward", causal=True)]  # no library measured causal
+        self.assertEqual(tables.best_baseline(records[0], records[2:]), (0.8, "sdpa-cudnn"))
+        self.assertEqual(tables.best_baseline(records[1], records[2:]), (1.6 / 2.5, "sdpa-cudnn"))
+        self.assertEqual([tables.pass_of(r) for r in records[:5]],
+                         ["backward", "backward", "backward", "backward", "forward+backward"])
+        self.assertFalse(any(tables.is_library(r) for r in records))  # a forward plot draws none of them
+        with tempfile.TemporaryDirectory() as tmp:
+            Path(tmp, "11_backward.json").write_text(json.dumps(records))
+            text, problems, by_section = tables.render(tmp)
+        self.assertEqual(problems, [])
+        compact = tables.compact_table([r for r in by_section["11_backward"] if tables.is_timed(r)])
+        self.assertIn("| shape | atomic backward ms | deterministic backward ms | best of ours (backward) | "
+                      "best library backward ms | library / ours (backward) | libraries' forward+backward ms |", compact)
+        self.assertIn("| B=4 H=16 T=4096 D=128 bf16 | 2 | 2.5 | 5 TFLOP/s (atomic) | 1.6 (sdpa-cudnn) | 0.80× | "
+                      "1 (sdpa-cudnn) / 4 (sdpa-flash) |", compact)
+        self.assertIn("| B=4 H=16 T=4096 D=128 bf16 causal | 1.5 |  | 6.67 TFLOP/s (atomic) | – | – | – |", compact)
+        self.assertIn("| atomic (backward) | solution | B=4 H=16 T=4096 D=128 bf16 | 2 | 5 | – | – | 0.80× (sdpa-cudnn) |", text)
+        self.assertIn("| sdpa-cudnn (forward+backward) | baseline | B=4 H=16 T=4096 D=128 bf16 | 1 |", text)
+        self.assertIn("| fa4 (backward) | baseline | B=4 H=16 T=4096 D=128 bf16 | – |", text)
+        self.assertIn("2.5× the forward's FLOPs", text)
+        self.assertEqual(tables.headline("11_backward", by_section["11_backward"])["variant"], "atomic")
+
     def test_generated_text_names_no_session_run_or_call(self):
         import re
         text, _, _ = tables.render(SAMPLE)

@@ -530,6 +530,7 @@ int run_backward_section(int argc, char** argv, const BackwardSection& s) {
     metrics["extra_device_bytes"] = extra_bytes;
     metrics["flops_model"] = flops;
     metrics["flops_convention"] = "backward: 2.5x forward FLOPs";
+    metrics["pass"] = "backward";  // the timed pass; library baselines also record "forward+backward"
     json grads = json::object();
     for (const auto& gc : check.grads)
       grads[gc.name] = {{"max_abs_err", finite_or_null(gc.max_abs_err)}, {"bound", finite_or_null(gc.bound)},
