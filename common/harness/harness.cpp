@@ -202,7 +202,7 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
     *message = "unknown dtype '" + dtype + "' (fp32, fp16, bf16)";
     return kExitBadInput;
   }
-  if (kv_lens != "full" && kv_lens != "random") {
+  if (s.supports_ragged_kv && kv_lens != "full" && kv_lens != "random") {
     *message = "unknown --kv-lens '" + kv_lens + "' (full, random)";
     return kExitBadInput;
   }

@@ -68,6 +68,11 @@ def check_section(section, a):
     if not on_gpu and a.require_gpu:
         say(f"lab: cannot run here: {reason} (--require-gpu)")
         return None
+    if not on_gpu:
+        code, out, _ = run_limited(exe + ["--t", "1", "--iters", "0", "--quiet", "--cpu"], a.timeout)
+        if code == EXIT_CANNOT_RUN:  # the exercise runs on a GPU only: never a PASS without one
+            say(f"lab: {section}: not checked here: {no_gpu_reason(out) or 'needs a GPU'}")
+            return None
     if not on_gpu and not a.cpu:
         say(f"lab: {reason}; checking the CPU model of {section} instead, not your kernel")
     runs = expand_cases(data, a.solution, not a.no_bugs, on_gpu, "fail" if a.expect_fail else "pass")
