@@ -177,7 +177,17 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
   app.add_option("--dump", o.dump_dir, "Write inputs and outputs as .npy files to this folder");
   app.add_flag("--cpu", o.cpu, "Run the CPU model of the algorithm (not your kernel)");
   app.add_flag("--quiet", o.quiet, "Print only the verdict line");
-  for (const auto& [flag, help] : s.extra_help) app.footer(app.get_footer() + (app.get_footer().empty() ? "" : "\n") + "  " + flag + "  " + help);
+  // Modes the section parses itself (06: --simulate), then examples that a test runs (with --cpu).
+  std::string footer;
+  if (!s.extra_help.empty()) {
+    footer += "Also:\n";
+    for (const auto& [flag, help] : s.extra_help) footer += "  " + flag + "  " + help + "\n";
+    footer += "\n";
+  }
+  const std::string program = "build/bin/" + std::string(s.build == "lab" ? "lab_" : "") + s.name;
+  footer += "Examples:\n  " + program + "    # the default problem above, on the GPU\n  " + program +
+            " --cpu --t 100 --quiet    # the CPU model of the algorithm, no GPU needed\n";
+  app.footer(footer);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

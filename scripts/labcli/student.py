@@ -335,6 +335,9 @@ def grading_example(out, names, lab, step, gpus=1):
         return code
     g = lambda n: json.loads((out / "grades" / n / "grade.json").read_text())
     sol, stub, bug, hang = g("solutions"), g("stubs"), g("planted-bug"), g("hang")
+    if sol["gpu"] is None:
+        say("lab: the grading example needs a GPU (its verdicts are the cases' results); triage only here")
+        return EXIT_CANNOT_RUN
     problems = []
     for s in names:
         if sol["sections"][s]["correctness"] != 100.0:
