@@ -135,6 +135,9 @@ def cmd_bench(a):
 
 # ------------------------------------------------------------------------------------- tables
 def cmd_tables(a):
+    from labcli import setup
+    if not setup.ensure_python_deps():
+        raise LabError("tables needs numpy and matplotlib (pip install -r scripts/requirements.txt)")
     import tables
     folder = Path(a.results) if a.results else ROOT / "results" / a.gpu
     if not folder.is_dir():

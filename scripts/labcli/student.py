@@ -138,7 +138,10 @@ def cmd_test(a):
     if a.label:
         args += ["-L", a.label]
     say(f"lab: running the tests (ctest{' -L ' + a.label if a.label else ''})")
-    return subprocess.run(args, env=cmake_env()).returncode
+    if subprocess.run(args, env=cmake_env()).returncode != 0:
+        raise LabError(f"some tests failed (listed above); rerun one with: ctest --test-dir {BUILD} -R NAME "
+                       f"--output-on-failure")
+    return EXIT_PASS
 
 
 def cmd_make_labs(a):
