@@ -115,17 +115,33 @@ def build_log():
     return BUILD / "lab-build.log"
 
 
-def logged(cmd, log, env=None):
-    """Runs cmd with its output appended to `log`; returns the exit code."""
+def logged(cmd, log, env=None, progress=False):
+    """Runs cmd with its output appended to `log`; returns the exit code. With progress, a long
+    build shows how far it is (ninja's [done/total]) every half minute, on one line."""
+    import re
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a") as f:
         f.write(f"\n$ {' '.join(map(str, cmd))}\n")
         f.flush()
+        start = f.tell()
         try:
-            return subprocess.run([str(c) for c in cmd], stdout=f, stderr=subprocess.STDOUT, env=env or cmake_env()).returncode
+            proc = subprocess.Popen([str(c) for c in cmd], stdout=f, stderr=subprocess.STDOUT, env=env or cmake_env())
         except OSError as e:
             f.write(f"cannot start {cmd[0]}: {e.strerror}\n")
             return 127
+        shown = None
+        while True:
+            try:
+                return proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                if not progress:
+                    continue
+                with open(log, errors="replace") as r:
+                    r.seek(start)
+                    steps = re.findall(r"^\[(\d+)/(\d+)\]", r.read(), re.MULTILINE)
+                if steps and steps[-1] != shown:
+                    shown = steps[-1]
+                    say(f" {shown[0]}/{shown[1]}", end="")
 
 
 def tail(path, lines=15):
@@ -175,7 +191,7 @@ def build(target_list=None):
     log = build_log()
     t0 = time.time()
     say(f"lab: building {', '.join(target_list) if target_list else 'everything'} ...", end="")
-    code = logged(args, log)
+    code = logged(args, log, progress=True)
     if code != 0:
         say(" failed")
         raise LabError(f"the build failed; full log: {log}", detail=build_errors(log))
