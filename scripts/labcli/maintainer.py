@@ -163,7 +163,7 @@ def cmd_tables(a):
 GPU_CHECK_STEPS = ("ctest", "check", "stubs", "sanitize", "bench")
 
 def cmd_gpu_check(a):
-    """What a GPU session must verify, in one call: build, ctest (gpu label included), every
+    """What a GPU machine verifies, in one go: build, ctest (gpu label included), every
     section's case list on the solution (with its --bug cases), every stub failing cleanly,
     compute-sanitizer on small cases, and the benchmark sweeps. Logs and JSON go to --out."""
     out = Path(a.out).resolve()
