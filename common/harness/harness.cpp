@@ -185,7 +185,7 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
     footer += "\n";
   }
   const std::string program = "build/bin/" + std::string(s.build == "lab" ? "lab_" : "") + s.name;
-  footer += "Examples:\n  " + program + "    # the default problem above, on the GPU\n  " + program +
+  footer += "Examples:\n  " + program + "    # the defaults above, on the GPU\n  " + program +
             " --cpu --t 100 --quiet    # the CPU model of the algorithm, no GPU needed\n";
   app.footer(footer);
   try {
