@@ -370,6 +370,10 @@ def cmd_grading_example(a):
     out.mkdir(parents=True, exist_ok=True)
     names = resolve_all(a.sections) if a.sections else sections()
     build(targets(names))
+    on_gpu, reason = gpu_available(names[0], True, 120)
+    if not on_gpu:  # its verdicts are the cases' results: a triage would check nothing
+        say(f"lab: the grading example needs a GPU: {reason}")
+        return EXIT_CANNOT_RUN
 
     def step(title, cmd, timeout):
         say(f"== {title}")
