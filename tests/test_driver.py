@@ -415,6 +415,36 @@ class PythonSections(unittest.TestCase):
         self.assertEqual([(r["case"], r["ok"]) for r in results], [("t1", False), ("t2", True)])
 
 
+class Setup(unittest.TestCase):
+    """A fresh machine: what is missing is installed, or one line names the command."""
+
+    def test_missing_python_helpers_are_installed_or_named(self):
+        import contextlib, io
+        from unittest import mock
+        from labcli import setup
+        for pip_code, expect_ok, expect_text in ((0, True, "installing numpy, matplotlib into"),
+                                                 (1, False, "pip install -r scripts/requirements.txt")):
+            with tempfile.TemporaryDirectory() as tmp, \
+                    mock.patch.object(setup.importlib.util, "find_spec", lambda name: None), \
+                    mock.patch.object(setup, "logged", lambda cmd, log, env=None: pip_code), \
+                    mock.patch.object(setup, "build_log", lambda: Path(tmp) / "log"), \
+                    contextlib.redirect_stdout(io.StringIO()) as out:
+                self.assertEqual(setup.ensure_python_deps(), expect_ok)
+            self.assertIn(expect_text, out.getvalue())
+
+    def test_missing_packages_are_named_when_they_cannot_be_installed(self):
+        import contextlib, io
+        from unittest import mock
+        from labcli import setup
+        with mock.patch.object(setup, "vendored_dir", lambda root=None: None), \
+                mock.patch.object(setup, "missing_packages", lambda prefixes=None: ["catch2"]), \
+                mock.patch.object(setup, "can_install", lambda: None), \
+                contextlib.redirect_stdout(io.StringIO()) as out:
+            setup.ensure_cpp_deps()
+        self.assertIn("CMake will fetch their sources", out.getvalue())
+        self.assertIn("sudo apt-get install nlohmann-json3-dev libcli11-dev catch2", out.getvalue())
+
+
 class Vendor(unittest.TestCase):
     """deps --vendor: a copy of the C++ dependencies that a build of the tree finds by itself."""
 
