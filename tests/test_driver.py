@@ -381,6 +381,7 @@ class PythonSections(unittest.TestCase):
     """A section whose solution is NN_name.py: no CMake target, run as [python3, FILE]."""
 
     def test_a_python_section_is_listed_and_run_with_python(self):
+        import shutil
         from unittest import mock
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)
@@ -397,6 +398,9 @@ class PythonSections(unittest.TestCase):
                 self.assertEqual(common.source_name("09_fake"), "09_fake.py")
                 code, _, _ = common.run_limited(common.program("09_fake", True) + ["--t", "1"], 30)
                 self.assertEqual(code, 0)
+                shutil.rmtree(root / "solutions")  # a student release: the sections are the stubs
+                self.assertEqual(common.sections(), ["09_fake"])
+                self.assertTrue(common.is_python("09_fake"))
 
     def test_check_runs_a_python_program(self):
         import argparse, contextlib, io

@@ -37,13 +37,16 @@ def say(msg="", end="\n"):
 # ----------------------------------------------------------------------------------- sections
 def sections(root=None):
     """Every section of the tree: solutions/NN_name.cu (a CUDA program) or solutions/NN_name.py
-    (a Python program, run as `python3 FILE ARGS`)."""
-    folder = Path(root or ROOT) / "solutions"
+    (a Python program, run as `python3 FILE ARGS`); in a student release, which has no
+    solutions/, the stubs of labs/."""
+    root = Path(root or ROOT)
+    folder = root / "solutions" if (root / "solutions").is_dir() else root / "labs"
     return sorted({p.stem for p in folder.glob("[0-9][0-9]_*") if p.suffix in (".cu", ".py")})
 
 
 def is_python(section, root=None):
-    return (Path(root or ROOT) / "solutions" / f"{section}.py").exists()
+    root = Path(root or ROOT)
+    return any((root / folder / f"{section}.py").exists() for folder in ("solutions", "labs"))
 
 
 def source_name(section):
