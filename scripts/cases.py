@@ -17,6 +17,8 @@
               lists) compute-sanitizer runs (default: ragged causal
               T=67/131) and on which variants (default: all)
   ncu         optional {args, variants}: the shape `bench --ncu` measures DRAM bytes on
+  compare     optional [{args, variants}]: the shapes `scripts/lab compare` times the section on
+              (default: its untagged bench entries); the first variant listed (else the section's)
 
 An instructor's hidden case file has the same format (a `section` and `cases`, optionally
 `variants`); `--cases FILE` adds its cases to the section's own.
@@ -25,7 +27,7 @@ import json
 from pathlib import Path
 
 KNOWN_KEYS = {"section", "about", "variants", "timeout_s", "cases", "bad_inputs", "bugs", "bench", "baselines",
-              "grade_perf", "sanitize", "ncu"}
+              "grade_perf", "sanitize", "ncu", "compare"}
 CASE_KEYS = {"name", "args", "weight", "cpu", "variants"}
 
 
@@ -61,6 +63,10 @@ def validate(data, where="case file"):
     if "shapes" in san and (not isinstance(san["shapes"], list) or not san["shapes"]
                             or not all(_strings(x) for x in san["shapes"])):
         bad("'sanitize': 'shapes' must be a non-empty list of lists of strings")
+    for group in ("bench", "compare"):
+        items = data.get(group, [])
+        if not isinstance(items, list) or not all(isinstance(e, dict) and _strings(e.get("args")) for e in items):
+            bad(f"'{group}' must be a list of objects each with 'args', a list of strings")
     names = set()
     for group in ("cases", "bad_inputs", "bugs"):
         items = data.get(group, [])

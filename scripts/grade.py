@@ -1,7 +1,9 @@
 """The instructor's grader: `scripts/lab grade SUBMISSION_DIR...`.
 
-A submission is a folder holding a student's versions of labs/NN_<name>.cu (any subset; directly
-in the folder or in a labs/ folder inside it). For each submission the grader copies those files
+A submission is a folder holding a student's versions of labs/NN_<name>.cu (or .py for a Python
+section; any subset; directly in the folder or in a labs/ folder inside it). A path that does not
+exist, or a folder without any lab file, is refused by `scripts/lab grade` (exit 2, nothing
+written) unless --allow-empty; a file that looks like a misnamed lab is named in the report. For each submission the grader copies those files
 into its own tree under --out (the student's code never touches the repository), builds them
 against the repository's harness, and for each section:
 
@@ -15,7 +17,8 @@ against the repository's harness, and for each section:
                ratio = solution time / student time;  >= 0.9: +10 points;  >= 0.5: +5;  else +0
 
 Section score = correctness (0-100) + bonus; the submission's total is the mean over the graded
-sections (--sections, default: the sections the submission contains). Outputs per submission
+sections (--sections, default: the sections the submission contains). Without a GPU (triage) no
+case runs: every compiled section reads "not run (no GPU)", never a number. Outputs per submission
 grade.json and grade.md, and class_summary.csv for the lot.
 """
 import csv
@@ -29,7 +32,8 @@ import time
 from pathlib import Path
 
 BONUS_TIERS = [(0.9, 10), (0.5, 5)]  # (minimum speed ratio vs the solution, bonus points)
-LAB_NAME = re.compile(r"^(\d\d)_[a-z0-9_]+\.cu$")
+LAB_SUFFIXES = (".cu", ".py")
+NOT_RUN = "not run (no GPU)"
 
 
 def scan_submission(folder, known_sections):
@@ -43,12 +47,41 @@ def scan_submission(folder, known_sections):
                 if f.name != "labs":
                     ignored.append(f.name + "/")
                 continue
-            stem = f.name[:-3] if f.name.endswith(".cu") else None
+            stem = f.stem if f.suffix == lab_suffix(f.stem) else None
             if stem in known_sections and stem not in found:
                 found[stem] = f
             else:
                 ignored.append(f.name if root == folder else f"{root.name}/{f.name}")
     return found, ignored
+
+
+def lab_suffix(section):
+    """.py for a Python section (its solution is solutions/NN_name.py), else .cu."""
+    return ".py" if (Path(__file__).resolve().parent.parent / "solutions" / f"{section}.py").exists() else ".cu"
+
+
+def misnamed(ignored, known_sections):
+    """For each ignored .cu/.py file that looks like a section's lab under another name, one line:
+    "naive.cu: not a lab file; expected labs/01_naive.cu"."""
+    out = []
+    for name in ignored:
+        path = Path(name)
+        if path.suffix not in LAB_SUFFIXES:
+            continue
+        words = set(re.split(r"[^a-z0-9]+", path.stem.lower())) - {""}
+        for s in known_sections:
+            parts = s.split("_")
+            if path.stem.lower() == s.lower() or words & set(parts[1:]) or (words & {parts[0], parts[0].lstrip("0")}):
+                out.append(f"{name}: not a lab file; expected labs/{s}{lab_suffix(s)}")
+                break
+    return out
+
+
+def total_text(report):
+    """The total as the class summary and the console show it."""
+    if report["total"] is None:
+        return NOT_RUN if report["graded_sections"] else "no lab file"
+    return f"{report['total']:.1f}"
 
 
 def compiler_excerpt(log, lines=8):
@@ -93,16 +126,24 @@ def classify(code, out, record_ok):
 
 
 def section_score(sec):
+    """The section's points, or None where its cases were not run (triage: no GPU)."""
+    if sec["status"] == NOT_RUN:
+        return None
     if sec["status"] != "graded":
         return 0.0
     return sec["correctness"] + sec.get("bonus", 0)
+
+
+def score_text(sec, fmt="{:.1f}"):
+    score = section_score(sec)
+    return NOT_RUN if score is None else fmt.format(score)
 
 
 def total_line(report):
     if not report["graded_sections"]:
         return "**Total: 0** — no lab file found (expected labs/NN_<name>.cu files, e.g. 01_naive.cu)."
     if report["total"] is None:
-        return ("**Total: not scored** — triage only (no GPU): compile errors and unmodified stubs below; "
+        return (f"**Total: {NOT_RUN}** — triage only: compile errors and unmodified stubs below; "
                 "grade on a GPU machine for correctness and performance.")
     return (f"**Total: {report['total']:.1f}** (mean over {len(report['graded_sections'])} section(s): "
             f"{', '.join(report['graded_sections'])})")
@@ -113,15 +154,21 @@ def render_markdown(report):
     lines = [f"# Grade: {report['submission']}", "",
              f"Graded {report['time_utc']} at commit {report['git_sha']} on {report['gpu'] or 'no GPU (triage only)'}.", "",
              total_line(report), ""]
+    for line in report.get("misnamed", []):
+        lines += [f"- `{line.split(':')[0]}`:{line.split(':', 1)[1]}"]
+    if report.get("misnamed"):
+        lines.append("")
     if report["ignored_files"]:
         lines += ["Ignored files (not a lab of this course): " + ", ".join(f"`{f}`" for f in report["ignored_files"]), ""]
     lines += ["| section | status | correctness | speed vs solution | bonus | score |", "|---|---|---:|---:|---:|---:|"]
     for name in report["graded_sections"]:
         s = report["sections"][name]
         ratio = s.get("speed_ratio")
+        run = s["status"] != NOT_RUN
         lines.append(f"| {name} | {s['status']}{' (unmodified stub)' if s.get('unmodified_stub') else ''} | "
-                     f"{s['correctness']:.0f}% | {'–' if ratio is None else f'{ratio:.2f}×'} | {s.get('bonus', 0)} | "
-                     f"{section_score(s):.1f} |")
+                     f"{format(s['correctness'], '.0f') + '%' if run else NOT_RUN} | "
+                     f"{'–' if ratio is None else f'{ratio:.2f}×'} | {s.get('bonus', 0) if run else '–'} | "
+                     f"{score_text(s)} |")
     lines.append("")
     for name in report["graded_sections"]:
         s = report["sections"][name]
@@ -158,23 +205,26 @@ def write_reports(report, folder):
 def write_class_summary(reports, path):
     sections = sorted({s for r in reports for s in r["graded_sections"]})
     with open(path, "w", newline="") as f:
-        w = csv.writer(f)
+        w = csv.writer(f, lineterminator="\n")
         w.writerow(["submission", "total"] + sections)
         for r in reports:
-            w.writerow([r["submission"], "triage" if r["total"] is None else f"{r['total']:.1f}"] +
-                       [f"{section_score(r['sections'][s]):.1f}" if s in r["sections"] else "" for s in sections])
+            w.writerow([r["submission"], total_text(r)] +
+                       [score_text(r["sections"][s]) if s in r["sections"] else "" for s in sections])
 
 
 class Grader:
     """Holds what every submission shares: the repository, the reference build, the run helper."""
 
     def __init__(self, root, ref_build, run_limited, make_stub, load_cases, expand_cases, cmake_env, say, jobs=1,
-                 devices=(None,), on_device=lambda cmd, device: cmd):
+                 devices=(None,), on_device=lambda cmd, device: cmd, program=None):
         self.root, self.ref_build = Path(root), Path(ref_build)
         self.run_limited, self.make_stub, self.load_cases = run_limited, make_stub, load_cases
         self.expand_cases, self.cmake_env, self.say = expand_cases, cmake_env, say
         self.jobs = max(1, jobs)  # case runs at once (the timing runs stay one at a time)
         self.devices, self.on_device = list(devices), on_device  # case n runs on devices[n % len]
+        # program(section, solution, build_dir, labs_dir): the command that runs a section's program
+        self.program = program or (lambda s, solution, build_dir=None, labs_dir=None:
+                                   [Path(build_dir or ref_build) / "bin" / (s if solution else f"lab_{s}")])
 
     def build_submission(self, labs_dir, build_dir, sections):
         """Configures a build of only the submitted labs; returns {section: (ok, log)}."""
@@ -182,7 +232,7 @@ class Grader:
                 f"-DLAB_LABS_DIR={labs_dir}", "-DCMAKE_BUILD_TYPE=Release"]
         if shutil.which("ninja"):
             args += ["-G", "Ninja"]
-        if (self.root / ".deps").is_dir():
+        if (self.root / ".deps" / "include").is_dir():  # a vendored copy (scripts/lab deps --vendor)
             args.append(f"-DCMAKE_PREFIX_PATH={self.root / '.deps'}")
         r = subprocess.run(args, capture_output=True, text=True, env=self.cmake_env())
         if r.returncode != 0:
@@ -204,7 +254,7 @@ class Grader:
         """Runs one case; the verdict comes from the exit code and the run's result record."""
         rec = workdir / f"record-{n}.json"  # one per run: several may run at once
         rec.unlink(missing_ok=True)
-        cmd = [exe, "--variant", variant, "--iters", "0", "--json", rec] + args
+        cmd = list(exe) + ["--variant", variant, "--iters", "0", "--json", rec] + args
         code, out, secs = self.run_limited(self.on_device(cmd, self.devices[n % len(self.devices)]), timeout)
         record_ok = False
         if rec.exists():
@@ -220,7 +270,7 @@ class Grader:
     def median_ms(self, exe, variant, args, timeout, workdir):
         rec = workdir / "perf.json"
         rec.unlink(missing_ok=True)
-        cmd = [exe, "--variant", variant, "--quiet", "--check", "sample", "--json", rec] + args
+        cmd = list(exe) + ["--variant", variant, "--quiet", "--check", "sample", "--json", rec] + args
         code, out, _ = self.run_limited(self.on_device(cmd, self.devices[0]), timeout)  # alone on its GPU
         if code != 0 or not rec.exists():
             return None
@@ -241,20 +291,24 @@ class Grader:
         graded = only_sections or sorted(files)
         report = {"submission": name, "path": str(submission), "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "git_sha": sha, "gpu": gpu_name if on_gpu else None, "ignored_files": ignored,
-                  "graded_sections": graded, "sections": {}, "bonus_tiers": BONUS_TIERS}
+                  "graded_sections": graded, "sections": {}, "bonus_tiers": BONUS_TIERS,
+                  "misnamed": misnamed(ignored, known_sections)}
         if not submission.is_dir():
             report["error"] = "not a folder"
         for s in files:
-            shutil.copy(files[s], labs_dir / f"{s}.cu")
+            shutil.copy(files[s], labs_dir / files[s].name)
         present = [s for s in graded if s in files]
-        built = self.build_submission(labs_dir, out / "build", present) if present else {}
+        compiled = [s for s in present if files[s].suffix == ".cu"]  # a Python lab has nothing to build
+        built = self.build_submission(labs_dir, out / "build", compiled) if compiled else {}
+        built.update({s: (True, "") for s in present if s not in compiled})
         for s in graded:
             sec = {"status": "missing", "correctness": 0.0, "cases": [], "weight_total": 0, "weight_passed": 0}
             report["sections"][s] = sec
             if s not in files:
                 continue
             text = files[s].read_text(errors="replace")
-            stub = self.make_stub((self.root / "solutions" / f"{s}.cu").read_text(), f"{s}.cu")
+            solution = self.root / "solutions" / f"{s}{files[s].suffix}"
+            stub = self.make_stub(solution.read_text(), solution.name) if solution.exists() else None
             sec["unmodified_stub"] = text == stub
             ok, log = built[s]
             (out / f"build-{s}.log").write_text(log)
@@ -263,12 +317,13 @@ class Grader:
                 progress(f"{name}: {s}: compile error")
                 continue
             if not on_gpu:
-                sec["status"] = "not run (no GPU)"
+                sec["status"] = NOT_RUN
+                sec["correctness"] = None
                 progress(f"{name}: {s}: compiled{' (unmodified stub)' if sec['unmodified_stub'] else ''}; no GPU, cases not run")
                 continue
             data = self.load_cases(s, hidden)
             runs = [r for r in self.expand_cases(data, False, False, True) if r[3] == "pass"]
-            exe = out / "build" / "bin" / f"lab_{s}"
+            exe = self.program(s, False, out / "build", labs_dir)
             limit = min(timeout, data.get("timeout_s", timeout))
             pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.jobs)
             jobs = [pool.submit(self.run_case, exe, variant, args, limit, out, n) for n, (_, variant, args, _, _) in enumerate(runs, 1)]
@@ -288,12 +343,12 @@ class Grader:
                 variant = (perf.get("variants") or data["variants"])[0]
                 args = [a for a in perf["args"]]
                 mine = self.median_ms(exe, variant, args, limit, out)
-                ref = self.median_ms(self.ref_build / "bin" / s, variant, args, limit, out)
+                ref = self.median_ms(self.program(s, True, self.ref_build), variant, args, limit, out)
                 sec["speed_ratio"] = (ref / mine) if mine and ref else None
                 sec["perf_shape"] = {"variant": variant, "args": args, "student_ms": mine, "solution_ms": ref}
                 sec["bonus"] = bonus_for(sec["speed_ratio"])
                 progress(f"{name}: {s} performance: {mine} ms vs solution {ref} ms -> bonus {sec['bonus']}")
         scores = [section_score(report["sections"][s]) for s in graded]
-        report["total"] = (sum(scores) / len(scores) if scores else 0.0) if on_gpu or not present else None
+        report["total"] = None if None in scores or (not on_gpu and present) else (sum(scores) / len(scores) if scores else 0.0)
         write_reports(report, out)
         return report

@@ -1,4 +1,4 @@
-"""Unit tests of scripts/lab and scripts/make_labs.py (no GPU, no build needed)."""
+"""Unit tests of scripts/lab (its labcli modules) and scripts/make_labs.py (no GPU, no build needed)."""
 import importlib.machinery
 import json
 import importlib.util
@@ -12,33 +12,34 @@ sys.path.insert(0, str(ROOT / "scripts"))
 loader = importlib.machinery.SourceFileLoader("lab_driver", str(ROOT / "scripts" / "lab"))
 spec = importlib.util.spec_from_loader("lab_driver", loader)
 lab = importlib.util.module_from_spec(spec)
-loader.exec_module(lab)
+loader.exec_module(lab)  # the entry point: its argument parsing
+from labcli import common, maintainer, student  # noqa: E402
 import make_labs  # noqa: E402
 
 
 class TimeLimit(unittest.TestCase):
     def test_a_hang_is_stopped_and_reported(self):
-        code, out, secs = lab.run_limited([sys.executable, "-c", "import time; time.sleep(60)"], timeout=1)
-        self.assertEqual(code, lab.EXIT_TIMEOUT)
+        code, out, secs = common.run_limited([sys.executable, "-c", "import time; time.sleep(60)"], timeout=1)
+        self.assertEqual(code, common.EXIT_TIMEOUT)
         self.assertIn("TIMEOUT", out)
         self.assertLess(secs, 10)
 
     def test_child_processes_are_killed_too(self):
-        code, out, _ = lab.run_limited(["bash", "-c", "sleep 60 & sleep 60; wait"], timeout=1)
-        self.assertEqual(code, lab.EXIT_TIMEOUT)
+        code, out, _ = common.run_limited(["bash", "-c", "sleep 60 & sleep 60; wait"], timeout=1)
+        self.assertEqual(code, common.EXIT_TIMEOUT)
 
     def test_a_crash_is_reported(self):
-        code, out, _ = lab.run_limited([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"], 10)
+        code, out, _ = common.run_limited([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"], 10)
         self.assertLess(code, 0)
         self.assertIn("CRASHED", out)
 
     def test_a_missing_program_is_a_failed_run(self):
-        code, out, _ = lab.run_limited(["no-such-tool-here", "--x"], 10)
+        code, out, _ = common.run_limited(["no-such-tool-here", "--x"], 10)
         self.assertEqual(code, 127)
         self.assertIn("cannot start no-such-tool-here", out)
 
     def test_exit_codes_pass_through(self):
-        code, out, _ = lab.run_limited([sys.executable, "-c", "print('hi'); raise SystemExit(77)"], 10)
+        code, out, _ = common.run_limited([sys.executable, "-c", "print('hi'); raise SystemExit(77)"], 10)
         self.assertEqual((code, out.strip()), (77, "hi"))
 
 
@@ -53,19 +54,19 @@ class ParallelCheck(unittest.TestCase):
             fake.chmod(0o755)
             data = {"section": "99_fake", "variants": ["v"],
                     "cases": [{"name": f"t{t}", "args": ["--t", str(t)]} for t in range(1, 5)]}
-            saved = (lab.load_cases, lab.binary, lab.gpu_available)
-            lab.load_cases = lambda section, extra=None: data
-            lab.binary = lambda section, solution: fake
-            lab.gpu_available = lambda section, solution, timeout: (True, "")
+            saved = (student.load_cases, student.program, student.gpu_available)
+            student.load_cases = lambda section, extra=None: data
+            student.program = lambda section, solution: [fake]
+            student.gpu_available = lambda section, solution, timeout: (True, "")
             try:
                 verdicts = {}
                 for jobs in (1, 4):
                     a = argparse.Namespace(cases=None, solution=True, cpu=False, require_gpu=True, no_bugs=True,
                                            expect_fail=False, timeout=30, verbose=False, jobs=jobs)
-                    results = lab.check_section("99_fake", a)
+                    results = student.check_section("99_fake", a)
                     verdicts[jobs] = [(r["case"], r["ok"]) for r in results]
             finally:
-                lab.load_cases, lab.binary, lab.gpu_available = saved
+                student.load_cases, student.program, student.gpu_available = saved
         self.assertEqual(verdicts[1], [("t1", False), ("t2", True), ("t3", False), ("t4", True)])
         self.assertEqual(verdicts[4], verdicts[1])
 
@@ -79,24 +80,24 @@ class ParallelCheck(unittest.TestCase):
             fake.chmod(0o755)
             data = {"section": "99_fake", "variants": ["v"],
                     "cases": [{"name": f"t{t}", "args": ["--t", str(t)]} for t in range(1, 5)]}
-            saved = (lab.load_cases, lab.binary, lab.gpu_available, os.environ.get("CUDA_VISIBLE_DEVICES"))
-            lab.load_cases = lambda section, extra=None: data
-            lab.binary = lambda section, solution: fake
-            lab.gpu_available = lambda section, solution, timeout: (True, "")
+            saved = (student.load_cases, student.program, student.gpu_available, os.environ.get("CUDA_VISIBLE_DEVICES"))
+            student.load_cases = lambda section, extra=None: data
+            student.program = lambda section, solution: [fake]
+            student.gpu_available = lambda section, solution, timeout: (True, "")
             os.environ["CUDA_VISIBLE_DEVICES"] = "3,5,7"
             try:
                 a = argparse.Namespace(cases=None, solution=True, cpu=False, require_gpu=True, no_bugs=True,
                                        expect_fail=False, timeout=30, verbose=False, jobs=4, gpus=2)
-                self.assertTrue(all(r["ok"] for r in lab.check_section("99_fake", a)))
+                self.assertTrue(all(r["ok"] for r in student.check_section("99_fake", a)))
                 devices = [(Path(tmp) / f"dev{t}").read_text() for t in range(1, 5)]
             finally:
-                lab.load_cases, lab.binary, lab.gpu_available = saved[:3]
+                student.load_cases, student.program, student.gpu_available = saved[:3]
                 if saved[3] is None:
                     del os.environ["CUDA_VISIBLE_DEVICES"]
                 else:
                     os.environ["CUDA_VISIBLE_DEVICES"] = saved[3]
         self.assertEqual(devices, ["3", "5", "3", "5"])  # the first two of the visible ones, in turn
-        self.assertEqual(lab.gpu_devices(1), [None])      # one GPU: the environment is left alone
+        self.assertEqual(common.gpu_devices(1), [None])      # one GPU: the environment is left alone
 
 
 class Cases(unittest.TestCase):
@@ -106,31 +107,32 @@ class Cases(unittest.TestCase):
             "bugs": [{"bug": "no-max-subtract", "name": "b", "args": ["--magnitude", "8"]}]}
 
     def test_gpu_solution_runs_every_variant_and_the_bugs(self):
-        runs = lab.expand_cases(self.data, solution=True, bugs=True, on_gpu=True)
+        runs = student.expand_cases(self.data, solution=True, bugs=True, on_gpu=True)
         self.assertEqual(len(runs), 2 + 2 + 1 + 2)
         bug_runs = [r for r in runs if r[3] == "fail"]
         self.assertEqual(len(bug_runs), 2)
         self.assertEqual(bug_runs[0][2][-2:], ["--bug", "no-max-subtract"])
 
     def test_students_never_run_bug_cases(self):
-        runs = lab.expand_cases(self.data, solution=False, bugs=True, on_gpu=True)
+        runs = student.expand_cases(self.data, solution=False, bugs=True, on_gpu=True)
         self.assertTrue(all(r[3] == "pass" for r in runs))
 
     def test_cpu_model_skips_heavy_cases_and_runs_one_variant(self):
-        runs = lab.expand_cases(self.data, solution=True, bugs=True, on_gpu=False)
+        runs = student.expand_cases(self.data, solution=True, bugs=True, on_gpu=False)
         self.assertEqual([r[0] for r in runs], ["a", "one variant", "bug no-max-subtract: b"])
         self.assertTrue(all(r[1] == "kernels" for r in runs))
 
     def test_bad_inputs_run_for_stubs_and_solutions_alike(self):
         data = dict(self.data, bad_inputs=[{"name": "T=0", "args": ["--t", "0"]}])
         for solution in (False, True):
-            runs = lab.expand_cases(data, solution=solution, bugs=True, on_gpu=True)
+            runs = student.expand_cases(data, solution=solution, bugs=True, on_gpu=True)
             self.assertEqual([r[3] for r in runs if r[0] == "bad input: T=0"], ["bad-input"])
 
     def test_every_committed_case_file_is_well_formed(self):
         for path in (ROOT / "tests" / "cases").glob("*.json"):
-            data = lab.load_cases(path.stem)
-            self.assertTrue(any((ROOT / "solutions" / f"{data['section']}{ext}").exists() for ext in (".cu", ".py")), path)
+            data = student.load_cases(path.stem)
+            folder = ROOT / ("solutions" if (ROOT / "solutions").is_dir() else "labs")  # (a student release: labs/)
+            self.assertTrue(any((folder / f"{data['section']}{x}").exists() for x in (".cu", ".py")), path)
             for case in data["cases"] + data.get("bugs", []):
                 self.assertIn("name", case, path)
                 self.assertIsInstance(case.get("args", []), list, path)
@@ -147,7 +149,7 @@ class Cases(unittest.TestCase):
                 cases.validate(dict(base, sanitize=bad))
         # 06 sanitizes page 16 (the default page) and page 32 (a page size read at run time), and two
         # sliding windows whose keys lie past the split's first staged table window (re-staged).
-        shapes = cases.sanitize_shapes(lab.load_cases("06_paged"))
+        shapes = cases.sanitize_shapes(student.load_cases("06_paged"))
         self.assertEqual([s[s.index("--page-size") + 1] for s in shapes], ["16", "32", "16", "16", "16", "16"])
         self.assertEqual(sum("hnd" in s for s in shapes), 1)  # and the hnd pool layout once
         self.assertEqual(sum("--window" in s for s in shapes), 2)
@@ -157,14 +159,14 @@ class Cases(unittest.TestCase):
             arg = lambda name, default: int(shape[shape.index(name) + 1]) if name in shape else default
             return arg("--b", 1) * arg("--t-kv", 1024) * arg("--h-kv", arg("--h", 8)) * arg("--d", 128) * 2 * 2 / 1e6
         for section in ("05_decode", "06_paged"):
-            sizes = [kv_megabytes(s) for s in cases.sanitize_shapes(lab.load_cases(section))]
+            sizes = [kv_megabytes(s) for s in cases.sanitize_shapes(student.load_cases(section))]
             self.assertTrue(any(mb > 50 for mb in sizes) and any(mb < 50 for mb in sizes), (section, sizes))
 
     def test_sections_resolve_by_number(self):
-        self.assertEqual(lab.resolve("1"), "01_naive")
-        self.assertEqual(lab.resolve("01"), "01_naive")
-        with self.assertRaises(SystemExit):
-            lab.resolve("42")
+        self.assertEqual(common.resolve("1"), "01_naive")
+        self.assertEqual(common.resolve("01"), "01_naive")
+        with self.assertRaises(common.BadInput):
+            common.resolve("42")
 
 
 class BenchResume(unittest.TestCase):
@@ -175,26 +177,26 @@ class BenchResume(unittest.TestCase):
         kernel = {"git_sha": sha, "build": "solution", "variant": "ws",
                   "command": "/x/build/bin/08_tma_skeleton --variant ws --json /x/b.json --quiet --dtype bf16 --t 1024"}
         flash = {"git_sha": sha, "build": "baseline", "variant": "sdpa-flash",
-                 "command": lab.baseline_spec_command(self.spec)}
+                 "command": maintainer.baseline_spec_command(self.spec)}
         return [kernel, flash]
 
     def test_runs_of_this_commit_are_done(self):
-        kernels, baselines = lab.done_in(self.records("abc1234"), "abc1234")
-        self.assertIn(lab.kernel_run_id("ws", ["--dtype", "bf16", "--t", "1024"]), kernels)
-        self.assertNotIn(lab.kernel_run_id("ws-overlap", ["--dtype", "bf16", "--t", "1024"]), kernels)
-        self.assertNotIn(lab.kernel_run_id("ws", ["--dtype", "fp16", "--t", "1024"]), kernels)
+        kernels, baselines = maintainer.done_in(self.records("abc1234"), "abc1234")
+        self.assertIn(maintainer.kernel_run_id("ws", ["--dtype", "bf16", "--t", "1024"]), kernels)
+        self.assertNotIn(maintainer.kernel_run_id("ws-overlap", ["--dtype", "bf16", "--t", "1024"]), kernels)
+        self.assertNotIn(maintainer.kernel_run_id("ws", ["--dtype", "fp16", "--t", "1024"]), kernels)
         # a baseline spec is done only when every variant it names has a record: cuDNN is missing
-        self.assertEqual(baselines[lab.baseline_spec_command(self.spec)], {"sdpa-flash"})
-        self.assertFalse(set(self.spec["variants"]) <= baselines[lab.baseline_spec_command(self.spec)])
+        self.assertEqual(baselines[maintainer.baseline_spec_command(self.spec)], {"sdpa-flash"})
+        self.assertFalse(set(self.spec["variants"]) <= baselines[maintainer.baseline_spec_command(self.spec)])
 
     def test_runs_of_another_commit_count_for_nothing(self):
-        kernels, baselines = lab.done_in(self.records("0ld0ld0"), "abc1234")
+        kernels, baselines = maintainer.done_in(self.records("0ld0ld0"), "abc1234")
         self.assertEqual((kernels, baselines), (set(), {}))
 
     def test_the_spec_command_is_the_one_baselines_writes(self):
         text = (ROOT / "scripts" / "baselines.py").read_text()
         self.assertIn('"scripts/baselines.py --spec " + json.dumps(spec, separators=(",", ":"))', text)
-        self.assertEqual(lab.baseline_spec_command({"variants": ["flex"], "t": 4}),
+        self.assertEqual(maintainer.baseline_spec_command({"variants": ["flex"], "t": 4}),
                          'scripts/baselines.py --spec {"variants":["flex"],"t":4}')
 
 
@@ -217,14 +219,14 @@ class AB(unittest.TestCase):
                                   out=str(Path(tmp) / "out"), timeout=30)
         with mock.patch.dict(os.environ, {"AB_ORDER": str(Path(tmp) / "order.txt")}), \
                 contextlib.redirect_stdout(io.StringIO()) as printed:
-            code = lab.cmd_ab(args)
+            code = maintainer.cmd_ab(args)
         return code, printed.getvalue(), json.loads((Path(tmp) / "out" / "ab.json").read_text())
 
     def test_order_flips_and_the_ratio_is_a_over_b(self):
         with tempfile.TemporaryDirectory() as tmp:
             a_dir, b_dir = self.make_build(tmp, "A", 2.0), self.make_build(tmp, "B", 0.5)
             code, printed, summary = self.run_ab(tmp, a_dir, b_dir, ["one=fake x1", "two=fake x2"])
-            self.assertEqual(code, lab.EXIT_PASS)
+            self.assertEqual(code, common.EXIT_PASS)
             order = (Path(tmp) / "order.txt").read_text().split("\n")
             self.assertEqual(order[:8], ["A x1", "B x1", "A x2", "B x2", "B x1", "A x1", "B x2", "A x2"])
             self.assertEqual([c["a_over_b"] for c in summary["cases"]], [4.0, 4.0])
@@ -235,7 +237,7 @@ class AB(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             a_dir, b_dir = self.make_build(tmp, "A", 1.0), self.make_build(tmp, "B", 0.5, passed=False)
             code, printed, summary = self.run_ab(tmp, a_dir, b_dir, ["one=fake x"], rounds=1)
-            self.assertEqual(code, lab.EXIT_FAIL)
+            self.assertEqual(code, common.EXIT_FAIL)
             self.assertIsNone(summary["cases"][0]["a_over_b"])
             self.assertIn("FAIL", printed)
 
@@ -244,7 +246,7 @@ class AB(unittest.TestCase):
         from unittest import mock
         with tempfile.TemporaryDirectory() as tmp:
             a_dir, b_dir = self.make_build(tmp, "A", 2.0), self.make_build(tmp, "B", 1.0)
-            real, calls = lab.run_limited, []
+            real, calls = common.run_limited, []
             def limited(cmd, timeout):  # the 5th run (round 3's first) is where the time limit strikes
                 calls.append(cmd)
                 if len(calls) == 5:
@@ -253,9 +255,9 @@ class AB(unittest.TestCase):
             args = argparse.Namespace(build_a=str(a_dir), build_b=str(b_dir), case=["one=fake x"], rounds=3,
                                       out=str(Path(tmp) / "out"), timeout=30)
             with mock.patch.dict(os.environ, {"AB_ORDER": str(Path(tmp) / "order.txt")}), \
-                    mock.patch.object(lab, "run_limited", limited), contextlib.redirect_stdout(io.StringIO()) as printed:
+                    mock.patch.object(maintainer, "run_limited", limited), contextlib.redirect_stdout(io.StringIO()) as printed:
                 with self.assertRaises(KeyboardInterrupt):
-                    lab.cmd_ab(args)
+                    maintainer.cmd_ab(args)
             summary = json.loads((Path(tmp) / "out" / "ab.json").read_text())
             self.assertEqual(summary["rounds_done"], 2)
             self.assertEqual(summary["cases"][0]["A"]["runs_ms"], [2.0, 2.0])
@@ -264,14 +266,14 @@ class AB(unittest.TestCase):
 
     def test_bad_cases_are_refused(self):
         for bad in ("no-equals-sign", "=fake", "label=", "label=  "):
-            with self.assertRaises(SystemExit):
-                lab.parse_ab_case(bad)
+            with self.assertRaises(common.BadInput):
+                maintainer.parse_ab_case(bad)
         for bad in ("x=fake |", "x=| fake", "x=fake | other | third"):
-            with self.assertRaises(SystemExit):
-                lab.parse_ab_case(bad)
+            with self.assertRaises(common.BadInput):
+                maintainer.parse_ab_case(bad)
         same = ("06_paged", ["--b", "8", "--t-kv", "1024"])
-        self.assertEqual(lab.parse_ab_case("06-1k=06_paged --b 8 --t-kv 1024"), ("06-1k", {"A": same, "B": same}))
-        self.assertEqual(lab.parse_ab_case("pair=05_decode --b 8 | 06_paged --b 8 --page-size 16"),
+        self.assertEqual(maintainer.parse_ab_case("06-1k=06_paged --b 8 --t-kv 1024"), ("06-1k", {"A": same, "B": same}))
+        self.assertEqual(maintainer.parse_ab_case("pair=05_decode --b 8 | 06_paged --b 8 --page-size 16"),
                          ("pair", {"A": ("05_decode", ["--b", "8"]), "B": ("06_paged", ["--b", "8", "--page-size", "16"])}))
 
     def test_a_pair_runs_two_programs_of_one_build(self):
@@ -281,7 +283,7 @@ class AB(unittest.TestCase):
             other.write_text((build / "bin" / "fake").read_text().replace("'A '", "'other '").replace("2.0", "1.0"))
             other.chmod(0o755)
             code, printed, summary = self.run_ab(tmp, build, build, ["pair=fake x | other y"], rounds=2)
-            self.assertEqual(code, lab.EXIT_PASS)
+            self.assertEqual(code, common.EXIT_PASS)
             order = (Path(tmp) / "order.txt").read_text().split("\n")
             self.assertEqual(order[:4], ["A x", "other y", "other y", "A x"])
             self.assertEqual(summary["cases"][0]["a_over_b"], 2.0)
@@ -326,6 +328,151 @@ __global__ void k(float* o) {
             self.assertFalse((labs / "99_x.cu").exists())
             self.assertEqual(make_labs.generate_all(sol, labs), ["99_x.cu"])
             self.assertEqual(make_labs.generate_all(sol, labs, check_only=True), [])
+
+
+class Arguments(unittest.TestCase):
+    """The driver's arguments in any natural order, its own bad input exit 2 in one line."""
+
+    def test_run_options_in_any_order(self):
+        for argv in (["run", "01", "--solution", "--", "--t", "4096", "--causal"],
+                     ["run", "--solution", "01", "--", "--t", "4096", "--causal"]):
+            a = lab.parse(argv)
+            self.assertEqual((a.section, a.solution, a.args), ("01", True, ["--t", "4096", "--causal"]), argv)
+        a = lab.parse(["run", "01", "--cpu", "--t", "65"])  # options the driver does not know go to the program
+        self.assertEqual((a.section, a.solution, a.args), ("01", False, ["--cpu", "--t", "65"]))
+
+    def cli(self, *args):
+        import subprocess
+        return subprocess.run([sys.executable, str(ROOT / "scripts" / "lab"), *args], capture_output=True, text=True,
+                              timeout=120, env=dict(__import__("os").environ, LAB_NO_BUILD="1"))
+
+    def test_bad_driver_input_is_exit_2_in_one_line(self):
+        for args, message in ((["run", "99"], "unknown section '99'"),
+                              (["check", "01", "--timeout", "0"], "--timeout: must be >= 1 second"),
+                              (["check", "01", "--jobs", "0"], "--jobs: must be >= 1"),
+                              (["check", "all", "--gpus", "-1"], "--gpus: must be >= 1"),
+                              (["check", "nope"], "unknown section 'nope'"),
+                              (["bench", "01", "--timeout", "x"], "expected seconds"),
+                              (["frobnicate"], "invalid choice"),
+                              (["make-labs", "--", "x"], "takes no program arguments"),
+                              (["release", str(ROOT / "inside")], "inside this tree")):
+            r = self.cli(*args)
+            self.assertEqual(r.returncode, 2, (args, r.stdout, r.stderr))
+            self.assertIn(message, r.stdout, args)
+            self.assertEqual(len((r.stdout + r.stderr).strip().splitlines()), 1, (args, r.stdout, r.stderr))
+            self.assertNotIn("Traceback", r.stdout + r.stderr)
+
+    def test_an_unexpected_error_is_one_line_not_a_traceback(self):
+        import contextlib, io
+        from unittest import mock
+        def boom(a):
+            raise ValueError("something broke")
+        with mock.patch.object(student, "cmd_make_labs", boom), contextlib.redirect_stdout(io.StringIO()) as out:
+            code = lab.main(["make-labs"]) if False else None
+            a = lab.parse(["make-labs"])
+            a.fn = boom
+            with mock.patch.object(lab, "parse", lambda argv: a):
+                code = lab.main(["make-labs"])
+        self.assertEqual(code, common.EXIT_FAIL)
+        self.assertIn("lab: internal error in `make-labs`: ValueError: something broke", out.getvalue())
+        self.assertNotIn("Traceback", out.getvalue())
+
+
+class PythonSections(unittest.TestCase):
+    """A section whose solution is NN_name.py: no CMake target, run as [python3, FILE]."""
+
+    def test_a_python_section_is_listed_and_run_with_python(self):
+        import shutil
+        from unittest import mock
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            for folder in ("solutions", "labs"):
+                (root / folder).mkdir()
+                (root / folder / "09_fake.py").write_text("import sys\nsys.exit(0)\n")
+            (root / "solutions" / "01_naive.cu").write_text("")
+            with mock.patch.object(common, "ROOT", root):
+                self.assertEqual(common.sections(), ["01_naive", "09_fake"])
+                self.assertTrue(common.is_python("09_fake"))
+                self.assertEqual(common.targets(["01_naive", "09_fake"]), ["01_naive", "lab_01_naive"])
+                self.assertEqual(common.program("09_fake", True), [sys.executable, root / "solutions" / "09_fake.py"])
+                self.assertEqual(common.program("09_fake", False), [sys.executable, root / "labs" / "09_fake.py"])
+                self.assertEqual(common.source_name("09_fake"), "09_fake.py")
+                code, _, _ = common.run_limited(common.program("09_fake", True) + ["--t", "1"], 30)
+                self.assertEqual(code, 0)
+                shutil.rmtree(root / "solutions")  # a student release: the sections are the stubs
+                self.assertEqual(common.sections(), ["09_fake"])
+                self.assertTrue(common.is_python("09_fake"))
+
+    def test_check_runs_a_python_program(self):
+        import argparse, contextlib, io
+        from unittest import mock
+        with tempfile.TemporaryDirectory() as tmp:
+            fake = Path(tmp) / "09_fake.py"  # passes for even T, fails for odd T
+            fake.write_text("import sys\nt = int(sys.argv[sys.argv.index('--t') + 1])\nsys.exit(t % 2)\n")
+            data = {"section": "09_fake", "variants": ["v"], "cases": [{"name": f"t{t}", "args": ["--t", str(t)]} for t in (1, 2)]}
+            a = argparse.Namespace(cases=None, solution=True, cpu=False, require_gpu=True, no_bugs=True,
+                                   expect_fail=False, timeout=30, verbose=False, jobs=1)
+            with mock.patch.object(student, "load_cases", lambda s, extra=None: data), \
+                    mock.patch.object(student, "program", lambda s, solution: [sys.executable, fake]), \
+                    mock.patch.object(student, "gpu_available", lambda *x: (True, "")), \
+                    contextlib.redirect_stdout(io.StringIO()):
+                results = student.check_section("09_fake", a)
+        self.assertEqual([(r["case"], r["ok"]) for r in results], [("t1", False), ("t2", True)])
+
+
+class Setup(unittest.TestCase):
+    """A fresh machine: what is missing is installed, or one line names the command."""
+
+    def test_missing_python_helpers_are_installed_or_named(self):
+        import contextlib, io
+        from unittest import mock
+        from labcli import setup
+        for pip_code, expect_ok, expect_text in ((0, True, "installing numpy, matplotlib into"),
+                                                 (1, False, "pip install -r scripts/requirements.txt")):
+            with tempfile.TemporaryDirectory() as tmp, \
+                    mock.patch.object(setup.importlib.util, "find_spec", lambda name: None), \
+                    mock.patch.object(setup, "logged", lambda cmd, log, env=None: pip_code), \
+                    mock.patch.object(setup, "build_log", lambda: Path(tmp) / "log"), \
+                    contextlib.redirect_stdout(io.StringIO()) as out:
+                self.assertEqual(setup.ensure_python_deps(), expect_ok)
+            self.assertIn(expect_text, out.getvalue())
+
+    def test_missing_packages_are_named_when_they_cannot_be_installed(self):
+        import contextlib, io
+        from unittest import mock
+        from labcli import setup
+        with mock.patch.object(setup, "vendored_dir", lambda root=None: None), \
+                mock.patch.object(setup, "missing_packages", lambda prefixes=None: ["catch2"]), \
+                mock.patch.object(setup, "can_install", lambda: None), \
+                contextlib.redirect_stdout(io.StringIO()) as out:
+            setup.ensure_cpp_deps()
+        self.assertIn("CMake will fetch their sources", out.getvalue())
+        self.assertIn("sudo apt-get install nlohmann-json3-dev libcli11-dev catch2", out.getvalue())
+
+
+class Vendor(unittest.TestCase):
+    """deps --vendor: a copy of the C++ dependencies that a build of the tree finds by itself."""
+
+    def test_vendor_copies_the_headers_and_the_build_uses_them(self):
+        import contextlib, io
+        from labcli import setup
+        with tempfile.TemporaryDirectory() as tmp:
+            prefix, tree = Path(tmp) / "usr", Path(tmp) / "tree"
+            tree.mkdir()
+            for rel in setup.VENDORED:  # a fake installed prefix
+                f = prefix / rel / "x.h" if not rel.endswith(".a") else prefix / rel
+                f.parent.mkdir(parents=True, exist_ok=True)
+                f.write_text("x")
+            with self.assertRaises(common.LabError):  # a prefix without the packages: said, nothing copied
+                setup.vendor(tree, prefix=Path(tmp) / "empty")
+            for pkg, rel in setup.DEBIAN_PACKAGES.items():
+                (prefix / rel).write_text("x")
+            with contextlib.redirect_stdout(io.StringIO()):
+                deps = setup.vendor(tree, prefix=prefix)
+            self.assertTrue((deps / "include" / "nlohmann" / "json.hpp").exists())
+            self.assertTrue((deps / "lib" / "libCatch2WithMain.a").exists())
+            self.assertEqual(common.prefix_args(tree), [f"-DCMAKE_PREFIX_PATH={deps}"])
+            self.assertEqual(common.prefix_args(Path(tmp) / "usr"), [])
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """The grader (scripts/grade.py) and case-file validation (scripts/cases.py), without a GPU:
 reports rendered from recorded results, submissions scanned, codes classified, case files
-rejected with a message naming the problem, and (GradeTriage) a real triage run over a
-submission that does not compile, an empty one and one holding only unknown files."""
+rejected with a message naming the problem, and (GradeTriage) real `scripts/lab grade --no-gpu`
+runs: paths that are no submission refused (exit 2, nothing written), and a triage over a file
+that does not compile, an untouched stub ("not run (no GPU)", never a number) and a misnamed file."""
 import json
 import subprocess
 import sys
@@ -51,7 +52,24 @@ class Reports(unittest.TestCase):
             triage = dict(r, submission="bob", total=None)
             grade.write_class_summary([r, triage], Path(tmp, "c.csv"))
             lines = Path(tmp, "c.csv").read_text().splitlines()
-            self.assertEqual(lines, ["submission,total,01_naive,02_v1_tile", "alice,37.5,75.0,0.0", "bob,triage,75.0,0.0"])
+            self.assertEqual(lines, ["submission,total,01_naive,02_v1_tile", "alice,37.5,75.0,0.0",
+                                     "bob,not run (no GPU),75.0,0.0"])
+            self.assertNotIn(b"\r", Path(tmp, "c.csv").read_bytes())  # \n line endings, not CSV's default CRLF
+
+    def test_triage_sections_show_no_number(self):
+        r = recorded_report()
+        r["sections"]["01_naive"] = {"status": "not run (no GPU)", "correctness": None, "cases": [],
+                                     "weight_total": 0, "weight_passed": 0, "unmodified_stub": True}
+        r["total"] = None
+        md = grade.render_markdown(r)
+        self.assertIn("| 01_naive | not run (no GPU) (unmodified stub) | not run (no GPU) | – | – | not run (no GPU) |", md)
+        self.assertIn("**Total: not run (no GPU)**", md)
+        self.assertIsNone(grade.section_score(r["sections"]["01_naive"]))
+
+    def test_misnamed_files_are_named(self):
+        self.assertEqual(grade.misnamed(["naive.cu", "notes.txt", "labs/tile.cu"], ["01_naive", "02_v1_tile"]),
+                         ["naive.cu: not a lab file; expected labs/01_naive.cu",
+                          "labs/tile.cu: not a lab file; expected labs/02_v1_tile.cu"])
 
     def test_run_outcomes_are_classified(self):
         self.assertEqual(grade.classify(0, "", True), "pass")
@@ -112,17 +130,35 @@ class CaseFiles(unittest.TestCase):
 class GradeTriage(unittest.TestCase):
     """A real `scripts/lab grade --no-gpu` run (builds the broken file against the harness)."""
 
+    def lab(self, *args):
+        return subprocess.run([sys.executable, str(ROOT / "scripts" / "lab"), "grade", *map(str, args)],
+                              capture_output=True, text=True, timeout=1200)
+
+    def test_paths_that_are_no_submission_are_refused(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            subs, out = Path(tmp, "subs"), Path(tmp, "grades")
+            (subs / "empty").mkdir(parents=True)
+            (subs / "misnamed").mkdir()
+            (subs / "misnamed" / "naive.cu").write_text("int main() {}\n")
+            r = self.lab(Path(tmp, "does-not-exist"), subs / "empty", subs / "misnamed", "--no-gpu", "--out", out)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn("does-not-exist: no such folder", r.stdout)
+            self.assertIn("empty: no lab file", r.stdout)
+            self.assertIn("naive.cu: not a lab file; expected labs/01_naive.cu", r.stdout)
+            self.assertNotIn("Traceback", r.stdout + r.stderr)
+            self.assertFalse(out.exists())  # no grade written
+
     def test_triage(self):
         with tempfile.TemporaryDirectory() as tmp:
             subs, out = Path(tmp, "subs"), Path(tmp, "grades")
             (subs / "broken").mkdir(parents=True)
             (subs / "broken" / "01_naive.cu").write_text('#include "lab.cuh"\nint main(int argc, char** argv) { return lab::missing(argc); }\n')
-            (subs / "empty").mkdir()
+            (subs / "stub").mkdir()
+            (subs / "stub" / "01_naive.cu").write_text((ROOT / "labs" / "01_naive.cu").read_text())
             (subs / "unknown").mkdir()
             (subs / "unknown" / "notes.txt").write_text("hi")
-            (subs / "unknown" / "01_naive.py").write_text("print(1)")
-            r = subprocess.run([sys.executable, str(ROOT / "scripts" / "lab"), "grade", str(subs / "broken"), str(subs / "empty"),
-                                str(subs / "unknown"), "--no-gpu", "--out", str(out)], capture_output=True, text=True, timeout=1200)
+            (subs / "unknown" / "naive.cu").write_text("x")
+            r = self.lab(subs / "broken", subs / "stub", subs / "unknown", "--no-gpu", "--allow-empty", "--out", out)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             broken = json.loads((out / "broken" / "grade.json").read_text())
             sec = broken["sections"]["01_naive"]
@@ -131,12 +167,20 @@ class GradeTriage(unittest.TestCase):
             self.assertIn("missing", sec["log_excerpt"])  # the compiler's own words
             self.assertEqual(grade.section_score(sec), 0)
             self.assertIn("Does not compile: 0 points", (out / "broken" / "grade.md").read_text())
-            empty = json.loads((out / "empty" / "grade.json").read_text())
-            self.assertEqual((empty["graded_sections"], empty["total"]), ([], 0.0))
-            self.assertIn("no lab file found", (out / "empty" / "grade.md").read_text())
+            stub = json.loads((out / "stub" / "grade.json").read_text())
+            self.assertEqual(stub["sections"]["01_naive"]["status"], "not run (no GPU)")
+            self.assertIsNone(stub["sections"]["01_naive"]["correctness"])  # never a number
+            self.assertIsNone(stub["total"])
+            self.assertTrue(stub["sections"]["01_naive"]["unmodified_stub"])
+            md = (out / "stub" / "grade.md").read_text()
+            self.assertIn("not run (no GPU)", md)
+            self.assertNotIn("0%", md)
             unknown = json.loads((out / "unknown" / "grade.json").read_text())
-            self.assertEqual(sorted(unknown["ignored_files"]), ["01_naive.py", "notes.txt"])
-            self.assertTrue((out / "class_summary.csv").exists())
+            self.assertEqual(sorted(unknown["ignored_files"]), ["naive.cu", "notes.txt"])
+            self.assertEqual(unknown["misnamed"], ["naive.cu: not a lab file; expected labs/01_naive.cu"])
+            csv_text = (out / "class_summary.csv").read_bytes()
+            self.assertNotIn(b"\r", csv_text)
+            self.assertIn(b"stub,not run (no GPU),not run (no GPU)", csv_text)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,16 @@
 // GPU work (the section binaries' exit-2 behaviour is tested end to end in CMakeLists.txt).
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+
 #include "harness/harness.h"
+#include "harness/record.h"
 
 using namespace lab;
 
@@ -17,10 +26,31 @@ Section demo() {
   return s;
 }
 
-int parse(std::vector<const char*> args, Options* o, std::string* msg) {
-  args.insert(args.begin(), "demo");
-  return parse_options(int(args.size()), args.data(), demo(), o, msg);
+// A section with every optional option: paged, windowed, split, ragged.
+Section full() {
+  Section s = demo();
+  s.name = "98_full";
+  s.paged = s.supports_window = s.has_splits = s.supports_ragged_kv = true;
+  s.variants_of_option = {{"--page-size", {"b"}}};
+  return s;
 }
+
+int parse(std::vector<const char*> args, Options* o, std::string* msg, const Section& s = demo()) {
+  args.insert(args.begin(), "demo");
+  return parse_options(int(args.size()), args.data(), s, o, msg);
+}
+
+// A fresh folder under the system's temporary folder, removed at the end of the test.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    path = std::filesystem::temp_directory_path() / ("lab_options_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
 }  // namespace
 
 TEST_CASE("options: defaults and derived values", "[options]") {
@@ -49,12 +79,19 @@ TEST_CASE("options: each bad input is refused with its reason", "[options]") {
       {{"--dtype", "fp8"}, "unknown dtype 'fp8'"},
       {{"--variant", "c"}, "unknown variant 'c' for 99_demo (variants: a, b)"},
       {{"--bug", "nope"}, "unknown bug 'nope' for 99_demo (bugs: oops)"},
-      {{"--window", "16"}, "--window needs --causal"},
-      {{"--window", "0", "--causal"}, "--window must be >= 1"},
-      {{"--page-size", "24"}, "page size 24 is not a positive multiple of 16"},
+      // Options the section does not have: refused the same way whatever their value, 0 included.
+      {{"--window", "16"}, "--window is not supported by 99_demo"},
+      {{"--window", "0", "--causal"}, "--window is not supported by 99_demo"},
+      {{"--page-size", "24"}, "--page-size is not supported by 99_demo"},
       {{"--page-size", "16"}, "--page-size is not supported by 99_demo"},
-      {{"--window", "8", "--causal"}, "--window is not supported by 99_demo"},
-      {{"--page-size", "-16"}, "page size -16 is not a positive multiple of 16"},
+      {{"--page-size", "0"}, "--page-size is not supported by 99_demo"},
+      {{"--splits", "0"}, "--splits is not supported by 99_demo"},
+      {{"--splits", "4"}, "--splits is not supported by 99_demo"},
+      {{"--kv-lens", "full"}, "--kv-lens is not supported by 99_demo"},
+      {{"--kv-lens", "random"}, "--kv-lens is not supported by 99_demo"},
+      // The launch limit, the same for every section.
+      {{"--h", "65536", "--h-kv", "1"}, "B*H must be <= 65535"},
+      {{"--b", "300", "--h", "256"}, "B*H must be <= 65535"},
       {{"--check", "most"}, "unknown --check mode 'most'"},
       {{"--magnitude", "0"}, "--magnitude must be a positive number"},
       {{"--iters", "-2"}, "--warmup and --iters must be >= 0"},
@@ -62,8 +99,6 @@ TEST_CASE("options: each bad input is refused with its reason", "[options]") {
       {{"--t", "abc"}, "--t"},
       {{"--frobnicate"}, "frobnicate"},
       {{"--b", "2000000000", "--h", "2000000000", "--t", "1000"}, "beyond any memory"},
-      {{"--kv-lens", "some"}, "unknown --kv-lens 'some'"},
-      {{"--kv-lens", "random"}, "--kv-lens random is not supported by 99_demo"},
   };
   for (const auto& [args, expected] : bad) {
     Options o;
@@ -73,6 +108,99 @@ TEST_CASE("options: each bad input is refused with its reason", "[options]") {
     CHECK(msg.find(expected) != std::string::npos);
     CHECK(msg.find('\n') == std::string::npos);  // one line
   }
+}
+
+TEST_CASE("options: a section's options are checked by value where it has them", "[options]") {
+  const std::vector<std::pair<std::vector<const char*>, std::string>> bad = {
+      {{"--window", "16"}, "--window needs --causal"},
+      {{"--window", "0", "--causal"}, "--window must be >= 1"},
+      {{"--variant", "b", "--page-size", "24"}, "page size 24 is not a positive multiple of 16"},
+      {{"--variant", "b", "--page-size", "0"}, "page size 0 is not a positive multiple of 16"},
+      {{"--variant", "b", "--page-size", "-16"}, "page size -16 is not a positive multiple of 16"},
+      {{"--page-size", "16"}, "--page-size applies to --variant b of 98_full, not to a"},
+      {{"--page-size", "0"}, "--page-size applies to --variant b of 98_full, not to a"},
+      {{"--splits", "-1"}, "--splits must be >= 0"},
+      {{"--kv-lens", "some"}, "unknown --kv-lens 'some'"},
+      {{"--h", "65536", "--h-kv", "1"}, "B*H must be <= 65535"},
+  };
+  for (const auto& [args, expected] : bad) {
+    Options o;
+    std::string msg;
+    INFO(expected);
+    CHECK(parse(args, &o, &msg, full()) == kExitBadInput);
+    CHECK(msg.find(expected) != std::string::npos);
+  }
+  Options o;
+  std::string msg;
+  CHECK(parse({"--variant", "b", "--page-size", "32", "--splits", "3", "--causal", "--window", "5"}, &o, &msg, full()) == kExitPass);
+  CHECK(o.given_option("--page-size"));
+  CHECK(!o.given_option("--kv-lens"));
+}
+
+TEST_CASE("options: --help states each section's real defaults", "[options]") {
+  Section s = demo();
+  s.default_problem.h = 32;
+  s.default_problem.h_kv = 8;
+  s.default_problem.t_q = 1;
+  s.default_problem.t_kv = 4096;
+  s.extra_help = {{"--simulate", "a serving simulation instead of one forward"}};
+  const char* argv[] = {"demo", "--help"};
+  Options o;
+  std::string msg;
+  std::ostringstream captured;
+  std::streambuf* saved = std::cout.rdbuf(captured.rdbuf());
+  const int code = parse_options(2, argv, s, &o, &msg);
+  std::cout.rdbuf(saved);
+  CHECK(code == -1);
+  const std::string help = captured.str();
+  CHECK(help.find("default 8 (H when --h is given)") != std::string::npos);
+  CHECK(help.find("default 4096 (T when --t is given)") != std::string::npos);
+  CHECK(help.find("--simulate") != std::string::npos);
+  CHECK(help.find("--page-size") == std::string::npos);  // not this section's
+  CHECK(help.find("--splits") == std::string::npos);
+  const char* argv2[] = {"demo"};  // and the defaults are the ones used
+  REQUIRE(parse_options(1, argv2, s, &o, &msg) == kExitPass);
+  CHECK((o.problem.h_kv == 8 && o.problem.t_kv == 4096));
+}
+
+TEST_CASE("options: --json and --dump paths are checked before anything runs", "[options]") {
+  TempDir tmp;
+  std::ofstream(tmp / "notes.txt") << "my notes, not records\n";
+  std::ofstream(tmp / "records.json") << "[]\n";
+  std::ofstream(tmp / "a_file") << "x";
+  const std::string missing_dir = tmp / "no/such/dir/x.json", dir = tmp.path.string(), notes = tmp / "notes.txt",
+                    recs = tmp / "records.json", new_json = tmp / "new.json", a_file = tmp / "a_file",
+                    dump_missing_parent = tmp / "no/such/dump", dump_new = tmp / "dump";
+  const std::vector<std::pair<std::vector<const char*>, std::string>> bad = {
+      {{"--json", missing_dir.c_str()}, "does not exist"},
+      {{"--json", dir.c_str()}, "is a folder, not a file"},
+      {{"--json", notes.c_str()}, "holds something other than a JSON list of records"},
+      {{"--json", "/proc/nope.json"}, "kernel file system"},
+      {{"--json", "/etc"}, "is a folder, not a file"},
+      {{"--dump", a_file.c_str()}, "is a file, not a folder"},
+      {{"--dump", dump_missing_parent.c_str()}, "does not exist"},
+      {{"--dump", "/proc/nope"}, "kernel file system"},
+  };
+  for (const auto& [args, expected] : bad) {
+    Options o;
+    std::string msg;
+    INFO(expected);
+    CHECK(parse(args, &o, &msg) == kExitBadInput);
+    CHECK(msg.find(expected) != std::string::npos);
+    CHECK(msg.find('\n') == std::string::npos);
+  }
+  std::ifstream in(notes);
+  std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(kept == "my notes, not records\n");  // refused, untouched
+  for (const std::string& ok : {recs, new_json}) {
+    Options o;
+    std::string msg;
+    CHECK(parse({"--json", ok.c_str()}, &o, &msg) == kExitPass);
+  }
+  Options o;
+  std::string msg;
+  CHECK(parse({"--dump", dump_new.c_str()}, &o, &msg) == kExitPass);
+  CHECK(parse({"--dump", dir.c_str()}, &o, &msg) == kExitPass);
 }
 
 TEST_CASE("options: ragged sequence lengths where a section supports them", "[options]") {

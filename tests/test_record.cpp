@@ -1,6 +1,12 @@
 // The result record's schema: a valid record passes, and every malformed one is rejected with a
 // message naming the field. Records survive a write/read round trip through append_record.
 #include <catch2/catch.hpp>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <cstdio>
 #include <fstream>
 
@@ -24,7 +30,7 @@ json sample() {
 }
 }  // namespace
 
-TEST_CASE("record: DESIGN.md's example is valid", "[record]") { CHECK(lab::validate_record(sample()) == ""); }
+TEST_CASE("record: results/README.md's example is valid", "[record]") { CHECK(lab::validate_record(sample()) == ""); }
 
 TEST_CASE("record: malformed records name the field", "[record]") {
   json r = sample();
@@ -66,9 +72,45 @@ TEST_CASE("record: append_record round trip", "[record]") {
   std::remove(path.c_str());
 }
 
+TEST_CASE("record: a file holding anything but a list is refused and left as it is", "[record]") {
+  const std::string path = "record_not_a_list.json";
+  for (const char* content : {"{\"a\": 1}\n", "hello\n", "[1, 2"}) {
+    { std::ofstream(path) << content; }
+    std::string err;
+    CHECK(!lab::append_record(path, sample(), &err));
+    CHECK(err.find("holds something other than a JSON list") != std::string::npos);
+    std::ifstream in(path);
+    const std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(kept == content);
+  }
+  { std::ofstream(path) << "  \n"; }  // an empty file is an empty list
+  std::string err;
+  CHECK(lab::append_record(path, sample(), &err));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("record: written through a temporary file renamed over the list", "[record]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("lab_record_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string path = (dir / "r.json").string();
+  std::string err;
+  REQUIRE(lab::append_record(path, sample(), &err));
+  REQUIRE(lab::append_record(path, sample(), &err));
+  int files = 0;
+  for (const auto& f : fs::directory_iterator(dir)) files += f.is_regular_file();
+  CHECK(files == 1);  // no temporary file left beside it
+  CHECK(!lab::append_record((dir / "missing" / "r.json").string(), sample(), &err));
+  CHECK(err.find("does not exist") != std::string::npos);
+  CHECK(!lab::append_record(dir.string(), sample(), &err));
+  CHECK(err.find("is a folder") != std::string::npos);
+  fs::remove_all(dir);
+}
+
 // The record's gpu.driver comes from the first line of /proc/driver/nvidia/version, whose
-// wording differs between the proprietary and the open kernel module (every record of sessions
-// 1-11 says "for": the word after "Module" in the open module's line).
+// wording differs between the proprietary and the open kernel module (a parser that takes the word
+// after "Module" reads "for" from the open module's line).
 TEST_CASE("record: the driver version is found in either kernel module's line", "[record]") {
   CHECK(lab::driver_version_in("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  Thu Oct  2 2025") ==
         "580.159.04");

@@ -43,12 +43,25 @@ std::string driver_version() {
 }
 }  // namespace
 
+namespace {
+// What is true when the runtime finds no device: with no kernel module loaded the runtime reports
+// an "insufficient driver", which would send a user hunting for a driver update on a machine that
+// simply has no GPU.
+std::string no_gpu_reason(cudaError_t err) {
+  if (err == cudaSuccess) return "no CUDA GPU found";
+  const bool module_loaded = std::ifstream("/proc/driver/nvidia/version").good();
+  if (!module_loaded && (err == cudaErrorInsufficientDriver || err == cudaErrorNoDevice))
+    return "no CUDA GPU found (no driver)";
+  if (err == cudaErrorNoDevice) return "no CUDA GPU found";
+  return std::string("no usable CUDA GPU (") + cudaGetErrorString(err) + ")";
+}
+}  // namespace
+
 bool query_device(DeviceInfo* info, std::string* why_not) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0) {
-    *why_not = err != cudaSuccess ? std::string("no usable CUDA device (") + cudaGetErrorString(err) + ")"
-                                  : std::string("no CUDA device");
+    *why_not = no_gpu_reason(err);
     cudaGetLastError();  // clear the sticky-free error so later calls start clean
     return false;
   }
@@ -69,7 +82,6 @@ bool query_device(DeviceInfo* info, std::string* why_not) {
   size_t free_b = 0, total_b = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   info->free_bytes = int64_t(free_b);
-  info->total_bytes = int64_t(total_b);
   info->driver = driver_version();
   return true;
 }

@@ -16,7 +16,7 @@ struct DeviceInfo {
   std::string name;    // "NVIDIA H200"
   int cc_major = 0, cc_minor = 0;
   int sms = 0;
-  int64_t total_bytes = 0, free_bytes = 0;
+  int64_t free_bytes = 0;
   int l2_bytes = 0;
   int sm_clock_mhz = 0, mem_clock_mhz = 0;
   std::string driver;  // kernel module version where readable, else the CUDA driver API version

@@ -48,8 +48,16 @@ int64_t host_memory_bytes() {
   return pages > 0 && page > 0 ? int64_t(pages) * page : INT64_MAX;
 }
 
-// Bytes of Q, K, V, O and LSE in the problem's element type.
-int64_t io_bytes(const Problem& p) { return fused_hbm_bytes(p); }
+// The options a section does not have, each with why (the section that has it).
+std::vector<std::pair<std::string, std::string>> not_applicable(const Section& s) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (!s.paged) out.push_back({"--page-size", "it reads a contiguous K/V cache; paged KV is section 06"});
+  if (!s.supports_window) out.push_back({"--window", "sliding windows are section 07"});
+  if (!s.has_splits) out.push_back({"--splits", "it does not split the K/V range; split-KV is section 05"});
+  if (!s.supports_ragged_kv) out.push_back({"--kv-lens", "every sequence has T_kv keys; ragged lengths are section 05"});
+  if (s.consumer_counts.empty()) out.push_back({"--consumers", "it is not warp-specialised; consumer warpgroups are section 08"});
+  return out;
+}
 
 std::string validate(const Problem& p, const Options& o, const Section& s) {
   auto need_positive = [](const char* name, int v) -> std::string {
@@ -78,24 +86,35 @@ std::string validate(const Problem& p, const Options& o, const Section& s) {
     for (DType t : s.dtypes) names.push_back(dtype_name(t));
     return std::string("dtype ") + dtype_name(p.dtype) + " is not supported by " + s.name + " (supported: " + join(names) + ")";
   }
-  if (p.window > 0 && !p.causal) return "--window needs --causal (a sliding window is a causal mask)";
-  if (p.page_size != 0 && (p.page_size < 16 || p.page_size % 16 != 0))
-    return "page size " + std::to_string(p.page_size) + " is not a positive multiple of 16";
-  if (p.window > 0 && !s.supports_window)
-    return "--window is not supported by " + s.name + " (sliding windows are section 07)";
-  if (p.page_size != 0 && !s.paged)
-    return "--page-size is not supported by " + s.name + " (it reads a contiguous K/V cache; paged KV is section 06)";
+  // Options a section does not have are refused whatever their value (0 included), before their
+  // values are looked at: one message per option, the same on every section.
+  for (const auto& [option, reason] : not_applicable(s))
+    if (o.given_option(option)) return option + " is not supported by " + s.name + " (" + reason + ")";
   if (std::find(s.variants.begin(), s.variants.end(), o.variant) == s.variants.end())
     return "unknown variant '" + o.variant + "' for " + s.name + " (variants: " + join(s.variants) + ")";
+  for (const auto& [option, variants] : s.variants_of_option)
+    if (o.given_option(option) && std::find(variants.begin(), variants.end(), o.variant) == variants.end())
+      return option + " applies to --variant " + join(variants) + " of " + s.name + ", not to " + o.variant;
+  if (p.window > 0 && !p.causal) return "--window needs --causal (a sliding window is a causal mask)";
+  if (o.given_option("--page-size") && (p.page_size < 16 || p.page_size % 16 != 0))
+    return "page size " + std::to_string(p.page_size) + " is not a positive multiple of 16";
+  // Launch limits, once for every section: each kernel gives every (sequence, head) pair its own
+  // index in a grid dimension of at most 65535 blocks.
+  if (s.max_b_times_h > 0 && int64_t(p.b) * p.h > s.max_b_times_h)
+    return "B*H must be <= " + std::to_string(s.max_b_times_h) + " (one grid dimension per head; got " +
+           std::to_string(int64_t(p.b) * p.h) + ")";
   if (!o.bug.empty() && std::find(s.bugs.begin(), s.bugs.end(), o.bug) == s.bugs.end())
     return "unknown bug '" + o.bug + "' for " + s.name +
            (s.bugs.empty() ? std::string(" (this section has none)") : " (bugs: " + join(s.bugs) + ")");
   if (o.splits < 0) return "--splits must be >= 0 (0: automatic)";
-  if (o.ragged_kv && !s.supports_ragged_kv)
-    return "--kv-lens random is not supported by " + s.name + " (every sequence has T_kv keys)";
   if (!(o.magnitude > 0) || !std::isfinite(o.magnitude)) return "--magnitude must be a positive number";
   if (o.warmup < 0 || o.iters < 0) return "--warmup and --iters must be >= 0";
   if (o.sample_rows < 1) return "--sample-rows must be >= 1";
+  // Output paths before anything runs: a run never ends by losing its record or a user's file.
+  if (!o.json_path.empty())
+    if (std::string m = record_path_problem(o.json_path); !m.empty()) return "--json: " + m;
+  if (!o.dump_dir.empty())
+    if (std::string m = writable_path_problem(o.dump_dir, /*want_dir=*/true); !m.empty()) return "--dump: " + m;
   const double host_need = double(3 * p.q_elems() + 2 * p.kv_elems()) * 4 + double(p.lse_elems()) * 12;
   if (host_need > double(host_memory_bytes()))
     return "the problem's tensors need " + format_bytes(host_need) + " of host memory; this machine has " +
@@ -120,24 +139,40 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
   app.get_formatter()->column_width(28);
   app.add_option("--b", p.b, "Batch size (sequences)")->capture_default_str();
   app.add_option("--h", p.h, "Query heads")->capture_default_str();
-  app.add_option("--h-kv", h_kv, "K/V heads (GQA when < H); default H");
+  // --help states the real defaults: a section whose default problem has its own K/V heads or keys
+  // (decode: 8 K/V heads, a 4096-key cache) keeps them unless --h / --t is given.
+  const Problem& d = s.default_problem;
+  const bool own_t_kv = d.t_kv != d.t_q, own_h_kv = d.h_kv != d.h;
+  app.add_option("--h-kv", h_kv, "K/V heads (GQA when < H); default " +
+                 (own_h_kv ? std::to_string(d.h_kv) + " (H when --h is given)" : std::string("H")));
   app.add_option("--t", p.t_q, "Query rows per sequence (T_q)")->capture_default_str();
-  app.add_option("--t-kv", t_kv, "Keys per sequence (T_kv); default T");
+  app.add_option("--t-kv", t_kv, "Keys per sequence (T_kv); default " +
+                 (own_t_kv ? std::to_string(d.t_kv) + " (T when --t is given)" : std::string("T")));
   app.add_option("--d", p.d, "Head dimension")->capture_default_str();
   app.add_option("--dtype", dtype, "Element type: fp32, fp16, bf16")->capture_default_str();
   app.add_flag("--causal", p.causal, "Causal mask (bottom-right aligned when T_q != T_kv)");
-  auto* win = app.add_option("--window", window, "Sliding window W (needs --causal)");
-  app.add_option("--page-size", p.page_size, "Paged KV block size (multiple of 16)");
-  app.add_option("--kv-lens", kv_lens, "Keys per sequence: full (T_kv each) or random (seeded, in [1, T_kv])")
-      ->capture_default_str();
+  // Options a section does not have are still parsed (and refused by validate with one message,
+  // whatever their value), but left out of its --help.
+  auto only_if = [](CLI::Option* opt, bool applies) {
+    if (!applies) opt->group("");
+    return opt;
+  };
+  only_if(app.add_option("--window", window, "Sliding window W (needs --causal)"), s.supports_window);
+  only_if(app.add_option("--page-size", p.page_size, "Paged KV block size (multiple of 16)")
+              ->default_str(d.page_size > 0 ? std::to_string(d.page_size) : ""), s.paged);
+  only_if(app.add_option("--kv-lens", kv_lens, "Keys per sequence: full (T_kv each) or random (seeded, in [1, T_kv])")
+              ->capture_default_str(), s.supports_ragged_kv);
   app.add_option("--variant", o.variant, "Variant: " + join(s.variants))->capture_default_str();
   app.add_option("--bug", o.bug, s.bugs.empty() ? std::string("Inject a pitfall (none in this section)")
                                                  : "Inject a pitfall: " + join(s.bugs));
   app.add_option("--seed", o.seed, "Input seed")->capture_default_str();
-  if (s.has_splits) app.add_option("--splits", o.splits, "K/V splits (0: chosen from the shape and SM count)")->capture_default_str();
-  if (!s.consumer_counts.empty())
-    app.add_option("--consumers", o.consumers, "Consumer warpgroups per block: " + join(s.consumer_counts) + " (default " +
-                   std::to_string(s.consumer_counts.back()) + ")");
+  only_if(app.add_option("--splits", o.splits, "K/V splits (0: chosen from the shape and SM count)")
+              ->capture_default_str(), s.has_splits);
+  only_if(app.add_option("--consumers", o.consumers,
+                         s.consumer_counts.empty() ? std::string("Consumer warpgroups per block")
+                                                   : "Consumer warpgroups per block: " + join(s.consumer_counts) +
+                                                         " (default " + std::to_string(s.consumer_counts.back()) + ")"),
+          !s.consumer_counts.empty());
   app.add_option("--magnitude", o.magnitude, "Scale of Q and K entries (large: overflow stress)")->capture_default_str();
   app.add_option("--warmup", o.warmup, "Untimed runs before timing")->capture_default_str();
   app.add_option("--iters", o.iters, "Timed runs (0: no timing)")->capture_default_str();
@@ -148,6 +183,17 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
   app.add_option("--dump", o.dump_dir, "Write inputs and outputs as .npy files to this folder");
   app.add_flag("--cpu", o.cpu, "Run the CPU model of the algorithm (not your kernel)");
   app.add_flag("--quiet", o.quiet, "Print only the verdict line");
+  // Modes the section parses itself (06: --simulate), then examples that a test runs (with --cpu).
+  std::string footer;
+  if (!s.extra_help.empty()) {
+    footer += "Also:\n";
+    for (const auto& [flag, help] : s.extra_help) footer += "  " + flag + "  " + help + "\n";
+    footer += "\n";
+  }
+  const std::string program = "build/bin/" + std::string(s.build == "lab" ? "lab_" : "") + s.name;
+  footer += "Examples:\n  " + program + "    # the defaults above, on the GPU\n  " + program +
+            " --cpu --t 100 --quiet    # the CPU model of the algorithm, no GPU needed\n";
+  app.footer(footer);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -157,13 +203,13 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
     *message = e.what();
     return kExitBadInput;
   }
+  for (const CLI::Option* opt : app.get_options())
+    if (opt->count() > 0 && !opt->get_lnames().empty()) o.given.push_back("--" + opt->get_lnames().front());
   // Without --t-kv / --h-kv: T_kv = T and H_kv = H, except where the section's default problem has
   // its own (decode: one query against a 4096-key cache) and T / H were left at their defaults.
-  const Problem& d = s.default_problem;
-  const bool own_t_kv = d.t_kv != d.t_q && p.t_q == d.t_q, own_h_kv = d.h_kv != d.h && p.h == d.h;
-  p.t_kv = t_kv >= 0 ? t_kv : own_t_kv ? d.t_kv : p.t_q;
-  p.h_kv = h_kv >= 0 ? h_kv : own_h_kv ? d.h_kv : p.h;
-  if (win->count() > 0 && window < 1) {
+  p.t_kv = t_kv >= 0 ? t_kv : own_t_kv && p.t_q == d.t_q ? d.t_kv : p.t_q;
+  p.h_kv = h_kv >= 0 ? h_kv : own_h_kv && p.h == d.h ? d.h_kv : p.h;
+  if (s.supports_window && o.given_option("--window") && window < 1) {
     *message = "--window must be >= 1 (got " + std::to_string(window) + ")";
     return kExitBadInput;
   }
@@ -172,7 +218,7 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
     *message = "unknown dtype '" + dtype + "' (fp32, fp16, bf16)";
     return kExitBadInput;
   }
-  if (kv_lens != "full" && kv_lens != "random") {
+  if (s.supports_ragged_kv && kv_lens != "full" && kv_lens != "random") {
     *message = "unknown --kv-lens '" + kv_lens + "' (full, random)";
     return kExitBadInput;
   }
@@ -229,9 +275,14 @@ json check_json(const CheckResult& c) {
           {"verdict", c.verdict}};
 }
 
-void dump_npy(const std::string& dir, const Problem& p, const HostInputs& in, const std::vector<float>& o,
+bool dump_npy(const std::string& dir, const Problem& p, const HostInputs& in, const std::vector<float>& o,
               const std::vector<float>& lse, const Options& opt, const std::string& section) {
-  std::filesystem::create_directories(dir);
+  std::error_code ec;
+  std::filesystem::create_directory(dir, ec);  // its parent was checked before the run
+  if (ec && !std::filesystem::is_directory(dir)) {
+    std::fprintf(stderr, "error: --dump: cannot create %s: %s\n", dir.c_str(), ec.message().c_str());
+    return false;
+  }
   const std::vector<int64_t> qs = {p.b, p.t_q, p.h, p.d}, ks = {p.b, p.t_kv, p.h_kv, p.d};
   bool ok = write_npy(dir + "/q.npy", in.q, qs) && write_npy(dir + "/k.npy", in.k, ks) &&
             write_npy(dir + "/v.npy", in.v, ks) && write_npy(dir + "/o.npy", o, qs);
@@ -243,8 +294,11 @@ void dump_npy(const std::string& dir, const Problem& p, const HostInputs& in, co
                            {"o", "[B, T_q, H, D]"}, {"lse", "[B, H, T_q], natural log"}}},
                {"note", "values stored as float32; they are exact values of the problem's dtype. "
                         "Unwritten output elements are NaN (all-ones bits)."}};
-  std::ofstream(dir + "/meta.json") << meta.dump(1) << "\n";
-  if (!ok) std::fprintf(stderr, "warning: could not write every .npy file to %s\n", dir.c_str());
+  std::ofstream meta_file(dir + "/meta.json");
+  meta_file << meta.dump(1) << "\n";
+  ok = ok && bool(meta_file);
+  if (!ok) std::fprintf(stderr, "error: --dump: could not write every file to %s\n", dir.c_str());
+  return ok;
 }
 
 }  // namespace
@@ -268,7 +322,7 @@ int run_section(int argc, char** argv, const Section& s) {
       std::fprintf(stderr, "cannot run here: %s has no CPU model\n", s.name.c_str());
       return kExitCannotRun;
     }
-    const double need = double(io_bytes(p)) + double(workspace);
+    const double need = double(fused_hbm_bytes(p)) + double(workspace);
     if (need > 0.8 * double(host_memory_bytes())) {
       std::fprintf(stderr, "bad input: the CPU model needs %s (%s %s) but this machine has %s of memory\n",
                    format_bytes(need).c_str(), s.workspace_what.c_str(), format_bytes(double(workspace)).c_str(),
@@ -277,7 +331,7 @@ int run_section(int argc, char** argv, const Section& s) {
     }
   } else {
     if (!query_device(&dev, &why)) {
-      std::fprintf(stderr, "cannot run here: %s. `--cpu` runs the CPU model of %s instead.\n", why.c_str(), s.name.c_str());
+      std::fprintf(stderr, "cannot run here: %s; add --cpu to run the CPU model of %s instead\n", why.c_str(), s.name.c_str());
       return kExitCannotRun;
     }
     if (s.needs_sm90a && !(dev.cc_major == 9 && dev.cc_minor == 0)) {
@@ -285,7 +339,7 @@ int run_section(int argc, char** argv, const Section& s) {
                    s.name.c_str(), dev.name.c_str(), dev.cc_major, dev.cc_minor);
       return kExitCannotRun;
     }
-    const double need = double(io_bytes(p)) + double(workspace) + double(p.b) * 4;
+    const double need = double(fused_hbm_bytes(p)) + double(workspace) + double(p.b) * 4;
     if (need > 0.95 * double(dev.free_bytes)) {
       std::fprintf(stderr, "bad input: %s needs %s of device memory (%s: %s) but %s has %s free\n",
                    p.describe().c_str(), format_bytes(need).c_str(), s.workspace_what.c_str(),
@@ -382,7 +436,7 @@ int run_section(int argc, char** argv, const Section& s) {
                   format_bytes(double(hbm_bytes)).c_str());
     }
     std::printf("  memory   %s %s beyond Q, K, V, O (%s)\n", format_bytes(double(extra_bytes)).c_str(),
-                s.workspace_what.c_str(), format_bytes(double(io_bytes(p))).c_str());
+                s.workspace_what.c_str(), format_bytes(double(fused_hbm_bytes(p))).c_str());
   }
   std::printf("%s: %s %s%s\n", check.passed ? "PASS" : "FAIL", s.name.c_str(), opt.variant.c_str(),
               opt.cpu ? " (CPU model)" : "");
@@ -417,9 +471,12 @@ int run_section(int argc, char** argv, const Section& s) {
       return kExitFail;
     }
     std::string err;
-    if (!append_record(opt.json_path, record, &err)) std::fprintf(stderr, "warning: %s\n", err.c_str());
+    if (!append_record(opt.json_path, record, &err)) {  // checked before the run: changed since
+      std::fprintf(stderr, "error: --json: %s\n", err.c_str());
+      return kExitFail;
+    }
   }
-  if (!opt.dump_dir.empty()) dump_npy(opt.dump_dir, p, in, o, lse, opt, s.name);
+  if (!opt.dump_dir.empty() && !dump_npy(opt.dump_dir, p, in, o, lse, opt, s.name)) return kExitFail;
   return check.passed ? kExitPass : kExitFail;
 }
 

@@ -42,6 +42,12 @@ struct Options {
   int sample_rows = 1024;
   std::string json_path, dump_dir;
   bool quiet = false;
+  std::vector<std::string> given;  // the long options given on the command line, "--page-size", ...
+  bool given_option(const std::string& name) const {
+    for (const auto& g : given)
+      if (g == name) return true;
+    return false;
+  }
 };
 
 // Device pointers of one problem, in its element type (float, __half or __nv_bfloat16).
@@ -108,6 +114,14 @@ struct Section {
   std::vector<int> consumer_counts;  // warp-specialised sections: the --consumers values the kernel supports
   bool supports_ragged_kv = false;  // the kernels honour kv_len[b] (DeviceTensors::kv_len)
   bool ragged_kv_default = false;   // decode sections: sequences of different lengths unless --kv-lens full
+  // An option that applies to some variants only: {"--page-size", {"paged", "paged-pool"}}. Given
+  // with another variant, it is refused (exit 2) whatever its value.
+  std::vector<std::pair<std::string, std::vector<std::string>>> variants_of_option;
+  // The launch limit every kernel shares: B*H (sequence, head) pairs in one grid dimension. 0: none.
+  int64_t max_b_times_h = 65535;
+  // Modes a section parses itself before run_section (06: --simulate), shown at the end of --help:
+  // {"--simulate", "what it does"}.
+  std::vector<std::pair<std::string, std::string>> extra_help;
   Problem default_problem;
   // Section-specific validation: "" if fine, else the one-line reason (exit 2).
   std::function<std::string(const Problem&, const Options&)> validate;

@@ -1,6 +1,11 @@
 #include "harness/record.h"
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <vector>
 
 namespace lab {
@@ -88,23 +93,84 @@ std::string validate_record(const json& r) {
   return "";
 }
 
-bool append_record(const std::string& path, const json& record, std::string* error) {
-  json all = json::array();
-  {
-    std::ifstream in(path);
-    if (in) {
-      json existing = json::parse(in, nullptr, /*allow_exceptions=*/false);
-      if (existing.is_array()) all = std::move(existing);
-    }
+namespace {
+// A file whose bytes are only whitespace holds no records yet (e.g. made by `touch`).
+bool blank(const std::string& text) { return text.find_first_not_of(" \t\r\n") == std::string::npos; }
+
+bool read_file(const std::string& path, std::string* text) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream s;
+  s << in.rdbuf();
+  *text = s.str();
+  return !in.bad();
+}
+}  // namespace
+
+std::string writable_path_problem(const std::string& path, bool want_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (path.empty()) return "an empty path";
+  const fs::path abs = fs::weakly_canonical(fs::absolute(fs::path(path), ec), ec);
+  const std::string a = abs.string();
+  for (const char* pseudo : {"/proc", "/sys", "/dev"})
+    if (a == pseudo || a.rfind(std::string(pseudo) + "/", 0) == 0)
+      return path + " is in " + pseudo + ", a kernel file system, not a place for files";
+  const fs::file_status st = fs::status(abs, ec);
+  if (fs::exists(st)) {
+    if (want_dir && !fs::is_directory(st)) return path + " is a file, not a folder";
+    if (!want_dir && fs::is_directory(st)) return path + " is a folder, not a file";
+    if (!want_dir && !fs::is_regular_file(st)) return path + " is not a regular file";
+    if (::access(abs.c_str(), W_OK) != 0) return path + " is not writable";
+    return "";
   }
-  all.push_back(record);
-  std::ofstream out(path);
-  if (!out) {
-    *error = "cannot write " + path;
+  const fs::path parent = abs.parent_path();
+  const fs::file_status ps = fs::status(parent, ec);
+  if (!fs::exists(ps)) return "folder " + parent.string() + " does not exist";
+  if (!fs::is_directory(ps)) return parent.string() + " is a file, not a folder";
+  if (::access(parent.c_str(), W_OK | X_OK) != 0) return "folder " + parent.string() + " is not writable";
+  return "";
+}
+
+std::string record_path_problem(const std::string& path) {
+  if (std::string m = writable_path_problem(path, false); !m.empty()) return m;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return "";
+  std::string text;
+  if (!read_file(path, &text)) return path + " is not readable";
+  if (blank(text)) return "";
+  const json existing = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!existing.is_array())
+    return path + " holds something other than a JSON list of records; it is left as it is (give another file)";
+  return "";
+}
+
+bool append_record(const std::string& path, const json& record, std::string* error) {
+  if (std::string m = record_path_problem(path); !m.empty()) {
+    *error = m;
     return false;
   }
-  out << all.dump(1) << "\n";
-  return bool(out);
+  json all = json::array();
+  std::string text;
+  if (read_file(path, &text) && !blank(text)) all = json::parse(text, nullptr, false);
+  all.push_back(record);
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << all.dump(1) << "\n";
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      *error = "cannot write " + tmp;
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    *error = "cannot replace " + path + " (rename failed)";
+    return false;
+  }
+  return true;
 }
 
 }  // namespace lab

@@ -1,0 +1,270 @@
+"""What every command shares: the sections, the case files, building, and running one program
+under a time limit."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import cases  # noqa: E402  (scripts/cases.py)
+
+BUILD = Path(os.environ.get("LAB_BUILD_DIR", ROOT / "build"))
+CASES = ROOT / "tests" / "cases"
+EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_CANNOT_RUN, EXIT_TIMEOUT = 0, 1, 2, 77, 124
+
+
+class LabError(Exception):
+    """A failure the user is told about in one line (scripts/lab prints it, then exits `code`)."""
+
+    def __init__(self, message, code=EXIT_FAIL, detail=""):
+        super().__init__(message)
+        self.code, self.detail = code, detail
+
+
+class BadInput(LabError):
+    def __init__(self, message):
+        super().__init__(message, EXIT_BAD_INPUT)
+
+
+def say(msg="", end="\n"):
+    print(msg, end=end, flush=True)
+
+
+# ----------------------------------------------------------------------------------- sections
+def sections(root=None):
+    """Every section of the tree: solutions/NN_name.cu (a CUDA program) or solutions/NN_name.py
+    (a Python program, run as `python3 FILE ARGS`); in a student release, which has no
+    solutions/, the stubs of labs/."""
+    root = Path(root or ROOT)
+    folder = root / "solutions" if (root / "solutions").is_dir() else root / "labs"
+    return sorted({p.stem for p in folder.glob("[0-9][0-9]_*") if p.suffix in (".cu", ".py")})
+
+
+def is_python(section, root=None):
+    root = Path(root or ROOT)
+    return any((root / folder / f"{section}.py").exists() for folder in ("solutions", "labs"))
+
+
+def source_name(section):
+    """The section's file name in solutions/ and labs/: NN_name.cu or NN_name.py."""
+    return f"{section}.py" if is_python(section) else f"{section}.cu"
+
+
+def resolve(name):
+    """'1', '01', '01_naive' -> '01_naive'; anything else is bad input."""
+    for s in sections():
+        if name == s or (name.isdigit() and name.zfill(2) == s[:2]):
+            return s
+    raise BadInput(f"unknown section '{name}' (sections: {', '.join(sections())}, or all)")
+
+
+def resolve_all(names):
+    """Section arguments ('all' among them: every section) -> section names, in order, once each."""
+    if "all" in names:
+        return sections()
+    out = []
+    for n in names:
+        s = resolve(n)
+        if s not in out:
+            out.append(s)
+    return out
+
+
+def targets(names, solution=True, lab=True):
+    """The CMake targets of these sections' programs (a Python section has none)."""
+    out = []
+    for s in names:
+        if is_python(s):
+            continue
+        out += ([s] if solution else []) + ([f"lab_{s}"] if lab else [])
+    return out
+
+
+def program(section, solution, build_dir=None, labs_dir=None):
+    """The command line that runs a section's program: a built binary, or [python3, FILE]."""
+    if is_python(section):
+        folder = ROOT / "solutions" if solution else Path(labs_dir or ROOT / "labs")
+        return [sys.executable, folder / f"{section}.py"]
+    bin_dir = Path(build_dir or BUILD) / "bin"
+    return [bin_dir / (section if solution else f"lab_{section}")]
+
+
+def load_cases(section, hidden=None):
+    """The section's case file (tests/cases/NN_name.json), plus an instructor's hidden cases."""
+    try:
+        data = cases.load(CASES / f"{section}.json")
+        if "variants" not in data:
+            raise cases.CaseFileError(f"{CASES / (section + '.json')}: missing 'variants'")
+        if hidden:
+            data = cases.merge_hidden(data, cases.load(hidden))
+    except cases.CaseFileError as e:
+        raise BadInput(str(e))
+    return data
+
+
+# ------------------------------------------------------------------------------------ building
+def cmake_env():
+    env = dict(os.environ)
+    if not shutil.which("nvcc") and Path("/usr/local/cuda/bin/nvcc").exists():
+        env["PATH"] = "/usr/local/cuda/bin:" + env.get("PATH", "")
+    return env
+
+
+def build_log():
+    return BUILD / "lab-build.log"
+
+
+def logged(cmd, log, env=None, progress=False):
+    """Runs cmd with its output appended to `log`; returns the exit code. With progress, a long
+    build shows how far it is (ninja's [done/total]) every half minute, on one line."""
+    import re
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a") as f:
+        f.write(f"\n$ {' '.join(map(str, cmd))}\n")
+        f.flush()
+        start = f.tell()
+        try:
+            proc = subprocess.Popen([str(c) for c in cmd], stdout=f, stderr=subprocess.STDOUT, env=env or cmake_env())
+        except OSError as e:
+            f.write(f"cannot start {cmd[0]}: {e.strerror}\n")
+            return 127
+        shown = None
+        while True:
+            try:
+                return proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                if not progress:
+                    continue
+                with open(log, errors="replace") as r:
+                    r.seek(start)
+                    steps = re.findall(r"^\[(\d+)/(\d+)\]", r.read(), re.MULTILINE)
+                if steps and steps[-1] != shown:
+                    shown = steps[-1]
+                    say(f" {shown[0]}/{shown[1]}", end="")
+
+
+def tail(path, lines=15):
+    try:
+        return "\n".join(Path(path).read_text(errors="replace").strip().splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def prefix_args(root=None):
+    """A vendored copy of the C++ dependencies (scripts/lab deps --vendor), when the tree has one."""
+    deps = Path(root or ROOT) / ".deps"
+    return [f"-DCMAKE_PREFIX_PATH={deps}"] if (deps / "include").is_dir() else []
+
+
+def configure():
+    if (BUILD / "CMakeCache.txt").exists():
+        return
+    from labcli import setup  # (first configure of this build folder: a fresh machine's dependencies)
+    setup.ensure_cpp_deps()
+    if not shutil.which("cmake"):
+        raise LabError("cmake not found: install CMake >= 3.24 (e.g. sudo apt-get install cmake ninja-build)")
+    if not shutil.which("nvcc", path=cmake_env()["PATH"]):
+        raise LabError("nvcc not found: install the CUDA toolkit (>= 12) or put its bin/ on PATH")
+    args = ["cmake", "-S", ROOT, "-B", BUILD, "-G", "Ninja" if shutil.which("ninja") else "Unix Makefiles",
+            "-DCMAKE_BUILD_TYPE=Release"] + prefix_args()
+    log = build_log()
+    say(f"lab: configuring {BUILD} (first time; log: {log})")
+    t0 = time.time()
+    if logged(args, log) != 0:
+        shutil.rmtree(BUILD / "CMakeFiles", ignore_errors=True)
+        (BUILD / "CMakeCache.txt").unlink(missing_ok=True)  # the next run configures again
+        raise LabError("configuring the build failed; " + setup.configure_failure_hint(log), detail=tail(log))
+    say(f"lab: configured in {time.time() - t0:.0f} s")
+
+
+def build(target_list=None):
+    """Builds these CMake targets (None: everything); output in the build log, shown on failure."""
+    if os.environ.get("LAB_NO_BUILD"):  # set by ctest: tests run in parallel and must not rebuild
+        return
+    if target_list is not None and not target_list:
+        return  # Python sections only: nothing to build
+    configure()
+    args = ["cmake", "--build", BUILD, "--parallel", str(os.cpu_count() or 2)]
+    for t in target_list or []:
+        args += ["--target", t]
+    log = build_log()
+    t0 = time.time()
+    say(f"lab: building {', '.join(target_list) if target_list else 'everything'} ...", end="")
+    code = logged(args, log, progress=True)
+    if code != 0:
+        say(" failed")
+        raise LabError(f"the build failed; full log: {log}", detail=build_errors(log))
+    say(f" done ({time.time() - t0:.0f} s)")
+
+
+def build_errors(log, lines=15):
+    """The compiler's first error lines of a build log, else its last lines."""
+    text = Path(log).read_text(errors="replace").splitlines() if Path(log).exists() else []
+    start = max((i for i, l in enumerate(text) if l.startswith("$ ")), default=0)
+    text = text[start:]
+    errs = [l for l in text if " error" in l or l.startswith("FAILED")]
+    return "\n".join((errs or text)[:lines] if errs else text[-lines:])
+
+
+def git_sha():
+    if os.environ.get("LAB_GIT_SHA"):  # a copy of the tree without .git is told its commit
+        return os.environ["LAB_GIT_SHA"]
+    try:
+        r = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "unknown"
+    sha = r.stdout.strip() or "unknown"
+    return sha + ("-dirty" if dirty and sha != "unknown" else "")
+
+
+# ------------------------------------------------------------------------------------- running
+def run_limited(cmd, timeout, capture=True):
+    """Runs cmd in its own process group; kills the whole group on timeout (exit 124)."""
+    env = dict(os.environ, LAB_GIT_SHA=os.environ.get("LAB_GIT_SHA") or git_sha())
+    start = time.time()
+    try:
+        proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE if capture else None,
+                                stderr=subprocess.STDOUT if capture else None, text=True, env=env,
+                                start_new_session=True)
+    except OSError as e:  # a missing tool (compute-sanitizer, ncu) is a failed step, not a crash
+        return 127, f"cannot start {cmd[0]}: {e.strerror}\n", 0.0
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        code = proc.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        out = (out or "") + f"\nTIMEOUT: stopped after {timeout:.0f} s\n"
+        code = EXIT_TIMEOUT
+    if code < 0:
+        out = (out or "") + f"\nCRASHED: killed by signal {-code}\n"
+    return code, out or "", time.time() - start
+
+
+def no_gpu_reason(output):
+    """The program's own reason it cannot run here ("no CUDA GPU found (no driver)"), without the
+    advice that follows it."""
+    for line in output.splitlines():
+        if line.startswith("cannot run here:"):
+            return line[len("cannot run here:"):].split(";")[0].strip()
+    return None
+
+
+def gpu_devices(count):
+    """--gpus N: the devices runs are spread over, the first N of CUDA_VISIBLE_DEVICES (else 0..N-1);
+    [None] (leave the environment alone) for one."""
+    if count <= 1:
+        return [None]
+    visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    return (visible or [str(i) for i in range(count)])[:count]
+
+
+def on_device(cmd, device):
+    """cmd run on one GPU (None: as it is)."""
+    return list(cmd) if device is None else ["env", f"CUDA_VISIBLE_DEVICES={device}", *cmd]

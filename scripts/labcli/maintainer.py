@@ -1,0 +1,387 @@
+"""The commands of whoever measures the lab on a GPU: bench (the sweeps behind the tables),
+tables (TABLES.md, the README's table, the plots), ab (two builds alternating), gpu-check
+(everything a GPU machine verifies, in one go) and deps (a vendored copy of the C++ dependencies)."""
+import argparse
+import csv
+import json
+import shlex
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from labcli.common import (BUILD, EXIT_BAD_INPUT, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_PASS, EXIT_TIMEOUT, ROOT,
+                           BadInput, LabError, build, git_sha, is_python, load_cases, no_gpu_reason, program,
+                           resolve, resolve_all, run_limited, say, sections, targets)
+from labcli.student import grading_example
+import cases  # noqa: E402
+
+
+# ------------------------------------------------------------------------------------- bench
+def gpu_slug(out):
+    """The results folder of the GPU a record names ("NVIDIA H200" -> "h200")."""
+    return out.get("gpu", {}).get("slug") or "unknown-gpu"
+
+
+def kernel_run_id(variant, args):
+    """What identifies one timed run of a sweep: the variant and the case's arguments."""
+    return (variant, " ".join(str(x) for x in args))
+
+
+def baseline_spec_command(spec):
+    """The command a baseline record carries for its spec, as scripts/baselines.py writes it."""
+    import baselines  # (no PyTorch at import: it is imported where a baseline runs)
+    return baselines.spec_command(spec)
+
+
+def done_in(records, sha):
+    """The runs a sweep already has records of from commit `sha`: kernel run ids, and the baseline
+    commands with the variants recorded for each. Records of other commits count for nothing."""
+    kernels, baselines = set(), {}
+    for r in records:
+        if r.get("git_sha") != sha:
+            continue
+        if r.get("build") == "baseline":
+            baselines.setdefault(r.get("command", ""), set()).add(r["variant"])
+        elif " --quiet " in r.get("command", ""):
+            kernels.add(kernel_run_id(r["variant"], r["command"].split(" --quiet ", 1)[1].split()))
+    return kernels, baselines
+
+
+def cmd_bench(a):
+    names = resolve_all([a.section])
+    build(targets(names, lab=False))
+    failed = 0
+    if a.ceilings:  # measured in the same run: every "% of ceiling" is relative to these
+        dest = Path(a.out) if a.out else ROOT / "results" / "local"
+        dest.mkdir(parents=True, exist_ok=True)
+        code, out, _ = run_limited([sys.executable, ROOT / "scripts" / "baselines.py", "--ceilings",
+                                    "--json", dest / "ceilings.json"], a.timeout)
+        say(out.strip())
+    for s in names:
+        data = load_cases(s)
+        sweep = data.get("bench", [])
+        if not sweep:
+            say(f"lab: {s} has no benchmark sweep in its case file")
+            continue
+        tmp = BUILD / f"bench_{s}.json"
+        tmp.unlink(missing_ok=True)
+        t0 = time.time()
+        name = f"{s}.{a.tag or 'quick'}.json" if (a.tag or a.quick) else f"{s}.json"  # never over a full sweep
+
+        def save():  # after every run: a sweep cut short (a time limit) keeps what it measured
+            if not tmp.exists():
+                return None
+            records = json.loads(tmp.read_text())
+            dest = Path(a.out) if a.out else ROOT / "results" / gpu_slug(records[0])
+            dest.mkdir(parents=True, exist_ok=True)
+            (dest / name).write_text(json.dumps(records, indent=1) + "\n")
+            return dest, len(records)
+        if a.tag:
+            sweep = [e for e in sweep if e.get("tag") == a.tag]
+        else:
+            sweep = [e for e in sweep if not e.get("tag")]
+        if a.quick:  # one shape per section: the entries marked "quick", else the first
+            sweep = [e for e in sweep if e.get("quick")] or sweep[:1]
+        done_kernels, done_baselines = set(), {}
+        if a.resume:  # a sweep cut short: keep what it measured at this commit, run the rest
+            found = [Path(a.out) / name] if a.out else sorted((ROOT / "results").glob(f"*/{name}"))
+            found = [f for f in found if f.exists()]
+            if len(found) == 1:
+                prior = [r for r in json.loads(found[0].read_text()) if r.get("git_sha") == git_sha()]
+                done_kernels, done_baselines = done_in(prior, git_sha())
+                if prior:
+                    tmp.write_text(json.dumps(prior))
+                say(f"lab: resuming {found[0]}: {len(prior)} records of {git_sha()} kept")
+            elif len(found) > 1:
+                say(f"lab: --resume: {name} is in several folders ({', '.join(map(str, found))}); say --out")
+                return EXIT_BAD_INPUT
+        for n, entry in enumerate(sweep, 1):
+            for v in entry.get("variants", data["variants"]):
+                if kernel_run_id(v, entry["args"]) in done_kernels:
+                    continue
+                cmd = program(s, True) + ["--variant", v, "--json", tmp, "--quiet"] + entry["args"]
+                code, out, secs = run_limited(cmd, a.timeout)
+                if entry.get("expect") == "fail" and code == EXIT_FAIL:
+                    code = EXIT_PASS  # a --bug run recorded for its error: failing the check is the point
+                left = (time.time() - t0) / n * (len(sweep) - n)
+                say(f"  [{n}/{len(sweep)}] {s} {v:<8} {' '.join(entry['args']):<52} exit {code} {secs:5.1f} s"
+                    f"  (~{left:.0f} s left)")
+                if code == EXIT_CANNOT_RUN:
+                    say(f"lab: bench times kernels and needs a GPU: {no_gpu_reason(out)}")
+                    return EXIT_CANNOT_RUN
+                if code != EXIT_PASS:
+                    failed += 1
+                    say("\n".join("           | " + line for line in out.strip().splitlines()[-6:]))
+                save()
+        for spec in data.get("baselines", []) if not (a.tag or a.quick or a.no_baselines) else []:  # what a user would pick instead
+            if set(spec["variants"]) <= done_baselines.get(baseline_spec_command(spec), set()):
+                continue
+            code, out, secs = run_limited([sys.executable, ROOT / "scripts" / "baselines.py", "--section", s,
+                                           "--spec", json.dumps(spec), "--json", tmp], a.timeout)
+            say(f"  baseline {s} {','.join(spec['variants'])} {spec.get('dtype')} T={spec['t']} "
+                f"{'causal' if spec.get('causal') else ''}: exit {code} {secs:.0f} s")
+            say("\n".join("           | " + line for line in out.strip().splitlines()[-len(spec['variants']):]))
+            save()
+        saved = save()
+        if not saved:
+            continue
+        dest, count = saved
+        say(f"lab: wrote {count} records to {dest / name}")
+        if a.ncu and not (a.tag or a.quick):
+            measure_dram(s, data, dest, a.timeout)
+    return EXIT_PASS if not failed else EXIT_FAIL
+
+
+# ------------------------------------------------------------------------------------- tables
+def cmd_tables(a):
+    from labcli import setup
+    if not setup.ensure_python_deps():
+        raise LabError("tables needs numpy and matplotlib (pip install -r scripts/requirements.txt)")
+    import tables
+    folder = Path(a.results) if a.results else ROOT / "results" / a.gpu
+    if not folder.is_dir():
+        raise BadInput(f"no results folder {folder}")
+    folder = folder.resolve()
+    text, problems, by_section = tables.render(folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else folder)
+    import plots
+    records = [r for recs in by_section.values() for r in recs]
+    made, notes = plots.render_all(records, folder, tables.load_side_files(folder)[0])
+    if made:
+        text += "\n## Plots\n\n" + "\n".join(f"![{p.stem}]({p.name})" for p in made) + "\n"
+    (folder / "TABLES.md").write_text(text)
+    say(f"lab: wrote {folder / 'TABLES.md'} ({len(records)} records) and {len(made)} plots")
+    for p in problems + notes:
+        say(f"lab: note: {p}")
+    if not a.no_readme:
+        tables.update_readme(a.readme or ROOT / "README.md", by_section, folder.name, *tables.load_side_files(folder))
+        say(f"lab: updated the results table in {a.readme or 'README.md'}")
+    return EXIT_PASS
+
+
+# --------------------------------------------------------------------------------- gpu-check
+GPU_CHECK_STEPS = ("ctest", "check", "stubs", "sanitize", "bench")
+
+def cmd_gpu_check(a):
+    """What a GPU machine verifies, in one go: build, ctest (gpu label included), every
+    section's case list on the solution (with its --bug cases), every stub failing cleanly,
+    compute-sanitizer on small cases, and the benchmark sweeps. Logs and JSON go to --out."""
+    out = Path(a.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    log = open(out / "gpu-check.log", "w")
+    deadline = time.time() + a.deadline_s if a.deadline_s else None
+
+    def step(title, cmd, timeout):
+        say(f"== {title}")
+        if deadline is not None:  # never start what cannot finish inside the caller's time limit
+            left = deadline - time.time()
+            if left < 30:
+                say("   -> skipped: out of time (--deadline-s)")
+                log.write(f"\n===== {title}: skipped, out of time\n")
+                return EXIT_TIMEOUT
+            timeout = min(timeout, left)
+        code, text, secs = run_limited(cmd, timeout)
+        log.write(f"\n===== {title} (exit {code}, {secs:.1f} s)\n$ {' '.join(map(str, cmd))}\n{text}")
+        log.flush()
+        tail = text.strip().splitlines()[-a.tail:]
+        say("\n".join("   " + line for line in tail))
+        say(f"   -> exit {code} in {secs:.0f} s")
+        return code
+
+    summary = {}
+    names = sections() if not a.sections else resolve_all(a.sections)
+    lab = [sys.executable, str(ROOT / "scripts" / "lab")]
+    steps = set(a.only or GPU_CHECK_STEPS)
+    if a.no_ctest:
+        steps.discard("ctest")
+    if a.no_bench:
+        steps.discard("bench")
+    if a.grading_example:
+        steps.add("grading")
+    # ctest needs every target; the other steps only the named sections' two programs
+    build(None if "ctest" in steps else targets(names))
+    if "ctest" in steps:  # the gpu check_* tests repeat the two check steps below: left to them
+        summary["ctest"] = step("ctest -L gpu (but the check_* tests; the cpu label is CI's)",
+                                ["ctest", "--test-dir", BUILD, "--output-on-failure", "-j", "4", "-L", "gpu", "-E", r"\.check_"], 1800)
+    if "check" in steps:
+        summary["check --solution"] = step("check --solution " + " ".join(names),
+                                           lab + ["check", *names, "--solution", "--require-gpu", "--jobs", str(4 * a.gpus), "--gpus", str(a.gpus),
+                                                 "--report", out / "check-solutions.json"], 1800)
+    if "stubs" in steps:
+        summary["check stubs (each case must fail cleanly)"] = step("check stubs --expect-fail",
+                                           lab + ["check", *names, "--expect-fail", "--require-gpu", "--jobs", str(4 * a.gpus), "--gpus", str(a.gpus),
+                                                 "--report", out / "check-stubs.json"], 1800)
+    for s in names if "sanitize" in steps else []:
+        data = load_cases(s)
+        shapes = cases.sanitize_shapes(data)  # small ragged shapes (the case file's where the default does not apply)
+        for tool in ("memcheck", "racecheck", "synccheck"):
+            for v in data.get("sanitize", {}).get("variants", data["variants"]):
+                for shape in shapes:
+                    cmd = ["compute-sanitizer", "--tool", tool, "--error-exitcode", "9", *program(s, True),
+                           "--variant", v, "--iters", "1", "--warmup", "0"] + shape
+                    what = f"{tool} {s} {v}" + (f" ({' '.join(shape)})" if len(shapes) > 1 else "")
+                    summary["sanitizer " + what] = step("compute-sanitizer " + what, cmd, 600)
+    if "grading" in steps:
+        summary["grading example"] = grading_example(out / "grading", names, lab, step, a.gpus)
+    if "bench" in steps:
+        summary["bench"] = step("bench " + " ".join(names), lab + ["bench", *names, "--ceilings", "--ncu", "--out", out / "results"], 3000)
+    (out / "gpu-check-summary.json").write_text(json.dumps({k: int(v) for k, v in summary.items()}, indent=1) + "\n")
+    say("== summary")
+    for k, v in summary.items():
+        say(f"   exit {v:<3} {k}")
+    bad = [k for k, v in summary.items() if v != EXIT_PASS]
+    say("gpu-check: " + ("all as expected" if not bad else "UNEXPECTED: " + "; ".join(bad)))
+    return EXIT_PASS if not bad else EXIT_FAIL
+
+
+# ------------------------------------------------------------------------------------------ ab
+def parse_ab_case(text):
+    """'label=06_paged --variant split --b 8' -> ('label', {'A': ('06_paged', [...]), 'B': the same}).
+    'label=05_decode ARGS | 06_paged ARGS' gives build B its own command: two programs of one tree
+    compared the same way (pass one build folder twice), e.g. 06 against 05 on the same shape."""
+    label, sep, command = text.partition("=")
+    words = shlex.split(command)
+    sides = [words[:words.index("|")], words[words.index("|") + 1:]] if "|" in words else [words, words]
+    if not sep or not label.strip() or not all(sides) or "|" in sides[1]:
+        raise BadInput(f"ab: a case is LABEL=PROGRAM ARGS... [| PROGRAM_B ARGS...] (programs of the "
+                         f"builds' bin/), not {text!r}")
+    return label.strip(), {"A": (sides[0][0], sides[0][1:]), "B": (sides[1][0], sides[1][1:])}
+
+
+def cmd_ab(a):
+    """A/B: is build B faster than build A? Every case runs on both builds, one after the other, the
+    order flipping every round (A B, B A, A B, ...) so that neither build always runs first; each
+    run is the program's own timing (warm-up, median of the timed runs) and its own check of the
+    output. Per case: the median over the rounds of each build's time, and A / B (above 1: B is
+    faster): the comparison every "A/B" in the handouts is. Writes every run and the summary to --out."""
+    if a.rounds < 1:
+        raise BadInput("ab: --rounds must be at least 1")
+    builds = {"A": Path(a.build_a), "B": Path(a.build_b)}
+    specs = [parse_ab_case(c) for c in a.case]
+    if len({label for label, _ in specs}) != len(specs):
+        raise BadInput("ab: two cases have the same label")
+    for label, commands in specs:
+        for tag, b in builds.items():
+            if not (b / "bin" / commands[tag][0]).exists():
+                raise BadInput(f"ab: build {tag} has no {b / 'bin' / commands[tag][0]}")
+    out = Path(a.out)
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    runs = {(label, tag): [] for label, _ in specs for tag in builds}
+    sha = git_sha()  # (once: ab.json is rewritten after every round)
+
+    def summarize():  # per case: each build's median over the rounds so far, and A / B
+        summary, failed = [], False
+        for label, commands in specs:
+            line = {tag: " ".join([prog, *args]) for tag, (prog, args) in commands.items()}
+            row = {"label": label, "command": line["A"]}
+            if line["B"] != line["A"]:
+                row["command_b"] = line["B"]
+            for tag in builds:
+                times = [x["ms"] for x in runs[(label, tag)] if x["ms"] is not None]
+                row[tag] = {"median_ms": statistics.median(times) if times else None, "runs_ms": times,
+                            "passed": all(x["passed"] for x in runs[(label, tag)])}  # (a run with no time did not pass)
+            ok = row["A"]["passed"] and row["B"]["passed"]
+            row["a_over_b"] = row["A"]["median_ms"] / row["B"]["median_ms"] if ok else None
+            failed = failed or not ok
+            summary.append(row)
+        return summary, failed
+
+    for r in range(a.rounds):
+        for label, commands in specs:
+            for tag in ("A", "B") if r % 2 == 0 else ("B", "A"):
+                record = out / "runs" / f"{label}.{tag}.{r}.json"
+                record.unlink(missing_ok=True)
+                prog, args = commands[tag]
+                code, text, _ = run_limited([builds[tag] / "bin" / prog, *args, "--json", record], a.timeout)
+                try:
+                    rec = json.loads(record.read_text())[-1]  # (--json appends to a list of records)
+                    ms, passed = float(rec["timing"]["median_ms"]), bool(rec["check"]["passed"])
+                except (OSError, ValueError, KeyError, TypeError, IndexError):
+                    ms, passed = None, False
+                if code != EXIT_PASS or ms is None:
+                    passed = False
+                    say(f"  {label} {tag} round {r}: exit {code}: {text.strip().splitlines()[-1:]}")
+                runs[(label, tag)].append({"round": r, "ms": ms, "passed": passed, "exit": code})
+        # After every round, so that an A/B stopped by a time limit keeps the rounds it finished.
+        summary, failed = summarize()
+        (out / "ab.json").write_text(json.dumps({"builds": {t: str(b) for t, b in builds.items()}, "rounds": a.rounds,
+                                                 "rounds_done": r + 1, "git_sha": sha, "cases": summary}, indent=1) + "\n")
+        if r + 1 < a.rounds:
+            say(f"  round {r + 1} of {a.rounds} done: " + ", ".join(
+                f"{row['label']} {row['a_over_b']:.3f}" if row["a_over_b"] else f"{row['label']} -" for row in summary))
+    width = max(len(label) for label, _ in specs)
+    for row in summary:
+        side = lambda t: (f"{row[t]['median_ms']:9.4f} ms pass" if row[t]["passed"] else "         FAIL") + \
+            " [" + ", ".join(f"{x:.4f}" for x in row[t]["runs_ms"]) + "]"
+        ok = row["a_over_b"] is not None
+        say(f"{row['label']:<{width}}  A/B " + (f"{row['a_over_b']:6.3f}" if ok else "   -  ") + f"  A {side('A')}  B {side('B')}")
+    return EXIT_FAIL if failed else EXIT_PASS
+
+
+def measure_dram(section, data, dest, timeout):
+    """Nsight Compute's DRAM bytes (read + written, summed over every kernel of one forward) for the
+    section's representative shape (case file "ncu", else its first bench shape), beside the byte
+    model: traffic measured, not asserted. Clocks are left as they are (--clock-control none)."""
+    import tables
+    entry = data.get("ncu") or data["bench"][0]
+    path = dest / "ncu.json"
+    found = json.loads(path.read_text()) if path.exists() else []
+    for v in entry.get("variants", data["variants"]):
+        rec = BUILD / "ncu_record.json"
+        rec.unlink(missing_ok=True)
+        cmd = ["ncu", "--clock-control", "none", "--metrics", "dram__bytes_read.sum,dram__bytes_write.sum", "--csv",
+               "--print-units", "base", *program(section, True), "--variant", v, "--iters", "0", "--check", "none",
+               "--quiet", "--json", rec] + strip_timing_args(entry["args"])
+        code, out, secs = run_limited(cmd, timeout)
+        total = {"dram__bytes_read.sum": 0.0, "dram__bytes_write.sum": 0.0}
+        kernels = set()
+        for row in csv.reader(line for line in out.splitlines() if line.startswith('"')):
+            if len(row) > 3 and row[-3] in total:
+                total[row[-3]] += float(row[-1].replace(",", ""))
+                kernels.add(row[0])
+        if code != 0 or not rec.exists() or not kernels:
+            say(f"  ncu {section} {v}: no measurement (exit {code}): {out.strip().splitlines()[-1:] }")
+            continue
+        r = json.loads(rec.read_text())[-1]
+        measured = total["dram__bytes_read.sum"] + total["dram__bytes_write.sum"]
+        key = tables.key_to_json(tables.problem_key(r))  # the key the tables look measurements up by
+        found = [e for e in found if not (e["section"] == section and e["variant"] == v and e["problem_key"] == key)]
+        found.append({"section": section, "variant": v, "problem_key": key, "dram_bytes": measured,
+                      "dram_read": total["dram__bytes_read.sum"], "dram_write": total["dram__bytes_write.sum"],
+                      "kernels": len(kernels), "hbm_bytes_model": r["metrics"]["hbm_bytes_model"],
+                      "command": " ".join(map(str, cmd))})
+        say(f"  ncu {section} {v}: DRAM {measured / 1e9:.3f} GB measured vs {r['metrics']['hbm_bytes_model'] / 1e9:.3f} GB "
+            f"modelled ({len(kernels)} kernels, {secs:.0f} s)")
+    path.write_text(json.dumps(found, indent=1) + "\n")
+
+
+def strip_timing_args(args):
+    out, skip = [], False
+    for x in args:
+        if skip:
+            skip = False
+        elif x in ("--iters", "--warmup"):
+            skip = True
+        else:
+            out.append(x)
+    return out
+
+
+def cmd_bench_all(a):
+    """bench takes several sections: run them one by one (ceilings once), worst exit code wins."""
+    codes = []
+    for n, s in enumerate(a.section):
+        one = argparse.Namespace(**vars(a))
+        one.section, one.ceilings = s, a.ceilings and n == 0
+        codes.append(cmd_bench(one))
+    return max(codes) if codes else EXIT_PASS
+
+
+
+# ---------------------------------------------------------------------------------------- deps
+def cmd_deps(a):
+    """deps --vendor DIR: a self-contained copy of the C++ dependencies in DIR/.deps, for a GPU
+    machine without package access (copy the lab tree there with it; the build finds it by itself)."""
+    from labcli import setup
+    setup.vendor(a.vendor)
+    return EXIT_PASS

@@ -1,0 +1,126 @@
+"""A fresh machine's dependencies, got by the first command that needs them.
+
+C++ (CLI11, nlohmann-json, Catch2): a vendored copy in .deps/ when the tree has one (made by
+`scripts/lab deps --vendor` on a machine that has them: for a GPU machine without package access);
+else the system's; else the Debian packages, installed when this user may (root, or sudo without a
+password); else CMake fetches their sources at configure time. If that fails too, one line names
+the command that installs them.
+Python (numpy, matplotlib: the tests' .npy reader, tables and plots): pip, into the active virtual
+environment or the user's site-packages; if pip cannot, one line names the command.
+"""
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from labcli.common import ROOT, LabError, say, build_log, logged
+
+# Debian package -> a file it installs (how we tell it is there), and where a vendored copy takes it from.
+DEBIAN_PACKAGES = {
+    "nlohmann-json3-dev": "include/nlohmann/json.hpp",
+    "libcli11-dev": "include/CLI/CLI.hpp",
+    "catch2": "include/catch2/catch.hpp",
+}
+VENDORED = ["include/nlohmann", "share/cmake/nlohmann_json", "include/CLI", "share/cmake/CLI11",
+            "include/catch2", "lib/cmake/Catch2", "lib/libCatch2WithMain.a"]
+INSTALL_LINE = "sudo apt-get install " + " ".join(DEBIAN_PACKAGES)
+
+
+def vendored_dir(root=None):
+    deps = Path(root or ROOT) / ".deps"
+    return deps if (deps / "include").is_dir() else None
+
+
+def missing_packages(prefixes=("/usr", "/usr/local")):
+    return [pkg for pkg, f in DEBIAN_PACKAGES.items() if not any((Path(p) / f).exists() for p in prefixes)]
+
+
+def can_install():
+    if not shutil.which("apt-get"):
+        return None
+    if os.geteuid() == 0:
+        return []
+    if shutil.which("sudo") and subprocess.run(["sudo", "-n", "true"], capture_output=True).returncode == 0:
+        return ["sudo", "-n"]
+    return None
+
+
+def ensure_cpp_deps():
+    """Before the first configure: the Debian packages, if they are missing and this user may."""
+    if vendored_dir():
+        say(f"lab: using the vendored C++ dependencies in {vendored_dir()}")
+        return
+    missing = missing_packages()
+    if not missing:
+        return
+    prefix = can_install()
+    if prefix is None:
+        say(f"lab: missing {', '.join(missing)} and no permission to install them: CMake will fetch their sources "
+            f"(or install them: {INSTALL_LINE})")
+        return
+    say(f"lab: installing {' '.join(missing)} (apt-get; log: {build_log()})")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    install = prefix + ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing]
+    if logged(install, build_log(), env) != 0:  # a stale package index: update it once, then again
+        logged(prefix + ["apt-get", "update", "-q"], build_log(), env)
+        if logged(install, build_log(), env) != 0:
+            say(f"lab: apt-get could not install them; CMake will fetch their sources instead")
+            return
+    say(f"lab: installed {' '.join(missing)}")
+
+
+def configure_failure_hint(log):
+    text = Path(log).read_text(errors="replace") if Path(log).exists() else ""
+    if any(k in text for k in ("FetchContent", "nlohmann_json", "CLI11", "Catch2", "catch2")) and missing_packages():
+        return (f"the C++ libraries are missing and could not be fetched: install them ({INSTALL_LINE}), or copy "
+                f"them from a machine that has them (scripts/lab deps --vendor DIR, see CONTRIBUTING.md); log: {log}")
+    return f"log: {log}"
+
+
+PY_MODULES = {"numpy": "numpy", "matplotlib": "matplotlib"}
+
+
+def ensure_python_deps():
+    """Before the tests: numpy and matplotlib, installed with pip when missing (said where)."""
+    missing = [m for m in PY_MODULES if importlib.util.find_spec(m) is None]
+    if not missing:
+        return True
+    req = ROOT / "scripts" / "requirements.txt"
+    in_venv = sys.prefix != getattr(sys, "base_prefix", sys.prefix)
+    where = f"the virtual environment {sys.prefix}" if in_venv else "your user site-packages (pip --user)"
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "-r", req] + ([] if in_venv or os.geteuid() == 0 else ["--user"])
+    say(f"lab: installing {', '.join(missing)} into {where if os.geteuid() != 0 or in_venv else 'the system Python (root)'}"
+        f" (pip; log: {build_log()})")
+    if logged(cmd, build_log()) == 0:
+        importlib.invalidate_caches()
+        return True
+    say(f"lab: pip could not install {', '.join(missing)}; the tests that need them are skipped "
+        f"(install: {sys.executable} -m pip install -r scripts/requirements.txt)")
+    return False
+
+
+def vendor(dest, prefix="/usr"):
+    """Copies the installed C++ dependencies into DEST/.deps: the tree's vendored copy, which the
+    build uses by itself on a machine that has neither the packages nor network access."""
+    dest = Path(dest)
+    if not dest.is_dir():
+        raise LabError(f"deps --vendor: {dest} is not a folder (give the lab tree to copy into)", 2)
+    missing = missing_packages((prefix,))
+    if missing:
+        raise LabError(f"deps --vendor: this machine lacks {', '.join(missing)} under {prefix} "
+                       f"(install them first: {INSTALL_LINE})")
+    deps = dest / ".deps"
+    shutil.rmtree(deps, ignore_errors=True)
+    for rel in VENDORED:
+        src = Path(prefix) / rel
+        if not src.exists():
+            continue
+        out = deps / rel
+        out.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, out)
+    size = sum(f.stat().st_size for f in deps.rglob("*") if f.is_file())
+    say(f"lab: copied CLI11, nlohmann-json and Catch2 into {deps} ({size / 1e6:.1f} MB); "
+        f"a build of that tree uses them by itself")
+    return deps

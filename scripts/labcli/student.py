@@ -1,0 +1,422 @@
+"""The commands of students and instructors: run, check, test, compare, make-labs, grade,
+grading-example and release."""
+import concurrent.futures
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from labcli.common import (BUILD, EXIT_BAD_INPUT, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_PASS, EXIT_TIMEOUT, ROOT,
+                           BadInput, LabError, build, cmake_env, gpu_devices, git_sha, is_python, load_cases,
+                           no_gpu_reason, on_device, program, resolve, resolve_all, run_limited, say, sections,
+                           source_name, targets)
+import cases  # noqa: E402  (scripts/cases.py, on the path through labcli.common)
+import make_labs  # noqa: E402
+
+
+# ------------------------------------------------------------------------------------------ run
+def cmd_run(a):
+    section = resolve(a.section)
+    build(targets([section], solution=a.solution, lab=not a.solution))
+    cmd = program(section, a.solution) + a.args
+    code, out, _ = run_limited(cmd, a.timeout)
+    reason = no_gpu_reason(out) if code == EXIT_CANNOT_RUN else None
+    if reason and "--cpu" not in a.args:
+        say(f"lab: {reason}; running the CPU model of {section} instead (--cpu), not your kernel")
+        code, out, _ = run_limited(cmd + ["--cpu"], a.timeout)
+    say(out, end="")
+    return code
+
+
+# ---------------------------------------------------------------------------------------- check
+def expand_cases(data, solution, bugs, on_gpu, expect="pass"):
+    """(label, variant, args, expect, weight) for each run the case list asks for."""
+    runs = []
+    for case in data["cases"]:
+        if not on_gpu and not case.get("cpu", True):
+            continue
+        variants = case.get("variants", data["variants"]) if on_gpu else [data["variants"][0]]
+        for v in variants:
+            runs.append((case["name"], v, case.get("args", []), expect, case.get("weight", 1)))
+    for case in data.get("bad_inputs", []):  # refused before any GPU work: exit 2, on any machine
+        runs.append((f"bad input: {case['name']}", data["variants"][0], case["args"], "bad-input", 0))
+    if solution and bugs:
+        for case in data.get("bugs", []):
+            if not on_gpu and not case.get("cpu", True):
+                continue
+            variants = case.get("variants", data["variants"]) if on_gpu else [data["variants"][0]]
+            for v in variants:
+                runs.append((f"bug {case['bug']}: {case['name']}", v, case.get("args", []) + ["--bug", case["bug"]],
+                             "fail", case.get("weight", 1)))
+    return runs
+
+
+def gpu_available(section, solution, timeout):
+    code, out, _ = run_limited(program(section, solution) + ["--t", "1", "--iters", "0", "--quiet"], timeout)
+    return code != EXIT_CANNOT_RUN, no_gpu_reason(out)
+
+
+def check_section(section, a):
+    data = load_cases(section, a.cases)
+    exe = program(section, a.solution)
+    on_gpu, reason = (False, "forced by --cpu") if a.cpu else gpu_available(section, a.solution, a.timeout)
+    if not on_gpu and a.require_gpu:
+        say(f"lab: cannot run here: {reason} (--require-gpu)")
+        return None
+    if not on_gpu:
+        code, out, _ = run_limited(exe + ["--t", "1", "--iters", "0", "--quiet", "--cpu"], a.timeout)
+        if code == EXIT_CANNOT_RUN:  # the exercise runs on a GPU only: never a PASS without one
+            say(f"lab: {section}: not checked here: {no_gpu_reason(out) or 'needs a GPU'}")
+            return None
+    if not on_gpu and not a.cpu:
+        say(f"lab: {reason}; checking the CPU model of {section} instead, not your kernel")
+    runs = expand_cases(data, a.solution, not a.no_bugs, on_gpu, "fail" if a.expect_fail else "pass")
+    say(f"== check {section} ({'solution' if a.solution else 'your lab'}{'' if on_gpu else ', CPU model'}): {len(runs)} runs")
+    results, t0 = [], time.time()
+
+    def command(variant, args, expect):
+        if expect == "bad-input":  # nothing but the arguments under test: the output must be one line
+            return exe + args + ([] if on_gpu else ["--cpu"])
+        return exe + ["--variant", variant, "--iters", "0", "--quiet"] + args + ([] if on_gpu else ["--cpu"])
+
+    # --jobs N: N programs at once (each its own process group and time limit), spread over --gpus
+    # GPUs. The verdicts do not depend on either. Reported in case order.
+    devices = gpu_devices(getattr(a, "gpus", 1) if on_gpu else 1)
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, getattr(a, "jobs", 1)))
+    pending = [pool.submit(run_limited, on_device(command(v, args, expect), devices[n % len(devices)]), a.timeout)
+               for n, (_, v, args, expect, _) in enumerate(runs)]
+    for n, ((name, variant, args, expect, weight), job) in enumerate(zip(runs, pending), 1):
+        cmd = command(variant, args, expect)
+        code, out, secs = job.result()
+        if expect == "pass":
+            ok = code == EXIT_PASS
+        elif expect == "bad-input":
+            ok = code == EXIT_BAD_INPUT and out.strip().startswith("bad input:") and len(out.strip().splitlines()) == 1
+        else:  # a --bug run (or a stub) must be caught by the self-check: exit 1, not a crash or a hang
+            ok = code == EXIT_FAIL
+        status = "ok" if ok else ("TIMEOUT" if code == EXIT_TIMEOUT else "FAIL")
+        label = f"{variant:<8} {name}"
+        say(f"  [{n:>2}/{len(runs)}] {status:<7} {label:<58} exit {code:<3} {secs:6.1f} s")
+        if not ok or a.verbose or expect == "bad-input":
+            for line in out.strip().splitlines()[-8:]:
+                say(f"           | {line}")
+        results.append({"section": section, "case": name, "variant": variant, "expect": expect, "exit": code,
+                        "ok": ok, "seconds": round(secs, 2), "weight": weight, "command": " ".join(map(str, cmd))})
+    pool.shutdown()
+    passed = sum(r["ok"] for r in results)
+    say(f"== {section}: {passed} passed, {len(results) - passed} failed ({time.time() - t0:.0f} s)")
+    return results
+
+
+def cmd_check(a):
+    names = resolve_all(a.section)
+    build(targets(names, solution=a.solution, lab=not a.solution))
+    results = []
+    for s in names:
+        got = check_section(s, a)
+        if got is None:
+            return EXIT_CANNOT_RUN
+        results += got
+    if a.report:
+        Path(a.report).write_text(json.dumps(results, indent=1) + "\n")
+    failed = [r for r in results if not r["ok"]]
+    say(f"{len(results) - len(failed)} passed, {len(failed)} failed")
+    return EXIT_PASS if not failed else EXIT_FAIL
+
+
+# ------------------------------------------------------------------------------ test, make-labs
+def cmd_test(a):
+    from labcli import setup
+    setup.ensure_python_deps()
+    build()
+    args = ["ctest", "--test-dir", str(BUILD), "--output-on-failure", "-j", str(a.jobs)]
+    if a.label:
+        args += ["-L", a.label]
+    say(f"lab: running the tests (ctest{' -L ' + a.label if a.label else ''})")
+    if subprocess.run(args, env=cmake_env()).returncode != 0:
+        raise LabError(f"some tests failed (listed above); rerun one with: ctest --test-dir {BUILD} -R NAME "
+                       f"--output-on-failure")
+    return EXIT_PASS
+
+
+def cmd_make_labs(a):
+    if not (ROOT / "solutions").is_dir():
+        raise LabError("make-labs needs solutions/ (this is a student release, whose labs/ are already made)")
+    try:
+        changed = make_labs.generate_all(ROOT / "solutions", ROOT / "labs", check_only=a.check)
+    except make_labs.ExerciseError as e:
+        raise LabError(f"make-labs: {e}")
+    if a.check:
+        if changed:
+            say("lab: labs/ is out of date with solutions/ (run scripts/lab make-labs): " + ", ".join(changed))
+            return EXIT_FAIL
+        say("lab: labs/ matches solutions/")
+        return EXIT_PASS
+    say("lab: wrote " + (", ".join(changed) if changed else "nothing (labs/ already up to date)"))
+    return EXIT_PASS
+
+
+# -------------------------------------------------------------------------------------- compare
+def compare_shapes(data):
+    """The shapes a comparison runs: the case file's "compare" list, else its bench sweep (untagged)."""
+    entries = data.get("compare") or [e for e in data.get("bench", []) if not e.get("tag")]
+    return [((e.get("variants") or data["variants"] or [""])[0], strip_timing(e["args"])) for e in entries]
+
+
+def strip_timing(args):
+    out, skip = [], False
+    for x in args:
+        if skip:
+            skip = False
+        elif x in ("--iters", "--warmup", "--json"):
+            skip = True
+        else:
+            out.append(x)
+    return out
+
+
+def cmd_compare(a):
+    """Your builds of the sections (and the solution's, --solution-too) on the same shapes, one
+    table: the chapter's exercise 2 (how much does FA2's loop order buy over FA1's?)."""
+    names = resolve_all(a.section)
+    builds = [("lab", False)] + ([("solution", True)] if a.solution_too else [])
+    build(targets(names, solution=a.solution_too, lab=True))
+    on_gpu, reason = gpu_available(names[0], False, 120)
+    if not on_gpu:
+        say(f"lab: compare times kernels and needs a GPU: {reason}")
+        return EXIT_CANNOT_RUN
+    rows, failed = [], False
+    with tempfile.TemporaryDirectory() as tmp:
+        for s in names:
+            for variant, shape in compare_shapes(load_cases(s)):
+                for label, solution in builds:
+                    rec = Path(tmp) / f"{s}-{label}-{len(rows)}.json"
+                    cmd = program(s, solution) + (["--variant", variant] if variant else []) + \
+                        ["--quiet", "--warmup", str(a.warmup), "--iters", str(a.iters), "--json", rec] + shape
+                    code, out, _ = run_limited(cmd, a.timeout)
+                    ms = gflops = None
+                    try:
+                        r = json.loads(rec.read_text())[-1]
+                        ms = r["timing"]["median_ms"]
+                        gflops = r["metrics"]["flops_model"] / (ms * 1e-3) / 1e9 if ms else None
+                    except (OSError, ValueError, KeyError, IndexError, TypeError):
+                        pass
+                    verdict = "" if code == EXIT_PASS else ("FAIL" if code == EXIT_FAIL else f"exit {code}")
+                    failed = failed or code != EXIT_PASS
+                    rows.append((s, label, " ".join(shape), ms, gflops, verdict))
+                    say(f"  {s} {label} {' '.join(shape)}: " + (f"{ms:.4g} ms" if ms else verdict or "no time"))
+    head = ("section", "build", "shape", "ms", "GFLOP/s", "")
+    cells = [head] + [(s, b, sh, f"{ms:.4g}" if ms else "-", f"{g:.1f}" if g else "-", v)
+                      for s, b, sh, ms, g, v in rows]
+    widths = [max(len(str(r[i])) for r in cells) for i in range(len(head))]
+    say("")
+    for n, r in enumerate(cells):
+        say("  ".join(str(c).rjust(w) if i in (3, 4) else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip())
+        if n == 0:
+            say("  ".join("-" * w for w in widths[:5]))
+    return EXIT_FAIL if failed else EXIT_PASS
+
+
+# ---------------------------------------------------------------------------------------- grade
+def cmd_grade(a):
+    import grade
+    known = sections()
+    only = [resolve(x) for x in a.sections] if a.sections else None
+    hidden = a.cases
+    if hidden:
+        try:
+            cases.load(hidden)
+        except cases.CaseFileError as e:
+            raise BadInput(str(e))
+    if not (ROOT / "solutions").is_dir():
+        raise LabError("grade needs the full tree (solutions/, the reference it times against), not a release")
+    # A typo in a submission's path, or a folder with no lab file, is an error, not a zero grade.
+    problems = []
+    for sub in a.submissions:
+        p = Path(sub)
+        if not p.is_dir():
+            problems.append(f"{sub}: {'no such folder' if not p.exists() else 'not a folder'}")
+            continue
+        found, ignored = grade.scan_submission(p, known)
+        if not found and not a.allow_empty:
+            hint = "; ".join(grade.misnamed(ignored, known)) or "expected labs/NN_name.cu files, e.g. labs/01_naive.cu"
+            problems.append(f"{sub}: no lab file ({hint})")
+    if problems:
+        for p in problems:
+            say(f"lab: {p}")
+        raise BadInput(f"{len(problems)} submission(s) cannot be graded; nothing written (--allow-empty grades "
+                       f"a folder with no lab file as 0)")
+    on_gpu, gpu_name = False, None
+    if not a.no_gpu:
+        build(targets(only or known, lab=False))  # the reference solutions, timed beside the students' code
+        probe = BUILD / "grade_probe.json"
+        probe.unlink(missing_ok=True)
+        code, out, _ = run_limited(program((only or known)[0], True) + ["--t", "1", "--iters", "0", "--json",
+                                                                      probe, "--quiet"], 120)
+        on_gpu = code != EXIT_CANNOT_RUN
+        if on_gpu and probe.exists():
+            gpu_name = json.loads(probe.read_text())[-1]["gpu"]["name"]
+            probe.unlink()
+        if not on_gpu:
+            say(f"lab: {no_gpu_reason(out)}; triage only (compile errors, unmodified stubs), no case is run")
+    out_root = Path(a.out)
+    grader = grade.Grader(ROOT, BUILD, run_limited, make_labs.make_stub, load_cases, expand_cases, cmake_env,
+                          lambda msg: say(f"  {msg}"), jobs=a.jobs, devices=gpu_devices(a.gpus), on_device=on_device,
+                          program=program)
+    reports = []
+    for n, sub in enumerate(a.submissions, 1):
+        say(f"== [{n}/{len(a.submissions)}] grading {sub}")
+        r = grader.grade(sub, out_root, known, only, hidden, a.timeout, on_gpu, gpu_name, git_sha(),
+                         lambda msg: say(f"   {msg}"))
+        for line in r.get("misnamed", []):
+            say(f"   {line}")
+        say(f"   total {grade.total_text(r)} -> {out_root / r['submission'] / 'grade.md'}")
+        reports.append(r)
+    grade.write_class_summary(reports, out_root / "class_summary.csv")
+    say(f"lab: class summary in {out_root / 'class_summary.csv'}")
+    for r in reports:
+        say(f"   {r['submission']:<30} {grade.total_text(r)}")
+    return EXIT_PASS
+
+
+# ------------------------------------------------------------------------------ grading example
+PLANTED_BUG = ("  m = team.max(m);\n", "  m = team.max(m);\n  m = 0.f;  // PLANTED BUG: the row max is never subtracted\n")
+# The hang is a host-side loop added at the end of the file, before main runs: it does not depend on
+# the text of the solution, only on the program's command line (--t 65).
+PLANTED_HANG = """
+// PLANTED HANG: a run with --t 65 never returns (the grader's time limit must stop it).
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <thread>
+namespace planted {
+struct Hang {
+  Hang() {
+    std::ifstream f("/proc/self/cmdline");
+    std::string arg, prev;
+    while (std::getline(f, arg, '\\0')) {
+      if (prev == "--t" && arg == "65")
+        for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+      prev = arg;
+    }
+  }
+} hang;
+}  // namespace planted
+"""
+
+
+def grading_example(out, names, lab, step, gpus=1):
+    """Grades four submissions made from the repository and checks the grader's verdicts:
+    the solutions (full marks), the stubs (zero), a copy of 01 with the max subtraction removed
+    (loses exactly its large-score cases) and a copy of 01 that hangs at T = 65 (stopped by the
+    time limit, every other case still graded)."""
+    subs = out / "submissions"
+    shutil.rmtree(out, ignore_errors=True)
+    for name, folder in (("solutions", "solutions"), ("stubs", "labs")):
+        (subs / name).mkdir(parents=True)
+        for s in names:
+            shutil.copy(ROOT / folder / source_name(s), subs / name / source_name(s))
+    text = (ROOT / "solutions" / "01_naive.cu").read_text()
+    (subs / "hang").mkdir(parents=True)
+    (subs / "hang" / "01_naive.cu").write_text(text + PLANTED_HANG)
+    (subs / "planted-bug").mkdir(parents=True)
+    old, new = PLANTED_BUG
+    if old not in text:
+        raise LabError(f"grading example: solutions/01_naive.cu no longer has `{old}` to plant the bug in")
+    (subs / "planted-bug" / "01_naive.cu").write_text(text.replace(old, new))
+    # 60 s a run: the hang costs one limit, and the largest decode case (a 2 GB K/V cache to make)
+    # takes 20 s with 8 runs sharing the machine.
+    code = step("grade solutions, stubs, planted-bug, hang", lab + ["grade", *(str(subs / n) for n in
+                ("solutions", "stubs", "planted-bug", "hang")), "--out", str(out / "grades"), "--timeout", "60",
+                "--jobs", str(4 * gpus), "--gpus", str(gpus)], 3000)
+    if code != EXIT_PASS:
+        return code
+    g = lambda n: json.loads((out / "grades" / n / "grade.json").read_text())
+    sol, stub, bug, hang = g("solutions"), g("stubs"), g("planted-bug"), g("hang")
+    if sol["gpu"] is None:
+        say("lab: the grading example needs a GPU (its verdicts are the cases' results); triage only here")
+        return EXIT_CANNOT_RUN
+    problems = []
+    for s in names:
+        if sol["sections"][s]["correctness"] != 100.0:
+            problems.append(f"solutions: {s} correctness {sol['sections'][s]['correctness']}")
+        if stub["sections"][s]["correctness"] != 0.0:
+            problems.append(f"stubs: {s} correctness {stub['sections'][s]['correctness']}")
+        if not stub["sections"][s].get("unmodified_stub"):
+            problems.append(f"stubs: {s} not recognised as the unmodified stub")
+    lost = sorted({c["case"] for c in bug["sections"]["01_naive"]["cases"] if c["status"] != "pass"})
+    expected = sorted({c["name"] for c in load_cases("01_naive")["cases"] if "--magnitude" in c.get("args", [])})
+    if lost != expected:
+        problems.append(f"planted-bug lost {lost}, expected exactly {expected}")
+    timeouts = sorted({c["case"] for c in hang["sections"]["01_naive"]["cases"] if c["status"] == "timeout"})
+    t_of = lambda args: args[args.index("--t") + 1] if "--t" in args[:-1] else None
+    hung = sorted(c["name"] for c in load_cases("01_naive")["cases"] if t_of(c.get("args", [])) == "65")
+    others = [c for c in hang["sections"]["01_naive"]["cases"] if c["status"] not in ("pass", "timeout")]
+    if not timeouts or (hung and set(timeouts) != set(hung)) or others:
+        problems.append(f"hang: timeouts {timeouts} (expected {hung}), other failures {[c['case'] for c in others]}")
+    say("   grading example: " + ("verdicts as expected" if not problems else "; ".join(problems)))
+    say(f"   totals: solutions {sol['total']:.1f}, stubs {stub['total']:.1f}, planted-bug {bug['total']:.1f}, "
+        f"hang {hang['total']:.1f}; planted-bug lost {lost}; hang timed out on {timeouts}")
+    return EXIT_PASS if not problems else EXIT_FAIL
+
+
+def cmd_grading_example(a):
+    out = Path(a.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    names = resolve_all(a.sections) if a.sections else sections()
+    build(targets(names))
+    on_gpu, reason = gpu_available(names[0], True, 120)
+    if not on_gpu:  # its verdicts are the cases' results: a triage would check nothing
+        say(f"lab: the grading example needs a GPU: {reason}")
+        return EXIT_CANNOT_RUN
+
+    def step(title, cmd, timeout):
+        say(f"== {title}")
+        code, text, secs = run_limited(cmd, timeout)
+        (out / "grading-example.log").write_text(text)
+        say("\n".join("   " + line for line in text.strip().splitlines()[-12:]))
+        return code
+    return grading_example(out, names, [sys.executable, str(ROOT / "scripts" / "lab")], step, a.gpus)
+
+
+# -------------------------------------------------------------------------------------- release
+# What a course hands out leaves these behind: the answers (solutions/, the instructor key and
+# notes) and the graded copies of the solutions in the grading example.
+RELEASE_EXCLUDED = ("solutions/", "ch12/key/", "ch12/INSTRUCTORS.md", "results/grading-example/")
+
+
+def tree_files(root):
+    """The tree's files: git's list where there is one, else every file but build output."""
+    r = subprocess.run(["git", "-C", str(root), "ls-files", "-z"], capture_output=True, text=True)
+    if r.returncode == 0 and r.stdout:
+        return [f for f in r.stdout.split("\0") if f]
+    skip = {".git", "build", ".deps", "__pycache__"}
+    return [str(p.relative_to(root)) for p in Path(root).rglob("*")
+            if p.is_file() and not (set(p.relative_to(root).parts) & skip)]
+
+
+def cmd_release(a):
+    """The student tree: every file of the lab but the answers. It builds (the stubs, no
+    solutions), its `scripts/lab test` runs the CPU tests that need no solution, and `scripts/lab
+    check NN` checks the student's lab."""
+    dest = Path(a.dir).resolve()
+    if dest == ROOT or ROOT in dest.parents:
+        raise BadInput(f"release: {a.dir} is inside this tree; give a folder outside it")
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise BadInput(f"release: {a.dir} exists and is not an empty folder")
+    if not (ROOT / "solutions").is_dir():
+        raise LabError("release: this tree is already a release (it has no solutions/)")
+    if subprocess.run([sys.executable, ROOT / "scripts" / "lab", "make-labs", "--check"], capture_output=True).returncode:
+        raise LabError("release: labs/ is out of date with solutions/; run scripts/lab make-labs first")
+    files = [f for f in tree_files(ROOT) if not f.startswith(RELEASE_EXCLUDED) and (ROOT / f).is_file()]
+    for f in files:
+        out = dest / f
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / f, out)
+    say(f"lab: wrote the student release to {dest}: {len(files)} files (no {', '.join(RELEASE_EXCLUDED)})")
+    return EXIT_PASS

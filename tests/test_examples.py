@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""test_examples.py: every example command runs, so that none can go stale.
+
+The examples are every line of a ```bash block of README.md and ch12/*.md (a trailing `\\`
+joins lines; `# comments` are dropped), and every line of the "Examples:" block of `scripts/lab
+--help` and of each program's --help. Each runs on this machine (no GPU needed), from a scratch
+copy of the tree (so an example that writes files leaves the tree as it is), with the build in
+$LAB_BUILD_DIR (default build/) and nothing rebuilt.
+
+The rule, simple enough to fail:
+  - never exit 2 (a stale option or argument), never a Python traceback, never a crash (signal);
+  - `build/bin/...` lines get --cpu (the CPU model; a GPU is not assumed) and must exit 0, or 1
+    where they run a student's stub (build/bin/lab_*) or a --bug (a pitfall the check catches);
+  - `scripts/lab run|check` of a student's lab (no --solution) may exit 1: an unwritten stub fails;
+  - GPU-only driver commands (bench, gpu-check, ab, compare, grading-example) may exit 77;
+  - everything else must exit 0.
+Not run: `scripts/lab test` (the command that runs this test) and machine setup (cmake, ctest,
+git, cd, pip, apt-get, sudo), which the README's two commands do themselves; in a student release,
+the examples that run a solution.
+
+Prints "ok: N examples" and exits 0, else one FAIL line per example and exits 1.
+"""
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = Path(os.environ.get("LAB_BUILD_DIR", ROOT / "build")).resolve()
+GPU_ONLY = {"bench", "gpu-check", "ab", "compare", "grading-example"}
+NOT_RUN = ("cmake", "ctest", "git", "cd", "pip", "pip3", "apt-get", "sudo", "export")
+TIMEOUT = float(os.environ.get("LAB_EXAMPLE_TIMEOUT", 600))
+
+
+def bash_blocks(path):
+    """(where, command) of each line of each ```bash block."""
+    out, inside, pending = [], False, ""
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if line.strip().startswith("```"):
+            inside = line.strip() in ("```bash", "```sh", "```shell")
+            continue
+        if not inside:
+            continue
+        line = pending + line.strip()
+        pending = ""
+        if line.endswith("\\"):
+            pending = line[:-1] + " "
+            continue
+        line = re.sub(r"(^|\s)#.*$", "", line).strip()  # a comment (a # inside quotes is not one here)
+        if line.startswith("$ "):
+            line = line[2:]
+        if line:
+            out.append((f"{path.relative_to(ROOT)}:{n}", line))
+    return out
+
+
+def help_examples(cmd, where):
+    """The lines of the "Examples:" block of a --help text (indented lines after it)."""
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    lines, out, inside = (r.stdout + r.stderr).splitlines(), [], False
+    for line in lines:
+        if line.strip().lower().startswith("examples:"):
+            inside = True
+            continue
+        if inside:
+            if not line.startswith(" ") or not line.strip():
+                inside = bool(line.strip() == "" and out == [])
+                if not line.strip():
+                    continue
+                break
+            out.append((where, re.split(r"\s{2,}#", line.strip())[0].strip()))
+    return out
+
+
+def examples():
+    found = bash_blocks(ROOT / "README.md") if (ROOT / "README.md").exists() else []
+    for md in sorted((ROOT / "ch12").glob("*.md")):
+        found += bash_blocks(md)
+    found += help_examples([sys.executable, "scripts/lab", "--help"], "scripts/lab --help")
+    for exe in sorted((BUILD / "bin").glob("[0-9][0-9]_*")):
+        found += help_examples([exe, "--help"], f"{exe.name} --help")
+    return found
+
+
+def words_of(line):
+    try:
+        return shlex.split(line)
+    except ValueError:
+        return line.split()
+
+
+def expected_codes(line):
+    """The exit codes the rule allows this example."""
+    w = words_of(line)
+    allowed = {0}
+    prog = next((x for x in w if x.startswith("build/bin/") or x.endswith("scripts/lab")), "")
+    if prog.startswith("build/bin/"):
+        if Path(prog).name.startswith("lab_") or "--bug" in w:
+            allowed.add(1)
+    elif prog.endswith("scripts/lab"):
+        cmd = w[w.index(prog) + 1] if w.index(prog) + 1 < len(w) else ""
+        if cmd in GPU_ONLY:
+            allowed.add(77)
+        if cmd in ("run", "check") and "--solution" not in w:
+            allowed.add(1)
+        if "--bug" in w:
+            allowed.add(1)
+    return allowed
+
+
+def prepare(line):
+    """The line as run here: --cpu for a program (before any `|`, `>` or `&&`)."""
+    w = words_of(line)
+    if any(x.startswith("build/bin/") for x in w) and "--cpu" not in w and "--help" not in w:
+        m = re.search(r"\s(\||&&|;|>)", line)
+        return line[:m.start()] + " --cpu" + line[m.start():] if m else line + " --cpu"
+    return line
+
+
+def skipped(line):
+    w = words_of(line)
+    if not (ROOT / "solutions").is_dir():  # a student release: there is no solution to run
+        if "--solution" in w or any(re.match(r"build/bin/\d\d_", x) for x in w):
+            return True
+    return not w or w[0] in NOT_RUN or "scripts/lab test" in line
+
+
+def main():
+    todo = [(where, line) for where, line in examples() if not skipped(line)]
+    problems = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "tree"
+        files = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, text=True).stdout
+        names = [f for f in files.split("\0") if f] or [str(p.relative_to(ROOT)) for p in ROOT.rglob("*")
+                                                       if p.is_file() and "build" not in p.parts]
+        for f in names:
+            if (ROOT / f).is_file():
+                (tree / f).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(ROOT / f, tree / f)
+        (tree / "build").symlink_to(BUILD)
+        env = dict(os.environ, LAB_NO_BUILD="1", LAB_BUILD_DIR=str(BUILD), PYTHONDONTWRITEBYTECODE="1")
+        for where, line in todo:
+            run_line = prepare(line)
+            try:
+                r = subprocess.run(["bash", "-c", run_line], cwd=tree, capture_output=True, text=True,
+                                   timeout=TIMEOUT, env=env)
+                code, out = r.returncode, r.stdout + r.stderr
+            except subprocess.TimeoutExpired:
+                code, out = "timeout", ""
+            allowed = expected_codes(line)
+            bad = []
+            if code not in allowed:
+                bad.append(f"exit {code} (allowed {sorted(allowed)})")
+            if "Traceback (most recent call last)" in out:
+                bad.append("a Python traceback")
+            if isinstance(code, int) and code >= 128:
+                bad.append("a crash")
+            status = "FAIL" if bad else "ok  "
+            print(f"{status} [{code}] {where}: {run_line}")
+            if bad:
+                problems.append(f"{where}: `{run_line}`: {', '.join(bad)}: " + " | ".join(out.strip().splitlines()[-4:]))
+    for p in problems:
+        print("FAIL:", p)
+    print(f"ok: {len(todo)} examples" if not problems else f"{len(problems)} of {len(todo)} examples failed")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""test_release.py: `scripts/lab release DIR` writes a student tree with no answer in it.
+
+Writes a release into a temporary folder and checks that it has no solutions/ and no instructor key
+(ch12/key/), and that no exercise region of solutions/ appears in any of its files: the text
+between a `BEGIN EXERCISE` and its `END EXERCISE` (`//` or `#` comments), minus the comment lines
+that open it (the hint, which the stub keeps) and the STUB lines, whitespace-normalised. Regions of fewer than 2 lines or 40 characters are too short to tell an
+answer from ordinary code and are left out. Each answer found is named by file and region.
+Prints "ok: ..." and exits 0, else one FAIL line per finding and exits 1.
+"""
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BEGIN = re.compile(r"^\s*(//|#) BEGIN EXERCISE ([\w-]+):")
+END = re.compile(r"^\s*(//|#) END EXERCISE\s*$")
+STUB = re.compile(r"^\s*(//|#) STUB: ")
+COMMENT = re.compile(r"^\s*(//|#)")
+MIN_LINES, MIN_CHARS = 2, 40
+
+
+def normalise(text):
+    return " ".join(text.split())
+
+
+def answers(path):
+    """(label, normalised answer text) of each exercise region of a solution file: the runs of
+    answer lines between its STUB lines, each long enough to be told from ordinary code."""
+    out, chunks, start, ident, leading = [], None, 0, "", False
+    for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        m = BEGIN.match(line)
+        if m:
+            chunks, start, ident, leading = [[]], n, m.group(2), True
+        elif chunks is not None and END.match(line):
+            for part, lines in enumerate(chunks):
+                lines = [l for l in lines if l.strip()]
+                text = normalise("\n".join(lines))
+                if len(lines) >= MIN_LINES and len(text.replace(" ", "")) >= MIN_CHARS:
+                    label = f"{path.relative_to(ROOT)}:{start} exercise {ident}" + (f" (part {part + 1})" if len(chunks) > 1 else "")
+                    out.append((label, text))
+            chunks = None
+        elif chunks is not None and leading and COMMENT.match(line):
+            continue  # the comment lines that open a region are its hint, kept in the stub
+        elif chunks is not None:
+            leading = False
+            if STUB.match(line):
+                chunks.append([])
+            else:
+                chunks[-1].append(line)
+    return out
+
+
+def main():
+    regions = [r for f in sorted((ROOT / "solutions").glob("[0-9][0-9]_*")) for r in answers(f)]
+    problems = []
+    with tempfile.TemporaryDirectory() as tmp:
+        rel = Path(tmp) / "release"
+        r = subprocess.run([sys.executable, str(ROOT / "scripts" / "lab"), "release", str(rel)],
+                           capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            print(f"FAIL: scripts/lab release exited {r.returncode}: {(r.stdout + r.stderr).strip()[-500:]}")
+            return 1
+        for banned in ("solutions", "ch12/key"):
+            if (rel / banned).exists():
+                problems.append(f"the release holds {banned}/")
+        files = [f for f in rel.rglob("*") if f.is_file()]
+        for f in files:
+            try:
+                text = normalise(f.read_text())
+            except (UnicodeDecodeError, OSError):
+                continue  # (a binary file: a figure)
+            for label, answer in regions:
+                if answer in text:
+                    problems.append(f"{f.relative_to(rel)} holds the answer of {label}: {answer[:100]}...")
+    for p in problems:
+        print("FAIL:", p)
+    if not regions:
+        print("FAIL: no exercise region found in solutions/ (nothing was checked)")
+        return 1
+    print(f"ok: {len(regions)} exercise regions, none in the {len(files)} files of the release"
+          if not problems else f"{len(problems)} answers found in the release")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
