@@ -142,21 +142,8 @@ def cmd_tables(a):
     folder = Path(a.results) if a.results else ROOT / "results" / a.gpu
     if not folder.is_dir():
         raise BadInput(f"no results folder {folder}")
-    folder = folder.resolve()
-    text, problems, by_section = tables.render(folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else folder)
-    import plots
-    records = [r for recs in by_section.values() for r in recs]
-    made, notes = plots.render_all(records, folder, tables.load_side_files(folder)[0])
-    if made:
-        text += "\n## Plots\n\n" + "\n".join(f"![{p.stem}]({p.name})" for p in made) + "\n"
-    (folder / "TABLES.md").write_text(text)
-    say(f"lab: wrote {folder / 'TABLES.md'} ({len(records)} records) and {len(made)} plots")
-    for p in problems + notes:
-        say(f"lab: note: {p}")
-    if not a.no_readme:
-        tables.update_readme(a.readme or ROOT / "README.md", by_section, folder.name, *tables.load_side_files(folder))
-        say(f"lab: updated the results table in {a.readme or 'README.md'}")
-    return EXIT_PASS
+    readme = None if a.no_readme else Path(a.readme or ROOT / "README.md")
+    return tables.run(folder, readme, None if a.no_readme else ROOT / "ch12", say=say)
 
 
 # --------------------------------------------------------------------------------- gpu-check
