@@ -347,19 +347,6 @@ BackwardCheck check_gradients(const Problem& p, const BackwardInputs& in, const 
 
 namespace {
 
-std::string command_line(int argc, char** argv) {
-  std::string c;
-  for (int i = 0; i < argc; ++i) c += (i ? " " : "") + std::string(argv[i]);
-  return c;
-}
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
-
 json finite_or_null(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
 
 // The backward's bytes at the fewest: Q, K, V, O, dO, LSE read once, dQ, dK, dV written once.
@@ -538,10 +525,7 @@ int run_backward_section(int argc, char** argv, const BackwardSection& s) {
     const GradCheck& worst = *std::max_element(check.grads.begin(), check.grads.end(), [](auto& a, auto& b) {
       return a.max_abs_err / std::max(a.bound, 1e-30) < b.max_abs_err / std::max(b.bound, 1e-30);
     });
-    json gpu = opt.cpu ? json{{"name", "cpu"}}
-                       : json{{"name", dev.name}, {"cc", std::to_string(dev.cc_major) + "." + std::to_string(dev.cc_minor)},
-                              {"sms", dev.sms}, {"driver", dev.driver}, {"slug", dev.slug()},
-                              {"clocks", {{"sm_max_mhz", dev.sm_clock_mhz}, {"mem_max_mhz", dev.mem_clock_mhz}}}};
+    json gpu = gpu_json(dev, opt.cpu);
     json problem = {{"b", p.b}, {"h", p.h}, {"h_kv", p.h_kv}, {"t_q", p.t_q}, {"t_kv", p.t_kv}, {"d", p.d},
                     {"dtype", dtype_name(p.dtype)}, {"causal", p.causal}, {"window", nullptr}, {"page_size", nullptr}};
     json record = {{"schema_version", kSchemaVersion}, {"section", s.name}, {"variant", opt.variant},
@@ -552,10 +536,7 @@ int run_backward_section(int argc, char** argv, const BackwardSection& s) {
                               {"rule", check.rule}, {"rows_checked", check.grads[0].checked + check.grads[1].checked},
                               {"unwritten", check.grads[0].unwritten + check.grads[1].unwritten + check.grads[2].unwritten},
                               {"gradients", grads}, {"verdict", check.verdict}}},
-                   {"timing", {{"method", timing.method}, {"warmup", timing.warmup}, {"iters", timing.iters},
-                               {"median_ms", timed ? json(timing.median_ms) : json(nullptr)},
-                               {"min_ms", timed ? json(timing.min_ms) : json(nullptr)},
-                               {"max_ms", timed ? json(timing.max_ms) : json(nullptr)}}},
+                   {"timing", timing_json(timing, timed)},
                    {"metrics", metrics}, {"command", command_line(argc, argv)}};
     if (!opt.bug.empty()) record["bug"] = opt.bug;
     if (std::string bad = validate_record(record); !bad.empty()) {

@@ -243,19 +243,6 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
 
 namespace {
 
-std::string command_line(int argc, char** argv) {
-  std::string c;
-  for (int i = 0; i < argc; ++i) c += (i ? " " : "") + std::string(argv[i]);
-  return c;
-}
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
-
 json problem_json(const Problem& p) {
   json j = {{"b", p.b}, {"h", p.h}, {"h_kv", p.h_kv}, {"t_q", p.t_q}, {"t_kv", p.t_kv}, {"d", p.d},
             {"dtype", dtype_name(p.dtype)}, {"causal", p.causal},
@@ -448,18 +435,12 @@ int run_section(int argc, char** argv, const Section& s) {
     metrics["hbm_bytes_model"] = hbm_bytes;
     metrics["extra_device_bytes"] = extra_bytes;
     metrics["flops_model"] = flops;
-    json gpu = opt.cpu ? json{{"name", "cpu"}}
-                       : json{{"name", dev.name}, {"cc", std::to_string(dev.cc_major) + "." + std::to_string(dev.cc_minor)},
-                              {"sms", dev.sms}, {"driver", dev.driver}, {"slug", dev.slug()},
-                              {"clocks", {{"sm_max_mhz", dev.sm_clock_mhz}, {"mem_max_mhz", dev.mem_clock_mhz}}}};
+    json gpu = gpu_json(dev, opt.cpu);
     json record = {{"schema_version", kSchemaVersion}, {"section", s.name}, {"variant", opt.variant},
                    {"build", build}, {"git_sha", sha && *sha ? sha : LAB_GIT_SHA_DEFAULT},
                    {"time_utc", utc_now()}, {"gpu", gpu}, {"problem", problem_json(p)},
                    {"check", check_json(check)},
-                   {"timing", {{"method", timing.method}, {"warmup", timing.warmup}, {"iters", timing.iters},
-                               {"median_ms", timed ? json(timing.median_ms) : json(nullptr)},
-                               {"min_ms", timed ? json(timing.min_ms) : json(nullptr)},
-                               {"max_ms", timed ? json(timing.max_ms) : json(nullptr)}}},
+                   {"timing", timing_json(timing, timed)},
                    {"metrics", metrics}, {"command", command_line(argc, argv)}};
     if (timed && timing.graph_median_ms >= 0) {  // as scripts/baselines.py records SDPA's
       record["timing"]["eager_median_ms"] = timing.eager_median_ms;

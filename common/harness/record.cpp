@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -171,6 +172,34 @@ bool append_record(const std::string& path, const json& record, std::string* err
     return false;
   }
   return true;
+}
+
+std::string command_line(int argc, char** argv) {
+  std::string c;
+  for (int i = 0; i < argc; ++i) c += (i ? " " : "") + std::string(argv[i]);
+  return c;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+nlohmann::json gpu_json(const DeviceInfo& dev, bool cpu) {
+  if (cpu) return {{"name", "cpu"}};
+  return {{"name", dev.name}, {"cc", std::to_string(dev.cc_major) + "." + std::to_string(dev.cc_minor)},
+          {"sms", dev.sms}, {"driver", dev.driver}, {"slug", dev.slug()},
+          {"clocks", {{"sm_max_mhz", dev.sm_clock_mhz}, {"mem_max_mhz", dev.mem_clock_mhz}}}};
+}
+
+nlohmann::json timing_json(const Timing& timing, bool timed) {
+  using nlohmann::json;
+  return {{"method", timing.method}, {"warmup", timing.warmup}, {"iters", timing.iters},
+          {"median_ms", timed ? json(timing.median_ms) : json(nullptr)},
+          {"min_ms", timed ? json(timing.min_ms) : json(nullptr)},
+          {"max_ms", timed ? json(timing.max_ms) : json(nullptr)}};
 }
 
 }  // namespace lab

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "harness/device.h"
+
 namespace lab {
 
 constexpr int kSchemaVersion = 1;
@@ -26,5 +28,12 @@ std::string writable_path_problem(const std::string& path, bool want_dir);
 // run never leaves half a list. Refuses (false, with the reason, file untouched) whatever
 // record_path_problem refuses.
 bool append_record(const std::string& path, const nlohmann::json& record, std::string* error);
+
+// The fields every section's record shares: the command line as typed, the time in UTC, the GPU
+// (or "cpu" for a CPU-model run) and the timing block (medians null when the run was not timed).
+std::string command_line(int argc, char** argv);
+std::string utc_now();
+nlohmann::json gpu_json(const DeviceInfo& dev, bool cpu);
+nlohmann::json timing_json(const Timing& timing, bool timed);
 
 }  // namespace lab
