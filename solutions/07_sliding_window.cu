@@ -269,9 +269,11 @@ window_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
 
     mask_edges<TL::S_BLOCKS>(s, tile * BLOCK_KV, row_g, t, whole_begin, whole_end, sh);  // (EXERCISE edge-mask)
 
-    // The online softmax of rows g and g+8 on the fragment (04's EXERCISE mma-online-softmax). A
-    // row can meet a tile in which it attends no key (at the window's start the block visits a
-    // tile for its later rows): all -inf, so the subtracted max is 0 until it has seen one.
+    // BEGIN EXERCISE mma-online-softmax: the online softmax of rows g and g+8 on the fragment, as
+    //   you wrote it in 04 (EXERCISE mma-online-softmax there: this kernel is 04's, with the window
+    //   added). One case matters more here: a row can meet a tile in which it attends no key (at the
+    //   window's start the block visits a tile for its later rows), so its max can still be -inf.
+    // STUB: (void)m; (void)l; (void)scale_log2;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float tile_max = -INFINITY;
@@ -297,6 +299,7 @@ window_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
           l[r] += s[nb][e];
         }
     }
+    // END EXERCISE
 
     // O += P V   [16 x BLOCK_KV] · [BLOCK_KV x D]: P from the S registers, V by ldmatrix.trans.
 #pragma unroll

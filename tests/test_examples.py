@@ -9,8 +9,11 @@ $LAB_BUILD_DIR (default build/) and nothing rebuilt.
 
 The rule, simple enough to fail:
   - never exit 2 (a stale option or argument), never a Python traceback, never a crash (signal);
-  - `build/bin/...` lines get --cpu (the CPU model; a GPU is not assumed) and must exit 0, or 1
-    where they run a student's stub (build/bin/lab_*) or a --bug (a pitfall the check catches);
+  - `build/bin/...` lines get --cpu (the CPU model; a GPU is not assumed; not with --simulate,
+    which runs on the host anyway) and must exit 0, or 1 where they run a student's stub
+    (build/bin/lab_*, python3 labs/...) or a --bug (a pitfall the check catches); a Python
+    section's program (python3 solutions/NN_name.py, labs/NN_name.py) is held to the same rule;
+  - a program may exit 77 only by saying "not checked here: needs a GPU" (a GPU-only exercise);
   - `scripts/lab run|check` of a student's lab (no --solution) may exit 1: an unwritten stub fails;
   - GPU-only driver commands (bench, gpu-check, ab, compare, grading-example) may exit 77;
   - everything else must exit 0.
@@ -97,9 +100,13 @@ def expected_codes(line):
     """The exit codes the rule allows this example."""
     w = words_of(line)
     allowed = {0}
-    prog = next((x for x in w if x.startswith("build/bin/") or x.endswith("scripts/lab")), "")
+    prog = next((x for x in w if x.startswith("build/bin/") or x.endswith("scripts/lab")
+                 or re.match(r"(solutions|labs)/\d\d_\w+\.py$", x)), "")
     if prog.startswith("build/bin/"):
         if Path(prog).name.startswith("lab_") or "--bug" in w:
+            allowed.add(1)
+    elif prog.endswith(".py"):
+        if prog.startswith("labs/") or "--bug" in w:
             allowed.add(1)
     elif prog.endswith("scripts/lab"):
         cmd = w[w.index(prog) + 1] if w.index(prog) + 1 < len(w) else ""
@@ -115,7 +122,7 @@ def expected_codes(line):
 def prepare(line):
     """The line as run here: --cpu for a program (before any `|`, `>` or `&&`)."""
     w = words_of(line)
-    if any(x.startswith("build/bin/") for x in w) and "--cpu" not in w and "--help" not in w:
+    if any(x.startswith("build/bin/") for x in w) and not {"--cpu", "--help", "--simulate"} & set(w):
         m = re.search(r"\s(\||&&|;|>)", line)
         return line[:m.start()] + " --cpu" + line[m.start():] if m else line + " --cpu"
     return line
@@ -153,6 +160,8 @@ def main():
             except subprocess.TimeoutExpired:
                 code, out = "timeout", ""
             allowed = expected_codes(line)
+            if "not checked here: needs a GPU" in out:
+                allowed = allowed | {77}
             bad = []
             if code not in allowed:
                 bad.append(f"exit {code} (allowed {sorted(allowed)})")
