@@ -1,7 +1,5 @@
 #include "harness/backward.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -355,11 +353,6 @@ int64_t backward_hbm_bytes(const Problem& p) {
   return (3 * p.q_elems() + 2 * p.kv_elems()) * e + p.lse_elems() * 4 + (p.q_elems() + 2 * p.kv_elems()) * e;
 }
 
-int64_t host_memory_bytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? int64_t(pages) * page : INT64_MAX;
-}
-
 }  // namespace
 
 int run_backward_section(int argc, char** argv, const BackwardSection& s) {
@@ -387,26 +380,10 @@ int run_backward_section(int argc, char** argv, const BackwardSection& s) {
   const int64_t io = backward_hbm_bytes(p);
 
   DeviceInfo dev;
-  if (opt.cpu) {
-    const double need = double(io) * 4 + double(workspace);
-    if (need > 0.8 * double(host_memory_bytes())) {
-      std::fprintf(stderr, "bad input: the CPU model needs %s but this machine has %s of memory\n",
-                   format_bytes(need).c_str(), format_bytes(double(host_memory_bytes())).c_str());
-      return kExitBadInput;
-    }
-  } else {
-    if (!query_device(&dev, &why)) {
-      std::fprintf(stderr, "cannot run here: %s. `--cpu` runs the CPU model of %s instead.\n", why.c_str(), s.name.c_str());
-      return kExitCannotRun;
-    }
-    const double need = double(io) + double(workspace);
-    if (need > 0.95 * double(dev.free_bytes)) {
-      std::fprintf(stderr, "bad input: %s needs %s of device memory (workspace %s) but %s has %s free\n",
-                   p.describe().c_str(), format_bytes(need).c_str(), format_bytes(double(workspace)).c_str(),
-                   dev.name.c_str(), format_bytes(double(dev.free_bytes)).c_str());
-      return kExitBadInput;
-    }
-  }
+  if (const int code = check_resources(s.name, p, opt.cpu, false, double(io) * 4 + double(workspace),
+                                       double(io) + double(workspace), "workspace", workspace, &dev);
+      code != kExitPass)
+    return code;
 
   BackwardInputs in;
   in.qkv = make_inputs(p, opt.seed, opt.magnitude);

@@ -290,6 +290,36 @@ bool dump_npy(const std::string& dir, const Problem& p, const HostInputs& in, co
 
 }  // namespace
 
+int check_resources(const std::string& section, const Problem& p, bool cpu, bool needs_sm90a, double host_bytes,
+                    double device_bytes, const std::string& workspace_what, int64_t workspace, DeviceInfo* dev) {
+  if (cpu) {
+    if (host_bytes > 0.8 * double(host_memory_bytes())) {
+      std::fprintf(stderr, "bad input: the CPU model needs %s (%s %s) but this machine has %s of memory\n",
+                   format_bytes(host_bytes).c_str(), workspace_what.c_str(), format_bytes(double(workspace)).c_str(),
+                   format_bytes(double(host_memory_bytes())).c_str());
+      return kExitBadInput;
+    }
+    return kExitPass;
+  }
+  std::string why;
+  if (!query_device(dev, &why)) {
+    std::fprintf(stderr, "cannot run here: %s; add --cpu to run the CPU model of %s instead\n", why.c_str(), section.c_str());
+    return kExitCannotRun;
+  }
+  if (needs_sm90a && !(dev->cc_major == 9 && dev->cc_minor == 0)) {
+    std::fprintf(stderr, "cannot run here: %s needs a Hopper GPU (sm_90a); this is %s (sm_%d%d)\n", section.c_str(),
+                 dev->name.c_str(), dev->cc_major, dev->cc_minor);
+    return kExitCannotRun;
+  }
+  if (device_bytes > 0.95 * double(dev->free_bytes)) {
+    std::fprintf(stderr, "bad input: %s needs %s of device memory (%s: %s) but %s has %s free\n", p.describe().c_str(),
+                 format_bytes(device_bytes).c_str(), workspace_what.c_str(), format_bytes(double(workspace)).c_str(),
+                 dev->name.c_str(), format_bytes(double(dev->free_bytes)).c_str());
+    return kExitBadInput;
+  }
+  return kExitPass;
+}
+
 int run_section(int argc, char** argv, const Section& s) {
   Options opt;
   std::string why;
@@ -304,36 +334,15 @@ int run_section(int argc, char** argv, const Section& s) {
   const int64_t workspace = s.workspace_bytes ? s.workspace_bytes(p, opt.variant) : 0;
 
   DeviceInfo dev;
-  if (opt.cpu) {
-    if (!s.cpu) {
-      std::fprintf(stderr, "cannot run here: %s has no CPU model\n", s.name.c_str());
-      return kExitCannotRun;
-    }
-    const double need = double(fused_hbm_bytes(p)) + double(workspace);
-    if (need > 0.8 * double(host_memory_bytes())) {
-      std::fprintf(stderr, "bad input: the CPU model needs %s (%s %s) but this machine has %s of memory\n",
-                   format_bytes(need).c_str(), s.workspace_what.c_str(), format_bytes(double(workspace)).c_str(),
-                   format_bytes(double(host_memory_bytes())).c_str());
-      return kExitBadInput;
-    }
-  } else {
-    if (!query_device(&dev, &why)) {
-      std::fprintf(stderr, "cannot run here: %s; add --cpu to run the CPU model of %s instead\n", why.c_str(), s.name.c_str());
-      return kExitCannotRun;
-    }
-    if (s.needs_sm90a && !(dev.cc_major == 9 && dev.cc_minor == 0)) {
-      std::fprintf(stderr, "cannot run here: %s needs a Hopper GPU (sm_90a); this is %s (sm_%d%d)\n",
-                   s.name.c_str(), dev.name.c_str(), dev.cc_major, dev.cc_minor);
-      return kExitCannotRun;
-    }
-    const double need = double(fused_hbm_bytes(p)) + double(workspace) + double(p.b) * 4;
-    if (need > 0.95 * double(dev.free_bytes)) {
-      std::fprintf(stderr, "bad input: %s needs %s of device memory (%s: %s) but %s has %s free\n",
-                   p.describe().c_str(), format_bytes(need).c_str(), s.workspace_what.c_str(),
-                   format_bytes(double(workspace)).c_str(), dev.name.c_str(), format_bytes(double(dev.free_bytes)).c_str());
-      return kExitBadInput;
-    }
+  if (opt.cpu && !s.cpu) {
+    std::fprintf(stderr, "cannot run here: %s has no CPU model\n", s.name.c_str());
+    return kExitCannotRun;
   }
+  if (const int code = check_resources(s.name, p, opt.cpu, s.needs_sm90a, double(fused_hbm_bytes(p)) + double(workspace),
+                                       double(fused_hbm_bytes(p)) + double(workspace) + double(p.b) * 4,
+                                       s.workspace_what, workspace, &dev);
+      code != kExitPass)
+    return code;
 
   const HostInputs in = make_inputs(p, opt.seed, opt.magnitude);
   std::vector<float> o(size_t(p.q_elems()), poison_float());

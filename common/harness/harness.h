@@ -143,4 +143,11 @@ int parse_options(int argc, const char* const* argv, const Section& section, Opt
 
 std::string format_bytes(double bytes);  // "17.2 GB"
 
+// What a program checks before it makes its inputs: under --cpu, that the CPU model's `host_bytes`
+// fit in this machine's memory; else that there is a GPU (Hopper where `needs_sm90a`) with
+// `device_bytes` free, `dev` filled. Returns kExitPass, or, after printing its one line, the exit
+// code (kExitBadInput for a problem too large, kExitCannotRun for no suitable GPU).
+int check_resources(const std::string& section, const Problem& p, bool cpu, bool needs_sm90a, double host_bytes,
+                    double device_bytes, const std::string& workspace_what, int64_t workspace, DeviceInfo* dev);
+
 }  // namespace lab
