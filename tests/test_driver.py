@@ -113,9 +113,11 @@ class Cases(unittest.TestCase):
         self.assertEqual(len(bug_runs), 2)
         self.assertEqual(bug_runs[0][2][-2:], ["--bug", "no-max-subtract"])
 
-    def test_students_never_run_bug_cases(self):
-        runs = student.expand_cases(self.data, solution=False, bugs=True, on_gpu=True)
+    def test_bug_cases_run_only_when_asked(self):
+        runs = student.expand_cases(self.data, solution=False, bugs=False, on_gpu=True)
         self.assertTrue(all(r[3] == "pass" for r in runs))
+        runs = student.expand_cases(self.data, solution=False, bugs=True, on_gpu=True)  # check --bugs on a lab
+        self.assertEqual([r[2][-1] for r in runs if r[3] == "fail"], ["no-max-subtract"] * 2)
 
     def test_cpu_model_skips_heavy_cases_and_runs_one_variant(self):
         runs = student.expand_cases(self.data, solution=True, bugs=True, on_gpu=False)

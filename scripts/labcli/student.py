@@ -45,7 +45,7 @@ def expand_cases(data, solution, bugs, on_gpu, expect="pass"):
             runs.append((case["name"], v, case.get("args", []), expect, case.get("weight", 1)))
     for case in data.get("bad_inputs", []):  # refused before any GPU work: exit 2, on any machine
         runs.append((f"bad input: {case['name']}", data["variants"][0], case["args"], "bad-input", 0))
-    if solution and bugs:
+    if bugs:  # the solution's by default; a student's lab with --bugs (the bug switches are given code)
         for case in data.get("bugs", []):
             if not on_gpu and not case.get("cpu", True):
                 continue
@@ -75,7 +75,8 @@ def check_section(section, a):
             return None
     if not on_gpu and not a.cpu:
         say(f"lab: {reason}; checking the CPU model of {section} instead, not your kernel")
-    runs = expand_cases(data, a.solution, not a.no_bugs, on_gpu, "fail" if a.expect_fail else "pass")
+    bugs = (a.solution or getattr(a, "bugs", False)) and not a.no_bugs
+    runs = expand_cases(data, a.solution, bugs, on_gpu, "fail" if a.expect_fail else "pass")
     say(f"== check {section} ({'solution' if a.solution else 'your lab'}{'' if on_gpu else ', CPU model'}): {len(runs)} runs")
     results, t0 = [], time.time()
 
