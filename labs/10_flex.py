@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common" / "python"))
-from labharness import Section, main, mods  # noqa: E402
+from labharness import Section, main, mods, record  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -224,7 +224,11 @@ def pitfall_10(ctx, torch, flex_attention, q, k, v, gqa):
 
 
 def against_07(ctx, timing):
-    """Section 07's `window` kernel on the same problem, in the same run (its record joins ours)."""
+    """Section 07's `window` kernel on the same problem, in the same run. With --json its record
+    joins ours as variant `07-window` of this section (field metrics.kernel_of says whose kernel
+    it is), so this section's table holds both times on one row."""
+    import json
+    import tempfile
     p, o = ctx.problem, ctx.options
     exe = ROOT / "build" / "bin" / "07_sliding_window"
     if not exe.exists():
@@ -233,13 +237,19 @@ def against_07(ctx, timing):
     args = [str(exe), "--variant", "window", "--b", str(p.b), "--h", str(p.h), "--h-kv", str(p.h_kv),
             "--t", str(p.t_q), "--t-kv", str(p.t_kv), "--d", str(p.d), "--dtype", p.dtype, "--causal",
             "--window", str(p.window), "--warmup", str(o.warmup), "--iters", str(o.iters), "--quiet",
-            "--seed", str(o.seed)]
-    if o.json:
-        args += ["--json", o.json]
-    r = subprocess.run(args, capture_output=True, text=True)
+            "--seed", str(o.seed)] + ([] if ctx.on_gpu else ["--cpu"])
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d) / "07.json"
+        r = subprocess.run(args + (["--json", str(tmp)] if o.json else []), capture_output=True, text=True)
+        recs = json.loads(tmp.read_text()) if o.json and tmp.exists() else []
     line = (r.stdout + r.stderr).strip().splitlines()
     ctx.metrics["against_07"] = {"exit": r.returncode, "line": line[-1] if line else ""}
-    print(f"  07       {line[-1] if line else '(no output)'} (exit {r.returncode}; its record is in --json)")
+    for rec in recs:
+        rec.update(section="10_flex", variant="07-window")
+        rec["metrics"]["kernel_of"] = "07_sliding_window"
+        record.append(o.json, rec)
+    print(f"  07       {line[-1] if line else '(no output)'} (exit {r.returncode}"
+          f"{'; its record is in --json as variant 07-window' if recs else ''})")
 
 
 def validate(p, o):
