@@ -25,6 +25,7 @@
 # softcap, window, document).
 # Run: python3 labs/10_flex.py --cpu --variant softcap --t 64 --h 2   (your stub, eager on the CPU)
 #      python3 solutions/10_flex.py --variant window --causal --window 256 --t 4096 --h 16 --d 128
+import os
 import subprocess
 import sys
 import time
@@ -230,7 +231,7 @@ def against_07(ctx, timing):
     import json
     import tempfile
     p, o = ctx.problem, ctx.options
-    exe = ROOT / "build" / "bin" / "07_sliding_window"
+    exe = Path(os.environ.get("LAB_BUILD_DIR") or ROOT / "build") / "bin" / "07_sliding_window"  # scripts/lab's build
     if not exe.exists():
         print(f"  07       {exe} is not built: no comparison")
         return

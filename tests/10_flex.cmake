@@ -11,6 +11,9 @@ lab_test(cpu_eager.10.cases cpu 0 MATCH "passed, 0 failed" COMMAND ${CASES_PY} 1
 if(LAB_BUILD_SOLUTIONS)  # it runs solutions/10_flex.py, absent from a student release
   add_test(NAME cpu_inductor.10.pitfall_counts COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/test_flex_pitfall.py)
   set_tests_properties(cpu_inductor.10.pitfall_counts PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 900)
+  # --against-07: 07's window kernel on the same problem, its record joining 10's as variant 07-window.
+  add_test(NAME cpu_eager.10.against_07_record COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/test_flex_against07.py ${CMAKE_BINARY_DIR})
+  set_tests_properties(cpu_eager.10.against_07_record PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 600)
 endif()
 lab_test(no_gpu.10.exit_77_or_pass cpu "77;0" MATCH "^cannot run here:|^PASS: 10_flex" COMMAND ${S10} --t 65 --iters 0)
 lab_test(gpu.10_flex.cases gpu 0 MATCH "passed, 0 failed" COMMAND ${CASES_PY} 10_flex)
