@@ -182,6 +182,9 @@ def pitfall_10(ctx, torch, flex_attention, q, k, v, gqa):
     # compile per new value. The recompile limit (8 per function by default; past it Dynamo stops
     # compiling and runs flex_attention unfused) is raised to N so that every value shows its compile.
     config = dict(specialize_float=True, recompile_limit=max(int(torch._dynamo.config.recompile_limit), n))
+    # Inductor's graph cache on disk would turn the compiles of an earlier run of the same values into
+    # look-ups: off here, so every launch that compiles shows what a compile costs.
+    import torch._inductor.config as inductor_config
     results, last = {}, {}
     for how in ("float", "tensor"):
         torch._dynamo.reset()
@@ -189,7 +192,7 @@ def pitfall_10(ctx, torch, flex_attention, q, k, v, gqa):
         compiled = torch.compile(flex_attention, backend="inductor")
         cap_t = torch.tensor(values[0], device=q.device)
         times = []
-        with torch._dynamo.config.patch(**config):
+        with torch._dynamo.config.patch(**config), inductor_config.patch(fx_graph_cache=False):
             for i, c in enumerate(values):
                 if how == "float":
                     score_mod = capture_float(torch, c)
