@@ -12,6 +12,8 @@
               `tag` run only with `bench --tag TAG` (e.g. an error sweep with a --bug: `expect: "fail"`);
               `bench --quick` runs the entries marked `quick: true` (else the first)
   baselines   [spec]: library baselines for the bench (scripts/baselines.py --spec)
+  baseline_tags optional [tag]: `bench --tag` studies that time the baselines too (studies on the
+              sweep's shapes); other studies run without them
   grade_perf  optional {args, variants}: the shape the grader times against the solution
   sanitize    optional {args | shapes, variants}: the small shape (args) or shapes (a list of args
               lists) compute-sanitizer runs (default: ragged causal
@@ -27,7 +29,7 @@ import json
 from pathlib import Path
 
 KNOWN_KEYS = {"section", "about", "variants", "timeout_s", "cases", "bad_inputs", "bugs", "bench", "baselines",
-              "grade_perf", "sanitize", "ncu", "compare"}
+              "grade_perf", "sanitize", "ncu", "compare", "baseline_tags"}
 CASE_KEYS = {"name", "args", "weight", "cpu", "variants"}
 
 
@@ -67,6 +69,9 @@ def validate(data, where="case file"):
         items = data.get(group, [])
         if not isinstance(items, list) or not all(isinstance(e, dict) and _strings(e.get("args")) for e in items):
             bad(f"'{group}' must be a list of objects each with 'args', a list of strings")
+    tags = data.get("baseline_tags", [])
+    if not _strings(tags) or not set(tags) <= {e.get("tag") for e in data.get("bench", [])}:
+        bad("'baseline_tags' must be a list of tags that bench entries carry")
     names = set()
     for group in ("cases", "bad_inputs", "bugs"):
         items = data.get(group, [])

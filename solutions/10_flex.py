@@ -13,21 +13,23 @@
 # top-left: the same only when T_q = T_kv.
 #
 # Pitfall 10: a score_mod that captures a Python float is compiled for that value; a new value is a
-# guard failure and a recompile (PyTorch then marks the float dynamic, or after 8 recompiles gives
-# up and runs unfused). `--values N` runs N soft-cap values both ways and counts the compiles from
-# torch._dynamo's own counters. The fix: capture a tensor and change its contents.
+# guard failure and a recompile (after 8 recompiles PyTorch gives up and runs the call unfused).
+# `--values N` runs N soft-cap values both ways, compiled with Inductor, and counts the compiles
+# from torch._dynamo's own counters: N for the float, 1 for the tensor (pitfall_10 says why it
+# pins Dynamo's float handling). The fix: capture a tensor and change its contents.
 #
 # Exercises (ch12/10_flex.md): the four variants as FlexAttention functions (EXERCISE alibi,
 # softcap, window, document).
 # Run: python3 labs/10_flex.py --cpu --variant softcap --t 64 --h 2   (your stub, eager on the CPU)
 #      python3 solutions/10_flex.py --variant window --causal --window 256 --t 4096 --h 16 --d 128
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common" / "python"))
-from labharness import Section, main, mods  # noqa: E402
+from labharness import Section, main, mods, record  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -162,59 +164,104 @@ def capture_tensor(torch, cap):
 
 
 def pitfall_10(ctx, torch, flex_attention, q, k, v, gqa):
-    """N soft-cap values through a captured Python float, then through a captured tensor: compiles
-    counted by torch._dynamo (unique graphs), each launch timed (wall clock, compile included)."""
+    """N soft-cap values through a captured Python float, then through a captured tensor, each way
+    compiled with Inductor (the fused kernel a user gets): compiles counted by torch._dynamo's own
+    counters (frames compiled), each launch timed (wall clock, compile included). The float must
+    compile once per value and the tensor once, else the run fails: the lesson is what it measures."""
     from torch._dynamo.utils import counters
     n = ctx.options.values
     values = [10.0 + 2.5 * i for i in range(n)]
-    backend = "inductor" if ctx.on_gpu else "aot_eager"  # Inductor's CPU flex path is not used here
     sync = torch.cuda.synchronize if ctx.on_gpu else (lambda: None)
-    results = {}
+    if not ctx.on_gpu:  # Inductor's C++ build on a machine without CUDA warns of it once: not ours to say
+        import logging
+        logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+    # Dynamo's defaults turn a float closure into a symbolic input at its second value ("automatic
+    # dynamic": specialize_float is False), and Inductor's flex_attention lowering cannot compile a
+    # score_mod that reads a symbolic float (InductorError ... unbacked_bindings). specialize_float=True
+    # makes a captured float what the pitfall is about, a constant of the graph guarded by value: one
+    # compile per new value. The recompile limit (8 per function by default; past it Dynamo stops
+    # compiling and runs flex_attention unfused) is raised to N so that every value shows its compile.
+    config = dict(specialize_float=True, recompile_limit=max(int(torch._dynamo.config.recompile_limit), n))
+    # Inductor's graph cache on disk would turn the compiles of an earlier run of the same values into
+    # look-ups: off here, so every launch that compiles shows what a compile costs.
+    import torch._inductor.config as inductor_config
+    results, last = {}, {}
     for how in ("float", "tensor"):
         torch._dynamo.reset()
         counters.clear()
-        compiled = torch.compile(flex_attention, backend=backend)
+        compiled = torch.compile(flex_attention, backend="inductor")
         cap_t = torch.tensor(values[0], device=q.device)
         times = []
-        for c in values:
-            if how == "float":
-                score_mod = capture_float(torch, c)
-            else:
-                cap_t.fill_(c)
-                score_mod = capture_tensor(torch, cap_t)
-            t0 = time.perf_counter()
-            compiled(q, k, v, score_mod=score_mod, enable_gqa=gqa)
-            sync()
-            times.append((time.perf_counter() - t0) * 1e3)
-        graphs = int(counters["stats"].get("unique_graphs", 0))
-        results[how] = {"compiles": graphs, "frames_compiled": int(counters["frames"].get("ok", 0)), "first_ms": round(times[0], 2),
-                        "median_later_ms": round(sorted(times[1:])[len(times[1:]) // 2], 3) if n > 1 else None,
+        with torch._dynamo.config.patch(**config), inductor_config.patch(fx_graph_cache=False):
+            for i, c in enumerate(values):
+                if how == "float":
+                    score_mod = capture_float(torch, c)
+                else:
+                    cap_t.fill_(c)
+                    score_mod = capture_tensor(torch, cap_t)
+                t0 = time.perf_counter()
+                try:
+                    out = compiled(q, k, v, score_mod=score_mod, enable_gqa=gqa)
+                    sync()
+                except Exception as e:  # a compiler error says which value of which way it met
+                    lines = [x for x in str(e).strip().splitlines() if x.strip()]  # the first says what
+                    why = lines[0][:200] if lines else ""
+                    raise RuntimeError(f"pitfall 10: torch.compile(flex_attention) failed on the captured {how} "
+                                       f"= {c} (value {i + 1} of {n}): {type(e).__name__}: {why}") from None
+                times.append((time.perf_counter() - t0) * 1e3)
+        last[how] = out.float()
+        frames = counters["frames"]
+        later = sorted(times[1:])
+        results[how] = {"compiles": int(frames.get("ok", 0)),
+                        "not_compiled": int(frames.get("total", 0)) - int(frames.get("ok", 0)),
+                        "graphs": int(counters["stats"].get("unique_graphs", 0)),
+                        "first_ms": round(times[0], 2),
+                        "median_later_ms": round(later[len(later) // 2], 3) if later else None,
                         "total_ms": round(sum(times), 1)}
     torch._dynamo.reset()
-    ctx.metrics["pitfall_10"] = dict(values=n, backend=backend, **results)
-    print(f"  pitfall 10 ({n} soft-cap values, torch.compile backend {backend}):")
+    diff = float((last["float"] - last["tensor"]).abs().max())
+    ctx.metrics["pitfall_10"] = dict(values=n, backend="inductor", last_value_max_abs_diff=diff, **results)
+    print(f"  pitfall 10 ({n} soft-cap values, torch.compile backend inductor):")
     for how, r in results.items():
-        print(f"    captured {how:<6}: {r['compiles']} compiled graph(s), first launch {r['first_ms']} ms, "
+        print(f"    captured {how:<6}: {r['compiles']} compile(s), first launch {r['first_ms']} ms, "
               f"later launches {r['median_later_ms']} ms median, all {r['total_ms']} ms")
+    want = {"float": n, "tensor": 1}
+    wrong = [f"captured {how} compiled {results[how]['compiles']} time(s), expected {w}" for how, w in want.items()
+             if results[how]["compiles"] != w or results[how]["not_compiled"]]
+    tol = 2.0 ** -6 if ctx.problem.dtype == "bf16" else 2.0 ** -9  # a few roundings of O (|O| < 2)
+    if diff > tol:
+        wrong.append(f"the two ways differ by {diff:.3g} on the last value (> {tol:.3g})")
+    if wrong:
+        ctx.metrics["failure"] = "pitfall 10: " + "; ".join(wrong)
 
 
 def against_07(ctx, timing):
-    """Section 07's `window` kernel on the same problem, in the same run (its record joins ours)."""
+    """Section 07's `window` kernel on the same problem, in the same run. With --json its record
+    joins ours as variant `07-window` of this section (field metrics.kernel_of says whose kernel
+    it is), so this section's table holds both times on one row."""
+    import json
+    import tempfile
     p, o = ctx.problem, ctx.options
-    exe = ROOT / "build" / "bin" / "07_sliding_window"
+    exe = Path(os.environ.get("LAB_BUILD_DIR") or ROOT / "build") / "bin" / "07_sliding_window"  # scripts/lab's build
     if not exe.exists():
         print(f"  07       {exe} is not built: no comparison")
         return
     args = [str(exe), "--variant", "window", "--b", str(p.b), "--h", str(p.h), "--h-kv", str(p.h_kv),
             "--t", str(p.t_q), "--t-kv", str(p.t_kv), "--d", str(p.d), "--dtype", p.dtype, "--causal",
             "--window", str(p.window), "--warmup", str(o.warmup), "--iters", str(o.iters), "--quiet",
-            "--seed", str(o.seed)]
-    if o.json:
-        args += ["--json", o.json]
-    r = subprocess.run(args, capture_output=True, text=True)
+            "--seed", str(o.seed)] + ([] if ctx.on_gpu else ["--cpu"])
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d) / "07.json"
+        r = subprocess.run(args + (["--json", str(tmp)] if o.json else []), capture_output=True, text=True)
+        recs = json.loads(tmp.read_text()) if o.json and tmp.exists() else []
     line = (r.stdout + r.stderr).strip().splitlines()
     ctx.metrics["against_07"] = {"exit": r.returncode, "line": line[-1] if line else ""}
-    print(f"  07       {line[-1] if line else '(no output)'} (exit {r.returncode}; its record is in --json)")
+    for rec in recs:
+        rec.update(section="10_flex", variant="07-window")
+        rec["metrics"]["kernel_of"] = "07_sliding_window"
+        record.append(o.json, rec)
+    print(f"  07       {line[-1] if line else '(no output)'} (exit {r.returncode}"
+          f"{'; its record is in --json as variant 07-window' if recs else ''})")
 
 
 def validate(p, o):

@@ -12,6 +12,7 @@ section and its library baselines in one run.
 """
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -83,6 +84,8 @@ def bench(a):
         print("--bench needs --json FILE")
         return 2
     sol = ROOT / "solutions" / f"{a.section}.py"
+    for var, folder in (("TRITON_CACHE_DIR", "triton-cache"), ("TORCHINDUCTOR_CACHE_DIR", "inductor-cache")):
+        os.environ.setdefault(var, str(ROOT / "build" / folder))  # one compile per kernel across the runs
     bad = 0
     for e in data.get("bench", []):
         if e.get("tag", "") != a.tag:
@@ -95,7 +98,7 @@ def bench(a):
             if code == 77:
                 return 77
             bad += code != 0
-    if not a.tag:
+    if not a.tag or a.tag in data.get("baseline_tags", []):  # as scripts/lab bench (labcli/maintainer.py)
         for spec in data.get("baselines", []):
             p = subprocess.run([sys.executable, str(ROOT / "scripts" / "baselines.py"), "--section", a.section,
                                 "--spec", json.dumps(spec), "--json", a.json], capture_output=True, text=True)

@@ -171,6 +171,69 @@ class Cases(unittest.TestCase):
             common.resolve("42")
 
 
+class PythonBench(unittest.TestCase):
+    """What bench gives the Python sections: compiler caches in the build folder, the SDPA baselines
+    beside 09's sweep and its tma study, 10's sliding window on 07's window shapes."""
+
+    @staticmethod
+    def problem(args):
+        plain = [x for x in args if x != "--causal"]
+        a = dict(zip(plain[::2], plain[1::2]))
+        return (int(a["--b"]), int(a["--h"]), int(a["--t"]), int(a["--d"]), a["--dtype"], "--causal" in args)
+
+    def test_compiler_caches_go_to_the_build_folder_unless_set(self):
+        got = maintainer.compiler_caches({}, "/b")
+        self.assertEqual(got, {"TRITON_CACHE_DIR": "/b/triton-cache", "TORCHINDUCTOR_CACHE_DIR": "/b/inductor-cache"})
+        self.assertEqual(maintainer.compiler_caches({"TRITON_CACHE_DIR": "/mine"}, "/b"),
+                         {"TORCHINDUCTOR_CACHE_DIR": "/b/inductor-cache"})
+
+    def test_baselines_run_for_the_sweep_and_the_named_studies_only(self):
+        data = {"baselines": [{"variants": ["sdpa-flash"]}], "baseline_tags": ["tma"]}
+        self.assertEqual(maintainer.bench_baselines(data, None, False, False), data["baselines"])
+        self.assertEqual(maintainer.bench_baselines(data, "tma", False, False), data["baselines"])
+        self.assertEqual(maintainer.bench_baselines(data, "other", False, False), [])
+        self.assertEqual(maintainer.bench_baselines(data, None, True, False), [])   # --quick
+        self.assertEqual(maintainer.bench_baselines(data, "tma", False, True), [])  # --no-baselines
+
+    def test_baseline_tags_name_tags_of_the_bench(self):
+        import cases
+        base = {"section": "09_triton", "cases": [], "bench": [{"args": ["--t", "4"], "tag": "tma"}]}
+        cases.validate(dict(base, baseline_tags=["tma"]))
+        for bad in (["nope"], "tma", [1]):
+            with self.assertRaises(cases.CaseFileError):
+                cases.validate(dict(base, baseline_tags=bad))
+
+    def test_09_sweep_and_tma_study_have_flash_and_cudnn_on_every_shape(self):
+        data = student.load_cases("09_triton")
+        specs = {(s["b"], s["h"], s["t"], s["d"], s["dtype"], s["causal"]): s for s in data["baselines"]}
+        for tag, variant in (("", "triton"), ("tma", "triton-tma")):
+            entries = [e for e in data["bench"] if e.get("tag", "") == tag]
+            shapes = {self.problem(e["args"]) for e in entries}
+            self.assertEqual({tuple(e["variants"]) for e in entries}, {(variant,)})
+            self.assertEqual(shapes, set(specs), tag)
+        self.assertEqual(len(specs), 16)
+        self.assertEqual({b * t for b, h, t, d, dt, c in specs}, {16384})  # B·T = 16k tokens
+        self.assertEqual({(d, dt, c) for b, h, t, d, dt, c in specs},
+                         {(d, dt, c) for d in (64, 128) for dt in ("fp16", "bf16") for c in (False, True)})
+        for s in specs.values():
+            self.assertEqual(set(s["variants"]), {"sdpa-flash", "sdpa-cudnn"})
+        self.assertIn("tma", data["baseline_tags"])
+
+    def test_10_times_the_window_on_every_window_shape_of_07(self):
+        def windows(section, variant):
+            out = set()
+            for e in student.load_cases(section)["bench"]:
+                a = e["args"]
+                if variant in e.get("variants", []) and "--window" in a and not e.get("tag"):
+                    out.add((self.problem(a), a[a.index("--window") + 1]))
+            return out
+        seven = windows("07_sliding_window", "window")
+        self.assertEqual(len(seven), 5)
+        self.assertEqual(windows("10_flex", "window"), seven)
+        self.assertTrue(all("--against-07" in e["args"] for e in student.load_cases("10_flex")["bench"]
+                            if "window" in e.get("variants", [])))
+
+
 class BenchResume(unittest.TestCase):
     """bench --resume: which runs of a sweep cut short by a time limit are already measured."""
     spec = {"variants": ["sdpa-flash", "sdpa-cudnn"], "b": 1, "h": 16, "t": 16384, "d": 128, "dtype": "bf16"}

@@ -4,6 +4,7 @@ tables (TABLES.md, the README's table, the plots), ab (two builds alternating), 
 import argparse
 import csv
 import json
+import os
 import shlex
 import statistics
 import sys
@@ -48,10 +49,35 @@ def done_in(records, sha):
     return kernels, baselines
 
 
+def compiler_caches(environ, build_dir):
+    """The environment a bench gives the Python sections: Triton's kernel cache (with its autotuner's
+    choices, 09) and Inductor's (10) in the build folder, so the runs of one bench, and the next
+    bench in the same tree, compile a kernel once instead of once per process. A cache folder the
+    caller has set is kept."""
+    out = {}
+    for var, folder in (("TRITON_CACHE_DIR", "triton-cache"), ("TORCHINDUCTOR_CACHE_DIR", "inductor-cache")):
+        if not environ.get(var):
+            out[var] = str(Path(build_dir) / folder)
+    return out
+
+
+def bench_baselines(data, tag, quick, no_baselines):
+    """The baseline specs a bench run times beside the section: the case file's `baselines` for the
+    sweep, and for a `--tag` study named in `baseline_tags` (a study on the sweep's shapes, which is
+    compared with the libraries only if they are timed in its own run); none for --quick."""
+    if quick or no_baselines:
+        return []
+    if tag and tag not in data.get("baseline_tags", []):
+        return []
+    return data.get("baselines", [])
+
+
 def cmd_bench(a):
     names = resolve_all([a.section])
     build(targets(names, lab=False))
     failed = 0
+    if any(is_python(s) for s in names):
+        os.environ.update(compiler_caches(os.environ, BUILD))
     if a.ceilings:  # measured in the same run: every "% of ceiling" is relative to these
         dest = Path(a.out) if a.out else ROOT / "results" / "local"
         dest.mkdir(parents=True, exist_ok=True)
@@ -114,7 +140,7 @@ def cmd_bench(a):
                     failed += 1
                     say("\n".join("           | " + line for line in out.strip().splitlines()[-6:]))
                 save()
-        for spec in data.get("baselines", []) if not (a.tag or a.quick or a.no_baselines) else []:  # what a user would pick instead
+        for spec in bench_baselines(data, a.tag, a.quick, a.no_baselines):  # what a user would pick instead
             if set(spec["variants"]) <= done_baselines.get(baseline_spec_command(spec), set()):
                 continue
             code, out, secs = run_limited([sys.executable, ROOT / "scripts" / "baselines.py", "--section", s,
