@@ -145,11 +145,11 @@ LAB_HD lab::TileVisibility pair_tile(const PairMap& m, bool causal, int q0, int 
 
 struct PairArgs {
   const void* q;   // [B, T_local, H, D]     this rank's Q shard
-  const void* kv;  // [2][B, T_local, H_kv, D]  the K/V block in hand: K, then V
+  const void* k;   // [B, T_local, H_kv, D]  the K/V block in hand
+  const void* v;   // [B, T_local, H_kv, D]
   float* run_o;    // [B, T_local, H, D] fp32, normalised running O
   float* run_lse;  // [B, H, T_local]   running LSE (natural log)
   int t_local, h, h_kv;
-  int64_t kv_elems;  // elements of one of K, V in the block
   PairMap map;
   bool causal, no_rescale_bug;
   float scale, scale_log2;
@@ -169,8 +169,8 @@ __global__ void __launch_bounds__(THREADS) pair_kernel(const PairArgs a) {
   const int bh = blockIdx.y, b = bh / a.h, head = bh % a.h, kv_head = lab::kv_head_of(head, a.h, a.h_kv);
   const int64_t q_stride = int64_t(a.h) * HEAD_DIM, kv_stride = int64_t(a.h_kv) * HEAD_DIM;
   const T* q_head = static_cast<const T*>(a.q) + (int64_t(b) * a.t_local * a.h + head) * HEAD_DIM;
-  const T* k_head = static_cast<const T*>(a.kv) + (int64_t(b) * a.t_local * a.h_kv + kv_head) * HEAD_DIM;
-  const T* v_head = k_head + a.kv_elems;
+  const T* k_head = static_cast<const T*>(a.k) + (int64_t(b) * a.t_local * a.h_kv + kv_head) * HEAD_DIM;
+  const T* v_head = static_cast<const T*>(a.v) + (int64_t(b) * a.t_local * a.h_kv + kv_head) * HEAD_DIM;
 
   // The key tiles this Q tile sees: positions grow with the local row, so they are a prefix.
   int tile_end = 0;
@@ -490,6 +490,32 @@ struct Ring {
 
 inline unsigned blocks_for(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
 
+PairArgs pair_args(const lab::Problem& p, const void* q, const void* k, const void* v, float* run_o, float* run_lse,
+                   int t_local, const PairMap& map, bool no_rescale_bug) {
+  PairArgs a;
+  a.q = q;
+  a.k = k;
+  a.v = v;
+  a.run_o = run_o;
+  a.run_lse = run_lse;
+  a.t_local = t_local;
+  a.h = p.h;
+  a.h_kv = p.h_kv;
+  a.map = map;
+  a.causal = p.causal;
+  a.no_rescale_bug = no_rescale_bug;
+  a.scale = p.softmax_scale();
+  a.scale_log2 = a.scale * lab::kLog2e;
+  return a;
+}
+
+template <class T, int HEAD_DIM>
+void launch_pair_kernel(const PairArgs& a, int batch, cudaStream_t stream) {
+  const dim3 grid(unsigned(lab::ceil_div(a.t_local, BLOCK_Q)), unsigned(batch * a.h));
+  pair_kernel<T, HEAD_DIM><<<grid, THREADS, Tiles<HEAD_DIM>::SMEM_BYTES, stream>>>(a);
+  CUDA_CHECK_LAST();
+}
+
 template <class T, int HEAD_DIM>
 void launch_pair(Ring& ring, int r, int step) {
   Rank& rk = ring.ranks[size_t(r)];
@@ -498,23 +524,10 @@ void launch_pair(Ring& ring, int r, int step) {
   const PairMap map{ring.ro.ranks, ring.p.t_q, ring.ro.layout, r, blk, ring.local_bug};
   // A pair whose keys all come after its queries contributes nothing: nothing is launched.
   if (pair_tile(map, ring.p.causal, 0, ring.t_local, 0, ring.t_local) == lab::TileVisibility::none) return;
-  PairArgs a;
-  a.q = rk.q.ptr;
-  a.kv = rk.kv[step % 2].ptr;
-  a.run_o = rk.run_o.as<float>();
-  a.run_lse = rk.run_lse.as<float>();
-  a.t_local = ring.t_local;
-  a.h = ring.p.h;
-  a.h_kv = ring.p.h_kv;
-  a.kv_elems = ring.kv_elems;
-  a.map = map;
-  a.causal = ring.p.causal;
-  a.no_rescale_bug = ring.no_rescale_bug;
-  a.scale = ring.p.softmax_scale();
-  a.scale_log2 = a.scale * lab::kLog2e;
-  const dim3 grid(unsigned(lab::ceil_div(ring.t_local, BLOCK_Q)), unsigned(ring.p.b * ring.p.h));
-  pair_kernel<T, HEAD_DIM><<<grid, THREADS, Tiles<HEAD_DIM>::SMEM_BYTES, rk.compute>>>(a);
-  CUDA_CHECK_LAST();
+  const T* kv = static_cast<const T*>(rk.kv[step % 2].ptr);  // K, then V
+  launch_pair_kernel<T, HEAD_DIM>(pair_args(ring.p, rk.q.ptr, kv, kv + ring.kv_elems, rk.run_o.as<float>(),
+                                            rk.run_lse.as<float>(), ring.t_local, map, ring.no_rescale_bug),
+                                  ring.p.b, rk.compute);
 }
 
 // The pass of step `step`: every rank sends the block it computed on (slot step % 2) to rank + 1
@@ -688,6 +701,38 @@ std::string measure(Ring& ring, nlohmann::json& metrics, bool print) {
   return "";
 }
 
+// The single-GPU forward the ring is measured against: the same partial kernel over the whole
+// sequence as one rank (one launch, no pass), on device 0, median of a few runs.
+template <class T, int HEAD_DIM>
+double single_gpu_ms(const Ring& ring, const lab::DeviceTensors& io, cudaStream_t stream) {
+  const lab::Problem& p = ring.p;
+  const int64_t o_elems = p.q_elems(), lse_elems = p.lse_elems();
+  DeviceMem run_o, run_lse;
+  run_o.alloc(0, size_t(o_elems) * 4);
+  run_lse.alloc(0, size_t(lse_elems) * 4);
+  const PairMap whole{1, p.t_q, Layout::contiguous, 0, 0, false};
+  const PairArgs a = pair_args(p, io.q, io.k, io.v, run_o.as<float>(), run_lse.as<float>(), p.t_q, whole, false);
+  cudaEvent_t begin, end;
+  CUDA_CHECK(cudaEventCreate(&begin));
+  CUDA_CHECK(cudaEventCreate(&end));
+  std::vector<double> times;
+  for (int it = 0; it < 6; ++it) {  // the first is a warm-up
+    init_running<<<blocks_for(o_elems, 256), 256, 0, stream>>>(run_o.as<float>(), run_lse.as<float>(), o_elems, lse_elems);
+    CUDA_CHECK_LAST();
+    CUDA_CHECK(cudaEventRecord(begin, stream));
+    launch_pair_kernel<T, HEAD_DIM>(a, p.b, stream);
+    CUDA_CHECK(cudaEventRecord(end, stream));
+    CUDA_CHECK(cudaEventSynchronize(end));
+    float x = 0.f;
+    CUDA_CHECK(cudaEventElapsedTime(&x, begin, end));
+    if (it > 0) times.push_back(double(x));
+  }
+  CUDA_CHECK(cudaEventDestroy(begin));
+  CUDA_CHECK(cudaEventDestroy(end));
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
 template <class T, int HEAD_DIM>
 lab::GpuRun setup_ring(const lab::RunContext& ctx) {
   auto ring = std::make_shared<Ring>(g_ring.ranks);
@@ -767,7 +812,7 @@ lab::GpuRun setup_ring(const lab::RunContext& ctx) {
   run.metrics["block_q"] = BLOCK_Q;
   run.metrics["block_kv"] = BLOCK_KV;
   const bool print = !ctx.options.quiet;
-  run.after_check_run = [ring, work, kv_rank_bytes, print](nlohmann::json& metrics) {
+  run.after_check_run = [ring, work, kv_rank_bytes, print, io](nlohmann::json& metrics) {
     if (print) {
       std::printf("  ring     %d ranks, %s layout, %s transport: K/V per rank %s (1/%d of %s, + one block in flight)\n",
                   ring->ro.ranks, layout_name(ring->ro.layout), ring->ro.transport.c_str(),
@@ -775,10 +820,39 @@ lab::GpuRun setup_ring(const lab::RunContext& ctx) {
                   lab::format_bytes(double(kv_rank_bytes * ring->ro.ranks)).c_str());
       std::printf("  work     %s%s\n", balance_line(work).c_str(), ring->p.causal ? "" : " (not causal: all equal)");
     }
+    // The events are read from a warm forward (the checked run paid for the first launches), on
+    // a stream of its own; it writes the same O again.
+    CUDA_CHECK(cudaSetDevice(0));
+    cudaStream_t stream;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    for (int it = 0; it < 2; ++it) {
+      if (!ring->nccl)
+        for (Rank& rk : ring->ranks) rk.compute = stream;
+      ring_forward<T, HEAD_DIM>(*ring, io, stream);
+    }
+    CUDA_CHECK(cudaStreamSynchronize(stream));
     measure(*ring, metrics, print);
-    if (print && !ring->nccl)
-      std::printf("  note     one GPU: the ranks' steps run one after another; the scaling table needs several "
-                  "GPUs (--transport nccl)\n");
+    const double single = single_gpu_ms<T, HEAD_DIM>(*ring, io, stream);
+    CUDA_CHECK(cudaStreamDestroy(stream));
+    const double ring_ms = metrics["ring_ms"].get<double>();
+    const int n = ring->ro.ranks;
+    metrics["single_gpu_ms"] = single;
+    if (ring->nccl) {
+      // Efficiency: the single-GPU forward's time over N (one rank's share of the work, perfectly
+      // split) against the ring's time per rank.
+      metrics["scaling_efficiency"] = ring_ms > 0 ? single / n / ring_ms : 0.0;
+      if (print)
+        std::printf("  scaling  single-GPU forward %.4g ms; ring %.4g ms per rank on %d GPUs: efficiency %.2f\n", single,
+                    ring_ms, n, ring_ms > 0 ? single / n / ring_ms : 0.0);
+    } else {
+      // One GPU runs every rank: the same work as the single-GPU forward, in N² smaller launches,
+      // plus the passes. Their ratio is what sharding costs, not a scaling.
+      metrics["sharding_efficiency"] = ring_ms > 0 ? single / ring_ms : 0.0;
+      if (print)
+        std::printf("  note     one GPU: the ranks run one after another (single-GPU forward %.4g ms, the %d ranks' steps "
+                    "%.4g ms: %.2f); the scaling table needs several GPUs (--transport nccl)\n",
+                    single, n, ring_ms, ring_ms > 0 ? single / ring_ms : 0.0);
+    }
     return std::string();
   };
   return run;
