@@ -268,6 +268,32 @@ def compact_table(records):
     return "\n".join(out)
 
 
+def ring_table(records):
+    """12_ring's sweep: one row per record (ranks, layout and transport are options, not variants):
+    the forward's time, the ring's span split into compute and pass, the share of the pass hidden,
+    the causal work balance, and the efficiency against the single-GPU forward (local transport:
+    the cost of sharding on one GPU; nccl: the scaling over the GPUs)."""
+    ours = [r for r in records if r["build"] != "baseline" and r["timing"].get("median_ms")]
+    if not ours:
+        return NO_RECORDS
+    head = ["shape", "ranks", "layout", "transport", "forward ms", "ring ms", "compute ms", "pass ms", "pass hidden",
+            "work max/mean", "efficiency", "check"]
+    out = ["| " + " | ".join(head) + " |", "|---|---:|---|---|" + "---:|" * (len(head) - 5) + "---|"]
+    key = lambda r: (sort_order(r), r["metrics"].get("transport", ""), r["metrics"].get("layout", ""),
+                     r["metrics"].get("ranks", 0))
+    for r in sorted(ours, key=key):
+        m = r["metrics"]
+        eff = m.get("scaling_efficiency", m.get("sharding_efficiency"))
+        overlap = m.get("overlap")
+        out.append("| " + " | ".join([
+            shape(r), str(m.get("ranks", "–")), str(m.get("layout", "–")), str(m.get("transport", "–")),
+            num(r["timing"]["median_ms"], ".4g"), num(m.get("ring_ms"), ".4g"), num(m.get("compute_ms"), ".4g"),
+            num(m.get("transfer_ms"), ".3g"), "–" if overlap is None else f"{100 * overlap:.0f}%",
+            num(m.get("work_max_over_mean"), ".2f"), num(eff, ".2f"),
+            "pass" if r["check"]["passed"] else "FAIL"]) + " |")
+    return "\n".join(out)
+
+
 def section_table(records, ceilings=None, ncu=None):
     ncu = ncu or {}
     ours = [r for r in records if r["build"] != "baseline"]
@@ -430,6 +456,9 @@ def render_group(section, tag, records, ceilings, ncu):
                 "two), forward+backward 3.5×; each is compared only with a library's record of the same pass.", ""]
     timed = [r for r in records if is_timed(r)]
     sweeps = [r for r in records if not is_timed(r)]
+    if timed and section == "12_ring":
+        out += ["The ring, one row per run (ranks, layout, transport); efficiency is the single-GPU forward's time "
+                "over the ring's (nccl: over N and per rank).", "", ring_table(timed), ""]
     if timed and not tag:
         out += ["One row per problem (the table the handout shows): each variant's median time, the best of "
                 "them as a rate, and the fastest library on the same problem.", "", compact_table(timed), "",
@@ -525,7 +554,8 @@ def update_handouts(folder, by_section):
 
         def fill(m):
             sweep = [r for r in by_section.get(m.group(2), []) if not r.get("_tag") and is_timed(r)]
-            return f"{m.group(1)}\n{compact_table(sweep)}\n\n{m.group(4)}"
+            table = ring_table(sweep) if m.group(2) == "12_ring" else compact_table(sweep)
+            return f"{m.group(1)}\n{table}\n\n{m.group(4)}"
         new = HANDOUT_REGION.sub(fill, text)
         if new != text:
             path.write_text(new)

@@ -405,5 +405,35 @@ class Command(unittest.TestCase):
             self.assertNotIn("Traceback", r.stderr)
 
 
+class RingTable(unittest.TestCase):
+    """12_ring: ranks, layout and transport are options, not variants: one row per record, each
+    with its own columns (a compact table would merge them into one row of the problem)."""
+
+    def record(self, ranks, layout, transport, eff_key, eff):
+        return {"schema_version": 1, "section": "12_ring", "variant": "ring", "build": "solution",
+                "problem": {"b": 1, "h": 16, "h_kv": 16, "t_q": 16384, "t_kv": 16384, "d": 128, "dtype": "bf16",
+                            "causal": True, "window": None, "page_size": None},
+                "check": {"passed": True}, "timing": {"median_ms": 2.0 * ranks},
+                "metrics": {"ranks": ranks, "layout": layout, "transport": transport, "ring_ms": 1.5,
+                            "compute_ms": 1.4, "transfer_ms": 0.2, "overlap": 0.5, "work_max_over_mean": 1.71,
+                            eff_key: eff}}
+
+    def test_one_row_per_record(self):
+        rows = tables.ring_table([self.record(4, "contiguous", "local", "sharding_efficiency", 0.8),
+                                  self.record(8, "zigzag", "nccl", "scaling_efficiency", 0.93)]).splitlines()
+        self.assertEqual(len(rows), 4)
+        self.assertIn("| 4 | contiguous | local | 8 |", rows[2])
+        self.assertIn("| 50% | 1.71 | 0.80 | pass |", rows[2])
+        self.assertIn("| 8 | zigzag | nccl | 16 |", rows[3])
+        self.assertIn("| 0.93 | pass |", rows[3])
+
+    def test_handout_region_uses_it(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            md = Path(tmp, "12_ring.md")
+            md.write_text("x\n<!-- results:12_ring:begin -->\n<!-- results:12_ring:end -->\n")
+            tables.update_handouts(tmp, {"12_ring": [self.record(2, "zigzag", "local", "sharding_efficiency", 0.7)]})
+            self.assertIn("| 2 | zigzag | local |", md.read_text())
+
+
 if __name__ == "__main__":
     unittest.main()

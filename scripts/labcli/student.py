@@ -58,6 +58,8 @@ def expand_cases(data, solution, bugs, on_gpu, expect="pass"):
 
 def gpu_available(section, solution, timeout):
     code, out, _ = run_limited(program(section, solution) + ["--t", "1", "--iters", "0", "--quiet"], timeout)
+    if code == EXIT_BAD_INPUT:  # a section that cannot take T = 1 (12: T is cut into N shards): its default shape
+        code, out, _ = run_limited(program(section, solution) + ["--iters", "0", "--quiet"], timeout)
     return code != EXIT_CANNOT_RUN, no_gpu_reason(out)
 
 

@@ -1,0 +1,79 @@
+# ---- section 12 ring attention: shards, the ring schedule, the LSE merge -------------------------
+# (included by tests/CMakeLists.txt; the section's programs are added by the top-level CMakeLists.txt.
+# The case list runs on the CPU model by itself: driver.check_12_cpu_model.)
+set(RING ${BIN}/12_ring)
+set(RING_SHAPE --t 264 --h 4 --h-kv 2 --causal)  # T_local 66 at N=4 (a ragged key tile), GQA
+lab_test(bad_input.12.t_not_multiple cpu 2 MATCH "^bad input: T=130 is not a multiple of 4" COMMAND ${RING} --t 130)
+lab_test(bad_input.12.zigzag_unit cpu 2 MATCH "^bad input: T=260 is not a multiple of 8 \\(the zigzag layout"
+         COMMAND ${RING} --t 260 --layout zigzag)
+lab_test(bad_input.12.too_many_ranks cpu 2 MATCH "^bad input: --ranks 8 with the zigzag layout needs T >= 16"
+         COMMAND ${RING} --t 8 --ranks 8 --layout zigzag)
+lab_test(bad_input.12.t_kv cpu 2 MATCH "^bad input: ring attention shards Q and K/V alike" COMMAND ${RING} --t 256 --t-kv 512)
+lab_test(bad_input.12.ranks0 cpu 2 MATCH "^bad input: --ranks must be an integer" COMMAND ${RING} --ranks 0)
+lab_test(bad_input.12.layout cpu 2 MATCH "^bad input: --layout must be contiguous or zigzag" COMMAND ${RING} --layout striped)
+foreach(layout contiguous zigzag)
+  foreach(n 2 3 4 8)
+    math(EXPR t "${n} * 2 * 33")  # chunks of 33 rows: tiles cross chunk and shard edges
+    lab_test(cpu_model.12.${layout}_n${n}_causal cpu 0 MATCH "PASS" COMMAND ${RING} --cpu --ranks ${n} --layout ${layout} --t ${t} --h 2 --h-kv 1 --causal)
+  endforeach()
+  lab_test(cpu_model.12.${layout}_noncausal_fp16_d64 cpu 0 MATCH "PASS"
+           COMMAND ${RING} --cpu --layout ${layout} --t 264 --h 4 --h-kv 2 --d 64 --dtype fp16)
+endforeach()
+# The work model: zigzag balances the causal work exactly; contiguous gives the last rank N tiles
+# of diagonal work per first rank's one (T_local = 64: one tile a pair).
+lab_test(cpu_model.12.zigzag_balanced cpu 0 MATCH "tiles per rank 4 4 4 4 \\(max/mean 1.00\\)" "PASS"
+         COMMAND ${RING} --cpu --layout zigzag --t 256 --h 1 --causal)
+lab_test(cpu_model.12.contiguous_unbalanced cpu 0 MATCH "tiles per rank 1 2 3 4 \\(max/mean 1.60\\)" "PASS"
+         COMMAND ${RING} --cpu --layout contiguous --t 256 --h 1 --causal)
+# Each pitfall is caught.
+lab_test(cpu_model.12.bug_no_merge_rescale cpu 1 MATCH "FAIL" "too far from fp64" COMMAND ${RING} --cpu --bug no-merge-rescale ${RING_SHAPE})
+lab_test(cpu_model.12.bug_local_causal cpu 1 MATCH "FAIL" "too far from fp64" COMMAND ${RING} --cpu --bug local-causal ${RING_SHAPE} --layout zigzag)
+# The stub fails cleanly without a GPU: its CPU model runs the student's (unwritten) shard map.
+lab_test(cpu_model.12.stub_not_written cpu 1 MATCH "FAIL" "output not written" COMMAND ${BIN}/lab_12_ring --cpu ${RING_SHAPE})
+# The record carries the ring's metrics.
+add_test(NAME record.12.clean COMMAND ${CMAKE_COMMAND} -E rm -f ${CMAKE_CURRENT_BINARY_DIR}/record_12.json)
+add_test(NAME record.12.run COMMAND ${RING} --cpu --t 512 --h 2 --causal --layout zigzag --json ${CMAKE_CURRENT_BINARY_DIR}/record_12.json --quiet)
+add_test(NAME record.12.validate COMMAND ${Python3_EXECUTABLE} -c
+         "import json,sys; r=json.load(open(sys.argv[1]))[-1]; m=r['metrics']; assert m['ranks']==4 and m['layout']=='zigzag' and m['work_max_over_mean']==1.0 and len(m['tiles_per_rank'])==4 and m['kv_bytes_per_rank']>0, m; print('ok')"
+         ${CMAKE_CURRENT_BINARY_DIR}/record_12.json)
+set_tests_properties(record.12.clean PROPERTIES FIXTURES_SETUP rec12_clean LABELS cpu)
+set_tests_properties(record.12.run PROPERTIES FIXTURES_REQUIRED rec12_clean FIXTURES_SETUP rec12_file LABELS cpu)
+set_tests_properties(record.12.validate PROPERTIES FIXTURES_REQUIRED rec12_file LABELS cpu PASS_REGULAR_EXPRESSION "^ok")
+# --transport nccl: without NCCL in the build, or without a GPU, one line and exit 77; with more
+# ranks than GPUs, bad input before any NCCL call.
+lab_test(no_gpu.12.nccl_cannot_run cpu "77;2" MATCH "built without NCCL|no CUDA GPU|runs one rank per GPU"
+         COMMAND ${RING} --transport nccl --ranks 64 --t 256)
+
+# GPU: the case list passes, the stub fails cleanly, the bugs are caught (the section is added after
+# the generic loop of tests/CMakeLists.txt, so its GPU tests are here); NCCL on one GPU (one rank,
+# no pass) runs the same setup, streams and gather as on eight.
+lab_test(gpu.12_ring.check_solution gpu 0 MATCH " 0 failed" COMMAND ${LAB} check 12 --solution --require-gpu)
+lab_test(gpu.12_ring.check_stub_fails_cleanly gpu 0 MATCH " 0 failed" COMMAND ${LAB} check 12 --expect-fail --require-gpu)
+lab_test(gpu.12_ring.stub_fails gpu 1 MATCH "FAIL" "not written|NaN or inf|too far from fp64" COMMAND ${BIN}/lab_12_ring --t 256 --iters 0)
+lab_test(gpu.12_ring.nccl_one_rank gpu 0 MATCH "PASS" COMMAND ${CMAKE_COMMAND} -E env CUDA_VISIBLE_DEVICES=0 ${RING} --transport nccl --ranks 1 --causal --t 1024 --iters 0)
+
+# The exercises' unit tests, built against the solution (must pass) and the student's lab (a stub
+# must fail them): the shard map, the schedule and the merge, on any machine.
+foreach(kind solution lab)
+  if(kind STREQUAL "solution")
+    set(src ${PROJECT_SOURCE_DIR}/solutions/12_ring.cu)
+    set(target exercises_12_ring)
+  else()
+    set(src ${LAB_LABS_DIR}/12_ring.cu)
+    set(target lab_exercises_12_ring)
+  endif()
+  if(NOT EXISTS ${src})
+    continue()
+  endif()
+  add_executable(${target} test_ring_exercises.cu)
+  target_link_libraries(${target} PRIVATE lab_common lab_nccl)
+  target_compile_definitions(${target} PRIVATE LAB_EXERCISE_SOURCE="${src}")
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${LAB_CUDA_FLAGS}>)
+  set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES "${LAB_CUDA_ARCHITECTURES}")
+endforeach()
+if(TARGET exercises_12_ring)
+  lab_test(exercises.12.solution cpu 0 MATCH "^PASS: 0 of" COMMAND ${BIN}/exercises_12_ring)
+endif()
+if(TARGET lab_exercises_12_ring)
+  lab_test(exercises.12.stub_fails cpu 1 MATCH "^FAIL: [1-9]" COMMAND ${BIN}/lab_exercises_12_ring)
+endif()
