@@ -270,15 +270,19 @@ dkdv_kernel(const __grid_constant__ CUtensorMap q_map,   // (D, H, T_q, B), box 
       // Element e of n-block j: key key_g + 8·(e / 2), query row q0 + 8j + 2t + (e % 2).
       const bool whole = lab::tile_visibility(q0, lab::imin(q0 + BLOCK_Q, p.t_q), wg_k0, wg_k0 + WG_KEYS, p.t_q,
                                               p.t_kv, p.causal, 0) == lab::TileVisibility::full;
+      // Elsewhere key = key_g + 8·(e / 2) is visible from row i = q0 + 8j + 2t + (e % 2) when it
+      // exists (key < T_kv) and, causal, key − i <= T_kv − T_q (lab::key_visible, written with
+      // the thread's constants: diag − 8·(e / 2) + 8j + (e % 2) >= 0, keys_left > 8·(e / 2)).
+      const int diag = p.causal ? p.t_kv - p.t_q - key_g + q0 + 2 * t : BLOCK_Q;
+      const int keys_left = p.t_kv - key_g;
 #pragma unroll
       for (int j = 0; j < BLOCK_Q / 8; ++j) {
         const float2 lse2 = *reinterpret_cast<const float2*>(lse_s + 8 * j + 2 * t);
         const float2 d2 = *reinterpret_cast<const float2*>(d_s + 8 * j + 2 * t);
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int i = q0 + 8 * j + 2 * t + (e & 1), key = key_g + 8 * (e >> 1);
-          // Rows past T_q need no test (P = exp2(−inf) = 0); the causal diagonal does.
-          const bool visible = whole || lab::key_visible(i, key, p.t_q, p.t_kv, p.causal, 0);
+          // Rows past T_q need no test (P = exp2(−inf) = 0); the causal diagonal and T_kv do.
+          const bool visible = whole || (8 * (e >> 1) - 8 * j - (e & 1) <= diag && 8 * (e >> 1) < keys_left);
           float pe = 0.f, dse = 0.f;
           if (visible)
             written &= Ex::p_and_ds(st[4 * j + e], dpt[4 * j + e], (e & 1) ? lse2.y : lse2.x, (e & 1) ? d2.y : d2.x,
