@@ -48,10 +48,16 @@ constexpr int BLOCK_KV = CONSUMERS * WG_KEYS;           // 128 keys per block
 constexpr int BLOCK_Q = 64;                             // query rows per ring slot: the N of Sᵀ
 constexpr int BOX_COLS = 64;                            // columns per TMA box: 128 bytes, one swizzle atom
 constexpr int ROW_BYTES = BOX_COLS * 2;                 // 128
-constexpr uint32_t PRODUCER_REGS = 32;                  // setmaxnreg.dec: TMA issue needs few
+constexpr uint32_t PRODUCER_REGS = 24;                  // setmaxnreg.dec: TMA issue needs few
 constexpr uint32_t CONSUMER_REGS = 240;                 // dK + dV (2 x 64 at D = 128) + Sᵀ, dPᵀ (2 x 32) + dQ (32)
+// A block starts with the registers of __launch_bounds__(THREADS, 1): 65536 / 384, rounded down to
+// a multiple of 8, for every thread. setmaxnreg.inc waits until the pool holds what it asks, and
+// only the producer's dec fills the pool: what the consumers claim must not exceed what it frees.
+constexpr uint32_t ENTRY_REGS = (65536 / THREADS) / 8 * 8;  // 168
 constexpr int DQ_BARRIER = 1;                           // named barrier of the 256 consumer threads (0 is __syncthreads)
 static_assert(PRODUCER_REGS * WG_THREADS + CONSUMER_REGS * CONSUMER_THREADS <= 65536, "the registers fit the SM's 64K");
+static_assert((ENTRY_REGS - PRODUCER_REGS) * WG_THREADS >= (CONSUMER_REGS - ENTRY_REGS) * CONSUMER_THREADS,
+              "the consumers' setmaxnreg.inc is covered by the producer's dec (else it waits for ever)");
 static_assert(BLOCK_Q % 16 == 0 && WG_KEYS == 64, "wgmma: M = 64, k-steps of 16");
 
 template <int HEAD_DIM>
