@@ -62,7 +62,7 @@ static_assert(BLOCK_Q % 16 == 0 && WG_KEYS == 64, "wgmma: M = 64, k-steps of 16"
 
 template <int HEAD_DIM>
 struct Tiles {
-  static constexpr int STAGES = HEAD_DIM == 64 ? 3 : 2;      // Q/dO slots in the ring
+  static constexpr int STAGES = 3;                           // Q/dO slots in the ring (D = 128: 199 KB in all)
   static constexpr int COL_BOXES = HEAD_DIM / BOX_COLS;      // 64-column boxes per row of a tile
   static constexpr int KV_BOX_BYTES = BLOCK_KV * ROW_BYTES;  // 16 KB: one box of K or V
   static constexpr int KV_TILE_BYTES = COL_BOXES * KV_BOX_BYTES;
