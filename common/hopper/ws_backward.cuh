@@ -26,7 +26,8 @@
 //                                bytes (red.global.add.v4.f32) into the dQ accumulator.
 // Tails need no mask: TMA fills rows past T_q or T_kv with zeros, the rows past T_q have
 // LSE·log2 e = +inf and D = 0 in the padded row arrays (P = 0, dS = 0), and key rows past T_kv
-// are never stored. Only the causal diagonal is masked, on the tiles that cross it.
+// are never stored (their K rows are zeros, so they add nothing to dQ). Only the tiles that cross
+// the causal diagonal or T_kv are tested element by element.
 #pragma once
 #include <cstdint>
 #include <string>
