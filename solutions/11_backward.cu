@@ -20,6 +20,13 @@
 //                  recomputes P and dS and sums dQ over the K/V tiles in a fixed order. Bitwise
 //                  reproducible, at the cost of computing S and dP twice.
 // Both print whether two runs gave identical bits (the `repeat` line, metrics.bitwise_reproducible).
+// On a Hopper GPU (H100, H200) two more variants run the same algorithm on wgmma, with TMA and
+// warp specialisation (the given kernel of common/hopper/ws_backward.cuh; your exercise functions
+// are its element step):
+//   wgmma                one block per 128-key tile, two consumer warpgroups (64 keys each, dK
+//                        and dV in registers), Q and dO streamed by a TMA producer; dQ by 16-byte
+//                        fp32 atomics, then the conversion pass.
+//   wgmma-deterministic  the same kernel for dK, dV only; dQ by the deterministic variant's pass.
 //
 // Exercises (ch12/11_backward.md), __host__ __device__ functions that the kernels and the CPU
 // model both call: EXERCISE dsdp (P recomputed from the LSE, dS from dP and D) and EXERCISE
@@ -30,6 +37,7 @@
 // Run: scripts/lab run 11 -- --t 1000 --causal                       (your stub)
 //      build/bin/11_backward --dtype bf16 --t 4096 --d 128 --h 16 --causal   (the solution)
 //      build/bin/11_backward --cpu --t 300 --causal --h 4 --h-kv 2          (the CPU model)
+//      build/bin/11_backward --variant wgmma --dtype bf16 --t 4096 --d 128 --h 16 --causal   (Hopper)
 #include <atomic>
 #include <cstdint>
 #include <type_traits>
@@ -38,6 +46,7 @@
 #include "lab.cuh"
 #include "toolbox/forward_fp32.cuh"  // the forward that makes the backward's O and LSE
 #include "toolbox/mma_sm80.cuh"      // 16-bit helpers, swizzle, cp.async, ldmatrix, mma.sync wrappers
+#include "hopper/ws_backward.cuh"    // the Hopper kernel of the wgmma variants (sm_90a)
 
 using namespace lab::sm80;
 
@@ -87,6 +96,7 @@ struct Shape {  // what the kernels need of a lab::Problem
   float scale;       // 1/sqrt(D): dQ, dK
   float scale_log2;  // scale·log2 e for P (--bug unscaled-p: log2 e alone)
   bool dq_store;     // --bug dq-no-accumulate
+  int row_stride;    // row length of the LSE·log2 e and D arrays: T_q, or T_q padded to a whole Q tile (wgmma)
 };
 
 template <int HEAD_DIM>
@@ -106,14 +116,21 @@ constexpr uint32_t ROWS16(int row_bytes) { return uint32_t(16 * row_bytes); }
 
 // ---- pass 1: D = rowsum(dO ∘ O), and LSE in base 2 (+inf for rows that see no key or do not
 // exist, so that their P is exp2(−inf) = 0 with no mask). One thread per query row.
+// The wgmma variants pad each (b, head)'s rows to a whole Q tile (row_stride), so that a Q tile's
+// rows are one aligned bulk copy; the padding rows get LSE·log2 e = +inf and D = 0.
 template <class T>
 __global__ void preprocess_kernel(const T* __restrict__ o, const T* __restrict__ d_o,  // [B, T_q, H, D]
                                   const float* __restrict__ lse,                       // [B, H, T_q]
-                                  float* __restrict__ d_rows, float* __restrict__ lse_log2,  // [B, H, T_q]
-                                  int b_count, int t_q, int h, int d, bool without_do) {
+                                  float* __restrict__ d_rows, float* __restrict__ lse_log2,  // [B, H, row_stride]
+                                  int b_count, int t_q, int row_stride, int h, int d, bool without_do) {
   const int64_t row = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // (b, head, i) in LSE order
-  if (row >= int64_t(b_count) * h * t_q) return;
-  const int i = int(row % t_q), head = int(row / t_q % h), b = int(row / t_q / h);
+  if (row >= int64_t(b_count) * h * row_stride) return;
+  const int i = int(row % row_stride), head = int(row / row_stride % h), b = int(row / row_stride / h);
+  if (i >= t_q) {
+    d_rows[row] = 0.f;
+    lse_log2[row] = INFINITY;
+    return;
+  }
   const int64_t at = ((int64_t(b) * t_q + i) * h + head) * d;
   float sum = 0.f;
   for (int c = 0; c < d; ++c) {
@@ -121,7 +138,7 @@ __global__ void preprocess_kernel(const T* __restrict__ o, const T* __restrict__
     sum += without_do ? oc : to_float(d_o[at + c]) * oc;
   }
   d_rows[row] = sum;
-  const float l = lse[row];
+  const float l = lse[(int64_t(b) * h + head) * t_q + i];
   lse_log2[row] = l == -INFINITY ? INFINITY : l * kLog2e;
 }
 
@@ -183,7 +200,7 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
     load_tile_swizzled<BLOCK_Q, TL::CHUNKS, THREADS>(do_tile_of(stage), d_o + at, q_stride, sh.t_q - q0);
     if (threadIdx.x < BLOCK_Q) {
       const int i = q0 + threadIdx.x;
-      const int64_t row = (int64_t(b) * sh.h + head) * sh.t_q + i;
+      const int64_t row = (int64_t(b) * sh.h + head) * sh.row_stride + i;
       float* r = rows_smem + stage * 2 * BLOCK_Q;
       r[threadIdx.x] = i < sh.t_q ? lse_log2[row] : INFINITY;  // P = 0 on rows past T_q
       r[BLOCK_Q + threadIdx.x] = i < sh.t_q ? d_rows[row] : 0.f;
@@ -378,7 +395,7 @@ dq_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict_
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int i = row_g + 8 * r;
-    const int64_t at = (int64_t(b) * sh.h + head) * sh.t_q + i;
+    const int64_t at = (int64_t(b) * sh.h + head) * sh.row_stride + i;
     lse_r[r] = i < sh.t_q ? lse_log2[at] : INFINITY;
     d_r[r] = i < sh.t_q ? d_rows[at] : 0.f;
   }
@@ -466,17 +483,76 @@ struct BackwardArgs {
   int b, h, h_kv, t_q, t_kv, d;
   bool causal;
   bool atomic;            // variant: atomic (true) or deterministic
+  bool hopper = false;    // the wgmma variants (sm_90a)
 };
 
-// D and LSE·log2 e per row; the atomic variant's fp32 dQ.
-inline int64_t workspace_floats(int b, int h, int t_q, int d, bool atomic) {
-  return 2 * int64_t(b) * h * t_q + (atomic ? int64_t(b) * t_q * h * d : 0);
+// The row arrays' row length: T_q, or for the wgmma variants T_q rounded up to a whole Q tile.
+inline int row_stride_of(int t_q, bool hopper) {
+  return hopper ? lab::ceil_div(t_q, lab::wsbwd::BLOCK_Q) * lab::wsbwd::BLOCK_Q : t_q;
+}
+
+// D and LSE·log2 e per row; the atomic variants' fp32 dQ.
+inline int64_t workspace_floats(int b, int h, int t_q, int d, bool atomic, bool hopper = false) {
+  return 2 * int64_t(b) * h * row_stride_of(t_q, hopper) + (atomic ? int64_t(b) * t_q * h * d : 0);
 }
 
 inline Shape make_shape(const BackwardArgs& a, const std::string& bug) {
   const float scale = 1.0f / std::sqrt(float(a.d));
   return Shape{a.t_q, a.t_kv, a.h, a.h_kv, a.causal, scale, bug == "unscaled-p" ? kLog2e : scale * kLog2e,
-               bug == "dq-no-accumulate"};
+               bug == "dq-no-accumulate", row_stride_of(a.t_q, a.hopper)};
+}
+
+// The exercises as the Hopper kernel's element step (common/hopper/ws_backward.cuh).
+struct Exercises {
+  __device__ __forceinline__ static bool p_and_ds(float s, float dp, float lse_log2, float d_row, float scale_log2,
+                                                  float* p, float* ds) {
+    return recompute_p_and_ds(s, dp, lse_log2, d_row, scale_log2, p, ds);
+  }
+  __device__ __forceinline__ static bool weights(float p, float ds, float* dv_weight, float* dk_weight) {
+    return dkdv_weights(p, ds, dv_weight, dk_weight);
+  }
+};
+
+// The wgmma variants: the Hopper kernel for dK, dV (and dQ by atomics, variant wgmma), then dQ's
+// pass: the conversion (wgmma) or the deterministic variant's dq_kernel (wgmma-deterministic).
+template <class T, int HEAD_DIM>
+void launch_backward_hopper(const BackwardArgs& a, const Shape& sh, const float* d_rows, const float* lse_log2,
+                            float* dq_acc, bool exercises_written, cudaStream_t st) {
+  namespace hb = lab::wsbwd;
+  constexpr int smem = hb::Tiles<HEAD_DIM>::SMEM_BYTES, dq_smem = Tiles<HEAD_DIM>::DQ_SMEM_BYTES;
+  static const bool configured = [] {  // more than 48 KB of dynamic shared memory must be asked for, once
+    CUDA_CHECK(cudaFuncSetAttribute(hb::dkdv_kernel<T, HEAD_DIM, true, Exercises>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CUDA_CHECK(cudaFuncSetAttribute(hb::dkdv_kernel<T, HEAD_DIM, false, Exercises>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CUDA_CHECK(cudaFuncSetAttribute(dq_kernel<T, HEAD_DIM>, cudaFuncAttributeMaxDynamicSharedMemorySize, dq_smem));
+    return true;
+  }();
+  (void)configured;
+  constexpr bool f16 = std::is_same_v<T, __half>;
+  const CUtensorMap q_map = hb::make_map(f16, a.q, a.b, a.t_q, a.h, HEAD_DIM, hb::BLOCK_Q);
+  const CUtensorMap do_map = hb::make_map(f16, a.d_o, a.b, a.t_q, a.h, HEAD_DIM, hb::BLOCK_Q);
+  const CUtensorMap k_map = hb::make_map(f16, a.k, a.b, a.t_kv, a.h_kv, HEAD_DIM, hb::BLOCK_KV);
+  const CUtensorMap v_map = hb::make_map(f16, a.v, a.b, a.t_kv, a.h_kv, HEAD_DIM, hb::BLOCK_KV);
+  const hb::Params p{lse_log2, d_rows, dq_acc, a.dk, a.dv, a.t_q, a.t_kv, a.h, a.h_kv, sh.row_stride,
+                     a.causal, sh.scale, sh.scale_log2, sh.dq_store};
+  const dim3 grid(unsigned(lab::ceil_div(a.t_kv, hb::BLOCK_KV)), unsigned(a.b * a.h_kv));
+  const int64_t q_elems = int64_t(a.b) * a.h * a.t_q * a.d;
+  if (a.atomic) {
+    CUDA_CHECK(cudaMemsetAsync(dq_acc, 0, size_t(q_elems) * 4, st));
+    hb::dkdv_kernel<T, HEAD_DIM, true, Exercises><<<grid, hb::THREADS, smem, st>>>(q_map, do_map, k_map, v_map, p);
+    CUDA_CHECK_LAST();
+    if (exercises_written)
+      dq_convert_kernel<T><<<unsigned((q_elems + 255) / 256), 256, 0, st>>>(dq_acc, static_cast<T*>(a.dq), q_elems, sh.scale);
+  } else {
+    hb::dkdv_kernel<T, HEAD_DIM, false, Exercises><<<grid, hb::THREADS, smem, st>>>(q_map, do_map, k_map, v_map, p);
+    CUDA_CHECK_LAST();
+    const dim3 q_grid(unsigned(lab::ceil_div(a.t_q, BLOCK_Q)), unsigned(a.b * a.h));
+    dq_kernel<T, HEAD_DIM><<<q_grid, THREADS, dq_smem, st>>>(
+        static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<const T*>(a.v), static_cast<const T*>(a.d_o),
+        lse_log2, d_rows, static_cast<T*>(a.dq), sh);
+  }
+  CUDA_CHECK_LAST();
 }
 
 template <class T, int HEAD_DIM>
@@ -493,16 +569,20 @@ void launch_backward(const BackwardArgs& a, const std::string& bug, cudaStream_t
   const T *q = static_cast<const T*>(a.q), *k = static_cast<const T*>(a.k), *v = static_cast<const T*>(a.v);
   const T *o = static_cast<const T*>(a.o), *d_o = static_cast<const T*>(a.d_o);
   T *dq = static_cast<T*>(a.dq), *dk = static_cast<T*>(a.dk), *dv = static_cast<T*>(a.dv);
-  const int64_t rows = int64_t(a.b) * a.h * a.t_q, q_elems = rows * a.d;
+  const int64_t rows = int64_t(a.b) * a.h * sh.row_stride, q_elems = int64_t(a.b) * a.h * a.t_q * a.d;
   float* d_rows = a.workspace;
   float* lse_log2 = d_rows + rows;
   float* dq_acc = a.atomic ? lse_log2 + rows : nullptr;
   float p, ds, wv, wk;  // an exercise left as the stub leaves dQ unwritten (the kernels skip their stores)
   const bool exercises_written = recompute_p_and_ds(0.f, 0.f, 0.f, 0.f, 1.f, &p, &ds) && dkdv_weights(p, ds, &wv, &wk);
 
-  preprocess_kernel<T><<<unsigned((rows + 255) / 256), 256, 0, st>>>(o, d_o, a.lse, d_rows, lse_log2, a.b, a.t_q, a.h,
-                                                                     a.d, bug == "d-without-do");
+  preprocess_kernel<T><<<unsigned((rows + 255) / 256), 256, 0, st>>>(o, d_o, a.lse, d_rows, lse_log2, a.b, a.t_q,
+                                                                     sh.row_stride, a.h, a.d, bug == "d-without-do");
   CUDA_CHECK_LAST();
+  if (a.hopper) {
+    launch_backward_hopper<T, HEAD_DIM>(a, sh, d_rows, lse_log2, dq_acc, exercises_written, st);
+    return;
+  }
   const dim3 kv_grid(unsigned(lab::ceil_div(a.t_kv, BLOCK_KV)), unsigned(a.b * a.h_kv));
   if (a.atomic) {
     CUDA_CHECK(cudaMemsetAsync(dq_acc, 0, size_t(q_elems) * 4, st));
@@ -526,8 +606,11 @@ inline void launch_backward_any(const BackwardArgs& a, bool f16, const std::stri
 }
 
 #ifndef LAB_KERNELS_ONLY  // the PyTorch op includes this file for the kernels and the launcher alone
+bool is_atomic(const std::string& variant) { return variant == "atomic" || variant == "wgmma"; }
+bool is_hopper(const std::string& variant) { return variant.rfind("wgmma", 0) == 0; }
+
 int64_t workspace_bytes(const lab::Problem& p, const std::string& variant) {
-  return 4 * workspace_floats(p.b, p.h, p.t_q, p.d, variant == "atomic");
+  return 4 * workspace_floats(p.b, p.h, p.t_q, p.d, is_atomic(variant), is_hopper(variant));
 }
 
 lab::BackwardGpuRun make_run(const lab::BackwardContext& ctx) {
@@ -535,7 +618,8 @@ lab::BackwardGpuRun make_run(const lab::BackwardContext& ctx) {
   const lab::BackwardTensors tn = ctx.tensors;
   auto work = std::make_shared<lab::DeviceBuffer>(size_t(workspace_bytes(pr, ctx.variant)));
   const BackwardArgs args{tn.q, tn.k, tn.v, tn.o, tn.d_o, tn.lse, tn.dq, tn.dk, tn.dv, work->as<float>(),
-                          pr.b, pr.h, pr.h_kv, pr.t_q, pr.t_kv, pr.d, pr.causal, ctx.variant == "atomic"};
+                          pr.b, pr.h, pr.h_kv, pr.t_q, pr.t_kv, pr.d, pr.causal, is_atomic(ctx.variant),
+                          is_hopper(ctx.variant)};
   const bool f16 = pr.dtype == lab::DType::f16;
   const std::string bug = ctx.bug;
   lab::BackwardGpuRun run;
@@ -550,7 +634,15 @@ lab::BackwardGpuRun make_run(const lab::BackwardContext& ctx) {
   run.extra_device_bytes = workspace_bytes(pr, ctx.variant);
   run.metrics = {{"block_q", BLOCK_Q}, {"block_kv", BLOCK_KV}, {"warps", NUM_WARPS}, {"stages", Tiles<64>::STAGES},
                  {"smem_bytes", pr.d == 64 ? Tiles<64>::SMEM_BYTES : Tiles<128>::SMEM_BYTES},
-                 {"dq", ctx.variant == "atomic" ? "fp32 atomics" : "separate pass"}};
+                 {"dq", is_atomic(ctx.variant) ? "fp32 atomics" : "separate pass"}};
+  if (is_hopper(ctx.variant)) {
+    namespace hb = lab::wsbwd;
+    run.metrics["block_q"] = hb::BLOCK_Q;
+    run.metrics["block_kv"] = hb::BLOCK_KV;
+    run.metrics["warps"] = hb::THREADS / 32;
+    run.metrics["stages"] = pr.d == 64 ? hb::Tiles<64>::STAGES : hb::Tiles<128>::STAGES;
+    run.metrics["smem_bytes"] = pr.d == 64 ? hb::Tiles<64>::SMEM_BYTES : hb::Tiles<128>::SMEM_BYTES;
+  }
   return run;
 }
 
@@ -564,7 +656,7 @@ lab::BackwardGpuRun make_run(const lab::BackwardContext& ctx) {
 std::string run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::BackwardInputs& in, lab::Gradients& g) {
   const lab::DType ty = pr.dtype;
   const BackwardArgs dims{nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                          pr.b, pr.h, pr.h_kv, pr.t_q, pr.t_kv, pr.d, pr.causal, opt.variant == "atomic"};
+                          pr.b, pr.h, pr.h_kv, pr.t_q, pr.t_kv, pr.d, pr.causal, is_atomic(opt.variant)};
   const Shape sh = make_shape(dims, opt.bug);
   const int d = pr.d, group = pr.h / pr.h_kv;
   // D and LSE·log2 e per row, as the preprocessing pass.
@@ -650,9 +742,10 @@ std::string run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
 int main(int argc, char** argv) {
   lab::BackwardSection s;
   s.name = "11_backward";
-  s.title = "the backward pass: dQ, dK, dV on mma.sync (P recomputed from the LSE; dQ by atomics or a separate pass)";
+  s.title = "the backward pass: dQ, dK, dV on mma.sync, or wgmma on Hopper (P recomputed from the LSE; dQ by atomics or a separate pass)";
   s.build = LAB_BUILD_KIND;
-  s.variants = {"atomic", "deterministic"};
+  s.variants = {"atomic", "deterministic", "wgmma", "wgmma-deterministic"};
+  s.sm90a_variants = {"wgmma", "wgmma-deterministic"};
   s.bugs = {"d-without-do", "unscaled-p", "dq-no-accumulate"};
   s.default_problem.dtype = lab::DType::f16;
   s.default_problem.b = 1;

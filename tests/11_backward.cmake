@@ -12,6 +12,8 @@ foreach(dt fp16 bf16)
 endforeach()
 lab_test(cpu_model.11.rows_without_keys cpu 0 MATCH "PASS" COMMAND ${BWD} --cpu --t 200 --t-kv 77 --causal --h 2 --d 128 --dtype bf16)
 lab_test(cpu_model.11.t1 cpu 0 MATCH "PASS" COMMAND ${BWD} --cpu --t 1 --h 2)
+# The wgmma variants' CPU model is the section's (the Hopper kernel runs the same exercises).
+lab_test(cpu_model.11.wgmma cpu 0 MATCH "PASS" COMMAND ${BWD} --cpu --variant wgmma ${BWD_SHAPE})
 lab_test(cpu_model.11.sampled_check cpu 0 MATCH "PASS" "query rows, .* key rows" COMMAND ${BWD} --cpu --t 1000 --h 2 --causal --check sample)
 # Each pitfall is caught, by the gradient it breaks.
 lab_test(cpu_model.11.bug_d_without_do cpu 1 MATCH "FAIL" "too far from fp64" COMMAND ${BWD} --cpu --bug d-without-do ${BWD_SHAPE})
@@ -34,6 +36,9 @@ lab_test(gpu.11_backward.check_stub_fails_cleanly gpu 0 MATCH " 0 failed" COMMAN
 lab_test(gpu.11_backward.stub_fails gpu 1 MATCH "FAIL" "not written" COMMAND ${BIN}/lab_11_backward --t 65 --iters 0)
 lab_test(gpu.11_backward.deterministic_reproducible gpu 0 MATCH "bitwise reproducible yes" "PASS"
          COMMAND ${BWD} --variant deterministic --t 2048 --h 4 --causal --dtype bf16 --iters 0)
+# Hopper only (exit 77 elsewhere): the wgmma kernel's dK, dV with the deterministic dQ pass.
+lab_test(gpu.11_backward.wgmma_deterministic_reproducible gpu 0 MATCH "bitwise reproducible yes" "PASS"
+         COMMAND ${BWD} --variant wgmma-deterministic --t 2048 --h 4 --h-kv 2 --causal --dtype bf16 --iters 0)
 
 # ---- the lab's attention as a PyTorch op (common/torch_op): bad inputs raise a Python exception
 # with a reason (no GPU needed); on a GPU, outputs and gradients against fp64 autograd, opcheck,

@@ -66,6 +66,7 @@ struct BackwardGpuRun {
 struct BackwardSection {
   std::string name, title, build;
   std::vector<std::string> variants, bugs;
+  std::vector<std::string> sm90a_variants;  // variants that need a Hopper GPU (exit 77 elsewhere)
   std::vector<int> head_dims = {64, 128};
   std::vector<DType> dtypes = {DType::f16, DType::bf16};
   Problem default_problem;

@@ -1,0 +1,426 @@
+// The Hopper backward of section 11 (variant wgmma): the gradients dK, dV (and dQ by fp32
+// atomics) of one 128-key K/V tile per block, on wgmma, with Q, dO and the rows' LSE and D
+// streamed by TMA through an mbarrier ring. Build for sm_90a. Why it is built so is told in
+// ch12/11_backward.md ("The Hopper variant"). The section's exercises (P and dS of one element,
+// the weights of dV and dK) come in through the policy type Ex, so the answers stay in the
+// section's file:
+//   Ex::p_and_ds(s, dp, lse_log2, d_row, scale_log2, &p, &ds) -> bool (false: not written yet)
+//   Ex::weights(p, ds, &dv_weight, &dk_weight) -> bool
+//
+// Roles (384 threads, three warpgroups, one if/else with its register budgets):
+//   warpgroup 0, thread 0   the producer: K and V of the block once, then per Q tile (every
+//                           query head of the K/V head's group, every Q tile that sees a key of
+//                           the block) Q, dO by TMA and the rows' LSE·log2 e and D by a bulk copy,
+//                           into ring slot n % STAGES.
+//   warpgroups 1, 2         consumers: warpgroup w owns keys kv0 + 64w .. + 63 (the M = 64 of a
+//                           wgmma) and their dK, dV accumulators (64 x D fp32 each) for the whole
+//                           kernel. Per Q tile (64 query rows):
+//     Sᵀ = K Qᵀ, dPᵀ = V dOᵀ   [64 keys x 64 rows]: SS wgmma, both operands K-major
+//     Pᵀ, dSᵀ per element        (the exercises; the causal mask where the tile needs it)
+//     dV += Pᵀ dO, dK += dSᵀ Q   [64 keys x D]: RS wgmma, Pᵀ and dSᵀ from the accumulators'
+//                                registers, dO and Q MN-major (transposed) from the ring slot
+//     dQ += dS K                 [64 rows x 64 columns]: SS wgmma, dS read transposed out of the
+//                                dSᵀ both warpgroups stored in shared memory, K MN-major; D = 128:
+//                                warpgroup w owns columns 64w..64w+63 over all 128 keys; D = 64:
+//                                all 64 columns over its own 64 keys. Then fp32 atomics of 16
+//                                bytes (red.global.add.v4.f32) into the dQ accumulator.
+// Tails need no mask: TMA fills rows past T_q or T_kv with zeros, the rows past T_q have
+// LSE·log2 e = +inf and D = 0 in the padded row arrays (P = 0, dS = 0), and key rows past T_kv
+// are never stored (their K rows are zeros, so they add nothing to dQ). Only the tiles that cross
+// the causal diagonal or T_kv are tested element by element.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "lab.cuh"
+#include "toolbox/mma_sm80.cuh"  // 16-bit helpers: pack2, from_float2
+#include "toolbox/sm90.cuh"      // mbarrier, TMA, setmaxnreg, wgmma and its descriptors
+
+namespace lab::wsbwd {
+using namespace lab::sm80;
+using namespace lab::sm90;
+
+constexpr int WG_THREADS = 128;                         // a warpgroup: 4 warps
+constexpr int CONSUMERS = 2;                            // consumer warpgroups
+constexpr int CONSUMER_THREADS = CONSUMERS * WG_THREADS;
+constexpr int THREADS = (1 + CONSUMERS) * WG_THREADS;   // 384: producer warpgroup + consumers
+constexpr int WG_KEYS = 64;                             // keys per consumer: the M of wgmma
+constexpr int BLOCK_KV = CONSUMERS * WG_KEYS;           // 128 keys per block
+constexpr int BLOCK_Q = 64;                             // query rows per ring slot: the N of Sᵀ
+constexpr int BOX_COLS = 64;                            // columns per TMA box: 128 bytes, one swizzle atom
+constexpr int ROW_BYTES = BOX_COLS * 2;                 // 128
+constexpr uint32_t PRODUCER_REGS = 24;                  // setmaxnreg.dec: TMA issue needs few
+constexpr uint32_t CONSUMER_REGS = 240;                 // dK + dV (2 x 64 at D = 128) + Sᵀ, dPᵀ (2 x 32) + dQ (32)
+// A block starts with the registers of __launch_bounds__(THREADS, 1): 65536 / 384, rounded down to
+// a multiple of 8, for every thread. setmaxnreg.inc waits until the pool holds what it asks, and
+// only the producer's dec fills the pool: what the consumers claim must not exceed what it frees.
+constexpr uint32_t ENTRY_REGS = (65536 / THREADS) / 8 * 8;  // 168
+constexpr int DQ_BARRIER = 1;                           // named barrier of the 256 consumer threads (0 is __syncthreads)
+static_assert(PRODUCER_REGS * WG_THREADS + CONSUMER_REGS * CONSUMER_THREADS <= 65536, "the registers fit the SM's 64K");
+static_assert((ENTRY_REGS - PRODUCER_REGS) * WG_THREADS >= (CONSUMER_REGS - ENTRY_REGS) * CONSUMER_THREADS,
+              "the consumers' setmaxnreg.inc is covered by the producer's dec (else it waits for ever)");
+static_assert(BLOCK_Q % 16 == 0 && WG_KEYS == 64, "wgmma: M = 64, k-steps of 16");
+
+template <int HEAD_DIM>
+struct Tiles {
+  static constexpr int STAGES = 3;                           // Q/dO slots in the ring (D = 128: 199 KB in all)
+  static constexpr int COL_BOXES = HEAD_DIM / BOX_COLS;      // 64-column boxes per row of a tile
+  static constexpr int KV_BOX_BYTES = BLOCK_KV * ROW_BYTES;  // 16 KB: one box of K or V
+  static constexpr int KV_TILE_BYTES = COL_BOXES * KV_BOX_BYTES;
+  static constexpr int Q_BOX_BYTES = BLOCK_Q * ROW_BYTES;    // 8 KB: one box of Q or dO
+  static constexpr int Q_TILE_BYTES = COL_BOXES * Q_BOX_BYTES;
+  static constexpr int ROWS_BYTES = 2 * BLOCK_Q * 4;         // a slot's LSE·log2 e, then D, fp32
+  static constexpr int DS_BYTES = BLOCK_KV * BLOCK_Q * 2;    // dSᵀ [128 keys][64 rows], 16-bit
+  // Shared memory, from a 1024-byte aligned base (the 128-byte swizzle repeats every 1024 bytes):
+  //   K [COL_BOXES][128][64] | V (same) | STAGES x (Q [COL_BOXES][64][64] | dO (same)) |
+  //   dSᵀ x 2 (double-buffered by Q tile) | STAGES x rows | barriers
+  static constexpr int OFF_V = KV_TILE_BYTES;
+  static constexpr int OFF_Q = 2 * KV_TILE_BYTES;
+  static constexpr int OFF_DS = OFF_Q + STAGES * 2 * Q_TILE_BYTES;
+  static constexpr int OFF_ROWS = OFF_DS + 2 * DS_BYTES;
+  static constexpr int OFF_BAR = OFF_ROWS + STAGES * ROWS_BYTES;
+  static constexpr int BARRIERS = 1 + 2 * STAGES;            // kv_full, full[], empty[]
+  static constexpr int SMEM_BYTES = OFF_BAR + 8 * BARRIERS + 1024;  // + slack to align the base
+  static constexpr int D_STEPS = HEAD_DIM / 16;              // k-steps of Sᵀ, dPᵀ
+  static constexpr int Q_STEPS = BLOCK_Q / 16;               // k-steps of dV, dK
+  static constexpr int ACC_REGS = HEAD_DIM / 2;              // dK or dV: 64 x D fp32 over 128 threads
+  static constexpr int S_REGS = BLOCK_Q / 2;                 // Sᵀ or dPᵀ: 64 x 64 fp32
+  // dQ: warpgroup w computes a [64 rows x 64 columns] block; over which keys and which columns.
+  static constexpr int DQ_KEYS = HEAD_DIM == 128 ? BLOCK_KV : WG_KEYS;
+  static_assert(HEAD_DIM == 64 || HEAD_DIM == 128, "D = 64 or 128");
+  static_assert(OFF_Q % 1024 == 0 && OFF_DS % 1024 == 0 && Q_BOX_BYTES % 1024 == 0, "tiles start on swizzle atoms");
+  static_assert(SMEM_BYTES <= 227 * 1024, "fits one block per SM");
+};
+
+struct Params {
+  const float* lse_log2;  // [B, H, t_pad]: LSE·log2 e, +inf past T_q (and for rows that see no key)
+  const float* d_rows;    // [B, H, t_pad]: D = rowsum(dO ∘ O), 0 past T_q
+  float* dq_acc;          // [B, T_q, H, D] fp32, summed by atomics (nullptr: dK, dV only)
+  void* dk;               // [B, T_kv, H_kv, D]
+  void* dv;
+  int t_q, t_kv, h, h_kv, t_pad;  // t_pad = T_q rounded up to BLOCK_Q: the row arrays' row length
+  bool causal;
+  float scale, scale_log2;
+  bool dq_store;          // --bug dq-no-accumulate: dQ stored instead of added
+};
+
+template <int HEAD_DIM>
+struct Smem {
+  using TL = Tiles<HEAD_DIM>;
+  uint32_t base;     // shared-memory address, 1024-byte aligned
+  uint8_t* generic;  // the same byte as a generic pointer
+  __device__ uint32_t k() const { return base; }
+  __device__ uint32_t v() const { return base + TL::OFF_V; }
+  __device__ uint32_t q(int stage) const { return base + TL::OFF_Q + stage * 2 * TL::Q_TILE_BYTES; }
+  __device__ uint32_t d_o(int stage) const { return q(stage) + TL::Q_TILE_BYTES; }
+  __device__ uint32_t ds(int buf) const { return base + TL::OFF_DS + buf * TL::DS_BYTES; }
+  __device__ uint8_t* ds_generic(int buf) const { return generic + TL::OFF_DS + buf * TL::DS_BYTES; }
+  __device__ uint32_t rows(int stage) const { return base + TL::OFF_ROWS + stage * TL::ROWS_BYTES; }
+  __device__ const float* rows_generic(int stage) const {
+    return reinterpret_cast<const float*>(generic + TL::OFF_ROWS + stage * TL::ROWS_BYTES);
+  }
+  __device__ uint32_t kv_full() const { return base + TL::OFF_BAR; }
+  __device__ uint32_t full(int stage) const { return kv_full() + 8 * (1 + stage); }
+  __device__ uint32_t empty(int stage) const { return kv_full() + 8 * (1 + TL::STAGES + stage); }
+};
+
+// A plain bulk copy (no tensor map): `bytes` (a multiple of 16, both addresses 16-byte aligned)
+// from global to shared memory, completing on mbarrier `bar`.
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+__device__ __forceinline__ void consumer_sync() {  // the 256 consumer threads only (the producer never joins)
+  asm volatile("bar.sync %0, %1;\n" ::"n"(DQ_BARRIER), "n"(CONSUMER_THREADS) : "memory");
+}
+
+// SS wgmma with both operands MN-major (imm-trans-a = imm-trans-b = 1), N = 64:
+// D (64 x 64) = A·B (+ D when accumulate). dQ = dS K with A = dS read out of dSᵀ [keys][rows]
+// (rows contiguous) and B = K [keys][D] (D contiguous).
+template <class T>
+__device__ __forceinline__ void wgmma_ss_tt_n64(float (&d)[32], uint64_t a_desc, uint64_t b_desc, bool accumulate) {
+  const uint32_t scale_d = accumulate ? 1u : 0u;
+#define LAB_WGMMA_TT(TY)                                                                                           \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                    \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY                                         \
+               " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+               "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 1, 1;\n}\n"   \
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+                 "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),         \
+                 "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),       \
+                 "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),       \
+                 "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                                                            \
+               : "l"(a_desc), "l"(b_desc), "r"(scale_d))
+  if constexpr (std::is_same_v<T, __half>) LAB_WGMMA_TT("f16");
+  else LAB_WGMMA_TT("bf16");
+#undef LAB_WGMMA_TT
+}
+
+// ---------------------------------------------------------------------------------------------
+// One block per (K/V tile of 128 keys, sequence, K/V head): grid = (ceil(T_kv / 128), B·H_kv).
+template <class T, int HEAD_DIM, bool WITH_DQ, class Ex>
+__global__ void __launch_bounds__(THREADS, 1)
+dkdv_kernel(const __grid_constant__ CUtensorMap q_map,   // (D, H, T_q, B), box (64, 1, 64, 1)
+            const __grid_constant__ CUtensorMap do_map,  // likewise
+            const __grid_constant__ CUtensorMap k_map,   // (D, H_kv, T_kv, B), box (64, 1, 128, 1)
+            const __grid_constant__ CUtensorMap v_map,   // likewise
+            const Params p) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  __trap();  // compiled for another GPU: the host launches this only on sm_90a
+#else
+  using TL = Tiles<HEAD_DIM>;
+  constexpr int STAGES = TL::STAGES;
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_addr(smem_raw), base = (raw + 1023u) & ~1023u;
+  const Smem<HEAD_DIM> sm{base, smem_raw + (base - raw)};
+
+  const int kv0 = blockIdx.x * BLOCK_KV, bhk = blockIdx.y, b = bhk / p.h_kv, hk = bhk % p.h_kv;
+  // The Q tiles that see a key of this block: causal (bottom-right aligned, i + T_kv − T_q >= j)
+  // from the first row that sees key kv0; all of them otherwise. Every head of the group. Each
+  // role computes them after its setmaxnreg (a value live across it would be spilled).
+  struct Work {
+    int group, qt_begin, qt_count, items;  // items: ring fills, (query head, Q tile) pairs
+  };
+  auto work_of = [&]() {
+    int t_q = p.t_q;
+    asm volatile("" : "+r"(t_q));  // computed here, not hoisted above the setmaxnreg
+    const int first_row = p.causal ? lab::imax(0, kv0 - (p.t_kv - t_q)) : 0;
+    const int qt_begin = first_row / BLOCK_Q, qt_count = lab::imax(0, lab::ceil_div(t_q, BLOCK_Q) - qt_begin);
+    const int group = p.h / p.h_kv;
+    return Work{group, qt_begin, qt_count, group * qt_count};
+  };
+
+  if (threadIdx.x == 0) {
+    mbar_init(sm.kv_full(), 1);  // the producer's arrive.expect_tx; the copies complete the bytes
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(sm.full(s), 1);
+      mbar_init(sm.empty(s), CONSUMER_THREADS);  // every consumer thread has read the slot (wgmma and LDS)
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();  // the barriers are initialised before any thread waits on or arrives at them
+
+  if (threadIdx.x / WG_THREADS == 0) {
+    // ---- producer
+    regs_release<PRODUCER_REGS>();
+    const auto [group, qt_begin, qt_count, items] = work_of();
+    if (threadIdx.x == 0 && items > 0) {  // no item: nothing loaded (no copy may outlive the block)
+      mbar_arrive_expect_tx(sm.kv_full(), 2 * TL::KV_TILE_BYTES);
+#pragma unroll
+      for (int c = 0; c < TL::COL_BOXES; ++c) {
+        tma_load_4d(sm.k() + c * TL::KV_BOX_BYTES, &k_map, c * BOX_COLS, hk, kv0, b, sm.kv_full());
+        tma_load_4d(sm.v() + c * TL::KV_BOX_BYTES, &v_map, c * BOX_COLS, hk, kv0, b, sm.kv_full());
+      }
+      for (int n = 0; n < items; ++n) {
+        const int stage = n % STAGES;
+        mbar_wait(sm.empty(stage), ((n / STAGES) & 1) ^ 1);  // the consumers released fill n − STAGES
+        const int head = hk * group + n / qt_count, q0 = (qt_begin + n % qt_count) * BLOCK_Q;
+        mbar_arrive_expect_tx(sm.full(stage), 2 * TL::Q_TILE_BYTES + TL::ROWS_BYTES);
+#pragma unroll
+        for (int c = 0; c < TL::COL_BOXES; ++c) {
+          tma_load_4d(sm.q(stage) + c * TL::Q_BOX_BYTES, &q_map, c * BOX_COLS, head, q0, b, sm.full(stage));
+          tma_load_4d(sm.d_o(stage) + c * TL::Q_BOX_BYTES, &do_map, c * BOX_COLS, head, q0, b, sm.full(stage));
+        }
+        const int64_t row = (int64_t(b) * p.h + head) * p.t_pad + q0;
+        bulk_load(sm.rows(stage), p.lse_log2 + row, BLOCK_Q * 4, sm.full(stage));
+        bulk_load(sm.rows(stage) + BLOCK_Q * 4, p.d_rows + row, BLOCK_Q * 4, sm.full(stage));
+      }
+    }
+  } else {
+    // ---- consumers
+    regs_claim<CONSUMER_REGS>();
+    const auto [group, qt_begin, qt_count, items] = work_of();
+    const int wg = threadIdx.x / WG_THREADS - 1, tid = threadIdx.x % WG_THREADS;
+    const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    const int wg_k0 = kv0 + wg * WG_KEYS;         // this warpgroup's first key
+    const int key_g = wg_k0 + 16 * warp + g;      // this thread's keys: key_g and key_g + 8
+    const uint32_t k_rows = sm.k() + uint32_t(wg * WG_KEYS * ROW_BYTES);  // its 64 rows in each box
+    const uint32_t v_rows = sm.v() + uint32_t(wg * WG_KEYS * ROW_BYTES);
+    // dQ's share of this warpgroup: keys [dq_key0, dq_key0 + DQ_KEYS) of the block, columns of box dq_box.
+    const int dq_key0 = HEAD_DIM == 128 ? 0 : wg * WG_KEYS, dq_box = HEAD_DIM == 128 ? wg : 0;
+
+    float dk_acc[TL::ACC_REGS], dv_acc[TL::ACC_REGS];
+#pragma unroll
+    for (int x = 0; x < TL::ACC_REGS; ++x) dk_acc[x] = dv_acc[x] = 0.f;
+    bool written = true;  // false while an exercise is still the stub
+    if (items > 0) mbar_wait(sm.kv_full(), 0);  // K and V have landed (phase 0, their only one)
+
+    for (int n = 0; n < items; ++n) {
+      const int stage = n % STAGES, head = hk * group + n / qt_count, q0 = (qt_begin + n % qt_count) * BLOCK_Q;
+      mbar_wait(sm.full(stage), (n / STAGES) & 1);  // Q, dO and the rows of fill n have landed
+      const float* lse_s = sm.rows_generic(stage);  // [BLOCK_Q] LSE·log2 e, then [BLOCK_Q] D
+      const float* d_s = lse_s + BLOCK_Q;
+
+      // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ   [64 keys x 64 rows]: walk D in k-steps of 16 columns (32
+      // bytes along a box row), then on to the next 64-column box.
+      float st[TL::S_REGS], dpt[TL::S_REGS];
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < TL::D_STEPS; ++kk) {
+        const uint32_t col = uint32_t((kk % 4) * 32), box = uint32_t(kk / 4);
+        wgmma_ss<T, BLOCK_Q>(st, desc_k_major_sw128(k_rows + box * TL::KV_BOX_BYTES + col),
+                             desc_k_major_sw128(sm.q(stage) + box * TL::Q_BOX_BYTES + col), kk > 0);
+      }
+#pragma unroll
+      for (int kk = 0; kk < TL::D_STEPS; ++kk) {
+        const uint32_t col = uint32_t((kk % 4) * 32), box = uint32_t(kk / 4);
+        wgmma_ss<T, BLOCK_Q>(dpt, desc_k_major_sw128(v_rows + box * TL::KV_BOX_BYTES + col),
+                             desc_k_major_sw128(sm.d_o(stage) + box * TL::Q_BOX_BYTES + col), kk > 0);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_accumulators(st);
+      fence_accumulators(dpt);
+
+      // Pᵀ and dSᵀ per element (the exercises), then the weights of dV and dK in their place.
+      // Element e of n-block j: key key_g + 8·(e / 2), query row q0 + 8j + 2t + (e % 2).
+      const bool whole = lab::tile_visibility(q0, lab::imin(q0 + BLOCK_Q, p.t_q), wg_k0, wg_k0 + WG_KEYS, p.t_q,
+                                              p.t_kv, p.causal, 0) == lab::TileVisibility::full;
+      // Elsewhere key = key_g + 8·(e / 2) is visible from row i = q0 + 8j + 2t + (e % 2) when it
+      // exists (key < T_kv) and, causal, key − i <= T_kv − T_q (lab::key_visible, written with
+      // the thread's constants: diag − 8·(e / 2) + 8j + (e % 2) >= 0, keys_left > 8·(e / 2)).
+      const int diag = p.causal ? p.t_kv - p.t_q - key_g + q0 + 2 * t : BLOCK_Q;
+      const int keys_left = p.t_kv - key_g;
+#pragma unroll
+      for (int j = 0; j < BLOCK_Q / 8; ++j) {
+        const float2 lse2 = *reinterpret_cast<const float2*>(lse_s + 8 * j + 2 * t);
+        const float2 d2 = *reinterpret_cast<const float2*>(d_s + 8 * j + 2 * t);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          // Rows past T_q need no test (P = exp2(−inf) = 0); the causal diagonal and T_kv do.
+          const bool visible = whole || (8 * (e >> 1) - 8 * j - (e & 1) <= diag && 8 * (e >> 1) < keys_left);
+          float pe = 0.f, dse = 0.f;
+          if (visible)
+            written &= Ex::p_and_ds(st[4 * j + e], dpt[4 * j + e], (e & 1) ? lse2.y : lse2.x, (e & 1) ? d2.y : d2.x,
+                                    p.scale_log2, &pe, &dse);
+          written &= Ex::weights(pe, dse, &st[4 * j + e], &dpt[4 * j + e]);
+        }
+      }
+      // The weights, 16-bit, as the A registers of k-step kk (rows 16kk .. 16kk + 15) = n-blocks
+      // 2kk and 2kk + 1 of the accumulator (sm90.cuh: the layouts match).
+      uint32_t pa[TL::Q_STEPS][4], dsa[TL::Q_STEPS][4];
+#pragma unroll
+      for (int kk = 0; kk < TL::Q_STEPS; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          pa[kk][r] = pack2<T>(st[8 * kk + 2 * r], st[8 * kk + 2 * r + 1]);
+          dsa[kk][r] = pack2<T>(dpt[8 * kk + 2 * r], dpt[8 * kk + 2 * r + 1]);
+        }
+
+      // dV += Pᵀ dO and dK += dSᵀ Q   [64 keys x 64 rows] · [64 rows x D]: dO and Q as MN-major
+      // B operands (D contiguous): 16 rows (two 8-row groups, SBO = 1024) per k-step, the D
+      // columns in 64-column boxes (LBO = one box).
+      wgmma_fence();  // pa, dsa written since the last wgmma
+#pragma unroll
+      for (int kk = 0; kk < TL::Q_STEPS; ++kk) {
+        wgmma_rs_mn<T, HEAD_DIM>(dv_acc, pa[kk], desc_mn_major_sw128(sm.d_o(stage) + uint32_t(kk * 16 * ROW_BYTES), TL::Q_BOX_BYTES));
+        wgmma_rs_mn<T, HEAD_DIM>(dk_acc, dsa[kk], desc_mn_major_sw128(sm.q(stage) + uint32_t(kk * 16 * ROW_BYTES), TL::Q_BOX_BYTES));
+      }
+      wgmma_commit();
+
+      if constexpr (WITH_DQ) {
+        // dSᵀ to shared memory, [128 keys][64 rows] in the 128-byte swizzle (chunk c of row r at
+        // c ^ (r % 8)): dQ reads it as its A operand, MN-major. Double-buffered by Q tile: a
+        // warpgroup may write tile n + 1's while the other still reads tile n's.
+        const int buf = n & 1;
+        uint8_t* ds_smem = sm.ds_generic(buf);
+#pragma unroll
+        for (int kk = 0; kk < TL::Q_STEPS; ++kk)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {  // dsa[kk][r]: key row g + 8·(r % 2), columns 16kk + 8·(r / 2) + 2t, +1
+            const int key = wg * WG_KEYS + 16 * warp + g + 8 * (r & 1), chunk = 2 * kk + (r >> 1);
+            *reinterpret_cast<uint32_t*>(ds_smem + key * ROW_BYTES + ((chunk ^ (key & 7)) * 16) + 4 * t) = dsa[kk][r];
+          }
+        fence_proxy_async_smem();  // these generic stores -> the wgmma (async proxy) reads below
+        consumer_sync();           // both warpgroups' dSᵀ are in shared memory (dV, dK run meanwhile)
+        wgmma_wait<0>();           // dV and dK are done: the slot and pa, dsa may be reused
+        fence_accumulators(dv_acc);
+        fence_accumulators(dk_acc);
+#pragma unroll
+        for (int kk = 0; kk < TL::Q_STEPS; ++kk) {
+          fence_registers(pa[kk]);
+          fence_registers(dsa[kk]);
+        }
+        mbar_arrive(sm.empty(stage));  // dQ reads dSᵀ and K only: the producer may refill the slot
+
+        // dQ (this warpgroup's share) = dS K   [64 rows x DQ_KEYS] · [DQ_KEYS x 64 columns].
+        float dq[32];
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < TL::DQ_KEYS / 16; ++kk) {
+          const uint32_t key_off = uint32_t((dq_key0 + 16 * kk) * ROW_BYTES);
+          wgmma_ss_tt_n64<T>(dq, desc_mn_major_sw128(sm.ds(buf) + key_off, TL::DS_BYTES),
+                             desc_mn_major_sw128(sm.k() + dq_box * TL::KV_BOX_BYTES + key_off, TL::KV_BOX_BYTES), kk > 0);
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_accumulators(dq);
+
+        // dq[4j + e]: row 16·warp + g + 8·(e / 2), column 8j + 2t + (e % 2). Lanes t and t ^ 1
+        // swap halves so that each holds 4 consecutive columns of one row: even t row g, odd t
+        // row g + 8; then one 16-byte atomic (red.global.add.v4.f32) per n-block.
+        const int row = q0 + 16 * warp + g + 8 * (t & 1);
+        int b_here = b;
+        asm volatile("" : "+r"(b_here));  // the row address is recomputed here, not held in registers all along
+        float* dq_row = p.dq_acc + ((int64_t(b_here) * p.t_q + row) * p.h + head) * HEAD_DIM + dq_box * BOX_COLS;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float s0 = (t & 1) ? dq[4 * j] : dq[4 * j + 2], s1 = (t & 1) ? dq[4 * j + 1] : dq[4 * j + 3];
+          const float r0 = __shfl_xor_sync(0xffffffffu, s0, 1), r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
+          const float4 v4 = (t & 1) ? make_float4(r0, r1, dq[4 * j + 2], dq[4 * j + 3])
+                                    : make_float4(dq[4 * j], dq[4 * j + 1], r0, r1);
+          float4* at = reinterpret_cast<float4*>(dq_row + 8 * j + 2 * (t & ~1));
+          if (written && row < p.t_q) {
+            if (p.dq_store) *at = v4;  // --bug dq-no-accumulate: the last K/V tile wins
+            else atomicAdd(at, v4);
+          }
+        }
+      } else {
+        wgmma_wait<0>();  // dV and dK are done: the slot and pa, dsa may be reused
+        fence_accumulators(dv_acc);
+        fence_accumulators(dk_acc);
+#pragma unroll
+        for (int kk = 0; kk < TL::Q_STEPS; ++kk) {
+          fence_registers(pa[kk]);
+          fence_registers(dsa[kk]);
+        }
+        mbar_arrive(sm.empty(stage));
+      }
+    }
+
+    if (!written) return;
+    // dK = scale·(dSᵀ Q), dV = Pᵀ dO: rows key_g, key_g + 8 (those < T_kv), columns 8j + 2t, +1.
+    T* dk = static_cast<T*>(p.dk);
+    T* dv = static_cast<T*>(p.dv);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int key = key_g + 8 * r;
+      if (key >= p.t_kv) continue;
+      const int64_t at = ((int64_t(b) * p.t_kv + key) * p.h_kv + hk) * HEAD_DIM;
+#pragma unroll
+      for (int j = 0; j < HEAD_DIM / 8; ++j) {
+        const int c = 8 * j + 2 * t;
+        *reinterpret_cast<Vec2<T>*>(dk + at + c) = from_float2<T>(dk_acc[4 * j + 2 * r] * p.scale, dk_acc[4 * j + 2 * r + 1] * p.scale);
+        *reinterpret_cast<Vec2<T>*>(dv + at + c) = from_float2<T>(dv_acc[4 * j + 2 * r], dv_acc[4 * j + 2 * r + 1]);
+      }
+    }
+  }
+#endif
+}
+
+// A tensor map over a [B, rows, heads, D] 16-bit tensor: dims (D, heads, rows, B), box (64, 1,
+// box_rows, 1), 128-byte swizzle; boxes hanging past `rows` read zeros.
+inline CUtensorMap make_map(bool f16, const void* base, int batch, int rows, int heads, int d, int box_rows) {
+  CUtensorMap map;
+  const uint64_t eb = 2;
+  const uint64_t dims[4] = {uint64_t(d), uint64_t(heads), uint64_t(rows), uint64_t(batch)};
+  const uint64_t strides[3] = {d * eb, uint64_t(heads) * d * eb, uint64_t(rows) * heads * d * eb};
+  const uint32_t box[4] = {uint32_t(BOX_COLS), 1u, uint32_t(box_rows), 1u};
+  const std::string err = encode_tensor_map(&map, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                                            4, base, dims, strides, box);
+  if (!err.empty()) lab::cuda_fail(cudaErrorInvalidValue, err.c_str(), __FILE__, __LINE__);  // the CUDA-error exit
+  return map;
+}
+
+}  // namespace lab::wsbwd
