@@ -336,9 +336,11 @@ struct Hooks : StandardRules, Protocol<KV> {};
 // Host side.
 // The block's consumer warpgroups: --consumers, else the variant's tile for this D (ws-pingpong at
 // D = 64: 3, a 192-row block; everything else: 2).
+int default_consumers(const std::string& variant, const lab::Problem& pr) {
+  return variant == "ws-pingpong" && pr.d == 64 ? 3 : CONSUMERS;
+}
 int consumers_of(const lab::Options& o, const lab::Problem& pr) {
-  if (o.consumers > 0) return o.consumers;
-  return o.variant == "ws-pingpong" && pr.d == 64 ? 3 : CONSUMERS;
+  return o.consumers > 0 ? o.consumers : default_consumers(o.variant, pr);
 }
 int page_size_of(const lab::Problem& pr) { return pr.page_size > 0 ? pr.page_size : DEFAULT_PAGE; }
 int box_rows_of(int page_size) { return std::gcd(page_size, BLOCK_KV); }
@@ -481,6 +483,7 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
                       : pick<__nv_bfloat16, 128>(ctx.variant, consumers, q_map, k_map, v_map, p, grid, keep);
   run.metrics["block_q"] = block_q;
   run.metrics["consumers"] = consumers;
+  run.metrics["consumers_default"] = default_consumers(ctx.variant, pr);  // the tables name a block other than this
   run.metrics["threads"] = (1 + consumers) * WG_THREADS;
   run.metrics["block_kv"] = BLOCK_KV;
   run.metrics["stages"] = stages;
