@@ -38,7 +38,7 @@
 // at D = 128 the block stays 128 x 128 (2 consumers); at D = 64 a GEMM is half as long for the
 // same softmax, so the block takes 3 consumer warpgroups (BLOCK_Q = 192, setmaxnreg 32/160): three
 // softmaxes share the time of the GEMMs. --consumers 2 or 3 (D = 64, ws-overlap and ws-pingpong)
-// chooses the block for the ablation.
+// (and `ws`) chooses the block for the ablation.
 // Variant `paged`: the same kernel (the plain `ws` loop) reading K/V from a paged cache (06's pool
 // [blocks, page, H_kv, D], shuffled block tables, NaN in every slot no sequence owns) through TMA.
 // A box may not cross a page, and a tensor map has one base address, so every page gets its own
@@ -389,9 +389,9 @@ std::function<void(cudaStream_t)> pick(const std::string& variant, int consumers
                                    : make_forward<T, HEAD_DIM, KvSource::contiguous, false, 1>(q_map, k_map, v_map, p, grid, keep);
   if constexpr (HEAD_DIM == 64)  // --consumers 3: the 192-row block (Q's slot holds it only at D = 64)
     if (consumers == 3)
-      return variant == "ws-pingpong"
-                 ? make_forward<T, HEAD_DIM, KvSource::contiguous, true, 3, true>(q_map, k_map, v_map, p, grid, keep)
-                 : make_forward<T, HEAD_DIM, KvSource::contiguous, true, 3>(q_map, k_map, v_map, p, grid, keep);
+      return variant == "ws-pingpong"  ? make_forward<T, HEAD_DIM, KvSource::contiguous, true, 3, true>(q_map, k_map, v_map, p, grid, keep)
+             : variant == "ws-overlap" ? make_forward<T, HEAD_DIM, KvSource::contiguous, true, 3>(q_map, k_map, v_map, p, grid, keep)
+                                       : make_forward<T, HEAD_DIM, KvSource::contiguous, false, 3>(q_map, k_map, v_map, p, grid, keep);
   if (variant == "ws-pingpong")
     return make_forward<T, HEAD_DIM, KvSource::contiguous, true, CONSUMERS, true>(q_map, k_map, v_map, p, grid, keep);
   if (variant == "paged") return make_forward<T, HEAD_DIM, KvSource::page_maps, false>(q_map, k_map, v_map, p, grid, keep);
@@ -672,8 +672,8 @@ int main(int argc, char** argv) {
       return "--consumers 1 applies to --variant ws and ws-overlap";
     if (o.consumers == 1 && o.variant == "ws-pingpong")
       return "--consumers 1 with --variant ws-pingpong: ping-pong needs two consumer warpgroups at least";
-    if (o.consumers == 3 && (p.d != 64 || (o.variant != "ws-overlap" && o.variant != "ws-pingpong")))
-      return "--consumers 3 applies to --variant ws-overlap and ws-pingpong at --d 64 (Q's shared memory holds 192 rows only there)";
+    if (o.consumers == 3 && (p.d != 64 || paged))
+      return "--consumers 3 applies to --variant ws, ws-overlap and ws-pingpong at --d 64 (Q's shared memory holds 192 rows only there)";
     if (!paged && p.page_size != 0)
       return "--page-size applies to --variant paged and paged-pool (" + o.variant + " reads the contiguous K/V cache)";
     if (paged) return lab::check_block_tables(paged_cache_of(p, o.seed));  // before anything is launched

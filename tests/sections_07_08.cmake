@@ -47,7 +47,7 @@ lab_test(cpu_model.08_tma_skeleton.paged_prints_page_size cpu 0 MATCH "paged K/V
 lab_test(cpu_model.08_tma_skeleton.chunked_prefill cpu 0 MATCH "page size 64" "PASS"
          COMMAND ${S08} --cpu --variant paged-pool --page-size 64 --t 64 --t-kv 700 --causal --h 2)
 lab_test(bad_input.08_tma_skeleton.consumers4 cpu 2 MATCH "^bad input: --consumers 4 is not supported \\(1, 2, 3\\)" COMMAND ${S08} --consumers 4)
-lab_test(bad_input.08_tma_skeleton.consumers3_d128 cpu 2 MATCH "^bad input: --consumers 3 applies to --variant ws-overlap and ws-pingpong at --d 64"
+lab_test(bad_input.08_tma_skeleton.consumers3_d128 cpu 2 MATCH "^bad input: --consumers 3 applies to --variant ws, ws-overlap and ws-pingpong at --d 64"
          COMMAND ${S08} --consumers 3 --variant ws-pingpong --d 128)
 lab_test(bad_input.08_tma_skeleton.pingpong_one_consumer cpu 2 MATCH "^bad input: --consumers 1 with --variant ws-pingpong"
          COMMAND ${S08} --consumers 1 --variant ws-pingpong)

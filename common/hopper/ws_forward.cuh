@@ -61,16 +61,16 @@ template <int HEAD_DIM>
 struct Tiles {
   static constexpr int STAGES = HEAD_DIM == 64 ? 4 : 3;        // K/V slots in the ring (as many as fit)
   static constexpr int COL_BOXES = HEAD_DIM / BOX_COLS;         // 64-column boxes per row of a tile
-  // Q's slot: the rows of up to 2 consumer warpgroups (128), or of 3 at D = 64 (192: the tile of
-  // ws-pingpong there, which fits beside 4 K/V stages; at D = 128 it would not).
+  // Q's slot: the rows of up to 2 consumer warpgroups (128), or of 3 at D = 64 (192: section 08's
+  // ws-pingpong block there, which fits beside 4 K/V stages; at D = 128 it would not).
   static constexpr int Q_SLOT_ROWS = HEAD_DIM == 64 ? 3 * WG_ROWS : 2 * WG_ROWS;
   static constexpr int MAX_CONSUMERS = Q_SLOT_ROWS / WG_ROWS;
   static constexpr int Q_BOX_BYTES = Q_SLOT_ROWS * ROW_BYTES;   // 16 KB (24 KB at D = 64)
   static constexpr int KV_BOX_BYTES = BLOCK_KV * ROW_BYTES;     // 16 KB
-  static constexpr int Q_BYTES = COL_BOXES * Q_BOX_BYTES;       // what q_full waits for
+  static constexpr int Q_BYTES = COL_BOXES * Q_BOX_BYTES;       // Q's slot (q_full waits for CONS·64 rows of it)
   static constexpr int KV_TILE_BYTES = COL_BOXES * KV_BOX_BYTES;  // what k_full / v_full wait for
   // Shared memory, from a 1024-byte aligned base (the 128-byte swizzle repeats every 1024 bytes):
-  //   Q [COL_BOXES][BLOCK_Q][64] | K [STAGES][COL_BOXES][BLOCK_KV][64] | V (same) | barriers
+  //   Q [COL_BOXES][Q_SLOT_ROWS][64] | K [STAGES][COL_BOXES][BLOCK_KV][64] | V (same) | barriers
   static constexpr int OFF_K = Q_BYTES;
   static constexpr int OFF_V = OFF_K + STAGES * KV_TILE_BYTES;
   static constexpr int OFF_BAR = OFF_V + STAGES * KV_TILE_BYTES;
