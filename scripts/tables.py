@@ -367,6 +367,8 @@ COMPARISONS = [
     ("08 ws vs 04 mma (T >= 4096)", ("08_tma_skeleton", "ws", lambda p: p["t_q"] >= 4096), ("04_fp16", "mma"), 1.0),
     ("08 ws-overlap vs 04 mma (T >= 4096)", ("08_tma_skeleton", "ws-overlap", lambda p: p["t_q"] >= 4096),
      ("04_fp16", "mma"), 1.0),
+    ("08 ws-pingpong vs 08 ws-overlap (T >= 4096)", ("08_tma_skeleton", "ws-pingpong", lambda p: p["t_q"] >= 4096),
+     ("08_tma_skeleton", "ws-overlap"), 1.0),
     ("08 paged (page >= 64) vs 08 ws", ("08_tma_skeleton", "paged", lambda p: (p.get("page_size") or 0) >= 64),
      ("08_tma_skeleton", "ws"), 0.9),
     ("08 paged-pool (page >= 64) vs 08 ws", ("08_tma_skeleton", "paged-pool",
@@ -380,10 +382,12 @@ def comparison_table(records):
     timed = [r for r in records if r["build"] == "solution" and r["timing"].get("median_ms")]
     rows = []
     for label, (sec, var, applies), (ref_sec, ref_var), target in COMPARISONS:
-        for r in sorted((r for r in timed if r["section"] == sec and r["variant"] == var), key=sort_order):
+        # variant_label: a variant's own block only (not an ablation's --consumers run of it)
+        for r in sorted((r for r in timed if r["section"] == sec and variant_label(r) == var), key=sort_order):
             if not applies(r["problem"]):
                 continue
-            ref = [o for o in timed if o["section"] == ref_sec and o["variant"] == ref_var and problem_key(o) == problem_key(r)]
+            ref = [o for o in timed
+                   if o["section"] == ref_sec and variant_label(o) == ref_var and problem_key(o) == problem_key(r)]
             if not ref:
                 continue
             ratio = ref[0]["timing"]["median_ms"] / r["timing"]["median_ms"]
