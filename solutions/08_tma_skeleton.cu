@@ -69,6 +69,7 @@
 //      build/bin/08_tma_skeleton --t 4096 --d 128 --h 16 --b 4 --dtype bf16   (the solution)
 //      build/bin/08_tma_skeleton --variant paged --page-size 128 --t 4096 --causal
 //      build/bin/08_tma_skeleton --consumers 1 --t 4096 --d 128 --h 16 --b 4   (one consumer warpgroup)
+//      build/bin/08_tma_skeleton --variant ws-pingpong --b 2 --h 32 --t 8192 --d 64   (ping-pong, 192-row block)
 //      build/bin/gpu_wgmma_layout                               (the layout self-test)
 #include <numeric>
 #include <type_traits>
