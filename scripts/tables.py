@@ -222,6 +222,15 @@ def readme_table(sections, by_section):
     return "\n".join(rows)
 
 
+def variant_label(r):
+    """A record's variant as the tables name it. A warp-specialised record run with another block
+    than its variant's own (08's --consumers: the record's metrics say both) names its consumer
+    count, so the rows of an ablation stay apart."""
+    m = r.get("metrics") or {}
+    c, own = m.get("consumers"), m.get("consumers_default")
+    return f"{r['variant']} --consumers {c}" if c is not None and own is not None and c != own else r["variant"]
+
+
 def compact_table(records):
     """A section's sweep as one row per problem: each variant of ours (ms), the best of ours as a
     rate, the fastest library on the problem and its time over ours. The table a handout shows."""
@@ -231,7 +240,7 @@ def compact_table(records):
         return NO_RECORDS
     count = {}
     for r in ours:
-        count[r["variant"]] = count.get(r["variant"], 0) + 1
+        count[variant_label(r)] = count.get(variant_label(r), 0) + 1
     variants = sorted(count, key=lambda v: (-count[v], v))  # the variants measured on most problems first
     rows_by = {}
     for r in sorted(ours, key=lambda r: (sort_order(r), r["problem"].get("page_size") or 0)):
@@ -248,11 +257,11 @@ def compact_table(records):
     for rs in rows_by.values():
         cells = [shape(rs[0])]
         for v in variants:
-            mine = [r for r in rs if r["variant"] == v]
+            mine = [r for r in rs if variant_label(r) == v]
             cells.append("" if not mine else " / ".join(
                 f"{r['timing']['median_ms']:.4g}" + ("" if r["check"]["passed"] else " FAIL") for r in mine))
         best = min(rs, key=lambda r: r["timing"]["median_ms"])
-        cells.append(f"{rate(best)} ({best['variant']})")
+        cells.append(f"{rate(best)} ({variant_label(best)})")
         same = [b for b in libs if problem_key(b) == problem_key(best) and pass_of(b) == pass_of(best)]
         if same:
             lib = min(same, key=lambda b: b["timing"]["median_ms"])
@@ -313,7 +322,7 @@ def section_table(records, ceilings=None, ncu=None):
         measured = ncu.get((r["section"], r["variant"], problem_key(r)))
         dram = "–" if not measured else f"{human_bytes(measured)} / {human_bytes(m.get('hbm_bytes_model'))}"
         check = "pass" if r["check"]["passed"] else ("unavailable" if r["check"].get("rule") == "baseline unavailable" else "FAIL")
-        name = r["variant"] if pass_of(r) == "forward" else f"{r['variant']} ({pass_of(r)})"
+        name = variant_label(r) if pass_of(r) == "forward" else f"{variant_label(r)} ({pass_of(r)})"
         rows.append(f"| {name} | {r['build']} | {shape(r)} | {num(r['timing']['median_ms'], '.4g')} | "
                     f"{num(m.get('tflops'), '.3g')} | {num(m.get('hbm_gbps'), '.4g')} | {num(ceiling_pct(r, ceilings), '.0f')} | "
                     f"{vs} | {human_bytes(m.get('extra_device_bytes'))} | {dram} | {check} |")
@@ -384,6 +393,8 @@ COMPARISONS = [
     ("08 ws vs 04 mma (T >= 4096)", ("08_tma_skeleton", "ws", lambda p: p["t_q"] >= 4096), ("04_fp16", "mma"), 1.0),
     ("08 ws-overlap vs 04 mma (T >= 4096)", ("08_tma_skeleton", "ws-overlap", lambda p: p["t_q"] >= 4096),
      ("04_fp16", "mma"), 1.0),
+    ("08 ws-pingpong vs 08 ws-overlap (T >= 4096)", ("08_tma_skeleton", "ws-pingpong", lambda p: p["t_q"] >= 4096),
+     ("08_tma_skeleton", "ws-overlap"), 1.0),
     ("08 paged (page >= 64) vs 08 ws", ("08_tma_skeleton", "paged", lambda p: (p.get("page_size") or 0) >= 64),
      ("08_tma_skeleton", "ws"), 0.9),
     ("08 paged-pool (page >= 64) vs 08 ws", ("08_tma_skeleton", "paged-pool",
@@ -397,10 +408,12 @@ def comparison_table(records):
     timed = [r for r in records if r["build"] == "solution" and r["timing"].get("median_ms")]
     rows = []
     for label, (sec, var, applies), (ref_sec, ref_var), target in COMPARISONS:
-        for r in sorted((r for r in timed if r["section"] == sec and r["variant"] == var), key=sort_order):
+        # variant_label: a variant's own block only (not an ablation's --consumers run of it)
+        for r in sorted((r for r in timed if r["section"] == sec and variant_label(r) == var), key=sort_order):
             if not applies(r["problem"]):
                 continue
-            ref = [o for o in timed if o["section"] == ref_sec and o["variant"] == ref_var and problem_key(o) == problem_key(r)]
+            ref = [o for o in timed
+                   if o["section"] == ref_sec and variant_label(o) == ref_var and problem_key(o) == problem_key(r)]
             if not ref:
                 continue
             ratio = ref[0]["timing"]["median_ms"] / r["timing"]["median_ms"]

@@ -31,6 +31,14 @@
 // the tensor core (same arithmetic, same results; one more S in flight per thread).
 // --consumers 1 (ws, ws-overlap): one consumer warpgroup per block instead of two (64 query rows,
 // 256 threads, the same ring): the producer/consumer ratio of §12.11's pitfall, measured.
+// Variant `ws-pingpong`: `ws-overlap` plus FlashAttention-3's ping-pong (inter-warpgroup) schedule:
+// the consumer warpgroups take turns at the tensor core, ordered by named barriers (bar.sync on
+// one's own, bar.arrive on the next one's), so that one warpgroup's softmax runs while another's
+// GEMMs occupy the tensor core (common/hopper/ws_forward.cuh, consumer_pingpong). The tile per D:
+// at D = 128 the block stays 128 x 128 (2 consumers); at D = 64 a GEMM is half as long for the
+// same softmax, so the block takes 3 consumer warpgroups (BLOCK_Q = 192, setmaxnreg 32/160): three
+// softmaxes share the time of the GEMMs. --consumers 2 or 3 (D = 64, ws-overlap and ws-pingpong)
+// (and `ws`) chooses the block for the ablation.
 // Variant `paged`: the same kernel (the plain `ws` loop) reading K/V from a paged cache (06's pool
 // [blocks, page, H_kv, D], shuffled block tables, NaN in every slot no sequence owns) through TMA.
 // A box may not cross a page, and a tensor map has one base address, so every page gets its own
@@ -61,6 +69,7 @@
 //      build/bin/08_tma_skeleton --t 4096 --d 128 --h 16 --b 4 --dtype bf16   (the solution)
 //      build/bin/08_tma_skeleton --variant paged --page-size 128 --t 4096 --causal
 //      build/bin/08_tma_skeleton --consumers 1 --t 4096 --d 128 --h 16 --b 4   (one consumer warpgroup)
+//      build/bin/08_tma_skeleton --variant ws-pingpong --b 2 --h 32 --t 8192 --d 64   (ping-pong, 192-row block)
 //      build/bin/gpu_wgmma_layout                               (the layout self-test)
 #include <numeric>
 #include <type_traits>
@@ -326,7 +335,14 @@ struct Hooks : StandardRules, Protocol<KV> {};
 
 // ---------------------------------------------------------------------------------------------
 // Host side.
-int consumers_of(const lab::Options& o) { return o.consumers > 0 ? o.consumers : CONSUMERS; }
+// The block's consumer warpgroups: --consumers, else the variant's tile for this D (ws-pingpong at
+// D = 64: 3, a 192-row block; everything else: 2).
+int default_consumers(const std::string& variant, const lab::Problem& pr) {
+  return variant == "ws-pingpong" && pr.d == 64 ? 3 : CONSUMERS;
+}
+int consumers_of(const lab::Options& o, const lab::Problem& pr) {
+  return o.consumers > 0 ? o.consumers : default_consumers(o.variant, pr);
+}
 int page_size_of(const lab::Problem& pr) { return pr.page_size > 0 ? pr.page_size : DEFAULT_PAGE; }
 int box_rows_of(int page_size) { return std::gcd(page_size, BLOCK_KV); }
 // The paged cache of the problem: every sequence T_kv keys, from a pool shuffled with `seed`
@@ -341,26 +357,26 @@ struct PagedBuffers {
   lab::DeviceBuffer k_pool, v_pool, tables, page_maps, last_page_maps;
 };
 
-template <class T, int HEAD_DIM, KvSource KV, bool OVERLAP, int CONS>
+template <class T, int HEAD_DIM, KvSource KV, bool OVERLAP, int CONS, bool PINGPONG>
 void launch(const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map, const Params& p, dim3 grid,
             cudaStream_t st) {
   if constexpr (KV == KvSource::page_maps) {  // every page's maps first (k_map, v_map: the templates)
     edit_page_maps<<<dim3(unsigned(lab::ceil_div(p.t_kv, p.page_size)), grid.y / unsigned(p.h)), 32, 0, st>>>(k_map, v_map, p);
     CUDA_CHECK_LAST();
   }
-  ws_kernel<T, HEAD_DIM, OVERLAP, Hooks<KV>, CONS><<<grid, (1 + CONS) * WG_THREADS, Tiles<HEAD_DIM>::SMEM_BYTES, st>>>(
+  ws_kernel<T, HEAD_DIM, OVERLAP, Hooks<KV>, CONS, PINGPONG><<<grid, (1 + CONS) * WG_THREADS, Tiles<HEAD_DIM>::SMEM_BYTES, st>>>(
       q_map, k_map, v_map, p);
   CUDA_CHECK_LAST();
 }
 
-template <class T, int HEAD_DIM, KvSource KV, bool OVERLAP, int CONS = CONSUMERS>
+template <class T, int HEAD_DIM, KvSource KV, bool OVERLAP, int CONS = CONSUMERS, bool PINGPONG = false>
 std::function<void(cudaStream_t)> make_forward(const CUtensorMap& q_map, const CUtensorMap& k_map,
                                                const CUtensorMap& v_map, const Params& p, dim3 grid,
                                                std::shared_ptr<PagedBuffers> keep) {
-  CUDA_CHECK(cudaFuncSetAttribute(ws_kernel<T, HEAD_DIM, OVERLAP, Hooks<KV>, CONS>,
+  CUDA_CHECK(cudaFuncSetAttribute(ws_kernel<T, HEAD_DIM, OVERLAP, Hooks<KV>, CONS, PINGPONG>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, Tiles<HEAD_DIM>::SMEM_BYTES));
   return [=](cudaStream_t st) {
-    launch<T, HEAD_DIM, KV, OVERLAP, CONS>(q_map, k_map, v_map, p, grid, st);
+    launch<T, HEAD_DIM, KV, OVERLAP, CONS, PINGPONG>(q_map, k_map, v_map, p, grid, st);
     (void)keep;  // the pool, the tables and the map workspace live as long as the forward
   };
 }
@@ -372,6 +388,13 @@ std::function<void(cudaStream_t)> pick(const std::string& variant, int consumers
   if (consumers == 1)  // --consumers 1 (ws and ws-overlap): one consumer warpgroup per block
     return variant == "ws-overlap" ? make_forward<T, HEAD_DIM, KvSource::contiguous, true, 1>(q_map, k_map, v_map, p, grid, keep)
                                    : make_forward<T, HEAD_DIM, KvSource::contiguous, false, 1>(q_map, k_map, v_map, p, grid, keep);
+  if constexpr (HEAD_DIM == 64)  // --consumers 3: the 192-row block (Q's slot holds it only at D = 64)
+    if (consumers == 3)
+      return variant == "ws-pingpong"  ? make_forward<T, HEAD_DIM, KvSource::contiguous, true, 3, true>(q_map, k_map, v_map, p, grid, keep)
+             : variant == "ws-overlap" ? make_forward<T, HEAD_DIM, KvSource::contiguous, true, 3>(q_map, k_map, v_map, p, grid, keep)
+                                       : make_forward<T, HEAD_DIM, KvSource::contiguous, false, 3>(q_map, k_map, v_map, p, grid, keep);
+  if (variant == "ws-pingpong")
+    return make_forward<T, HEAD_DIM, KvSource::contiguous, true, CONSUMERS, true>(q_map, k_map, v_map, p, grid, keep);
   if (variant == "paged") return make_forward<T, HEAD_DIM, KvSource::page_maps, false>(q_map, k_map, v_map, p, grid, keep);
   if (variant == "paged-pool")
     return make_forward<T, HEAD_DIM, KvSource::pool_map, false>(q_map, k_map, v_map, p, grid, keep);
@@ -384,7 +407,7 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   const lab::Problem& pr = ctx.problem;
   const bool paged = ctx.variant == "paged" || ctx.variant == "paged-pool";
   Params p = params_of(pr, ctx.tensors.o, ctx.tensors.lse);
-  const int consumers = consumers_of(ctx.options), block_q = consumers * WG_ROWS;
+  const int consumers = consumers_of(ctx.options, pr), block_q = consumers * WG_ROWS;
   const dim3 grid(unsigned(lab::ceil_div(pr.t_q, block_q)), unsigned(pr.b * pr.h));
   const CUtensorMap q_map = make_map(pr, ctx.tensors.q, pr.h, pr.t_q, pr.b, block_q);
   CUtensorMap k_map, v_map;
@@ -461,12 +484,14 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
                       : pick<__nv_bfloat16, 128>(ctx.variant, consumers, q_map, k_map, v_map, p, grid, keep);
   run.metrics["block_q"] = block_q;
   run.metrics["consumers"] = consumers;
+  run.metrics["consumers_default"] = default_consumers(ctx.variant, pr);  // the tables name a block other than this
   run.metrics["threads"] = (1 + consumers) * WG_THREADS;
   run.metrics["block_kv"] = BLOCK_KV;
   run.metrics["stages"] = stages;
   run.metrics["smem_bytes"] = pr.d == 64 ? Tiles<64>::SMEM_BYTES : Tiles<128>::SMEM_BYTES;
-  run.metrics["producer_regs"] = PRODUCER_REGS;
-  run.metrics["consumer_regs"] = CONSUMER_REGS;
+  run.metrics["producer_regs"] = consumers == 3 ? RegBudget<3>::producer : RegBudget<2>::producer;
+  run.metrics["consumer_regs"] = consumers == 3 ? RegBudget<3>::consumer : RegBudget<2>::consumer;
+  run.metrics["pingpong"] = ctx.variant == "ws-pingpong" ? 1 : 0;
   return run;
 }
 
@@ -553,7 +578,7 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
     return &pool[size_t(slot * row_elems + int64_t(hk) * d)];
   };
 
-  const int block_q = consumers_of(opt) * WG_ROWS;  // the kernel's block: its consumer warpgroups' rows
+  const int block_q = consumers_of(opt, pr) * WG_ROWS;  // the kernel's block: its consumer warpgroups' rows
   const int q_tiles = lab::ceil_div(pr.t_q, block_q);
   const Params rules = params_of(pr, nullptr, nullptr);  // what StandardRules reads: the shape, causal, window
   lab::parallel_for(int64_t(pr.b) * pr.h * q_tiles, [&](int64_t block) {
@@ -626,11 +651,12 @@ int main(int argc, char** argv) {
   lab::Section s;
   s.name = "08_tma_skeleton";
   s.title = "Hopper: TMA, mbarrier ring, warp-specialised producer/consumer warpgroups, wgmma (§12.9.2, §12.12)";
-  s.variants = {"ws", "paged", "ws-overlap", "paged-pool"};
+  s.variants = {"ws", "paged", "ws-overlap", "paged-pool", "ws-pingpong"};
   s.dtypes = {lab::DType::bf16, lab::DType::f16};
   s.needs_sm90a = true;
   s.paged = true;  // --page-size applies (to --variant paged and paged-pool)
-  s.consumer_counts = {1, CONSUMERS};  // --consumers: consumer warpgroups per block (ws, ws-overlap)
+  s.consumer_counts = {1, 2, 3};  // --consumers: consumer warpgroups per block (ws, ws-overlap, ws-pingpong)
+  s.consumer_default = "2; 3 for ws-pingpong at D = 64";
   s.supports_window = true;  // --window, with --variant ws and ws-overlap (masked; the skip is 07's)
   s.default_problem.dtype = lab::DType::bf16;
   s.default_problem.b = 1;
@@ -645,6 +671,10 @@ int main(int argc, char** argv) {
       return "--window applies to --variant ws and ws-overlap (the paged variants read whole sequences)";
     if (o.consumers == 1 && paged)
       return "--consumers 1 applies to --variant ws and ws-overlap";
+    if (o.consumers == 1 && o.variant == "ws-pingpong")
+      return "--consumers 1 with --variant ws-pingpong: ping-pong needs two consumer warpgroups at least";
+    if (o.consumers == 3 && (p.d != 64 || paged))
+      return "--consumers 3 applies to --variant ws, ws-overlap and ws-pingpong at --d 64 (Q's shared memory holds 192 rows only there)";
     if (!paged && p.page_size != 0)
       return "--page-size applies to --variant paged and paged-pool (" + o.variant + " reads the contiguous K/V cache)";
     if (paged) return lab::check_block_tables(paged_cache_of(p, o.seed));  // before anything is launched

@@ -5,7 +5,9 @@ tensor maps edited on the device) and `paged-pool` (the same pool through one ma
 The same tiles land in shared memory (rows past T_kv zero in all three), and the consumers run the
 same code on them. So must `ws-overlap` (the same operations on O, reordered in time only), with a
 sliding window too (its masked tiles decided by the rules: a window it lost would show here), and
-both with --consumers 1 (a warpgroup computes its 64 rows alike in a block of one or two). Runs ws
+both with --consumers 1 (a warpgroup computes its 64 rows alike in a block of one or two), and
+`ws-pingpong` (the overlapped loop in turns: the same operations again), with its 192-row block at
+D = 64 and --consumers 2 there, beside ws and ws-overlap with --consumers 3. Runs ws
 once per shape with --dump, then the others on the same seed for several page sizes and shuffles,
 and compares O and LSE byte for byte. Exit 0 when all match, 1 otherwise,
 77 when the programs cannot run here (no Hopper GPU), 2 on a usage error."""
@@ -41,7 +43,9 @@ with tempfile.TemporaryDirectory() as tmp:
             windowed = "--window" in shape
             paged = [] if windowed else [(v, ["--page-size", page]) for page in PAGES for v in ("paged", "paged-pool")]
             one = [("ws", ["--consumers", "1"]), ("ws-overlap", ["--consumers", "1"])]
-            for variant, more in [("ws-overlap", [])] + one + paged:
+            three = [("ws-pingpong", ["--consumers", "2"]), ("ws", ["--consumers", "3"]),
+                     ("ws-overlap", ["--consumers", "3"])] if shape[shape.index("--d") + 1] == "64" else []
+            for variant, more in [("ws-overlap", []), ("ws-pingpong", [])] + one + three + paged:
                 check.candidate(f"shape {n} seed {seed} {variant} {' '.join(more)}".rstrip(),
                                 [bin_dir / "08_tma_skeleton", "--variant", variant, *common, *more],
                                 Path(tmp) / f"{variant}_{n}_{seed}_{'_'.join(more)}", ref, "ws")

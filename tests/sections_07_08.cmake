@@ -46,7 +46,12 @@ lab_test(cpu_model.08_tma_skeleton.paged_prints_page_size cpu 0 MATCH "paged K/V
          COMMAND ${S08} --cpu --variant paged --t 200 --causal --h 2)
 lab_test(cpu_model.08_tma_skeleton.chunked_prefill cpu 0 MATCH "page size 64" "PASS"
          COMMAND ${S08} --cpu --variant paged-pool --page-size 64 --t 64 --t-kv 700 --causal --h 2)
-lab_test(bad_input.08_tma_skeleton.consumers3 cpu 2 MATCH "^bad input: --consumers 3 is not supported \\(1, 2\\)" COMMAND ${S08} --consumers 3)
+lab_test(bad_input.08_tma_skeleton.consumers4 cpu 2 MATCH "^bad input: --consumers 4 is not supported \\(1, 2, 3\\)" COMMAND ${S08} --consumers 4)
+lab_test(bad_input.08_tma_skeleton.consumers3_d128 cpu 2 MATCH "^bad input: --consumers 3 applies to --variant ws, ws-overlap and ws-pingpong at --d 64"
+         COMMAND ${S08} --consumers 3 --variant ws-pingpong --d 128)
+lab_test(bad_input.08_tma_skeleton.pingpong_one_consumer cpu 2 MATCH "^bad input: --consumers 1 with --variant ws-pingpong"
+         COMMAND ${S08} --consumers 1 --variant ws-pingpong)
+lab_test(cpu_model.08_tma_skeleton.pingpong_192_rows cpu 0 MATCH "PASS" COMMAND ${S08} --cpu --variant ws-pingpong --d 64 --t 300 --t-kv 200 --causal --h 2)
 lab_test(bad_input.08_tma_skeleton.consumers1_paged cpu 2 MATCH "^bad input: --consumers 1 applies to --variant ws and ws-overlap"
          COMMAND ${S08} --consumers 1 --variant paged)
 lab_test(bad_input.07_sliding_window.no_consumers_option cpu 2 MATCH "^bad input: " COMMAND ${W07} --consumers 1)
@@ -57,5 +62,9 @@ lab_test(gpu.07_sliding_window.stub_needs_08_protocol gpu 1 MATCH "needs section
          COMMAND ${L07} --t 300 --causal --window 65 --iters 0)
 # On a GPU: --consumers 1 and the windowed overlap loop pass their checks.
 lab_test(gpu.08_tma_skeleton.consumers1 gpu 0 MATCH "PASS" COMMAND ${S08} --consumers 1 --t 1000 --causal --h 4 --h-kv 2 --iters 0)
+lab_test(gpu.08_tma_skeleton.pingpong_d64 gpu 0 MATCH "PASS"
+         COMMAND ${S08} --variant ws-pingpong --d 64 --t 1000 --t-kv 700 --causal --h 4 --h-kv 2 --iters 0)
+lab_test(gpu.08_tma_skeleton.pingpong_d128_window gpu 0 MATCH "PASS"
+         COMMAND ${S08} --variant ws-pingpong --t 1000 --causal --window 200 --h 2 --iters 0)
 lab_test(gpu.08_tma_skeleton.overlap_window gpu 0 MATCH "PASS"
          COMMAND ${S08} --variant ws-overlap --t 1000 --causal --window 200 --h 2 --iters 0)

@@ -171,7 +171,9 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
   only_if(app.add_option("--consumers", o.consumers,
                          s.consumer_counts.empty() ? std::string("Consumer warpgroups per block")
                                                    : "Consumer warpgroups per block: " + join(s.consumer_counts) +
-                                                         " (default " + std::to_string(s.consumer_counts.back()) + ")"),
+                                                         " (default " +
+                                                         (s.consumer_default.empty() ? std::to_string(s.consumer_counts.back())
+                                                                                     : s.consumer_default) + ")"),
           !s.consumer_counts.empty());
   app.add_option("--magnitude", o.magnitude, "Scale of Q and K entries (large: overflow stress)")->capture_default_str();
   app.add_option("--warmup", o.warmup, "Untimed runs before timing")->capture_default_str();

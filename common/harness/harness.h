@@ -112,6 +112,7 @@ struct Section {
   bool paged = false;               // the section reads a paged KV cache (--page-size applies)
   bool has_splits = false;          // the section splits the K/V range (--splits applies)
   std::vector<int> consumer_counts;  // warp-specialised sections: the --consumers values the kernel supports
+  std::string consumer_default;      // --help's "default ..." of --consumers when it is not the last count
   bool supports_ragged_kv = false;  // the kernels honour kv_len[b] (DeviceTensors::kv_len)
   bool ragged_kv_default = false;   // decode sections: sequences of different lengths unless --kv-lens full
   // An option that applies to some variants only: {"--page-size", {"paged", "paged-pool"}}. Given

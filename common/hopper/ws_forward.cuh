@@ -14,7 +14,8 @@
 //   H::KernelParams: the kernel's parameter struct, Params or a struct derived from it that
 //       carries a section's own fields (07: its --bug switch and its tile counter).
 //
-// The kernel is ws_kernel<T, HEAD_DIM, OVERLAP, H>.
+// The kernel is ws_kernel<T, HEAD_DIM, OVERLAP, H, CONS, PINGPONG>: CONS consumer warpgroups
+// (1, 2, or 3 at D = 64), and PINGPONG for FlashAttention-3's schedule across them.
 #pragma once
 #include <climits>
 #include <cstdint>
@@ -32,7 +33,7 @@ using namespace lab::sm80;
 using namespace lab::sm90;
 
 constexpr int WG_THREADS = 128;                          // a warpgroup: 4 warps
-constexpr int CONSUMERS = 2;                             // consumer warpgroups (ws_kernel's CONS: 1 or 2)
+constexpr int CONSUMERS = 2;                             // consumer warpgroups (ws_kernel's CONS: 1, 2; 3 at D = 64)
 constexpr int THREADS = (1 + CONSUMERS) * WG_THREADS;    // 384: producer warpgroup + consumers
 constexpr int WG_ROWS = 64;                              // query rows per consumer: the M of wgmma
 constexpr int BLOCK_Q = CONSUMERS * WG_ROWS;             // 128 query rows per block
@@ -44,17 +45,32 @@ constexpr uint32_t CONSUMER_REGS = 232;                  // setmaxnreg.inc: S (6
 static_assert(PRODUCER_REGS * WG_THREADS + CONSUMER_REGS * WG_THREADS * CONSUMERS <= 65536,
               "the three warpgroups' registers fit in the SM's 64K");
 static_assert(PRODUCER_REGS % 8 == 0 && CONSUMER_REGS % 8 == 0, "setmaxnreg takes multiples of 8");
+// The budget per consumer count. __launch_bounds__((1 + CONS)·128, 1) caps every thread at entry
+// (168 registers for 384 threads, 128 for 512); setmaxnreg then moves registers from the producer
+// to the consumers, within the same 64K. Three consumers (BLOCK_Q = 192, D = 64): 32 + 3 x 160
+// warpgroup-registers per thread = 4 x 128, the whole file; 160 holds S (64) + O (32) + P (32).
+template <int CONS>
+struct RegBudget {
+  static constexpr uint32_t producer = CONS == 3 ? 32 : PRODUCER_REGS;
+  static constexpr uint32_t consumer = CONS == 3 ? 160 : CONSUMER_REGS;
+  static_assert(producer * WG_THREADS + consumer * WG_THREADS * CONS <= 65536, "the warpgroups' registers fit in 64K");
+  static_assert(producer % 8 == 0 && consumer % 8 == 0, "setmaxnreg takes multiples of 8");
+};
 
 template <int HEAD_DIM>
 struct Tiles {
   static constexpr int STAGES = HEAD_DIM == 64 ? 4 : 3;        // K/V slots in the ring (as many as fit)
   static constexpr int COL_BOXES = HEAD_DIM / BOX_COLS;         // 64-column boxes per row of a tile
-  static constexpr int Q_BOX_BYTES = BLOCK_Q * ROW_BYTES;       // 16 KB
+  // Q's slot: the rows of up to 2 consumer warpgroups (128), or of 3 at D = 64 (192: section 08's
+  // ws-pingpong block there, which fits beside 4 K/V stages; at D = 128 it would not).
+  static constexpr int Q_SLOT_ROWS = HEAD_DIM == 64 ? 3 * WG_ROWS : 2 * WG_ROWS;
+  static constexpr int MAX_CONSUMERS = Q_SLOT_ROWS / WG_ROWS;
+  static constexpr int Q_BOX_BYTES = Q_SLOT_ROWS * ROW_BYTES;   // 16 KB (24 KB at D = 64)
   static constexpr int KV_BOX_BYTES = BLOCK_KV * ROW_BYTES;     // 16 KB
-  static constexpr int Q_BYTES = COL_BOXES * Q_BOX_BYTES;       // what q_full waits for
+  static constexpr int Q_BYTES = COL_BOXES * Q_BOX_BYTES;       // Q's slot (q_full waits for CONS·64 rows of it)
   static constexpr int KV_TILE_BYTES = COL_BOXES * KV_BOX_BYTES;  // what k_full / v_full wait for
   // Shared memory, from a 1024-byte aligned base (the 128-byte swizzle repeats every 1024 bytes):
-  //   Q [COL_BOXES][BLOCK_Q][64] | K [STAGES][COL_BOXES][BLOCK_KV][64] | V (same) | barriers
+  //   Q [COL_BOXES][Q_SLOT_ROWS][64] | K [STAGES][COL_BOXES][BLOCK_KV][64] | V (same) | barriers
   static constexpr int OFF_K = Q_BYTES;
   static constexpr int OFF_V = OFF_K + STAGES * KV_TILE_BYTES;
   static constexpr int OFF_BAR = OFF_V + STAGES * KV_TILE_BYTES;
@@ -158,11 +174,11 @@ struct StandardRules {
 
 // ---------------------------------------------------------------------------------------------
 // Q, once, on its own barrier (phase 0 is its only one): lane 0 of the producer warp. CONS consumer
-// warpgroups: boxes of CONS·64 rows (the map's box), each at the start of its 128-row slot.
+// warpgroups: boxes of CONS·64 rows (the map's box), each at the start of its Q_SLOT_ROWS-row slot.
 template <int HEAD_DIM, int CONS = CONSUMERS>
 __device__ __forceinline__ void load_q(const CUtensorMap& q_map, const Smem<HEAD_DIM>& sm, int b, int head, int q0) {
   using TL = Tiles<HEAD_DIM>;
-  mbar_arrive_expect_tx(sm.q_full(), TL::COL_BOXES * CONS * WG_ROWS * ROW_BYTES);  // = Q_BYTES for 2
+  mbar_arrive_expect_tx(sm.q_full(), TL::COL_BOXES * CONS * WG_ROWS * ROW_BYTES);  // the boxes' bytes
 #pragma unroll
   for (int c = 0; c < TL::COL_BOXES; ++c) tma_load_4d(sm.q() + c * TL::Q_BOX_BYTES, &q_map, c * BOX_COLS, head, q0, b, sm.q_full());
 }
@@ -266,6 +282,26 @@ struct ConsumerTile {
       p_frag[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
       p_frag[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
       p_frag[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+  }
+  // Finalize (04's): O = o_acc / l, LSE = m·scale + log(l). Rows past T_q are not written.
+  __device__ __forceinline__ void finalize(const Params& p, int b, int head, int row_g, int t) {
+    T* o = static_cast<T*>(p.o);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float row_sum = l[r];
+      row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 1);
+      row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 2);
+      const int i = row_g + 8 * r;
+      if (i >= p.t_q) continue;
+      const float inv_l = row_sum > 0.f ? 1.f / row_sum : 0.f;
+      T* o_row = o + ((int64_t(b) * p.t_q + i) * p.h + head) * HEAD_DIM;
+#pragma unroll
+      for (int j = 0; j < TL::O_REGS / 4; ++j)
+        *reinterpret_cast<Vec2<T>*>(o_row + 8 * j + 2 * t) =
+            from_float2<T>(o_acc[4 * j + 2 * r] * inv_l, o_acc[4 * j + 2 * r + 1] * inv_l);
+      if (t == 0)
+        p.lse[(int64_t(b) * p.h + head) * p.t_q + i] = row_sum > 0.f ? m[r] * p.scale + logf(row_sum) : -INFINITY;
     }
   }
 };
@@ -405,24 +441,137 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
     }
   }
 
-  // Finalize (04's): O = o_acc / l, LSE = m·scale + log(l). Rows past T_q are not written.
-  T* o = static_cast<T*>(p.o);
+  c.finalize(p, b, head, row_g, t);
+}
+
+// ---------------------------------------------------------------------------------------------
+// FlashAttention-3's ping-pong schedule, on top of the intra-warpgroup overlap above. The CONS
+// consumer warpgroups take turns at the tensor core: warpgroup w issues its GEMMs of a step (S(n)
+// and O += P(n-1) V) only in its turn, then hands the turn to warpgroup w + 1 (mod CONS) and runs
+// its softmax while the others' GEMMs occupy the tensor core. Without the order, the warpgroups
+// drift into step with each other: all issue, then all exponentiate, and the tensor core idles
+// during the exponentials. With it, one warpgroup's softmax hides under another's GEMMs.
+//
+// The turn is a named barrier per warpgroup (ids TURN_BAR0 + w; 0 is __syncthreads'), counted
+// for 2 warpgroups (256 threads): warpgroup w syncs on its own (waits for its turn), and the
+// previous warpgroup arrives on it (bar.arrive does not wait) when its turn ends.
+//   - Warpgroup CONS - 1 arrives once on warpgroup 0's barrier before any turn: warpgroup 0 starts.
+//   - Every warpgroup takes exactly n_tiles + 1 turns (the prologue S(0), a step per further
+//     tile, the last PV; a warpgroup with nothing to compute on a tile takes an empty turn for it),
+//     so every sync has its arrival; the last turn of warpgroup CONS - 1 hands the turn to no one.
+//   - Turns go round strictly: warpgroup w's arrival for its turn k + 1 cannot come before the
+//     turn has gone round once more, so a barrier never holds two arrivals of the same warpgroup.
+//   - No deadlock with the ring: a warpgroup waits for its tiles before it takes its turn (so a
+//     late copy holds no one else's turn), and the release of fill n - 2 (at the top of step n)
+//     needs only turns the others have already handed on.
+constexpr uint32_t TURN_BAR0 = 1;                      // named barriers 1 .. CONS: whose turn
+constexpr uint32_t TURN_THREADS = 2 * WG_THREADS;      // the syncing warpgroup + the arriving one
+
+template <class T, int HEAD_DIM, class H, int CONS>
+__device__ __forceinline__ void consumer_pingpong(int wg, const Params& p, const Smem<HEAD_DIM>& sm, int b, int head,
+                                                  int q0, int n_tiles) {
+  static_assert(CONS >= 2, "ping-pong needs two consumer warpgroups at least");
+  using TL = Tiles<HEAD_DIM>;
+  constexpr int STAGES = TL::STAGES;
+  const int tid = threadIdx.x % WG_THREADS, warp = tid / 32, lane = tid % 32;
+  const int t = lane % 4;
+  const int wg_q0 = q0 + wg * WG_ROWS;
+  const int row_g = wg_q0 + 16 * warp + lane / 4;
+  const TileSpan wg_span = H::tile_span(wg_q0, wg_q0 + WG_ROWS, p);
+  const uint32_t q_rows = sm.q() + uint32_t(wg * WG_ROWS * ROW_BYTES);
+
+  const uint32_t my_turn = TURN_BAR0 + uint32_t(wg), next_turn = TURN_BAR0 + uint32_t((wg + 1) % CONS);
+  const int turns = n_tiles > 0 ? n_tiles + 1 : 0;
+  int turns_taken = 0;
+  auto take_turn = [&] { named_bar_sync(my_turn, TURN_THREADS); };
+  auto pass_turn = [&] {  // predicated, not a branch: it sits between GEMM issues and their waits
+    ++turns_taken;
+    named_bar_arrive(next_turn, TURN_THREADS, !(wg == CONS - 1 && turns_taken == turns));
+  };
+  if (wg == CONS - 1 && turns > 0) named_bar_arrive(TURN_BAR0, TURN_THREADS);  // warpgroup 0 goes first
+
+  ConsumerTile<T, HEAD_DIM, H> c;
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float row_sum = c.l[r];
-    row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 1);
-    row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 2);
-    const int i = row_g + 8 * r;
-    if (i >= p.t_q) continue;
-    const float inv_l = row_sum > 0.f ? 1.f / row_sum : 0.f;
-    T* o_row = o + ((int64_t(b) * p.t_q + i) * p.h + head) * HEAD_DIM;
+  for (int i = 0; i < TL::O_REGS; ++i) c.o_acc[i] = 0.f;
+  c.m[0] = c.m[1] = -INFINITY;
+  c.l[0] = c.l[1] = 0.f;
+  if (n_tiles > 0) mbar_wait(sm.q_full(), 0);
+
+  // The overlapped loop of consumer<..., OVERLAP = true> (tiles from 0, plain ones then masked
+  // ones), with each step's GEMM issue inside a turn.
+  const int wg_tiles = wg_span.end;
+  const int first_row_end = H::visible_keys(wg_q0, p).end;
+  const int last_row_begin = H::visible_keys(lab::imin(wg_q0 + WG_ROWS - 1, p.t_q - 1), p).begin;
+  const int n_plain = last_row_begin > 0 ? 0 : lab::imin(wg_tiles, first_row_end / BLOCK_KV);
+  auto step = [&](int n, auto masked) {
+    const RingSlot prev = H::ring_slot(n - 1, STAGES), cur = H::ring_slot(n, STAGES);
+    wgmma_wait<0>();  // PV(n-2) is done
+    fence_accumulators(c.o_acc);
 #pragma unroll
-    for (int j = 0; j < TL::O_REGS / 4; ++j)
-      *reinterpret_cast<Vec2<T>*>(o_row + 8 * j + 2 * t) =
-          from_float2<T>(c.o_acc[4 * j + 2 * r] * inv_l, c.o_acc[4 * j + 2 * r + 1] * inv_l);
-    if (t == 0)
-      p.lse[(int64_t(b) * p.h + head) * p.t_q + i] = row_sum > 0.f ? c.m[r] * p.scale + logf(row_sum) : -INFINITY;
+    for (int kk = 0; kk < TL::KV_STEPS; ++kk) fence_registers(c.p_frag[kk]);
+    if (n >= 2) H::consumer_release(sm.empty(H::ring_slot(n - 2, STAGES).stage));
+    c.rescale_o();  // by alpha(n-1)
+    c.pack_p();     // P(n-1)
+    H::consumer_wait(sm.k_full(cur.stage), cur);
+    H::consumer_wait(sm.v_full(prev.stage), prev);
+    take_turn();
+    wgmma_fence();
+    c.issue_s(q_rows, sm.k(cur.stage));
+    wgmma_commit();
+    c.issue_pv(sm.v(prev.stage));
+    wgmma_commit();
+    pass_turn();      // the next warpgroup issues while this one waits for S(n) and exponentiates
+    wgmma_wait<1>();  // S(n) is done; PV(n-1) may still run
+    fence_accumulators(c.s);
+    if constexpr (decltype(masked)::value) c.mask_all(p, n * BLOCK_KV, row_g, t);
+    c.online_softmax(p.scale_log2);
+  };
+  if (wg_tiles > 0) {
+    const RingSlot first = H::ring_slot(0, STAGES);
+    H::consumer_wait(sm.k_full(first.stage), first);
+    take_turn();  // turn 0: S(0)
+    wgmma_fence();
+    c.issue_s(q_rows, sm.k(first.stage));
+    wgmma_commit();
+    pass_turn();
+    wgmma_wait<0>();
+    fence_accumulators(c.s);
+    if (n_plain == 0) c.mask_all(p, 0, row_g, t);
+    c.online_softmax(p.scale_log2);
+    int n = 1;
+    for (; n < n_plain; ++n) step(n, std::false_type{});  // turns 1 .. wg_tiles - 1
+    for (; n < wg_tiles; ++n) step(n, std::true_type{});
+    wgmma_wait<0>();
+    fence_accumulators(c.o_acc);
+#pragma unroll
+    for (int kk = 0; kk < TL::KV_STEPS; ++kk) fence_registers(c.p_frag[kk]);
+    if (wg_tiles >= 2) H::consumer_release(sm.empty(H::ring_slot(wg_tiles - 2, STAGES).stage));
+    c.rescale_o();
+    const RingSlot last = H::ring_slot(wg_tiles - 1, STAGES);
+    c.pack_p();
+    H::consumer_wait(sm.v_full(last.stage), last);
+    take_turn();  // turn wg_tiles: the last PV
+    wgmma_fence();
+    c.issue_pv(sm.v(last.stage));
+    wgmma_commit();
+    pass_turn();
+    wgmma_wait<0>();
+    fence_accumulators(c.o_acc);
+    H::consumer_release(sm.empty(last.stage));
   }
+  for (int n = wg_tiles; n < n_tiles; ++n) {  // tiles only the other warpgroups need: an empty turn each
+    const RingSlot slot = H::ring_slot(n, STAGES);
+    H::consumer_wait(sm.k_full(slot.stage), slot);
+    H::consumer_wait(sm.v_full(slot.stage), slot);
+    take_turn();
+    pass_turn();
+    H::consumer_release(sm.empty(slot.stage));
+  }
+  if (wg_tiles == 0 && n_tiles > 0) {  // no tile at all: the turn of the missing last PV, empty
+    take_turn();
+    pass_turn();
+  }
+  c.finalize(p, b, head, row_g, t);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -430,9 +579,11 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
 // head), (1 + CONS)·128 threads. grid = (ceil(T_q / (CONS·64)), B·H). CONS = 1 is the starved
 // configuration of the handout: one warpgroup computes per SM, and the shared memory and the
 // producer are the same as for two.
-template <class T, int HEAD_DIM, bool OVERLAP, class H, int CONS = CONSUMERS>
+// PINGPONG: the consumers run consumer_pingpong (the overlapped loop in turns; OVERLAP is then
+// implied). CONS = 3 (D = 64 only: Q_SLOT_ROWS) is the 192-row block of that schedule at D = 64.
+template <class T, int HEAD_DIM, bool OVERLAP, class H, int CONS = CONSUMERS, bool PINGPONG = false>
 __global__ void __launch_bounds__((1 + CONS) * WG_THREADS, 1)
-ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64, 1, 128, 1)
+ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64, 1, CONS·64, 1)
           const __grid_constant__ CUtensorMap k_map,  // ws: (D, H_kv, T_kv, B), box (64, 1, 128, 1); paged: a page;
                                                        // paged-pool: (D, H_kv, page, blocks)
           const __grid_constant__ CUtensorMap v_map,
@@ -450,7 +601,7 @@ ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64
   const int q_tile = p.causal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);  // heaviest first
   const int bh = blockIdx.y, b = bh / p.h, head = bh % p.h;
   const int kv_head = lab::kv_head_of(head, p.h, p.h_kv);
-  static_assert(CONS == 1 || CONS == 2, "Q's shared memory holds 2 warpgroups' rows");
+  static_assert(CONS >= 1 && CONS <= TL::MAX_CONSUMERS, "Q's shared memory holds the consumers' rows");
   const int q0 = q_tile * CONS * WG_ROWS;
   // The K/V tiles any row of the block sees (causal: up to the diagonal; a window: from its start).
   const TileSpan span = H::tile_span(q0, q0 + CONS * WG_ROWS, p);
@@ -470,12 +621,15 @@ ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64
 
   // The roles: one if/else on the warpgroup, each branch starting with its register budget.
   if (threadIdx.x / WG_THREADS == 0) {
-    regs_release<PRODUCER_REGS>();
+    regs_release<RegBudget<CONS>::producer>();
     if (threadIdx.x / 32 == 0)
       H::template produce<HEAD_DIM, CONS>(q_map, k_map, v_map, p, sm, b, head, kv_head, q0, first_tile, n_tiles);
   } else {
-    regs_claim<CONSUMER_REGS>();
-    consumer<T, HEAD_DIM, OVERLAP, H>(threadIdx.x / WG_THREADS - 1, p, sm, b, head, q0, first_tile, n_tiles);
+    regs_claim<RegBudget<CONS>::consumer>();
+    if constexpr (PINGPONG)  // (tiles from 0, as StandardRules walks them: first_tile is 0)
+      consumer_pingpong<T, HEAD_DIM, H, CONS>(threadIdx.x / WG_THREADS - 1, p, sm, b, head, q0, n_tiles);
+    else
+      consumer<T, HEAD_DIM, OVERLAP, H>(threadIdx.x / WG_THREADS - 1, p, sm, b, head, q0, first_tile, n_tiles);
   }
 #endif
 }

@@ -141,6 +141,28 @@ __device__ __forceinline__ void tensormap_acquire_host_written(const void* gmem_
 }
 
 // =============================================================================================
+// Named barriers (bar.sync / bar.arrive with an id other than 0, which __syncthreads uses): a
+// barrier `id` completes when `threads` threads (a multiple of 32; every thread of a warp takes
+// part) have reached it, by sync (arrive and wait) or arrive (no wait). One warpgroup syncing and
+// another arriving on the same id, both naming 256 threads, makes the first wait for the second:
+// the ping-pong schedule of section 08 orders its consumer warpgroups so.
+__device__ __forceinline__ void named_bar_sync(uint32_t id, uint32_t threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+// Arrives only where `when` holds: a predicated instruction, not a branch (a branch between a
+// wgmma's issue and its wait makes ptxas wait at the branch).
+__device__ __forceinline__ void named_bar_arrive(uint32_t id, uint32_t threads, bool when = true) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %2, 0;\n"
+      "@p bar.arrive %0, %1;\n"
+      "}\n" ::"r"(id),
+      "r"(threads), "r"(uint32_t(when))
+      : "memory");
+}
+
+// =============================================================================================
 // setmaxnreg: a warpgroup gives registers back (dec) or takes them (inc). Every warp of the
 // warpgroup executes it. It is honoured only when the kernel has a register cap at entry
 // (__launch_bounds__(threads, 1)) and the roles are the branches of one if/else; otherwise ptxas

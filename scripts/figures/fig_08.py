@@ -84,4 +84,79 @@ def make(out_dir):
     path = Path(out_dir) / "08_ring_timeline.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    return [path]
+    return [path, pingpong(out_dir)]
+
+
+def consumers_of(head_dim):
+    """The consumer warpgroups of ws-pingpong at head_dim, read from the section's source."""
+    text = (ROOT / "solutions/08_tma_skeleton.cu").read_text()
+    m = re.search(r'variant == "ws-pingpong" && pr\.d == 64 \? (\d+) : CONSUMERS', text)
+    if not m:
+        raise SystemExit("fig_08: ws-pingpong's consumer count not found in solutions/08_tma_skeleton.cu")
+    return int(m.group(1)) if head_dim == 64 else 2
+
+
+def schedule(wgs, steps, gemm, softmax, turns):
+    """Per warpgroup, the (start, end, kind) of its GEMM issues and softmaxes. One tensor core runs
+    the GEMMs in issue order. turns=False: a warpgroup issues as soon as its softmax is done (they
+    fall into step: all issue, then all exponentiate). turns=True: warpgroup w issues its step k
+    only after warpgroup w - 1 has issued its own (the named-barrier ring of ws-pingpong)."""
+    tc_free, last_issue, out = 0.0, -1.0, {w: [] for w in range(wgs)}
+    ready = [0.0] * wgs
+    for k in range(steps):
+        for w in range(wgs):
+            start = max(ready[w], tc_free, last_issue if turns else 0.0)
+            end = start + gemm
+            out[w].append((start, end, "gemm"))
+            tc_free, last_issue = end, start
+            out[w].append((end, end + softmax, "softmax"))
+            ready[w] = end + softmax
+    return out
+
+
+def pingpong(out_dir, steps=4):
+    """The ping-pong timeline: consumer warpgroups' GEMMs (on the one tensor core) and softmaxes,
+    without and with the turns, at D = 128 (2 warpgroups; a GEMM step about as long as a softmax)
+    and D = 64 (the GEMMs half as long: 2 warpgroups leave the tensor core idle, ws-pingpong's count
+    there does not). Durations are illustrative units."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    panels = [(128, False, 2), (128, True, consumers_of(128)), (64, True, 2), (64, True, consumers_of(64))]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 8.0), sharex=True)
+    for ax, (d, turns, wgs) in zip(axes, panels):
+        gemm, softmax = (1.0, 1.0) if d == 128 else (0.5, 1.0)  # S + PV per step, and one softmax
+        if not turns:  # the failure mode: the warpgroups in step, issuing together and sharing the
+            sched = {w: [] for w in range(wgs)}  # tensor core, then all exponentiating while it idles
+            t = 0.0
+            for k in range(steps):
+                for w in range(wgs):
+                    sched[w].append((t, t + wgs * gemm, "gemm"))
+                    sched[w].append((t + wgs * gemm, t + wgs * gemm + softmax, "softmax"))
+                t += wgs * gemm + softmax
+        else:
+            sched = schedule(wgs, steps, gemm, softmax, True)
+        spans = sorted((s, e) for w in sched for s, e, kind in sched[w] if kind == "gemm")
+        busy, reach = 0.0, 0.0  # the union of the GEMM intervals: when the tensor core works
+        for s, e in spans:
+            busy += max(0.0, e - max(s, reach))
+            reach = max(reach, e)
+        span = max(e for w in sched for s, e, kind in sched[w])
+        for w in range(wgs):
+            for s, e, kind in sched[w]:
+                ax.barh(wgs - 1 - w, e - s, left=s, color="#3b6fb6" if kind == "gemm" else "#f2a541",
+                        edgecolor="black", lw=0.5)
+        ax.set_yticks(range(wgs))
+        ax.set_yticklabels([f"consumer {w}" for w in reversed(range(wgs))], fontsize=8)
+        what = "ws-pingpong (turns by named barriers)" if turns else "no turns: the warpgroups fall into step"
+        ax.set_title(f"D = {d}, {wgs} consumer warpgroups, {what}: tensor core busy "
+                     f"{100 * busy / span:.0f}% of the time shown", fontsize=9)
+    axes[-1].set_xlabel("time (illustrative units: a step's GEMMs S(n) + PV(n-1) against one softmax)")
+    axes[0].legend(handles=[Patch(color="#3b6fb6", label="GEMMs on the tensor core (S(n), PV(n-1))"),
+                            Patch(color="#f2a541", label="softmax (exponentials, row sums: no tensor core)")],
+                   fontsize=7, loc="upper right")
+    fig.tight_layout()
+    path = Path(out_dir) / "08_pingpong_timeline.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
