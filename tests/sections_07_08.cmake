@@ -59,3 +59,6 @@ lab_test(gpu.07_sliding_window.stub_needs_08_protocol gpu 1 MATCH "needs section
 lab_test(gpu.08_tma_skeleton.consumers1 gpu 0 MATCH "PASS" COMMAND ${S08} --consumers 1 --t 1000 --causal --h 4 --h-kv 2 --iters 0)
 lab_test(gpu.08_tma_skeleton.overlap_window gpu 0 MATCH "PASS"
          COMMAND ${S08} --variant ws-overlap --t 1000 --causal --window 200 --h 2 --iters 0)
+
+# 08's fp8 variant: the e4m3 conversion, the quantisation and the fp8 tolerance rule (host code).
+target_sources(unit_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/test_fp8.cpp)
