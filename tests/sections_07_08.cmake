@@ -82,3 +82,9 @@ set_tests_properties(no_gpu.08_tma_skeleton.stub_never_passes_fp8 PROPERTIES LAB
 lab_test(gpu.08_tma_skeleton.fp8 gpu 0 MATCH "PASS" COMMAND ${S08} --variant fp8 --t 1000 --t-kv 1100 --causal --h 4 --h-kv 2 --iters 0)
 lab_test(gpu.08_tma_skeleton.fp8_d64 gpu 0 MATCH "PASS" COMMAND ${S08} --variant fp8 --t 700 --d 64 --h 2 --iters 0)
 lab_test(gpu.08_tma_skeleton.fp8_forget_descale_caught gpu 1 MATCH "FAIL" COMMAND ${S08} --variant fp8 --t 300 --causal --h 2 --bug forget-descale --iters 0)
+# The fp8 kernel's layout assumptions, one product at a time (gpu: 77 without a Hopper GPU).
+add_executable(gpu_fp8_layout gpu_fp8_layout.cu)
+target_link_libraries(gpu_fp8_layout PRIVATE lab_common)
+target_compile_options(gpu_fp8_layout PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${LAB_CUDA_FLAGS}>)
+set_target_properties(gpu_fp8_layout PROPERTIES CUDA_ARCHITECTURES 90a)
+lab_test(gpu.08_tma_skeleton.fp8_layout_selftest gpu 0 MATCH "PASS: every fp8 layout assumption holds" COMMAND ${BIN}/gpu_fp8_layout)

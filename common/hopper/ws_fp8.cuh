@@ -164,6 +164,21 @@ __device__ __forceinline__ uint32_t pack4_e4m3(float x0, float x1, float x2, flo
   return lo | (hi << 16);
 }
 
+// P (the S accumulator after the softmax, fp32) -> the e4m3 A registers of k-step kk of O += P V
+// (keys 32kk .. 32kk + 31 = n-blocks 4kk .. 4kk + 3), each register keeping the keys its thread
+// holds: Vᵀ's key order matches (vt_key_at).
+template <int S_REGS>
+__device__ __forceinline__ void pack_p(const float (&s)[S_REGS], uint32_t (&p_frag)[S_REGS / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < S_REGS / 16; ++kk) {
+    const float* x = &s[16 * kk];
+    p_frag[kk][0] = pack4_e4m3(x[0], x[1], x[4], x[5]);      // row g:     n-blocks 4kk, 4kk + 1
+    p_frag[kk][1] = pack4_e4m3(x[2], x[3], x[6], x[7]);      // row g + 8
+    p_frag[kk][2] = pack4_e4m3(x[8], x[9], x[12], x[13]);    // row g:     n-blocks 4kk + 2, 4kk + 3
+    p_frag[kk][3] = pack4_e4m3(x[10], x[11], x[14], x[15]);  // row g + 8
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Consumer: one warpgroup, 64 query rows, every K/V tile of the block in ring order (ws's plain
 // loop). Thread lane = 4g + t of warp w owns rows r0 = 16w + g and r0 + 8 (ws_forward.cuh).
@@ -247,16 +262,7 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
         o_acc[4 * j + 2] *= alpha[1];
         o_acc[4 * j + 3] *= alpha[1];
       }
-      // P -> e4m3 A registers of k-step kk (keys 32kk .. 32kk + 31 = n-blocks 4kk .. 4kk + 3),
-      // each register keeping its own keys (Vᵀ's key order matches: vt_key_at).
-#pragma unroll
-      for (int kk = 0; kk < TL::KV_STEPS; ++kk) {
-        const float* x = &s[16 * kk];
-        p_frag[kk][0] = pack4_e4m3(x[0], x[1], x[4], x[5]);      // row g:     n-blocks 4kk, 4kk + 1
-        p_frag[kk][1] = pack4_e4m3(x[2], x[3], x[6], x[7]);      // row g + 8
-        p_frag[kk][2] = pack4_e4m3(x[8], x[9], x[12], x[13]);    // row g:     n-blocks 4kk + 2, 4kk + 3
-        p_frag[kk][3] = pack4_e4m3(x[10], x[11], x[14], x[15]);  // row g + 8
-      }
+      pack_p(s, p_frag);  // P -> e4m3 A registers, keys where the accumulator has them
     }
     H::consumer_wait(sm.v_full(slot.stage), slot);
     if (active) {
