@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "toolbox/attention_math.h"
+#include "harness/fp8.h"
 #include "harness/parallel.h"
 
 namespace lab {
@@ -45,8 +46,9 @@ void row_fp64(const Problem& p, const HostInputs& in, RowId r, double* o, double
 
 // Unfused at the element type: S = round(round(Q K^T) * scale); P = round(softmax(S)) computed in
 // float; O = round(P V) with float accumulation. Matches eager attention's rounding points.
-void row_same_precision(const Problem& p, const HostInputs& in, RowId r, double* o, double* lse) {
-  const DType t = p.dtype;
+// `t` rounds S and P, `out` rounds O (both p.dtype, except for the fp8 reference: fp32 math).
+void row_same_precision(const Problem& p, const HostInputs& in, RowId r, double* o, double* lse, DType t,
+                        DType out) {
   const int keys = p.keys_of(r.b);
   const KeyRange range = visible_keys(r.i, p.t_q, keys, p.causal, p.window);
   const int hk = kv_head_of(r.h, p.h, p.h_kv);
@@ -78,7 +80,7 @@ void row_same_precision(const Problem& p, const HostInputs& in, RowId r, double*
     const float* v = &in.v[size_t(p.kv_index(r.b, j, hk))];
     for (int c = 0; c < p.d; ++c) acc[size_t(c)] += pj * v[c];
   }
-  for (int c = 0; c < p.d; ++c) o[c] = round_to(t, acc[size_t(c)]);
+  for (int c = 0; c < p.d; ++c) o[c] = round_to(out, acc[size_t(c)]);
   *lse = double(m) + std::log(double(l));
 }
 
@@ -89,10 +91,14 @@ RowResults reference_rows(const Problem& p, const HostInputs& in, const std::vec
   RowResults out;
   out.o.resize(rows.size() * size_t(p.d));
   out.lse.resize(rows.size());
+  HostInputs fp8;  // fp8_e4m3: the whole inputs quantised (the scales see every row), dequantised
+  if (kind == RefKind::fp8_e4m3) fp8 = dequantise(p, quantise_e4m3(p, in));
   parallel_for(int64_t(rows.size()), [&](int64_t n) {
     double* o = &out.o[size_t(n) * size_t(p.d)];
     if (kind == RefKind::fp64) row_fp64(p, in, rows[size_t(n)], o, &out.lse[size_t(n)]);
-    else row_same_precision(p, in, rows[size_t(n)], o, &out.lse[size_t(n)]);
+    else if (kind == RefKind::same_precision)
+      row_same_precision(p, in, rows[size_t(n)], o, &out.lse[size_t(n)], p.dtype, p.dtype);
+    else row_same_precision(p, fp8, rows[size_t(n)], o, &out.lse[size_t(n)], DType::f32, p.dtype);
   });
   return out;
 }
