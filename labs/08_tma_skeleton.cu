@@ -57,7 +57,7 @@
 // quantised to e4m3 by a pass of its own (timed apart: metrics quantise_ms), one scale per
 // (sequence, K/V head) and tensor (amax / 448), V written transposed; S and P V on fp8 wgmma (twice
 // bf16's rate), descaled in the softmax and the epilogue; the same ring, run by your protocol. Its
-// check has its own bound: 2x the error of fp32 attention on the same quantised inputs.
+// check has its own bound: 2x the error of unfused fp32 attention on the same quantised inputs with P in e4m3.
 // Variant `paged-pool`: the same pool with no edit on the device. One 4-D map covers the whole pool,
 // (D, H_kv, page_size, blocks), so the physical block is simply the box's 4th coordinate, read from
 // the block table; only the box that holds a sequence's last key goes through a second map, made on
@@ -851,7 +851,7 @@ int main(int argc, char** argv) {
   s.name = "08_tma_skeleton";
   s.title = "Hopper: TMA, mbarrier ring, warp-specialised producer/consumer warpgroups, wgmma (§12.9.2, §12.12)";
   s.variants = {"ws", "paged", "ws-overlap", "paged-pool", "ws-pingpong", "fp8"};
-  s.fp8_variants = {"fp8"};  // its check: 2x the error of fp32 attention on the same e4m3 inputs
+  s.fp8_variants = {"fp8"};  // its check: 2x the error of unfused attention on the same e4m3 inputs, P in e4m3
   s.bugs = {"forget-descale"};  // fp8: S descaled by q_scale only (k_scale forgotten)
   s.dtypes = {lab::DType::bf16, lab::DType::f16};
   s.needs_sm90a = true;

@@ -136,6 +136,13 @@ def forward(ctx):
     except ImportError:
         want_lse = {"return_lse": True}
 
+    # Below 128 query rows the compiled path picks FlexAttention's decoding kernel, which packs a GQA
+    # group's rows into one block of next_pow2(T_q * group) rows; past 128 such a block no longer
+    # divides the block mask's 128-row blocks and PyTorch 2.11 finds no kernel configuration at all
+    # (NoValidChoicesError). The main kernel handles every shape, so such shapes are sent there.
+    if ctx.on_gpu and gqa and p.t_q < 128 and p.t_q * (p.h // p.h_kv) > 128:
+        want_lse["kernel_options"] = {"FORCE_USE_FLEX_ATTENTION": True}
+
     def launch():
         out, aux = attend(qt, kt, vt, score_mod=score_mod, block_mask=block_mask, enable_gqa=gqa, **want_lse)
         lse = aux.lse if hasattr(aux, "lse") else aux

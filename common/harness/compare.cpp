@@ -48,7 +48,7 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
   const double atol = default_atol(p.dtype);
   std::ostringstream rule;
   if (same_kind == RefKind::fp8_e4m3)
-    rule << "max|out-fp64| <= 2*max|unfused fp32 on e4m3-quantised inputs - fp64| + " << atol;
+    rule << "max|out-fp64| <= 2*max|unfused fp32 on e4m3-quantised inputs, P in e4m3 - fp64| + " << atol;
   else
     rule << "max|out-fp64| <= 2*max|unfused " << dtype_name(p.dtype) << " - fp64| + " << atol;
   r.rule = rule.str();
