@@ -554,21 +554,27 @@ def update_readme(readme, by_section, folder_name, ceilings=None, ncu=None, sect
     Path(readme).write_text(head + "\n".join(body) + tail)
 
 
-HANDOUT_REGION = re.compile(r"(<!-- results:(\d\d_[A-Za-z0-9_]+):begin -->\n)(.*?)(<!-- results:\2:end -->)", re.S)
+HANDOUT_REGION = re.compile(r"(<!-- results:((\d\d_[A-Za-z0-9_]+)(?:\.([a-z0-9-]+))?):begin -->\n)(.*?)"
+                            r"(<!-- results:\2:end -->)", re.S)
 
 
 def update_handouts(folder, by_section):
     """Fill each handout's region between `<!-- results:NN_name:begin -->` and `...:end -->` with the
-    section's compact table (its sweep). Returns the files changed; a file without markers is not
+    section's compact table (its sweep), and `<!-- results:NN_name.tag:begin -->` with its study's. Returns the files changed; a file without markers is not
     touched."""
     changed = []
     for path in sorted(Path(folder).glob("*.md")):
         text = path.read_text()
 
-        def fill(m):
-            sweep = [r for r in by_section.get(m.group(2), []) if not r.get("_tag") and is_timed(r)]
-            table = ring_table(sweep) if m.group(2) == "12_ring" else compact_table(sweep)
-            return f"{m.group(1)}\n{table}\n\n{m.group(4)}"
+        def fill(m):  # NN_name: the section's sweep; NN_name.tag: its study `tag` (NN_name.tag.json)
+            section, tag = m.group(3), m.group(4)
+            group = [r for r in by_section.get(section, []) if r.get("_tag") == tag]
+            sweep = [r for r in group if is_timed(r)]
+            if tag and group and not sweep:  # a study of errors, not of time (04's accum-sweep)
+                table = error_table(group)
+            else:
+                table = ring_table(sweep) if section == "12_ring" and not tag else compact_table(sweep)
+            return f"{m.group(1)}\n{table}\n\n{m.group(6)}"
         new = HANDOUT_REGION.sub(fill, text)
         if new != text:
             path.write_text(new)
