@@ -70,6 +70,27 @@ class ParallelCheck(unittest.TestCase):
         self.assertEqual(verdicts[1], [("t1", False), ("t2", True), ("t3", False), ("t4", True)])
         self.assertEqual(verdicts[4], verdicts[1])
 
+    def test_check_all_goes_past_a_section_that_cannot_run_here(self):
+        import argparse
+        calls = []
+        def fake_check(section, a):
+            calls.append(section)
+            return None if section == "08_b" else [{"ok": section != "09_c"}]
+        saved = (student.resolve_all, student.build, student.check_section)
+        student.resolve_all = lambda names: ["07_a", "08_b", "09_c"]
+        student.build = lambda *args, **kw: None
+        student.check_section = fake_check
+        try:
+            a = argparse.Namespace(section=["all"], solution=False, report=None)
+            code_with_failure = student.cmd_check(a)
+            student.resolve_all = lambda names: ["07_a", "08_b"]
+            code_unchecked = student.cmd_check(a)
+        finally:
+            student.resolve_all, student.build, student.check_section = saved
+        self.assertEqual(calls, ["07_a", "08_b", "09_c", "07_a", "08_b"])  # 09 is still checked after 08's 77
+        self.assertEqual(code_with_failure, 1)
+        self.assertEqual(code_unchecked, 77)
+
     def test_gpus_spread_the_runs_over_the_visible_devices(self):
         import argparse
         import os
