@@ -6,9 +6,11 @@ Writes a release into a temporary folder and checks that it has no solutions/ an
 between a `BEGIN EXERCISE` and its `END EXERCISE` (`//` or `#` comments), minus the comment lines
 that open it (the hint, which the stub keeps) and the STUB lines, whitespace-normalised. Regions of fewer than 2 lines or 40 characters are too short to tell an
 answer from ordinary code and are left out. Each answer found is named by file and region.
-Prints "ok: ..." and exits 0, else one FAIL line per finding and exits 1.
+Then configures the release with CMake (no build), which fails when a target of the tests names
+a file of solutions/. Prints "ok: ..." and exits 0, else one FAIL line per finding and exits 1.
 """
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -53,6 +55,25 @@ def answers(path):
     return out
 
 
+def configure_problems(rel):
+    """The release must configure: a CMake target or test that names a file of solutions/ without
+    `if(EXISTS ...)` breaks every student's first build. Configure only (seconds); a configure that
+    cannot run here for other reasons (no CMake, no libraries) is not this test's finding."""
+    cmake = shutil.which("cmake")
+    if not cmake:
+        return []
+    prefix = [f"-DCMAKE_PREFIX_PATH={ROOT / '.deps'}"] if (ROOT / ".deps").is_dir() else []
+    r = subprocess.run([cmake, "-S", str(rel), "-B", str(rel / "build"), "-DLAB_CUDA_ARCHITECTURES=90", *prefix],
+                       capture_output=True, text=True, timeout=600)
+    out = r.stdout + r.stderr
+    missing = sorted(set(re.findall(r"Cannot find source file:\s*(\S+)", out)))
+    if missing:
+        return [f"the release does not configure: CMake cannot find {', '.join(missing)}"]
+    if r.returncode != 0 and "Generate step failed" in out:
+        return ["the release does not configure: " + " ".join(out.split())[-300:]]
+    return []
+
+
 def main():
     regions = [r for f in sorted((ROOT / "solutions").glob("[0-9][0-9]_*")) for r in answers(f)]
     problems = []
@@ -75,13 +96,14 @@ def main():
             for label, answer in regions:
                 if answer in text:
                     problems.append(f"{f.relative_to(rel)} holds the answer of {label}: {answer[:100]}...")
+        problems += configure_problems(rel)
     for p in problems:
         print("FAIL:", p)
     if not regions:
         print("FAIL: no exercise region found in solutions/ (nothing was checked)")
         return 1
     print(f"ok: {len(regions)} exercise regions, none in the {len(files)} files of the release"
-          if not problems else f"{len(problems)} answers found in the release")
+          if not problems else f"{len(problems)} problem(s) in the release")
     return 1 if problems else 0
 
 
