@@ -131,7 +131,7 @@ def prepare(line):
 def skipped(line):
     w = words_of(line)
     if not (ROOT / "solutions").is_dir():  # a student release: there is no solution to run
-        if "--solution" in w or any(re.match(r"build/bin/\d\d_", x) for x in w) or \
+        if "--solution" in w or any(re.match(r"(build/bin/\d\d_|solutions/)", x) for x in w) or \
                 re.search(r"scripts/lab (bench|gpu-check|grade|grading-example)\b", line):
             return True
     return not w or w[0] in NOT_RUN or "scripts/lab test" in line
