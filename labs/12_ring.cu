@@ -227,32 +227,12 @@ __global__ void __launch_bounds__(THREADS) pair_kernel(const PairArgs a) {
           if (j >= a.t_local || (a.causal && a.map.k_pos(j) > q_pos[e >> 1])) s[nb][e] = -INFINITY;
         }
     }
-    // Online softmax of rows g and g+8 (04's, base 2): a row may have seen no key yet.
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float tile_max = -INFINITY;
-#pragma unroll
-      for (int nb = 0; nb < TL::S_BLOCKS; ++nb) tile_max = fmaxf(tile_max, fmaxf(s[nb][2 * r], s[nb][2 * r + 1]));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-      const float m_new = fmaxf(m[r], tile_max);
-      const float max_scaled = m_new == -INFINITY ? 0.f : m_new * a.scale_log2;
-      const float alpha = fast_exp2(fmaf(m[r], a.scale_log2, -max_scaled));
-      m[r] = m_new;
-      l[r] *= alpha;
-#pragma unroll
-      for (int nb = 0; nb < TL::O_BLOCKS; ++nb) {
-        o_acc[nb][2 * r] *= alpha;
-        o_acc[nb][2 * r + 1] *= alpha;
-      }
-#pragma unroll
-      for (int nb = 0; nb < TL::S_BLOCKS; ++nb)
-#pragma unroll
-        for (int e = 2 * r; e < 2 * r + 2; ++e) {
-          s[nb][e] = fast_exp2(fmaf(s[nb][e], a.scale_log2, -max_scaled));
-          l[r] += s[nb][e];
-        }
-    }
+    // EXERCISE mma-online-softmax: the online softmax of rows g and g+8 on the fragment, as
+    //   you wrote it in 04 (EXERCISE mma-online-softmax there: this kernel is 04's, with global
+    //   positions). A row can meet a block in which it attends no key yet, so its max can be -inf.
+    // TODO(mma-online-softmax): your code here. Until it is written this part does nothing,
+    // and the self-check reports the output as not written.
+    (void)m; (void)l;
     // O += P V, P from the S registers (the C layout of two n-blocks is one A fragment).
 #pragma unroll
     for (int kk = 0; kk < TL::KV_STEPS; ++kk) {

@@ -235,7 +235,10 @@ __global__ void __launch_bounds__(THREADS) pair_kernel(const PairArgs a) {
           if (j >= a.t_local || (a.causal && a.map.k_pos(j) > q_pos[e >> 1])) s[nb][e] = -INFINITY;
         }
     }
-    // Online softmax of rows g and g+8 (04's, base 2): a row may have seen no key yet.
+    // BEGIN EXERCISE mma-online-softmax: the online softmax of rows g and g+8 on the fragment, as
+    //   you wrote it in 04 (EXERCISE mma-online-softmax there: this kernel is 04's, with global
+    //   positions). A row can meet a block in which it attends no key yet, so its max can be -inf.
+    // STUB: (void)m; (void)l;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float tile_max = -INFINITY;
@@ -261,6 +264,7 @@ __global__ void __launch_bounds__(THREADS) pair_kernel(const PairArgs a) {
           l[r] += s[nb][e];
         }
     }
+    // END EXERCISE
     // O += P V, P from the S registers (the C layout of two n-blocks is one A fragment).
 #pragma unroll
     for (int kk = 0; kk < TL::KV_STEPS; ++kk) {
