@@ -56,10 +56,14 @@ def expand_cases(data, solution, bugs, on_gpu, expect="pass"):
     return runs
 
 
+def probe_args(section):
+    """A run that tells whether the program can run here: its case list's first case (valid for that
+    section by definition, and small), run once without timing."""
+    return load_cases(section)["cases"][0].get("args", []) + ["--iters", "0", "--quiet"]
+
+
 def gpu_available(section, solution, timeout):
-    code, out, _ = run_limited(program(section, solution) + ["--t", "1", "--iters", "0", "--quiet"], timeout)
-    if code == EXIT_BAD_INPUT:  # a section that cannot take T = 1 (12: T is cut into N shards): its default shape
-        code, out, _ = run_limited(program(section, solution) + ["--iters", "0", "--quiet"], timeout)
+    code, out, _ = run_limited(program(section, solution) + probe_args(section), timeout)
     return code != EXIT_CANNOT_RUN, no_gpu_reason(out)
 
 
@@ -71,7 +75,7 @@ def check_section(section, a):
         say(f"lab: cannot run here: {reason} (--require-gpu)")
         return None
     if not on_gpu:
-        code, out, _ = run_limited(exe + ["--t", "1", "--iters", "0", "--quiet", "--cpu"], a.timeout)
+        code, out, _ = run_limited(exe + probe_args(section) + ["--cpu"], a.timeout)
         if code == EXIT_CANNOT_RUN:  # the exercise runs on a GPU only: never a PASS without one
             say(f"lab: {section}: not checked here: {no_gpu_reason(out) or 'needs a GPU'}")
             return None
@@ -263,8 +267,8 @@ def cmd_grade(a):
         build(targets(only or known, lab=False))  # the reference solutions, timed beside the students' code
         probe = BUILD / "grade_probe.json"
         probe.unlink(missing_ok=True)
-        code, out, _ = run_limited(program((only or known)[0], True) + ["--t", "1", "--iters", "0", "--json",
-                                                                      probe, "--quiet"], 120)
+        first = (only or known)[0]
+        code, out, _ = run_limited(program(first, True) + probe_args(first) + ["--json", probe], 120)
         on_gpu = code != EXIT_CANNOT_RUN
         if on_gpu and probe.exists():
             gpu_name = json.loads(probe.read_text())[-1]["gpu"]["name"]
