@@ -196,7 +196,7 @@ def library(*names):
 
 def no_window(variant, window):
     if window:
-        raise ValueError(f"{variant} takes no window (only flex does)")
+        raise ValueError(f"{variant} takes no window (flex and fa4 do)")
 
 
 @library("sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "sdpa-math")
@@ -253,13 +253,14 @@ def flex(torch, variant, q, k, v, causal, gqa, window=None):
 @library("fa4")
 def fa4(torch, variant, q, k, v, causal, gqa, window=None):
     """FlashAttention-4 (the flash-attn-4 package, module flash_attn.cute), which takes the lab's
-    [B, T, H, D] layout as it is and differentiates through torch.autograd. Not importable: the
-    baseline records the error."""
+    [B, T, H, D] layout as it is, a sliding window as window_size, and differentiates through
+    torch.autograd. Not importable: the baseline records the error."""
     from flash_attn.cute import flash_attn_func  # ImportError: recorded as "baseline unavailable"
-    no_window(variant, window)
+    # The lab's window W: a query at position p sees keys p-W+1 .. p (bottom-right aligned, as FA4's).
+    window_size = (window - 1, 0 if causal else None) if window else (None, None)
 
     def run():
-        out = flash_attn_func(q, k, v, causal=causal)
+        out = flash_attn_func(q, k, v, causal=causal, window_size=window_size)
         return (out[0] if isinstance(out, tuple) else out).transpose(1, 2)  # (O, LSE) -> O [B, H, T, D]
     return run
 
