@@ -216,6 +216,18 @@ class PythonBench(unittest.TestCase):
         self.assertEqual(maintainer.bench_baselines(data, None, True, False), [])   # --quick
         self.assertEqual(maintainer.bench_baselines(data, "tma", False, True), [])  # --no-baselines
 
+    def test_a_baseline_spec_is_timed_beside_the_entry_of_its_shape(self):
+        args = ["--dtype", "bf16", "--b", "4", "--t", "4096", "--h", "16", "--d", "128", "--causal", "--iters", "20"]
+        spec = {"variants": ["fa4"], "b": 4, "h": 16, "t": 4096, "d": 128, "dtype": "bf16", "causal": True}
+        self.assertTrue(maintainer.spec_matches_entry(spec, args))
+        self.assertFalse(maintainer.spec_matches_entry(dict(spec, causal=False), args))
+        self.assertFalse(maintainer.spec_matches_entry(dict(spec, window=1024), args))
+        self.assertFalse(maintainer.spec_matches_entry(dict(spec, h_kv=4), args))
+        self.assertFalse(maintainer.spec_matches_entry(dict(spec, dtype="fp16"), args))
+        self.assertFalse(maintainer.spec_matches_entry(spec, [a for a in args if a not in ("--dtype", "bf16")]))
+        window = ["--dtype", "bf16", "--b", "1", "--t", "8192", "--h", "32", "--d", "64", "--causal", "--window", "4096"]
+        self.assertTrue(maintainer.spec_matches_entry(dict(spec, b=1, t=8192, h=32, d=64, window=4096), window))
+
     def test_baseline_tags_name_tags_of_the_bench(self):
         import cases
         base = {"section": "09_triton", "cases": [], "bench": [{"args": ["--t", "4"], "tag": "tma"}]}
@@ -249,7 +261,7 @@ class PythonBench(unittest.TestCase):
                     out.add((self.problem(a), a[a.index("--window") + 1]))
             return out
         seven = windows("07_sliding_window", "window")
-        self.assertEqual(len(seven), 5)
+        self.assertEqual(len(seven), 8)
         self.assertEqual(windows("10_flex", "window"), seven)
         self.assertTrue(all("--against-07" in e["args"] for e in student.load_cases("10_flex")["bench"]
                             if "window" in e.get("variants", [])))

@@ -72,6 +72,32 @@ def bench_baselines(data, tag, quick, no_baselines):
     return data.get("baselines", [])
 
 
+def spec_matches_entry(spec, args):
+    """Whether a baseline spec is the problem of a bench entry's arguments (same B, H, H_kv, T_q,
+    T_kv, D, dtype, mask). An entry that leaves a size to the program's default matches nothing."""
+    opts, i = {}, 0
+    while i < len(args):
+        if args[i] == "--causal":
+            opts["causal"] = True
+            i += 1
+        else:
+            opts[args[i].lstrip("-")] = args[i + 1] if i + 1 < len(args) else None
+            i += 2
+    try:
+        entry = {"b": int(opts["b"]), "h": int(opts["h"]), "t": int(opts["t"]), "d": int(opts["d"]),
+                 "dtype": opts["dtype"]}
+        entry["h_kv"] = int(opts.get("h-kv", entry["h"]))
+        entry["t_kv"] = int(opts.get("t-kv", entry["t"]))
+        entry["window"] = int(opts["window"]) if "window" in opts else None
+    except (KeyError, TypeError, ValueError):
+        return False
+    entry["causal"] = opts.get("causal", False)
+    want = {"b": spec["b"], "h": spec["h"], "t": spec["t"], "d": spec["d"], "dtype": spec.get("dtype", "bf16"),
+            "h_kv": spec.get("h_kv", spec["h"]), "t_kv": spec.get("t_kv", spec["t"]),
+            "window": spec.get("window"), "causal": bool(spec.get("causal"))}
+    return entry == want
+
+
 def cmd_bench(a):
     names = resolve_all([a.section])
     build(targets(names, lab=False))
@@ -122,6 +148,19 @@ def cmd_bench(a):
             elif len(found) > 1:
                 say(f"lab: --resume: {name} is in several folders ({', '.join(map(str, found))}); say --out")
                 return EXIT_BAD_INPUT
+        specs = bench_baselines(data, a.tag, a.quick, a.no_baselines)  # what a user would pick instead
+
+        def time_baselines(chosen):
+            for spec in chosen:
+                specs.remove(spec)
+                if set(spec["variants"]) <= done_baselines.get(baseline_spec_command(spec), set()):
+                    continue
+                code, out, secs = run_limited([sys.executable, ROOT / "scripts" / "baselines.py", "--section", s,
+                                               "--spec", json.dumps(spec), "--json", tmp], a.timeout)
+                say(f"  baseline {s} {','.join(spec['variants'])} {spec.get('dtype')} T={spec['t']} "
+                    f"{'causal' if spec.get('causal') else ''}: exit {code} {secs:.0f} s")
+                say("\n".join("           | " + line for line in out.strip().splitlines()[-len(spec['variants']):]))
+                save()
         for n, entry in enumerate(sweep, 1):
             for v in entry.get("variants", data["variants"]):
                 if kernel_run_id(v, entry["args"]) in done_kernels:
@@ -140,15 +179,10 @@ def cmd_bench(a):
                     failed += 1
                     say("\n".join("           | " + line for line in out.strip().splitlines()[-6:]))
                 save()
-        for spec in bench_baselines(data, a.tag, a.quick, a.no_baselines):  # what a user would pick instead
-            if set(spec["variants"]) <= done_baselines.get(baseline_spec_command(spec), set()):
-                continue
-            code, out, secs = run_limited([sys.executable, ROOT / "scripts" / "baselines.py", "--section", s,
-                                           "--spec", json.dumps(spec), "--json", tmp], a.timeout)
-            say(f"  baseline {s} {','.join(spec['variants'])} {spec.get('dtype')} T={spec['t']} "
-                f"{'causal' if spec.get('causal') else ''}: exit {code} {secs:.0f} s")
-            say("\n".join("           | " + line for line in out.strip().splitlines()[-len(spec['variants']):]))
-            save()
+            # The libraries on this shape right after ours: the pair is timed minutes apart at most,
+            # and a sweep cut short by a time limit keeps both sides of every row it reached.
+            time_baselines([spec for spec in specs if spec_matches_entry(spec, entry["args"])])
+        time_baselines(list(specs))  # specs on shapes no entry has
         saved = save()
         if not saved:
             continue
