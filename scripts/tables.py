@@ -37,6 +37,9 @@ LIBRARIES = {
 # The shapes a section's headline (README row, plotted variant) is taken from, where not every shape
 # shows its lesson; the default is every shape.
 HEADLINE_SHAPES = {"07_sliding_window": lambda p: bool(p.get("window"))}
+# Libraries a section's table names in a column of their own, beside the fastest one: the bar the
+# section is held to (09 against the FlashAttention-2 it reimplements, not only against cuDNN).
+BESIDE = {"09_triton": ("sdpa-flash",)}
 NO_RECORDS = "No records yet."
 
 
@@ -146,10 +149,11 @@ def is_library(r, pass_name="forward"):
     return r["build"] == "baseline" and r["variant"] in LIBRARIES and (pass_name is None or pass_of(r) == pass_name)
 
 
-def best_baseline(r, baselines):
+def best_baseline(r, baselines, libraries=True):
     """(ratio, name): the fastest library on the same problem and the same pass, as the library's
-    time / our time (above 1: ours is faster)."""
-    same = [b for b in baselines if is_library(b, pass_of(r)) and problem_key(b) == problem_key(r)
+    time / our time (above 1: ours is faster). libraries=False: the fastest of `baselines`, whatever they are."""
+    same = [b for b in baselines if (is_library(b, pass_of(r)) if libraries else pass_of(b) == pass_of(r))
+            and problem_key(b) == problem_key(r)
             and b["timing"].get("median_ms")]
     if not same or not r["timing"].get("median_ms"):
         return None, None
@@ -179,7 +183,12 @@ def work(r):
 def ours_timed(records):
     """The section's own passing, timed records of its sweep (no side study, no baseline)."""
     return [r for r in records if r["build"] != "baseline" and not r.get("_tag") and r["check"]["passed"]
-            and r["timing"].get("median_ms")]
+            and r["timing"].get("median_ms") and not joined(r)]
+
+
+def joined(r):
+    """A record of another section's kernel timed in this section's run (10's window beside 07's)."""
+    return bool((r.get("metrics") or {}).get("kernel_of"))
 
 
 def headline(section, records):
@@ -204,7 +213,15 @@ def headline(section, records):
 
 def vs_library(r, records):
     ratio, name = best_baseline(r, [b for b in records if b["build"] == "baseline"])
+    if ratio is None:  # a section measured against another section's kernel: that ratio instead
+        ratio, name = best_baseline(r, [b for b in records if joined(b)], libraries=False)
+        if ratio is not None:
+            return f"{ratio:.2f}× {name} (section {name_of_joined(records, name)})"
     return "no library on this shape" if ratio is None else f"{ratio:.2f}× {name}"
+
+
+def name_of_joined(records, variant):
+    return next((r["metrics"]["kernel_of"] for r in records if joined(r) and r["variant"] == variant), "?")
 
 
 def readme_table(sections, by_section):
@@ -231,9 +248,10 @@ def variant_label(r):
     return f"{r['variant']} --consumers {c}" if c is not None and own is not None and c != own else r["variant"]
 
 
-def compact_table(records):
+def compact_table(records, beside=()):
     """A section's sweep as one row per problem: each variant of ours (ms), the best of ours as a
-    rate, the fastest library on the problem and its time over ours. The table a handout shows."""
+    rate, the fastest library on the problem and its time over ours, and for each library named in
+    `beside` its own time over ours. The table a handout shows."""
     ours = [r for r in records if r["build"] != "baseline" and r["timing"].get("median_ms")]
     libs = [r for r in records if is_library(r, None) and r["timing"].get("median_ms")]
     if not ours:
@@ -253,6 +271,7 @@ def compact_table(records):
                 + (["libraries' forward+backward ms"] if whole else []))
     else:
         head = ["shape"] + [f"{v} ms" for v in variants] + ["best of ours", "best library ms", "library / ours"]
+    head += [f"{name} / ours" for name in beside]
     out = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 2) + "---|"]
     for rs in rows_by.values():
         cells = [shape(rs[0])]
@@ -273,6 +292,9 @@ def compact_table(records):
             both = [b for b in libs if problem_key(b) == problem_key(best) and pass_of(b) == "forward+backward"]
             cells.append(" / ".join(f"{b['timing']['median_ms']:.4g} ({b['variant']})"
                                     for b in sorted(both, key=lambda b: b["timing"]["median_ms"])) or "–")
+        for name in beside:
+            named = [b for b in same if b["variant"] == name]
+            cells.append(f"{named[0]['timing']['median_ms'] / best['timing']['median_ms']:.2f}×" if named else "–")
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
 
@@ -474,7 +496,8 @@ def render_group(section, tag, records, ceilings, ncu):
                 "over the ring's (nccl: over N and per rank).", "", ring_table(timed), ""]
     if timed and not tag:
         out += ["One row per problem (the table the handout shows): each variant's median time, the best of "
-                "them as a rate, and the fastest library on the same problem.", "", compact_table(timed), "",
+                "them as a rate, and the fastest library on the same problem.", "",
+                compact_table(timed, BESIDE.get(section, ())), "",
                 "Every record, with the byte model, the share of the GPU's ceiling and the check:", ""]
     if timed:
         out += [section_table(timed, ceilings, ncu), ""]
@@ -573,7 +596,8 @@ def update_handouts(folder, by_section):
             if tag and group and not sweep:  # a study of errors, not of time (04's accum-sweep)
                 table = error_table(group)
             else:
-                table = ring_table(sweep) if section == "12_ring" and not tag else compact_table(sweep)
+                table = (ring_table(sweep) if section == "12_ring" and not tag
+                         else compact_table(sweep, BESIDE.get(section, ()) if not tag else ()))
             return f"{m.group(1)}\n{table}\n\n{m.group(6)}"
         new = HANDOUT_REGION.sub(fill, text)
         if new != text:

@@ -322,6 +322,28 @@ class Tables(unittest.TestCase):
         self.assertEqual(set(tables.LIBRARIES), {"sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "sdpa-math", "eager",
                                                  "flex", "fa4", "flashinfer"})
 
+    def test_a_section_timed_against_another_sections_kernel_is_summed_up_by_its_own(self):
+        def rec(variant, ms, joined=False):
+            metrics = {"tflops": 10.0 / ms}
+            if joined:
+                metrics["kernel_of"] = "07_sliding_window"
+            return {"section": "10_flex", "variant": variant, "build": "solution", "check": {"passed": True},
+                    "problem": {"b": 1, "h": 16, "h_kv": 16, "t_q": 8192, "t_kv": 8192, "d": 128, "dtype": "bf16",
+                                "causal": True, "window": 4096}, "timing": {"median_ms": ms}, "metrics": metrics}
+        records = [rec("window", 2.0), rec("07-window", 1.5, joined=True)]
+        self.assertEqual(tables.headline("10_flex", records)["variant"], "window")  # 07's kernel is not 10's
+        self.assertEqual(tables.vs_library(records[0], records), "0.75× 07-window (section 07_sliding_window)")
+
+    def test_a_named_library_gets_its_own_column_beside_the_fastest(self):
+        def rec(variant, build, ms):
+            return {"section": "09_triton", "variant": variant, "build": build, "check": {"passed": True},
+                    "problem": {"b": 1, "h": 8, "h_kv": 8, "t_q": 4096, "t_kv": 4096, "d": 64, "dtype": "bf16",
+                                "causal": False}, "timing": {"median_ms": ms}, "metrics": {"tflops": 1.0}}
+        records = [rec("triton", "solution", 2.0), rec("sdpa-flash", "baseline", 3.0), rec("sdpa-cudnn", "baseline", 1.6)]
+        rows = tables.compact_table(records, ("sdpa-flash",)).splitlines()
+        self.assertTrue(rows[0].endswith("| library / ours | sdpa-flash / ours |"))
+        self.assertTrue(rows[2].endswith("| 1.6 (sdpa-cudnn) | 0.80× | 1.50× |"), rows[2])
+
     def test_backward_is_compared_with_backward_and_forward_plus_backward_stays_beside(self):
         import json
 
