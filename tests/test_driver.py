@@ -535,6 +535,30 @@ class Setup(unittest.TestCase):
                 self.assertEqual(setup.ensure_python_deps(), expect_ok)
             self.assertIn(expect_text, out.getvalue())
 
+    def test_python_sections_and_baselines_install_only_the_lines_they_miss(self):
+        import contextlib, io
+        from unittest import mock
+        from labcli import setup
+        self.assertEqual(setup.requirement_lines("requirements-gpu.txt", ["flashinfer", "flash_attn"]),
+                         ["flashinfer-python==0.7.4", "flash-attn-4==4.0.0b36"])
+        self.assertEqual(setup.requirement_lines("requirements-cpu.txt", ["triton"]), ["triton==3.6.*"])
+        installed = []
+
+        def pip(cmd, log, env=None):
+            installed.append([x for x in cmd[cmd.index("15") + 1:] if x != "--user"])
+            return 0
+        present = {"torch"}
+        with tempfile.TemporaryDirectory() as tmp, \
+                mock.patch.object(setup.importlib.util, "find_spec", lambda name: name if name in present else None), \
+                mock.patch.object(setup, "logged", pip), \
+                mock.patch.object(setup, "build_log", lambda: Path(tmp) / "log"), \
+                contextlib.redirect_stdout(io.StringIO()) as out:
+            self.assertTrue(setup.ensure_section_packages(on_gpu=False))
+            self.assertTrue(setup.ensure_baseline_packages())
+        self.assertEqual(installed[0], ["triton==3.6.*"])  # torch is there: a user's own torch stays
+        self.assertEqual(installed[1], ["triton==3.6.*", "flashinfer-python==0.7.4", "flash-attn-4==4.0.0b36"])
+        self.assertIn("installing triton into", out.getvalue())
+
     def test_missing_packages_are_named_when_they_cannot_be_installed(self):
         import contextlib, io
         from unittest import mock

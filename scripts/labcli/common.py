@@ -256,6 +256,18 @@ def no_gpu_reason(output):
     return None
 
 
+def has_gpu():
+    """Whether this machine shows an NVIDIA GPU (nvidia-smi lists one). Only to choose which packages
+    to install: whether a program can run is its own verdict (exit 77)."""
+    if not shutil.which("nvidia-smi"):
+        return False
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "GPU" in out
+
+
 def gpu_devices(count):
     """--gpus N: the devices runs are spread over, the first N of CUDA_VISIBLE_DEVICES (else 0..N-1);
     [None] (leave the environment alone) for one."""

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from labcli.common import (BUILD, EXIT_BAD_INPUT, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_PASS, EXIT_TIMEOUT, ROOT,
-                           BadInput, LabError, build, git_sha, is_python, load_cases, no_gpu_reason, program,
+                           BadInput, LabError, build, git_sha, has_gpu, is_python, load_cases, no_gpu_reason, program,
                            resolve, resolve_all, run_limited, say, sections, targets)
 from labcli.student import grading_example
 import cases  # noqa: E402
@@ -104,6 +104,9 @@ def cmd_bench(a):
     failed = 0
     if any(is_python(s) for s in names):
         os.environ.update(compiler_caches(os.environ, BUILD))
+    if not (a.quick or a.no_baselines) and has_gpu():  # the libraries a row is compared with
+        from labcli import setup
+        setup.ensure_baseline_packages()
     if a.ceilings:  # measured in the same run: every "% of ceiling" is relative to these
         dest = Path(a.out) if a.out else ROOT / "results" / "local"
         dest.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,9 @@ else the system's; else the Debian packages, installed when this user may (root,
 password); else CMake fetches their sources at configure time. If that fails too, one line names
 the command that installs them.
 Python (numpy, matplotlib: the tests' .npy reader, tables and plots): pip, into the active virtual
-environment or the user's site-packages; if pip cannot, one line names the command.
+environment or the user's site-packages; if pip cannot, one line names the command. The Python
+sections' packages (Triton, PyTorch) and the optional library baselines (FlashInfer,
+FlashAttention-4) likewise, from scripts/requirements-cpu.txt or -gpu.txt, when a command needs them.
 """
 import importlib.util
 import os
@@ -84,20 +86,66 @@ PY_MODULES = {"numpy": "numpy", "matplotlib": "matplotlib"}
 
 def ensure_python_deps():
     """Before the tests: numpy and matplotlib, installed with pip when missing (said where)."""
-    missing = [m for m in PY_MODULES if importlib.util.find_spec(m) is None]
-    if not missing:
-        return True
-    req = ROOT / "scripts" / "requirements.txt"
+    return pip_install([m for m in PY_MODULES if importlib.util.find_spec(m) is None], "requirements.txt",
+                       "the tests that need them are skipped")
+
+
+# What the Python sections import (09 Triton, 10 PyTorch; on a GPU both), and the baselines' packages.
+SECTION_MODULES = ("triton", "torch")
+BASELINE_MODULES = ("flashinfer", "flash_attn")
+
+
+def ensure_section_packages(on_gpu):
+    """Before a Python section runs: Triton and PyTorch from the requirements of this machine's path
+    (the GPU's, or the CPU's: Triton's interpreter and PyTorch's eager FlexAttention). If pip cannot,
+    the section itself says what is missing (exit 77)."""
+    missing = [m for m in SECTION_MODULES if importlib.util.find_spec(m) is None]
+    return pip_install(missing, "requirements-gpu.txt" if on_gpu else "requirements-cpu.txt",
+                       "the Python sections say what is missing")
+
+
+def ensure_baseline_packages():
+    """Before a bench on a GPU: the optional libraries of scripts/requirements-gpu.txt. One that does
+    not install is recorded by its baseline as unavailable, with the error."""
+    missing = [m for m in SECTION_MODULES + BASELINE_MODULES if importlib.util.find_spec(m) is None]
+    return pip_install(missing, "requirements-gpu.txt", "their baselines are recorded as unavailable")
+
+
+# The module a requirement line provides, where its name differs from the package's.
+MODULE_OF_PACKAGE = {"flashinfer-python": "flashinfer", "flash-attn-4": "flash_attn"}
+
+
+def requirement_lines(requirements, modules):
+    """The lines of scripts/REQUIREMENTS that provide these modules (the file's pins kept), so an
+    install touches nothing else a user has (a newer torch stays)."""
+    out = []
+    for line in (ROOT / "scripts" / requirements).read_text().splitlines():
+        spec = line.split("#")[0].strip()
+        name = spec.split(";")[0]
+        for sep in "=<>!~[ ":
+            name = name.split(sep)[0]
+        if spec and MODULE_OF_PACKAGE.get(name, name.replace("-", "_")) in modules:
+            out.append(spec)
+    return out
+
+
+def pip_install(missing, requirements, otherwise):
+    """pip installs the lines of scripts/REQUIREMENTS that provide the missing modules; says what and
+    where. Offline, pip gives up after one short retry."""
+    lines = requirement_lines(requirements, missing)
+    if not lines:
+        return not missing
     in_venv = sys.prefix != getattr(sys, "base_prefix", sys.prefix)
     where = f"the virtual environment {sys.prefix}" if in_venv else "your user site-packages (pip --user)"
-    cmd = [sys.executable, "-m", "pip", "install", "-q", "-r", req] + ([] if in_venv or os.geteuid() == 0 else ["--user"])
+    cmd = ([sys.executable, "-m", "pip", "install", "-q", "--retries", "1", "--timeout", "15"] + lines
+           + ([] if in_venv or os.geteuid() == 0 else ["--user"]))
     say(f"lab: installing {', '.join(missing)} into {where if os.geteuid() != 0 or in_venv else 'the system Python (root)'}"
         f" (pip; log: {build_log()})")
     if logged(cmd, build_log()) == 0:
         importlib.invalidate_caches()
         return True
-    say(f"lab: pip could not install {', '.join(missing)}; the tests that need them are skipped "
-        f"(install: {sys.executable} -m pip install -r scripts/requirements.txt)")
+    say(f"lab: pip could not install {', '.join(missing)}; {otherwise} "
+        f"(install: {sys.executable} -m pip install -r scripts/{requirements})")
     return False
 
 

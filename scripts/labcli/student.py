@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from labcli.common import (BUILD, EXIT_BAD_INPUT, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_PASS, EXIT_TIMEOUT, ROOT,
-                           BadInput, LabError, build, cmake_env, gpu_devices, git_sha, is_python, load_cases,
+                           BadInput, LabError, build, cmake_env, gpu_devices, git_sha, has_gpu, is_python, load_cases,
                            no_gpu_reason, on_device, program, resolve, resolve_all, run_limited, say, sections,
                            source_name, targets)
 import cases  # noqa: E402  (scripts/cases.py, on the path through labcli.common)
@@ -20,9 +20,17 @@ import make_labs  # noqa: E402
 
 
 # ------------------------------------------------------------------------------------------ run
+def python_packages(names, args=()):
+    """A Python section's packages, installed when missing, for the path this machine takes."""
+    if any(is_python(s) for s in names):
+        from labcli import setup
+        setup.ensure_section_packages(on_gpu=has_gpu() and "--cpu" not in args)
+
+
 def cmd_run(a):
     section = resolve(a.section)
     build(targets([section], solution=a.solution, lab=not a.solution))
+    python_packages([section], a.args)
     cmd = program(section, a.solution) + a.args
     code, out, _ = run_limited(cmd, a.timeout)
     reason = no_gpu_reason(out) if code == EXIT_CANNOT_RUN else None
@@ -123,6 +131,7 @@ def check_section(section, a):
 def cmd_check(a):
     names = resolve_all(a.section)
     build(targets(names, solution=a.solution, lab=not a.solution))
+    python_packages(names)
     results, unchecked = [], []
     for s in names:  # a section that cannot run here is named at the end; the others are still checked
         got = check_section(s, a)
