@@ -299,8 +299,13 @@ def compact_table(records, beside=()):
     return "\n".join(out)
 
 
+def is_ring(records):
+    """A sweep whose runs are told apart by ranks, layout and transport (options, not variants)."""
+    return any("ranks" in (r.get("metrics") or {}) and "layout" in (r.get("metrics") or {}) for r in records)
+
+
 def ring_table(records):
-    """12_ring's sweep: one row per record (ranks, layout and transport are options, not variants):
+    """A ring's sweep (12): one row per record (ranks, layout and transport are options, not variants):
     the forward's time, the ring's span split into compute and pass, the share of the pass hidden,
     the causal work balance, and the efficiency against the single-GPU forward (local transport:
     the cost of sharding on one GPU; nccl: the scaling over the GPUs)."""
@@ -491,7 +496,7 @@ def render_group(section, tag, records, ceilings, ncu):
                 "two), forward+backward 3.5×; each is compared only with a library's record of the same pass.", ""]
     timed = [r for r in records if is_timed(r)]
     sweeps = [r for r in records if not is_timed(r)]
-    if timed and section == "12_ring":
+    if timed and is_ring(timed):
         out += ["The ring, one row per run (ranks, layout, transport); efficiency is the single-GPU forward's time "
                 "over the ring's (nccl: over N and per rank).", "", ring_table(timed), ""]
     if timed and not tag:
@@ -596,7 +601,7 @@ def update_handouts(folder, by_section):
             if tag and group and not sweep:  # a study of errors, not of time (04's accum-sweep)
                 table = error_table(group)
             else:
-                table = (ring_table(sweep) if section == "12_ring" and not tag
+                table = (ring_table(sweep) if is_ring(sweep) and not tag
                          else compact_table(sweep, BESIDE.get(section, ()) if not tag else ()))
             return f"{m.group(1)}\n{table}\n\n{m.group(6)}"
         new = HANDOUT_REGION.sub(fill, text)
