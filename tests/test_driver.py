@@ -267,6 +267,27 @@ class PythonBench(unittest.TestCase):
                             if "window" in e.get("variants", [])))
 
 
+class Compare(unittest.TestCase):
+    """compare: each section on its own shapes (exercise 2), or all on one section's (exercise 4)."""
+
+    def test_sections_run_on_one_sections_shapes_with_the_variant_named(self):
+        nine = student.compare_shapes(student.load_cases("09_triton"))
+        plan = student.compare_plan(["03", "04:mma", "08:ws", "09"], shapes_of="09")
+        self.assertEqual(len(plan), 4 * len(nine))
+        self.assertEqual({(s, v) for s, v, _ in plan}, {("03_v2_loop_order", student.load_cases("03_v2_loop_order")["variants"][0]),
+                                                         ("04_fp16", "mma"), ("08_tma_skeleton", "ws"),
+                                                         ("09_triton", "triton")})
+        self.assertEqual([sh for s, _, sh in plan if s == "04_fp16"], [sh for _, sh in nine])
+        self.assertTrue(all("--iters" not in sh and "--warmup" not in sh for _, _, sh in plan))
+
+    def test_own_shapes_by_default_and_an_unknown_variant_is_bad_input(self):
+        plan = student.compare_plan(["02", "03"])
+        self.assertEqual(len(plan), len(student.compare_shapes(student.load_cases("02_v1_tile")))
+                         + len(student.compare_shapes(student.load_cases("03_v2_loop_order"))))
+        with self.assertRaises(common.BadInput):
+            student.compare_plan(["04:nope"])
+
+
 class BenchResume(unittest.TestCase):
     """bench --resume: which runs of a sweep cut short by a time limit are already measured."""
     spec = {"variants": ["sdpa-flash", "sdpa-cudnn"], "b": 1, "h": 16, "t": 16384, "d": 128, "dtype": "bf16"}

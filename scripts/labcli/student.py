@@ -200,10 +200,31 @@ def strip_timing(args):
     return out
 
 
+def compare_plan(specs, shapes_of=None):
+    """[(section, variant, shape args)] for compare: 'NN' or 'NN:VARIANT' per section, on its own
+    shapes, or on the shapes of section `shapes_of` (then a section's variant is the one named, else
+    its first). A variant the section does not have is bad input."""
+    plan = []
+    common = compare_shapes(load_cases(resolve(shapes_of))) if shapes_of else None
+    for spec in specs:
+        name, _, variant = spec.partition(":")
+        s = resolve(name)
+        data = load_cases(s)
+        if variant and variant not in data["variants"]:
+            raise BadInput(f"compare: {s} has no variant '{variant}' (its variants: {', '.join(data['variants'])})")
+        if common is None:
+            plan += [(s, variant or v, shape) for v, shape in compare_shapes(data)]
+        else:
+            plan += [(s, variant or data["variants"][0], shape) for _, shape in common]
+    return plan
+
+
 def cmd_compare(a):
     """Your builds of the sections (and the solution's, --solution-too) on the same shapes, one
-    table: the chapter's exercise 2 (how much does FA2's loop order buy over FA1's?)."""
-    names = resolve_all(a.section)
+    table: the chapter's exercise 2 (how much does FA2's loop order buy over FA1's?), and with
+    --shapes-of the sections side by side on one section's shapes (exercise 4)."""
+    plan = compare_plan(a.section, a.shapes_of)
+    names = list(dict.fromkeys(s for s, _, _ in plan))
     builds = [("lab", False)] + ([("solution", True)] if a.solution_too else [])
     build(targets(names, solution=a.solution_too, lab=True))
     on_gpu, reason = gpu_available(names[0], False, 120)
@@ -212,24 +233,24 @@ def cmd_compare(a):
         return EXIT_CANNOT_RUN
     rows, failed = [], False
     with tempfile.TemporaryDirectory() as tmp:
-        for s in names:
-            for variant, shape in compare_shapes(load_cases(s)):
-                for label, solution in builds:
-                    rec = Path(tmp) / f"{s}-{label}-{len(rows)}.json"
-                    cmd = program(s, solution) + (["--variant", variant] if variant else []) + \
-                        ["--quiet", "--warmup", str(a.warmup), "--iters", str(a.iters), "--json", rec] + shape
-                    code, out, _ = run_limited(cmd, a.timeout)
-                    ms = gflops = None
-                    try:
-                        r = json.loads(rec.read_text())[-1]
-                        ms = r["timing"]["median_ms"]
-                        gflops = r["metrics"]["flops_model"] / (ms * 1e-3) / 1e9 if ms else None
-                    except (OSError, ValueError, KeyError, IndexError, TypeError):
-                        pass
-                    verdict = "" if code == EXIT_PASS else ("FAIL" if code == EXIT_FAIL else f"exit {code}")
-                    failed = failed or code != EXIT_PASS
-                    rows.append((s, label, " ".join(shape), ms, gflops, verdict))
-                    say(f"  {s} {label} {' '.join(shape)}: " + (f"{ms:.4g} ms" if ms else verdict or "no time"))
+        for s, variant, shape in plan:
+            for label, solution in builds:
+                rec = Path(tmp) / f"{s}-{label}-{len(rows)}.json"
+                cmd = program(s, solution) + (["--variant", variant] if variant else []) + \
+                    ["--quiet", "--warmup", str(a.warmup), "--iters", str(a.iters), "--json", rec] + shape
+                code, out, _ = run_limited(cmd, a.timeout)
+                ms = gflops = None
+                try:
+                    r = json.loads(rec.read_text())[-1]
+                    ms = r["timing"]["median_ms"]
+                    gflops = r["metrics"]["flops_model"] / (ms * 1e-3) / 1e9 if ms else None
+                except (OSError, ValueError, KeyError, IndexError, TypeError):
+                    pass
+                verdict = {EXIT_PASS: "", EXIT_FAIL: "FAIL", EXIT_BAD_INPUT: "not this shape",
+                           EXIT_CANNOT_RUN: "cannot run here"}.get(code, f"exit {code}")
+                failed = failed or code not in (EXIT_PASS, EXIT_BAD_INPUT, EXIT_CANNOT_RUN)
+                rows.append((f"{s} {variant}".strip(), label, " ".join(shape), ms, gflops, verdict))
+                say(f"  {s} {label} {' '.join(shape)}: " + (f"{ms:.4g} ms" if ms else verdict or "no time"))
     head = ("section", "build", "shape", "ms", "GFLOP/s", "")
     cells = [head] + [(s, b, sh, f"{ms:.4g}" if ms else "-", f"{g:.1f}" if g else "-", v)
                       for s, b, sh, ms, g, v in rows]
