@@ -149,11 +149,10 @@ def is_library(r, pass_name="forward"):
     return r["build"] == "baseline" and r["variant"] in LIBRARIES and (pass_name is None or pass_of(r) == pass_name)
 
 
-def best_baseline(r, baselines, libraries=True):
+def best_baseline(r, baselines):
     """(ratio, name): the fastest library on the same problem and the same pass, as the library's
-    time / our time (above 1: ours is faster). libraries=False: the fastest of `baselines`, whatever they are."""
-    same = [b for b in baselines if (is_library(b, pass_of(r)) if libraries else pass_of(b) == pass_of(r))
-            and problem_key(b) == problem_key(r)
+    time / our time (above 1: ours is faster)."""
+    same = [b for b in baselines if is_library(b, pass_of(r)) and problem_key(b) == problem_key(r)
             and b["timing"].get("median_ms")]
     if not same or not r["timing"].get("median_ms"):
         return None, None
@@ -213,15 +212,13 @@ def headline(section, records):
 
 def vs_library(r, records):
     ratio, name = best_baseline(r, [b for b in records if b["build"] == "baseline"])
-    if ratio is None:  # a section measured against another section's kernel: that ratio instead
-        ratio, name = best_baseline(r, [b for b in records if joined(b)], libraries=False)
-        if ratio is not None:
-            return f"{ratio:.2f}× {name} (section {name_of_joined(records, name)})"
-    return "no library on this shape" if ratio is None else f"{ratio:.2f}× {name}"
-
-
-def name_of_joined(records, variant):
-    return next((r["metrics"]["kernel_of"] for r in records if joined(r) and r["variant"] == variant), "?")
+    if ratio is not None:
+        return f"{ratio:.2f}× {name}"
+    other = [b for b in records if joined(b) and problem_key(b) == problem_key(r) and b["timing"].get("median_ms")]
+    if other and r["timing"].get("median_ms"):  # measured against another section's kernel: that ratio
+        b = min(other, key=lambda b: b["timing"]["median_ms"])
+        return f"{b['timing']['median_ms'] / r['timing']['median_ms']:.2f}× {b['variant']} (section {b['metrics']['kernel_of']})"
+    return "no library on this shape"
 
 
 def readme_table(sections, by_section):

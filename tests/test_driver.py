@@ -227,6 +227,8 @@ class PythonBench(unittest.TestCase):
         self.assertFalse(maintainer.spec_matches_entry(spec, [a for a in args if a not in ("--dtype", "bf16")]))
         window = ["--dtype", "bf16", "--b", "1", "--t", "8192", "--h", "32", "--d", "64", "--causal", "--window", "4096"]
         self.assertTrue(maintainer.spec_matches_entry(dict(spec, b=1, t=8192, h=32, d=64, window=4096), window))
+        self.assertTrue(maintainer.spec_matches_entry(dict(spec, b=1, t=8192, h=32, d=64, window=4096),
+                                                      ["--against-07"] + window + ["--warmup", "5"]))  # a flag alone
 
     def test_baseline_tags_name_tags_of_the_bench(self):
         import cases
@@ -575,9 +577,11 @@ class Setup(unittest.TestCase):
                 mock.patch.object(setup, "build_log", lambda: Path(tmp) / "log"), \
                 contextlib.redirect_stdout(io.StringIO()) as out:
             self.assertTrue(setup.ensure_section_packages(on_gpu=False))
-            self.assertTrue(setup.ensure_baseline_packages())
+            self.assertTrue(setup.ensure_baseline_packages({"fa4", "flashinfer", "sdpa-flash"}))
+            self.assertTrue(setup.ensure_baseline_packages({"sdpa-cudnn"}))  # PyTorch's own: nothing to install
         self.assertEqual(installed[0], ["triton==3.6.*"])  # torch is there: a user's own torch stays
-        self.assertEqual(installed[1], ["triton==3.6.*", "flashinfer-python==0.7.4", "flash-attn-4==4.0.0b36"])
+        self.assertEqual(installed[1], ["flashinfer-python==0.7.4", "flash-attn-4==4.0.0b36"])  # torch is there
+        self.assertEqual(len(installed), 2)
         self.assertIn("installing triton into", out.getvalue())
 
     def test_missing_packages_are_named_when_they_cannot_be_installed(self):

@@ -75,23 +75,16 @@ def bench_baselines(data, tag, quick, no_baselines):
 def spec_matches_entry(spec, args):
     """Whether a baseline spec is the problem of a bench entry's arguments (same B, H, H_kv, T_q,
     T_kv, D, dtype, mask). An entry that leaves a size to the program's default matches nothing."""
-    opts, i = {}, 0
-    while i < len(args):
-        if args[i] == "--causal":
-            opts["causal"] = True
-            i += 1
-        else:
-            opts[args[i].lstrip("-")] = args[i + 1] if i + 1 < len(args) else None
-            i += 2
+    def value(flag, default=None):
+        at = args.index(flag) + 1 if flag in args else len(args)
+        return args[at] if at < len(args) else default
     try:
-        entry = {"b": int(opts["b"]), "h": int(opts["h"]), "t": int(opts["t"]), "d": int(opts["d"]),
-                 "dtype": opts["dtype"]}
-        entry["h_kv"] = int(opts.get("h-kv", entry["h"]))
-        entry["t_kv"] = int(opts.get("t-kv", entry["t"]))
-        entry["window"] = int(opts["window"]) if "window" in opts else None
-    except (KeyError, TypeError, ValueError):
+        entry = {k: int(value(f"--{k}")) for k in ("b", "h", "t", "d")}
+        entry.update(h_kv=int(value("--h-kv", entry["h"])), t_kv=int(value("--t-kv", entry["t"])),
+                     window=int(value("--window")) if "--window" in args else None)
+    except (TypeError, ValueError):
         return False
-    entry["causal"] = opts.get("causal", False)
+    entry.update(dtype=value("--dtype"), causal="--causal" in args)
     want = {"b": spec["b"], "h": spec["h"], "t": spec["t"], "d": spec["d"], "dtype": spec.get("dtype", "bf16"),
             "h_kv": spec.get("h_kv", spec["h"]), "t_kv": spec.get("t_kv", spec["t"]),
             "window": spec.get("window"), "causal": bool(spec.get("causal"))}
@@ -104,9 +97,11 @@ def cmd_bench(a):
     failed = 0
     if any(is_python(s) for s in names):
         os.environ.update(compiler_caches(os.environ, BUILD))
-    if not (a.quick or a.no_baselines) and has_gpu():  # the libraries a row is compared with
+    wanted = {v for s in names for spec in bench_baselines(load_cases(s), a.tag, a.quick, a.no_baselines)
+              for v in spec["variants"]}
+    if wanted and has_gpu():  # the libraries this sweep compares with, installed where missing
         from labcli import setup
-        setup.ensure_baseline_packages()
+        setup.ensure_baseline_packages(wanted)
     if a.ceilings:  # measured in the same run: every "% of ceiling" is relative to these
         dest = Path(a.out) if a.out else ROOT / "results" / "local"
         dest.mkdir(parents=True, exist_ok=True)

@@ -90,9 +90,10 @@ def ensure_python_deps():
                        "the tests that need them are skipped")
 
 
-# What the Python sections import (09 Triton, 10 PyTorch; on a GPU both), and the baselines' packages.
+# What the Python sections import (09 Triton, 10 PyTorch; on a GPU both), and what a baseline
+# (scripts/baselines.py's variants) imports beyond PyTorch.
 SECTION_MODULES = ("triton", "torch")
-BASELINE_MODULES = ("flashinfer", "flash_attn")
+BASELINE_MODULE = {"flashinfer": "flashinfer", "fa4": "flash_attn"}
 
 
 def ensure_section_packages(on_gpu):
@@ -104,10 +105,12 @@ def ensure_section_packages(on_gpu):
                        "the Python sections say what is missing")
 
 
-def ensure_baseline_packages():
-    """Before a bench on a GPU: the optional libraries of scripts/requirements-gpu.txt. One that does
-    not install is recorded by its baseline as unavailable, with the error."""
-    missing = [m for m in SECTION_MODULES + BASELINE_MODULES if importlib.util.find_spec(m) is None]
+def ensure_baseline_packages(variants):
+    """Before a bench on a GPU: PyTorch and the libraries of these baseline variants, from
+    scripts/requirements-gpu.txt. One that does not install is recorded by its baseline as
+    unavailable, with the error."""
+    modules = ["torch"] + sorted({BASELINE_MODULE[v] for v in variants if v in BASELINE_MODULE})
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
     return pip_install(missing, "requirements-gpu.txt", "their baselines are recorded as unavailable")
 
 
