@@ -309,9 +309,9 @@ window_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
 
 // ---------------------------------------------------------------------------------------------
 // The same lesson on the Hopper kernel (common/hopper/ws_forward.cuh: section 08's warp-specialised
-// forward, TMA into an mbarrier ring, wgmma; 128 query rows and 128 keys per tile). The kernel asks
-// this section for its rules: the keys a row attends (attended_keys), the K/V tiles a block and
-// each of its two consumer warpgroups walk (kv_tile_span at 128 keys: EXERCISE tile-span) and the
+// forward in its ws-pingpong schedule, TMA into an mbarrier ring, wgmma; 128 query rows, 192 at
+// D = 64, and 128 keys per tile). The kernel asks this section for its rules: the keys a row
+// attends (attended_keys), the K/V tiles a block and each of its consumer warpgroups walk (kv_tile_span at 128 keys: EXERCISE tile-span) and the
 // mask of an S tile (mask_edges on the wgmma accumulator, 16 n-blocks: EXERCISE edge-mask). A block
 // counts the tiles it loads, as the mma kernel does. The ring protocol (slots, phases, the producer
 // loop, the consumers' wait and release) is section 08's exercise: it comes from 08's file.
@@ -353,21 +353,25 @@ struct HopperRules : ring::Protocol<ring::KvSource::contiguous> {
 //                     sm_90a: CMake adds it), else the mma kernel; the record says which (metrics.kernel)
 //   window-mma, full-mma, window-q128   the mma kernel everywhere (04's, 64 or 128 query rows)
 enum class Kernel { mma, hopper };
+// The Hopper kernel runs 08's ws-pingpong schedule: two consumer warpgroups (128 query rows), three
+// at D = 64 (192), the tile 08 measures fastest at each D.
+constexpr int hopper_consumers(int d) { return d == 64 ? 3 : 2; }
 struct VariantConfig {
   Kernel kernel;
   int warps;  // mma: 4 or 8 warps of 16 rows
   bool skip;
-  int block_q() const { return kernel == Kernel::hopper ? ws::BLOCK_Q : warps * ROWS_PER_WARP; }
+  int d;
+  int block_q() const { return kernel == Kernel::hopper ? hopper_consumers(d) * ws::WG_ROWS : warps * ROWS_PER_WARP; }
   int block_kv() const { return kernel == Kernel::hopper ? ws::BLOCK_KV : BLOCK_KV; }
   const char* name() const { return kernel == Kernel::hopper ? "hopper (wgmma, TMA, warp-specialised)" : "mma (mma.sync, cp.async)"; }
 };
-VariantConfig config_of(const std::string& variant, bool hopper) {
+VariantConfig config_of(const std::string& variant, bool hopper, int d) {
   const Kernel k = hopper ? Kernel::hopper : Kernel::mma;
-  if (variant == "full") return {k, 4, false};
-  if (variant == "window-mma") return {Kernel::mma, 4, true};
-  if (variant == "full-mma") return {Kernel::mma, 4, false};
-  if (variant == "window-q128") return {Kernel::mma, 8, true};
-  return {k, 4, true};
+  if (variant == "full") return {k, 4, false, d};
+  if (variant == "window-mma") return {Kernel::mma, 4, true, d};
+  if (variant == "full-mma") return {Kernel::mma, 4, false, d};
+  if (variant == "window-q128") return {Kernel::mma, 8, true, d};
+  return {k, 4, true, d};
 }
 
 // The ring protocol is there: section 08's file is beside this one and its ring_slot() is written.
@@ -385,7 +389,7 @@ bool hopper_kernel_runs(const lab::DeviceInfo& dev, bool quiet) {
   if (dev.cc_major != 9 || dev.cc_minor != 0) return false;
 #if LAB_HAVE_RING_PROTOCOL
   cudaFuncAttributes attr{};
-  CUDA_CHECK(cudaFuncGetAttributes(&attr, ws::ws_kernel<__nv_bfloat16, 64, false, HopperRules<true>>));
+  CUDA_CHECK(cudaFuncGetAttributes(&attr, ws::ws_kernel<__nv_bfloat16, 64, true, HopperRules<true>, 3, true>));
   if (attr.binaryVersion != 90) return false;
 #endif
   if (ring_protocol_written()) return true;
@@ -473,7 +477,8 @@ std::function<void(cudaStream_t)> make_launch(const lab::RunContext& ctx, const 
   };
 }
 
-// The Hopper kernel: tensor maps over Q, K, V (made on the host, 128-byte swizzle), 384 threads.
+// The Hopper kernel: tensor maps over Q, K, V (made on the host, 128-byte swizzle), a producer
+// warpgroup and CONS consumer warpgroups in ping-pong.
 #if LAB_HAVE_RING_PROTOCOL
 template <class T, int HEAD_DIM, bool SKIP>
 std::function<void(cudaStream_t)> make_hopper_launch(const lab::RunContext& ctx, const Shape& sh,
@@ -482,15 +487,16 @@ std::function<void(cudaStream_t)> make_hopper_launch(const lab::RunContext& ctx,
   WindowParams p{ws::params_of(pr, ctx.tensors.o, ctx.tensors.lse), 0, nullptr};  // (the same values as sh's)
   p.inverted_window = sh.inverted_window ? 1 : 0;
   p.tiles_visited = counter;
-  const CUtensorMap q_map = ws::make_map(pr, ctx.tensors.q, pr.h, pr.t_q, pr.b, ws::BLOCK_Q);
+  constexpr int CONS = hopper_consumers(HEAD_DIM), BLOCK_Q = CONS * ws::WG_ROWS;
+  const CUtensorMap q_map = ws::make_map(pr, ctx.tensors.q, pr.h, pr.t_q, pr.b, BLOCK_Q);
   const CUtensorMap k_map = ws::make_map(pr, ctx.tensors.k, pr.h_kv, pr.t_kv, pr.b, ws::BLOCK_KV);
   const CUtensorMap v_map = ws::make_map(pr, ctx.tensors.v, pr.h_kv, pr.t_kv, pr.b, ws::BLOCK_KV);
-  auto* kernel = ws::ws_kernel<T, HEAD_DIM, false, HopperRules<SKIP>>;
+  auto* kernel = ws::ws_kernel<T, HEAD_DIM, true, HopperRules<SKIP>, CONS, true>;
   constexpr int smem = ws::Tiles<HEAD_DIM>::SMEM_BYTES;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const dim3 grid(unsigned(lab::ceil_div(pr.t_q, ws::BLOCK_Q)), unsigned(pr.b * pr.h));
+  const dim3 grid(unsigned(lab::ceil_div(pr.t_q, BLOCK_Q)), unsigned(pr.b * pr.h));
   return [=](cudaStream_t st) {
-    kernel<<<grid, ws::THREADS, smem, st>>>(q_map, k_map, v_map, p);
+    kernel<<<grid, (1 + CONS) * ws::WG_THREADS, smem, st>>>(q_map, k_map, v_map, p);
     CUDA_CHECK_LAST();
   };
 }
@@ -512,7 +518,7 @@ std::function<void(cudaStream_t)> make_forward(const lab::RunContext& ctx, const
 lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   const lab::Problem& pr = ctx.problem;
   const Shape sh = make_shape(pr, ctx.bug);
-  const VariantConfig c = config_of(ctx.variant, hopper_kernel_runs(ctx.device, ctx.options.quiet));
+  const VariantConfig c = config_of(ctx.variant, hopper_kernel_runs(ctx.device, ctx.options.quiet), pr.d);
   auto counter = std::make_shared<lab::DeviceBuffer>(sizeof(unsigned long long));
   CUDA_CHECK(cudaMemset(counter->get(), 0, counter->bytes()));  // the checked run counts from 0
   auto* count = counter->as<unsigned long long>();
@@ -526,7 +532,8 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   if (c.kernel == Kernel::hopper)
     run.metrics = {{"stages", pr.d == 64 ? ws::Tiles<64>::STAGES : ws::Tiles<128>::STAGES},
                    {"smem_bytes", pr.d == 64 ? ws::Tiles<64>::SMEM_BYTES : ws::Tiles<128>::SMEM_BYTES},
-                   {"threads", ws::THREADS}};
+                   {"threads", (1 + hopper_consumers(pr.d)) * ws::WG_THREADS},
+                   {"consumers", hopper_consumers(pr.d)}};
   else
     run.metrics = {{"warps", c.warps}, {"stages", STAGES},  // 8 warps: the same shared memory
                    {"smem_bytes", pr.d == 64 ? Tiles<64, 4>::SMEM_BYTES : Tiles<128, 4>::SMEM_BYTES}};
@@ -553,7 +560,7 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
 lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in, std::vector<float>& o,
                     std::vector<float>& lse) {
   const Shape sh = make_shape(pr, opt.bug);
-  const VariantConfig c = config_of(opt.variant, true);  // window, full: the Hopper kernel's tiles
+  const VariantConfig c = config_of(opt.variant, true, pr.d);  // window, full: the Hopper kernel's tiles
   const int block_q = c.block_q(), block_kv = c.block_kv(), d = pr.d;
   const int q_tiles = lab::ceil_div(pr.t_q, block_q);
   const lab::DType type = pr.dtype;

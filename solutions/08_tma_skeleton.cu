@@ -34,7 +34,7 @@
 // Variant `ws-pingpong`: `ws-overlap` plus FlashAttention-3's ping-pong (inter-warpgroup) schedule:
 // the consumer warpgroups take turns at the tensor core, ordered by named barriers (bar.sync on
 // one's own, bar.arrive on the next one's), so that one warpgroup's softmax runs while another's
-// GEMMs occupy the tensor core (common/hopper/ws_forward.cuh, consumer_pingpong). The tile per D:
+// GEMMs occupy the tensor core (common/hopper/ws_forward.cuh, PingPongTurns). The tile per D:
 // at D = 128 the block stays 128 x 128 (2 consumers); at D = 64 a GEMM is half as long for the
 // same softmax, so the block takes 3 consumer warpgroups (BLOCK_Q = 192, setmaxnreg 32/160): three
 // softmaxes share the time of the GEMMs. --consumers 2 or 3 (D = 64, ws-overlap and ws-pingpong)

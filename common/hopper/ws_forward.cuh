@@ -306,7 +306,8 @@ struct ConsumerTile {
   }
 };
 
-template <class T, int HEAD_DIM, bool OVERLAP, class H>
+// The plain loop (variant ws), one tile at a time: wait K, S, softmax, wait V, O += P V, release.
+template <class T, int HEAD_DIM, class H>
 __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEAD_DIM>& sm, int b, int head, int q0,
                                          int first_tile, int n_tiles) {
   using TL = Tiles<HEAD_DIM>;
@@ -331,116 +332,166 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
 
   if (n_tiles > 0) mbar_wait(sm.q_full(), 0);  // Q has landed (phase 0, its only one)
 
-  if constexpr (!OVERLAP) {
-    // The plain loop, one tile at a time: wait K, S, softmax, wait V, O += P V, release.
-    for (int n = 0; n < n_tiles; ++n) {
-      const RingSlot slot = H::ring_slot(n, STAGES);
-      const int tile = first_tile + n;
-      const bool active = wg_span.has(tile);
-      H::consumer_wait(sm.k_full(slot.stage), slot);
-      if (active) {
-        wgmma_fence();
-        c.issue_s(q_rows, sm.k(slot.stage));
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_accumulators(c.s);
-        c.mask(p, tile * BLOCK_KV, row_g, warp_keys_begin, warp_keys_end, t);
-        c.online_softmax(p.scale_log2);
-        c.rescale_o();
-        c.pack_p();
-      }
-      H::consumer_wait(sm.v_full(slot.stage), slot);
-      if (active) {
-        wgmma_fence();  // o_acc was rescaled and p_frag written since the last wgmma
-        c.issue_pv(sm.v(slot.stage));
-        wgmma_commit();
-        wgmma_wait<0>();  // the slot is read: it may be released
-        fence_accumulators(c.o_acc);
-      }
-      H::consumer_release(sm.empty(slot.stage));
-    }
-  } else {
-    // FlashAttention-3's intra-warpgroup overlap: S for tile n is issued before O += P V of tile
-    // n - 1, and the softmax of tile n runs while that PV is still on the tensor core.
-    //   prologue: S(0), softmax(0)
-    //   n >= 1:   wait PV(n-2), release n-2, O *= alpha(n-1), pack P(n-1) | wait K(n), V(n-1) |
-    //             issue S(n), PV(n-1) | wait S(n) only | softmax(n)
-    //   epilogue: wait PV(last-1), release, O *= alpha(last), PV(last), release last
-    // The same operations on O in the same order as the plain loop (bit-identical results). The
-    // release sits at the top of the next step on purpose: an mbarrier arrive right after the
-    // softmax gets scheduled early by ptxas, and drags the wait for PV(n-1) up with it, before
-    // the exponentials: the overlap would be lost (checked in the SASS: DEPBAR.LE gsb0 0x1,
-    // then the 64 MUFU.EX2, then DEPBAR.LE gsb0 0x0).
-    // No branch may sit between the issue of a wgmma and its wait (ptxas would then wait at
-    // the branch: no overlap), so the tiles that need the mask run in a loop of their own: tiles
-    // 0 .. n_plain-1 are fully visible to every row of the warpgroup, the rest are masked.
-    // The overlap loop walks tiles from 0 (the rules' spans must start there, as StandardRules'
-    // do). The plain tiles are those every row of the warpgroup sees whole, asked of the rules: a
-    // window that starts after key 0 for its last row leaves none (every tile is masked).
-    const int wg_tiles = wg_span.end;
-    const int first_row_end = H::visible_keys(wg_q0, p).end;
-    const int last_row_begin = H::visible_keys(lab::imin(wg_q0 + WG_ROWS - 1, p.t_q - 1), p).begin;
-    const int n_plain = last_row_begin > 0 ? 0 : lab::imin(wg_tiles, first_row_end / BLOCK_KV);
-    // step(n): finish PV(n-2) (wait, release, rescale by alpha(n-1)), pack P(n-1), issue S(n) and
-    // PV(n-1), wait for S(n) only, softmax(n) while PV(n-1) runs.
-    auto step = [&](int n, auto masked) {
-      const RingSlot prev = H::ring_slot(n - 1, STAGES), cur = H::ring_slot(n, STAGES);
-      wgmma_wait<0>();  // PV(n-2) is done
-      fence_accumulators(c.o_acc);
-#pragma unroll
-      for (int kk = 0; kk < TL::KV_STEPS; ++kk) fence_registers(c.p_frag[kk]);
-      if (n >= 2) H::consumer_release(sm.empty(H::ring_slot(n - 2, STAGES).stage));
-      c.rescale_o();  // by alpha(n-1)
-      c.pack_p();     // P(n-1)
-      H::consumer_wait(sm.k_full(cur.stage), cur);
-      H::consumer_wait(sm.v_full(prev.stage), prev);
+  for (int n = 0; n < n_tiles; ++n) {
+    const RingSlot slot = H::ring_slot(n, STAGES);
+    const int tile = first_tile + n;
+    const bool active = wg_span.has(tile);
+    H::consumer_wait(sm.k_full(slot.stage), slot);
+    if (active) {
       wgmma_fence();
-      c.issue_s(q_rows, sm.k(cur.stage));
+      c.issue_s(q_rows, sm.k(slot.stage));
       wgmma_commit();
-      c.issue_pv(sm.v(prev.stage));
-      wgmma_commit();
-      wgmma_wait<1>();  // S(n) is done (the older group); PV(n-1) may still run
+      wgmma_wait<0>();
       fence_accumulators(c.s);
-      if constexpr (decltype(masked)::value) c.mask_all(p, n * BLOCK_KV, row_g, t);
+      c.mask(p, tile * BLOCK_KV, row_g, warp_keys_begin, warp_keys_end, t);
       c.online_softmax(p.scale_log2);
-    };
-    if (wg_tiles > 0) {
-      const RingSlot first = H::ring_slot(0, STAGES);
-      H::consumer_wait(sm.k_full(first.stage), first);
-      wgmma_fence();
-      c.issue_s(q_rows, sm.k(first.stage));
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_accumulators(c.s);
-      if (n_plain == 0) c.mask_all(p, 0, row_g, t);
-      c.online_softmax(p.scale_log2);  // O is still 0: its rescale is harmless
-      int n = 1;
-      for (; n < n_plain; ++n) step(n, std::false_type{});
-      for (; n < wg_tiles; ++n) step(n, std::true_type{});
-      wgmma_wait<0>();
-      fence_accumulators(c.o_acc);
-#pragma unroll
-      for (int kk = 0; kk < TL::KV_STEPS; ++kk) fence_registers(c.p_frag[kk]);
-      if (wg_tiles >= 2) H::consumer_release(sm.empty(H::ring_slot(wg_tiles - 2, STAGES).stage));
       c.rescale_o();
-      const RingSlot last = H::ring_slot(wg_tiles - 1, STAGES);
       c.pack_p();
-      H::consumer_wait(sm.v_full(last.stage), last);
-      wgmma_fence();
-      c.issue_pv(sm.v(last.stage));
+    }
+    H::consumer_wait(sm.v_full(slot.stage), slot);
+    if (active) {
+      wgmma_fence();  // o_acc was rescaled and p_frag written since the last wgmma
+      c.issue_pv(sm.v(slot.stage));
       wgmma_commit();
-      wgmma_wait<0>();
+      wgmma_wait<0>();  // the slot is read: it may be released
       fence_accumulators(c.o_acc);
-      H::consumer_release(sm.empty(last.stage));
     }
-    for (int n = wg_tiles; n < n_tiles; ++n) {  // tiles only the other warpgroup needs
-      const RingSlot slot = H::ring_slot(n, STAGES);
-      H::consumer_wait(sm.k_full(slot.stage), slot);
-      H::consumer_wait(sm.v_full(slot.stage), slot);
-      H::consumer_release(sm.empty(slot.stage));
-    }
+    H::consumer_release(sm.empty(slot.stage));
   }
+  c.finalize(p, b, head, row_g, t);
+}
 
+// ---------------------------------------------------------------------------------------------
+// FlashAttention-3's intra-warpgroup overlap (variants ws-overlap and ws-pingpong; section 07's
+// Hopper window): S for tile n is issued before O += P V of tile n - 1, and the softmax of tile n
+// runs while that PV is still on the tensor core.
+//   prologue: S(a), softmax(a)
+//   n > a:    wait PV(n-2), release n-2, O *= alpha(n-1), pack P(n-1) | wait K(n), V(n-1) |
+//             issue S(n), PV(n-1) | wait S(n) only | softmax(n)
+//   epilogue: wait PV(e-2), release, O *= alpha(e-1), PV(e-1), release e-1
+// The same operations on O in the same order as the plain loop (bit-identical results). The
+// release sits at the top of the next step on purpose: an mbarrier arrive right after the
+// softmax gets scheduled early by ptxas, and drags the wait for PV(n-1) up with it, before the
+// exponentials: the overlap would be lost (checked in the SASS: DEPBAR.LE gsb0 0x1, then the 64
+// MUFU.EX2, then DEPBAR.LE gsb0 0x0).
+// No branch may sit between the issue of a wgmma and its wait (ptxas would then wait at the
+// branch: no overlap), so masked and unmasked tiles run in loops of their own: a masked head
+// (a window's first tiles), the plain tiles every row of the warpgroup sees whole, a masked tail
+// (the causal diagonal, the ragged end of K/V).
+// Fill n of the ring is K/V tile first_tile + n. The warpgroup computes on fills [a, e), its rows'
+// span inside the block's; on the others (a window starts later for its rows, the diagonal stops
+// earlier) it only waits and releases.
+// Turns: the GEMM issues of each step sit between turns.take() and turns.pass(): no-ops for
+// ws-overlap, FlashAttention-3's ping-pong order for ws-pingpong (PingPongTurns below). A
+// warpgroup takes one turn per fill and one for the last PV: n_tiles + 1, empty ones included.
+struct NoTurns {
+  __device__ __forceinline__ void take() const {}
+  __device__ __forceinline__ void pass() {}
+};
+
+template <class T, int HEAD_DIM, class H, class Turns>
+__device__ __forceinline__ void consumer_overlapped(int wg, const Params& p, const Smem<HEAD_DIM>& sm, int b,
+                                                    int head, int q0, int first_tile, int n_tiles, Turns& turns) {
+  using TL = Tiles<HEAD_DIM>;
+  constexpr int STAGES = TL::STAGES;
+  const int tid = threadIdx.x % WG_THREADS, warp = tid / 32, lane = tid % 32;
+  const int t = lane % 4;
+  const int wg_q0 = q0 + wg * WG_ROWS;
+  const int row_g = wg_q0 + 16 * warp + lane / 4;
+  const uint32_t q_rows = sm.q() + uint32_t(wg * WG_ROWS * ROW_BYTES);
+
+  // The fills computed on, [a, e) (clamped to the block's: a rule that strays reads wrong, but
+  // never leaves a barrier waiting), and the plain ones among them, [p0, p1): tiles that start at
+  // or after the last row's first key and end at or before the first row's last key.
+  const TileSpan wg_span = H::tile_span(wg_q0, wg_q0 + WG_ROWS, p);
+  const int a = wg_span.count() > 0 ? lab::imin(lab::imax(wg_span.first - first_tile, 0), n_tiles) : 0;
+  const int e = wg_span.count() > 0 ? lab::imin(lab::imax(wg_span.end - first_tile, a), n_tiles) : 0;
+  const int whole_begin = lab::imax(H::visible_keys(lab::imin(wg_q0 + WG_ROWS - 1, p.t_q - 1), p).begin, 0);
+  const int whole_end = H::visible_keys(wg_q0, p).end;
+  const int p0 = lab::imin(lab::imax(lab::ceil_div(whole_begin, BLOCK_KV) - first_tile, a), e);
+  const int p1 = lab::imin(lab::imax(whole_end / BLOCK_KV - first_tile, p0), e);
+
+  ConsumerTile<T, HEAD_DIM, H> c;
+#pragma unroll
+  for (int i = 0; i < TL::O_REGS; ++i) c.o_acc[i] = 0.f;
+  c.m[0] = c.m[1] = -INFINITY;
+  c.l[0] = c.l[1] = 0.f;
+  if (n_tiles > 0) mbar_wait(sm.q_full(), 0);
+
+  auto pass_over = [&](int n) {  // a fill only the other warpgroups need: wait, an empty turn, release
+    const RingSlot slot = H::ring_slot(n, STAGES);
+    H::consumer_wait(sm.k_full(slot.stage), slot);
+    H::consumer_wait(sm.v_full(slot.stage), slot);
+    turns.take();
+    turns.pass();
+    H::consumer_release(sm.empty(slot.stage));
+  };
+  // step(n): finish PV(n-2) (wait, release, rescale by alpha(n-1)), pack P(n-1), issue S(n) and
+  // PV(n-1), wait for S(n) only, softmax(n) while PV(n-1) runs.
+  auto step = [&](int n, auto masked) {
+    const RingSlot prev = H::ring_slot(n - 1, STAGES), cur = H::ring_slot(n, STAGES);
+    wgmma_wait<0>();  // PV(n-2) is done
+    fence_accumulators(c.o_acc);
+#pragma unroll
+    for (int kk = 0; kk < TL::KV_STEPS; ++kk) fence_registers(c.p_frag[kk]);
+    if (n - 2 >= a) H::consumer_release(sm.empty(H::ring_slot(n - 2, STAGES).stage));
+    c.rescale_o();  // by alpha(n-1)
+    c.pack_p();     // P(n-1)
+    H::consumer_wait(sm.k_full(cur.stage), cur);
+    H::consumer_wait(sm.v_full(prev.stage), prev);
+    turns.take();
+    wgmma_fence();
+    c.issue_s(q_rows, sm.k(cur.stage));
+    wgmma_commit();
+    c.issue_pv(sm.v(prev.stage));
+    wgmma_commit();
+    turns.pass();     // (ping-pong) the next warpgroup issues while this one exponentiates
+    wgmma_wait<1>();  // S(n) is done (the older group); PV(n-1) may still run
+    fence_accumulators(c.s);
+    if constexpr (decltype(masked)::value) c.mask_all(p, (first_tile + n) * BLOCK_KV, row_g, t);
+    c.online_softmax(p.scale_log2);
+  };
+
+  for (int n = 0; n < a; ++n) pass_over(n);
+  if (a < e) {
+    const RingSlot first = H::ring_slot(a, STAGES);
+    H::consumer_wait(sm.k_full(first.stage), first);
+    turns.take();  // S(a)
+    wgmma_fence();
+    c.issue_s(q_rows, sm.k(first.stage));
+    wgmma_commit();
+    turns.pass();
+    wgmma_wait<0>();
+    fence_accumulators(c.s);
+    if (a < p0 || a >= p1) c.mask_all(p, (first_tile + a) * BLOCK_KV, row_g, t);
+    c.online_softmax(p.scale_log2);  // O is still 0: its rescale is harmless
+    int n = a + 1;
+    for (; n < p0; ++n) step(n, std::true_type{});
+    for (; n < p1; ++n) step(n, std::false_type{});
+    for (; n < e; ++n) step(n, std::true_type{});
+    wgmma_wait<0>();
+    fence_accumulators(c.o_acc);
+#pragma unroll
+    for (int kk = 0; kk < TL::KV_STEPS; ++kk) fence_registers(c.p_frag[kk]);
+    if (e - 2 >= a) H::consumer_release(sm.empty(H::ring_slot(e - 2, STAGES).stage));
+    c.rescale_o();
+    const RingSlot last = H::ring_slot(e - 1, STAGES);
+    c.pack_p();
+    H::consumer_wait(sm.v_full(last.stage), last);
+    turns.take();  // the last PV
+    wgmma_fence();
+    c.issue_pv(sm.v(last.stage));
+    wgmma_commit();
+    turns.pass();
+    wgmma_wait<0>();
+    fence_accumulators(c.o_acc);
+    H::consumer_release(sm.empty(last.stage));
+  }
+  for (int n = e; n < n_tiles; ++n) pass_over(n);
+  if (a == e && n_tiles > 0) {  // no fill computed on: the turn of the missing last PV, empty
+    turns.take();
+    turns.pass();
+  }
   c.finalize(p, b, head, row_g, t);
 }
 
@@ -456,130 +507,41 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
 // for 2 warpgroups (256 threads): warpgroup w syncs on its own (waits for its turn), and the
 // previous warpgroup arrives on it (bar.arrive does not wait) when its turn ends.
 //   - Warpgroup CONS - 1 arrives once on warpgroup 0's barrier before any turn: warpgroup 0 starts.
-//   - Every warpgroup takes exactly n_tiles + 1 turns (the prologue S(0), a step per further
-//     tile, the last PV; a warpgroup with nothing to compute on a tile takes an empty turn for it),
-//     so every sync has its arrival; the last turn of warpgroup CONS - 1 hands the turn to no one.
+//   - Every warpgroup takes exactly n_tiles + 1 turns (consumer_overlapped: a turn per fill, empty
+//     where it has nothing to compute, and one for the last PV), so every sync has its arrival;
+//     the last turn of warpgroup CONS - 1 hands the turn to no one.
 //   - Turns go round strictly: warpgroup w's arrival for its turn k + 1 cannot come before the
 //     turn has gone round once more, so a barrier never holds two arrivals of the same warpgroup.
 //   - No deadlock with the ring: a warpgroup waits for its tiles before it takes its turn (so a
 //     late copy holds no one else's turn), and the release of fill n - 2 (at the top of step n)
 //     needs only turns the others have already handed on.
-constexpr uint32_t TURN_BAR0 = 1;                      // named barriers 1 .. CONS: whose turn
-constexpr uint32_t TURN_THREADS = 2 * WG_THREADS;      // the syncing warpgroup + the arriving one
+constexpr uint32_t TURN_BAR0 = 1;                  // named barriers 1 .. CONS: whose turn
+constexpr uint32_t TURN_THREADS = 2 * WG_THREADS;  // the syncing warpgroup + the arriving one
 
-template <class T, int HEAD_DIM, class H, int CONS>
-__device__ __forceinline__ void consumer_pingpong(int wg, const Params& p, const Smem<HEAD_DIM>& sm, int b, int head,
-                                                  int q0, int n_tiles) {
+template <int CONS>
+struct PingPongTurns {
   static_assert(CONS >= 2, "ping-pong needs two consumer warpgroups at least");
-  using TL = Tiles<HEAD_DIM>;
-  constexpr int STAGES = TL::STAGES;
-  const int tid = threadIdx.x % WG_THREADS, warp = tid / 32, lane = tid % 32;
-  const int t = lane % 4;
-  const int wg_q0 = q0 + wg * WG_ROWS;
-  const int row_g = wg_q0 + 16 * warp + lane / 4;
-  const TileSpan wg_span = H::tile_span(wg_q0, wg_q0 + WG_ROWS, p);
-  const uint32_t q_rows = sm.q() + uint32_t(wg * WG_ROWS * ROW_BYTES);
-
-  const uint32_t my_turn = TURN_BAR0 + uint32_t(wg), next_turn = TURN_BAR0 + uint32_t((wg + 1) % CONS);
-  const int turns = n_tiles > 0 ? n_tiles + 1 : 0;
-  int turns_taken = 0;
-  auto take_turn = [&] { named_bar_sync(my_turn, TURN_THREADS); };
-  auto pass_turn = [&] {  // predicated, not a branch: it sits between GEMM issues and their waits
-    ++turns_taken;
-    named_bar_arrive(next_turn, TURN_THREADS, !(wg == CONS - 1 && turns_taken == turns));
-  };
-  if (wg == CONS - 1 && turns > 0) named_bar_arrive(TURN_BAR0, TURN_THREADS);  // warpgroup 0 goes first
-
-  ConsumerTile<T, HEAD_DIM, H> c;
-#pragma unroll
-  for (int i = 0; i < TL::O_REGS; ++i) c.o_acc[i] = 0.f;
-  c.m[0] = c.m[1] = -INFINITY;
-  c.l[0] = c.l[1] = 0.f;
-  if (n_tiles > 0) mbar_wait(sm.q_full(), 0);
-
-  // The overlapped loop of consumer<..., OVERLAP = true> (tiles from 0, plain ones then masked
-  // ones), with each step's GEMM issue inside a turn.
-  const int wg_tiles = wg_span.end;
-  const int first_row_end = H::visible_keys(wg_q0, p).end;
-  const int last_row_begin = H::visible_keys(lab::imin(wg_q0 + WG_ROWS - 1, p.t_q - 1), p).begin;
-  const int n_plain = last_row_begin > 0 ? 0 : lab::imin(wg_tiles, first_row_end / BLOCK_KV);
-  auto step = [&](int n, auto masked) {
-    const RingSlot prev = H::ring_slot(n - 1, STAGES), cur = H::ring_slot(n, STAGES);
-    wgmma_wait<0>();  // PV(n-2) is done
-    fence_accumulators(c.o_acc);
-#pragma unroll
-    for (int kk = 0; kk < TL::KV_STEPS; ++kk) fence_registers(c.p_frag[kk]);
-    if (n >= 2) H::consumer_release(sm.empty(H::ring_slot(n - 2, STAGES).stage));
-    c.rescale_o();  // by alpha(n-1)
-    c.pack_p();     // P(n-1)
-    H::consumer_wait(sm.k_full(cur.stage), cur);
-    H::consumer_wait(sm.v_full(prev.stage), prev);
-    take_turn();
-    wgmma_fence();
-    c.issue_s(q_rows, sm.k(cur.stage));
-    wgmma_commit();
-    c.issue_pv(sm.v(prev.stage));
-    wgmma_commit();
-    pass_turn();      // the next warpgroup issues while this one waits for S(n) and exponentiates
-    wgmma_wait<1>();  // S(n) is done; PV(n-1) may still run
-    fence_accumulators(c.s);
-    if constexpr (decltype(masked)::value) c.mask_all(p, n * BLOCK_KV, row_g, t);
-    c.online_softmax(p.scale_log2);
-  };
-  if (wg_tiles > 0) {
-    const RingSlot first = H::ring_slot(0, STAGES);
-    H::consumer_wait(sm.k_full(first.stage), first);
-    take_turn();  // turn 0: S(0)
-    wgmma_fence();
-    c.issue_s(q_rows, sm.k(first.stage));
-    wgmma_commit();
-    pass_turn();
-    wgmma_wait<0>();
-    fence_accumulators(c.s);
-    if (n_plain == 0) c.mask_all(p, 0, row_g, t);
-    c.online_softmax(p.scale_log2);
-    int n = 1;
-    for (; n < n_plain; ++n) step(n, std::false_type{});  // turns 1 .. wg_tiles - 1
-    for (; n < wg_tiles; ++n) step(n, std::true_type{});
-    wgmma_wait<0>();
-    fence_accumulators(c.o_acc);
-#pragma unroll
-    for (int kk = 0; kk < TL::KV_STEPS; ++kk) fence_registers(c.p_frag[kk]);
-    if (wg_tiles >= 2) H::consumer_release(sm.empty(H::ring_slot(wg_tiles - 2, STAGES).stage));
-    c.rescale_o();
-    const RingSlot last = H::ring_slot(wg_tiles - 1, STAGES);
-    c.pack_p();
-    H::consumer_wait(sm.v_full(last.stage), last);
-    take_turn();  // turn wg_tiles: the last PV
-    wgmma_fence();
-    c.issue_pv(sm.v(last.stage));
-    wgmma_commit();
-    pass_turn();
-    wgmma_wait<0>();
-    fence_accumulators(c.o_acc);
-    H::consumer_release(sm.empty(last.stage));
+  uint32_t mine, next;
+  int turns, taken;
+  bool last_wg;
+  __device__ __forceinline__ PingPongTurns(int wg, int n_tiles)
+      : mine(TURN_BAR0 + uint32_t(wg)), next(TURN_BAR0 + uint32_t((wg + 1) % CONS)),
+        turns(n_tiles > 0 ? n_tiles + 1 : 0), taken(0), last_wg(wg == CONS - 1) {
+    if (last_wg && turns > 0) named_bar_arrive(TURN_BAR0, TURN_THREADS);  // warpgroup 0 goes first
   }
-  for (int n = wg_tiles; n < n_tiles; ++n) {  // tiles only the other warpgroups need: an empty turn each
-    const RingSlot slot = H::ring_slot(n, STAGES);
-    H::consumer_wait(sm.k_full(slot.stage), slot);
-    H::consumer_wait(sm.v_full(slot.stage), slot);
-    take_turn();
-    pass_turn();
-    H::consumer_release(sm.empty(slot.stage));
+  __device__ __forceinline__ void take() const { named_bar_sync(mine, TURN_THREADS); }
+  __device__ __forceinline__ void pass() {  // predicated, not a branch: it sits between GEMM issues and their waits
+    ++taken;
+    named_bar_arrive(next, TURN_THREADS, !(last_wg && taken == turns));
   }
-  if (wg_tiles == 0 && n_tiles > 0) {  // no tile at all: the turn of the missing last PV, empty
-    take_turn();
-    pass_turn();
-  }
-  c.finalize(p, b, head, row_g, t);
-}
+};
 
 // ---------------------------------------------------------------------------------------------
 // One block: CONS·64 query rows (128 with the default 2 consumer warpgroups) of one (sequence,
 // head), (1 + CONS)·128 threads. grid = (ceil(T_q / (CONS·64)), B·H). CONS = 1 is the starved
 // configuration of the handout: one warpgroup computes per SM, and the shared memory and the
 // producer are the same as for two.
-// PINGPONG: the consumers run consumer_pingpong (the overlapped loop in turns; OVERLAP is then
+// PINGPONG: the consumers run consumer_overlapped in PingPongTurns (OVERLAP is then
 // implied). CONS = 3 (D = 64 only: Q_SLOT_ROWS) is the 192-row block of that schedule at D = 64.
 template <class T, int HEAD_DIM, bool OVERLAP, class H, int CONS = CONSUMERS, bool PINGPONG = false>
 __global__ void __launch_bounds__((1 + CONS) * WG_THREADS, 1)
@@ -626,10 +588,16 @@ ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64
       H::template produce<HEAD_DIM, CONS>(q_map, k_map, v_map, p, sm, b, head, kv_head, q0, first_tile, n_tiles);
   } else {
     regs_claim<RegBudget<CONS>::consumer>();
-    if constexpr (PINGPONG)  // (tiles from 0, as StandardRules walks them: first_tile is 0)
-      consumer_pingpong<T, HEAD_DIM, H, CONS>(threadIdx.x / WG_THREADS - 1, p, sm, b, head, q0, n_tiles);
-    else
-      consumer<T, HEAD_DIM, OVERLAP, H>(threadIdx.x / WG_THREADS - 1, p, sm, b, head, q0, first_tile, n_tiles);
+    const int wg = threadIdx.x / WG_THREADS - 1;
+    if constexpr (PINGPONG) {
+      PingPongTurns<CONS> turns(wg, n_tiles);
+      consumer_overlapped<T, HEAD_DIM, H>(wg, p, sm, b, head, q0, first_tile, n_tiles, turns);
+    } else if constexpr (OVERLAP) {
+      NoTurns turns;
+      consumer_overlapped<T, HEAD_DIM, H>(wg, p, sm, b, head, q0, first_tile, n_tiles, turns);
+    } else {
+      consumer<T, HEAD_DIM, H>(wg, p, sm, b, head, q0, first_tile, n_tiles);
+    }
   }
 #endif
 }
