@@ -170,10 +170,11 @@ def faster_of(eager, graph):
 
 
 def timed(torch, variant, fn, warmup, iters):
-    """(median, min, max, timing fields): SDPA timed both eagerly and replayed from a CUDA graph,
-    the faster kept (faster_of); anything else (and SDPA where capture fails) queued eagerly."""
+    """(median, min, max, timing fields): SDPA and FlashInfer (whose decode a serving engine replays
+    from a graph) timed both eagerly and replayed from a CUDA graph, the faster kept (faster_of);
+    anything else (and these where capture fails) queued eagerly."""
     eager = time_ms(torch, fn, warmup, iters)
-    if variant.startswith("sdpa-"):
+    if variant.startswith("sdpa-") or variant == "flashinfer":
         try:
             return faster_of(eager, time_graph_ms(torch, fn, warmup, iters))
         except Exception as e:  # a backend that cannot be captured keeps its eager time, and says why
