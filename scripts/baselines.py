@@ -5,6 +5,12 @@
   baselines.py --section 03_v2_loop_order --spec '{"variants": ["sdpa-efficient"], "b": 1, "h": 32,
                 "t": 4096, "d": 64, "dtype": "fp32", "causal": false}' --json out.json
   baselines.py --ceilings --json ceilings.json      # copy bandwidth, fp32 (no TF32) and bf16 GEMM
+  baselines.py --serve    # requests on stdin, one JSON line each: {"section", "spec", "json"}
+
+`--serve` is how `scripts/lab bench` calls it: one process for a whole sweep, so PyTorch is
+imported once and each library's compiled kernels (FlashAttention-4's CuTe DSL, FlashInfer's JIT
+modules, FlexAttention's) stay loaded from one shape to the next. Each request is answered by its
+report lines and then a line `SERVE_DONE <exit code>`.
 
 Variants (LIBRARIES below, one function each): sdpa-flash, sdpa-cudnn, sdpa-efficient, sdpa-math
 (torch SDPA with one backend forced), eager (unfused: matmul, softmax, matmul, as a user would
@@ -483,15 +489,52 @@ def ceilings(torch, iters=20):
     return out
 
 
+SERVE_DONE = "SERVE_DONE"
+
+
+def append_records(path, records):
+    path = Path(path)
+    old = json.loads(path.read_text()) if path.exists() else []
+    path.write_text(json.dumps(old + records, indent=1) + "\n")
+
+
+def serve(torch, warmup, iters):
+    """Answers requests from stdin until it closes (--serve): each request's spec is checked and run
+    as `--spec` would, its records appended to its file; a failed request never ends the server."""
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        code = 0
+        try:
+            request = json.loads(line)
+            spec = request["spec"]
+            problem = spec_problem(spec)
+            if problem:
+                print(f"baselines: {problem}")
+                code = 2
+            else:
+                append_records(request["json"], run_spec(torch, spec, request.get("section") or "baseline",
+                                                         warmup, iters))
+        except (Exception, SystemExit) as e:  # (make_fn's SystemExit: an unknown variant)
+            print(f"baselines: {type(e).__name__}: {str(e)[:200]}")
+            code = 2 if isinstance(e, (SystemExit, json.JSONDecodeError, KeyError)) else 1
+        torch.cuda.empty_cache()  # the next shape starts with the memory this one took
+        print(f"{SERVE_DONE} {code}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--section", help="the section whose shapes this mirrors (record field)")
     ap.add_argument("--spec", action="append", default=[], help="JSON shape + variants (repeatable)")
     ap.add_argument("--ceilings", action="store_true", help="measure copy bandwidth and GEMM rates")
-    ap.add_argument("--json", required=True, help="append records (or write the ceilings) here")
+    ap.add_argument("--json", help="append records (or write the ceilings) here")
+    ap.add_argument("--serve", action="store_true", help="answer requests from stdin (scripts/lab bench)")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--iters", type=int, default=20)
     a = ap.parse_args()
+    if not a.serve and not a.json:
+        print("baselines: --json FILE is required (or --serve)")
+        sys.exit(2)
     specs = []
     for text in a.spec:  # bad input is refused before PyTorch is even imported
         try:
@@ -512,6 +555,9 @@ def main():
     if not torch.cuda.is_available():
         print("baselines: cannot run here: no CUDA device visible to PyTorch")
         sys.exit(77)
+    if a.serve:
+        serve(torch, a.warmup, a.iters)
+        return
     path = Path(a.json)
     if a.ceilings:
         c = ceilings(torch)
@@ -520,10 +566,10 @@ def main():
         print(f"  ceilings: copy {c['copy_gbps']:.0f} GB/s, fp32 GEMM {c['fp32_gemm_tflops']:.1f} TFLOP/s, "
               f"bf16 GEMM {c['bf16_gemm_tflops']:.0f} TFLOP/s")
         return
-    records = json.loads(path.read_text()) if path.exists() else []
+    records = []
     for spec in specs:
         records += run_spec(torch, spec, a.section or "baseline", a.warmup, a.iters)
-    path.write_text(json.dumps(records, indent=1) + "\n")
+    append_records(path, records)
 
 
 

@@ -74,6 +74,9 @@ class FakeTorch:
             def synchronize(self):
                 outer.log.append("sync")
 
+            def empty_cache(self):
+                outer.log.append("empty_cache")
+
             def current_stream(self):
                 return Stream()
 
@@ -112,6 +115,12 @@ class Timing(unittest.TestCase):
         self.assertEqual((med, lo, hi, how["method"]), (1.69, 1.68, 1.70, "queued"))
         self.assertEqual((how["eager_median_ms"], how["graph_median_ms"]), (1.69, 1.87))
 
+    def test_flashinfer_is_timed_from_a_cuda_graph_too(self):  # a serving engine replays its decode
+        torch = FakeTorch()
+        *_, how = baselines.timed(torch, "flashinfer", lambda: torch.log.append("run"), warmup=1, iters=2)
+        self.assertEqual(how["method"], "cuda-graph")
+        self.assertIn("capture{", torch.log)
+
     def test_other_baselines_and_failed_captures_stay_eager(self):
         torch = FakeTorch()
         *_, how = baselines.timed(torch, "flex", lambda: torch.log.append("run"), warmup=1, iters=2)
@@ -122,6 +131,45 @@ class Timing(unittest.TestCase):
         *_, how = baselines.timed(torch, "sdpa-flash", lambda: torch.log.append("run"), warmup=1, iters=2)
         self.assertEqual(how["method"], "queued")
         self.assertIn("not permitted", how["graph_unavailable"])
+
+
+class Serve(unittest.TestCase):
+    """--serve: each request's records appended to its file, bad requests answered with exit 2 (an
+    unknown variant too), a library's error with 1, and the server goes on to the next request."""
+
+    def test_requests_are_answered_in_order_and_a_failure_does_not_end_the_server(self):
+        import io
+        import json
+        import tempfile
+        from contextlib import redirect_stdout
+        calls = []
+
+        def run_spec(torch, spec, section, warmup, iters):
+            calls.append((spec["t"], section))
+            if spec["t"] == 3:
+                raise RuntimeError("no kernel for this shape")
+            if spec["t"] == 5:
+                raise SystemExit("baselines: unknown variant 'nope'")
+            return [{"t": spec["t"]}]
+        spec = lambda t: {"variants": ["sdpa-flash"], "b": 1, "h": 1, "t": t, "d": 64}
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "r.json"
+            lines = [json.dumps({"section": "08_x", "spec": spec(t), "json": str(path)}) for t in (1, 3, 5)]
+            lines += ["{not json", json.dumps({"spec": dict(spec(7), d=0), "json": str(path)}),
+                      json.dumps({"spec": spec(9), "json": str(path)})]
+            saved, sys.stdin = sys.stdin, io.StringIO("\n".join(lines) + "\n")
+            real, baselines.run_spec = baselines.run_spec, run_spec
+            out = io.StringIO()
+            try:
+                with redirect_stdout(out):
+                    baselines.serve(FakeTorch(), 1, 2)
+            finally:
+                sys.stdin, baselines.run_spec = saved, real
+            done = [l for l in out.getvalue().splitlines() if l.startswith("SERVE_DONE")]
+            self.assertEqual(done, ["SERVE_DONE 0", "SERVE_DONE 1", "SERVE_DONE 2", "SERVE_DONE 2", "SERVE_DONE 2",
+                                    "SERVE_DONE 0"])
+            self.assertEqual(calls, [(1, "08_x"), (3, "08_x"), (5, "08_x"), (9, "baseline")])  # d=0: refused first
+            self.assertEqual(json.loads(path.read_text()), [{"t": 1}, {"t": 9}])
 
 
 class Registry(unittest.TestCase):

@@ -192,6 +192,42 @@ class Cases(unittest.TestCase):
             common.resolve("42")
 
 
+class BaselineServer(unittest.TestCase):
+    """bench's one baselines process: answers in order, keeps serving after a failed spec, and a spec
+    past the time limit or a server that dies is a failed spec, never a hang."""
+    FAKE = (
+        "import json, sys, time\n"
+        "for line in sys.stdin:\n"
+        "    spec = json.loads(line)['spec']\n"
+        "    if spec.get('sleep'): time.sleep(spec['sleep'])\n"
+        "    if spec.get('die'): print('dying'); sys.exit(3)\n"
+        "    print('timed', spec['t'])\n"
+        "    print('SERVE_DONE', spec.get('code', 0), flush=True)\n")
+
+    def server(self):
+        return maintainer.BaselineServer([sys.executable, "-c", self.FAKE])
+
+    def test_each_spec_gets_its_own_answer_from_one_process(self):
+        srv = self.server()
+        self.assertEqual(srv.run("s", {"t": 1}, "/x.json", 30)[:2], (0, "timed 1\n"))
+        first = srv.proc.pid
+        self.assertEqual(srv.run("s", {"t": 2, "code": 1}, "/x.json", 30)[:2], (1, "timed 2\n"))
+        self.assertEqual(srv.proc.pid, first)  # the same process served both
+        srv.stop()
+
+    def test_a_spec_past_its_limit_or_a_dead_server_fails_and_the_next_spec_gets_a_new_one(self):
+        srv = self.server()
+        code, out, secs = srv.run("s", {"t": 1, "sleep": 30}, "/x.json", 1)
+        self.assertEqual(code, maintainer.EXIT_TIMEOUT)
+        self.assertIn("TIMEOUT", out)
+        self.assertLess(secs, 10)
+        code, out, _ = srv.run("s", {"t": 2, "die": True}, "/x.json", 30)
+        self.assertEqual(code, 3)
+        self.assertIn("dying", out)
+        self.assertEqual(srv.run("s", {"t": 3}, "/x.json", 30)[:2], (0, "timed 3\n"))
+        srv.stop()
+
+
 class PythonBench(unittest.TestCase):
     """What bench gives the Python sections: compiler caches in the build folder, the SDPA baselines
     beside 09's sweep and its tma study, 10's sliding window on 07's window shapes."""

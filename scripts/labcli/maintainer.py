@@ -6,6 +6,7 @@ import csv
 import json
 import os
 import shlex
+import signal
 import statistics
 import sys
 import time
@@ -91,6 +92,72 @@ def spec_matches_entry(spec, args):
     return entry == want
 
 
+class BaselineServer:
+    """scripts/baselines.py --serve, started at a bench's first library spec and kept for the rest:
+    PyTorch imports once, and a library's compiled kernels (FlashAttention-4 compiles each of its
+    kernels at first use, 15 to 30 s) are reused by every later shape. One spec at a time; a spec
+    that outlives the time limit kills the server (the next spec starts a new one)."""
+
+    def __init__(self, command=None):
+        self.command = command or [sys.executable, str(ROOT / "scripts" / "baselines.py"), "--serve"]
+        self.proc = None
+        self.lines = None
+
+    def start(self):
+        import queue
+        import subprocess
+        import threading
+        env = dict(os.environ, LAB_GIT_SHA=os.environ.get("LAB_GIT_SHA") or git_sha())
+        self.proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, env=env, start_new_session=True)
+        self.lines = queue.Queue()  # a reader thread: a wait for a line can then have a time limit
+
+        def read(out, lines):
+            for line in out:
+                lines.put(line)
+            lines.put(None)  # the server ended
+        threading.Thread(target=read, args=(self.proc.stdout, self.lines), daemon=True).start()
+
+    def stop(self):
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+        self.proc = None
+
+    def run(self, section, spec, json_path, timeout):
+        """(exit code, output, seconds) of one spec, as run_limited gives them."""
+        import queue
+        t0 = time.time()
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+        request = json.dumps({"section": section, "spec": spec, "json": str(json_path)})
+        out = []
+        try:
+            self.proc.stdin.write(request + "\n")
+            self.proc.stdin.flush()
+        except OSError:
+            pass  # the server died: its output (below) says why
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, t0 + timeout - time.time()))
+            except queue.Empty:
+                self.stop()
+                out.append(f"TIMEOUT: stopped after {timeout:.0f} s")
+                return EXIT_TIMEOUT, "\n".join(out) + "\n", time.time() - t0
+            if line is None:  # ended without answering (cannot run here, or a crash): its lines say why
+                code = self.proc.wait()
+                self.proc = None
+                if code < 0 or code not in (EXIT_BAD_INPUT, EXIT_CANNOT_RUN):
+                    out.append(f"CRASHED: the baseline server ended with exit {code}")
+                return code or EXIT_FAIL, "\n".join(out) + "\n", time.time() - t0
+            if line.startswith("SERVE_DONE"):
+                return int(line.split()[1]), "\n".join(out) + "\n", time.time() - t0
+            out.append(line.rstrip("\n"))
+
+
 def cmd_bench(a):
     names = resolve_all([a.section])
     build(targets(names, lab=False))
@@ -147,14 +214,14 @@ def cmd_bench(a):
                 say(f"lab: --resume: {name} is in several folders ({', '.join(map(str, found))}); say --out")
                 return EXIT_BAD_INPUT
         specs = bench_baselines(data, a.tag, a.quick, a.no_baselines)  # what a user would pick instead
+        server = BaselineServer()
 
         def time_baselines(chosen):
             for spec in chosen:
                 specs.remove(spec)
                 if set(spec["variants"]) <= done_baselines.get(baseline_spec_command(spec), set()):
                     continue
-                code, out, secs = run_limited([sys.executable, ROOT / "scripts" / "baselines.py", "--section", s,
-                                               "--spec", json.dumps(spec), "--json", tmp], a.timeout)
+                code, out, secs = server.run(s, spec, tmp, a.timeout)
                 say(f"  baseline {s} {','.join(spec['variants'])} {spec.get('dtype')} T={spec['t']} "
                     f"{'causal' if spec.get('causal') else ''}: exit {code} {secs:.0f} s")
                 say("\n".join("           | " + line for line in out.strip().splitlines()[-len(spec['variants']):]))
@@ -181,6 +248,7 @@ def cmd_bench(a):
             # and a sweep cut short by a time limit keeps both sides of every row it reached.
             time_baselines([spec for spec in specs if spec_matches_entry(spec, entry["args"])])
         time_baselines(list(specs))  # specs on shapes no entry has
+        server.stop()
         saved = save()
         if not saved:
             continue
