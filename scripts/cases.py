@@ -10,7 +10,9 @@
   bugs        [{bug, name, args}]: run on the solution with --bug, must FAIL the self-check (exit 1)
   bench       [{args, variants, tag, expect, quick}]: the sweep of `scripts/lab bench`; entries with a
               `tag` run only with `bench --tag TAG` (e.g. an error sweep with a --bug: `expect: "fail"`);
-              `bench --quick` runs the entries marked `quick: true` (else the first)
+              `bench --quick` runs the entries marked `quick: true` (else the first); a tagged entry
+              may name another section's `program` (with its `variants`) to time it on this
+              section's shape in the same run (09's exercise 4: 04 and 08 beside Triton)
   baselines   [spec]: library baselines for the bench (scripts/baselines.py --spec)
   baseline_tags optional [tag]: `bench --tag` studies that time the baselines too (studies on the
               sweep's shapes); other studies run without them
@@ -69,6 +71,15 @@ def validate(data, where="case file"):
         items = data.get(group, [])
         if not isinstance(items, list) or not all(isinstance(e, dict) and _strings(e.get("args")) for e in items):
             bad(f"'{group}' must be a list of objects each with 'args', a list of strings")
+    for n, e in enumerate(data.get("bench", [])):
+        if "program" in e:
+            other = e["program"]
+            if not (isinstance(other, str) and other[:2].isdigit() and e.get("tag") and _strings(e.get("variants"))
+                    and e["variants"]):
+                bad(f"bench[{n}]: 'program' (another section's program on this shape) needs a section name, a 'tag' "
+                    "and its 'variants'")
+            if where.endswith(".json") and not (Path(where).parent / f"{other}.json").exists():
+                bad(f"bench[{n}]: 'program' names no section: {other}")
     tags = data.get("baseline_tags", [])
     if not _strings(tags) or not set(tags) <= {e.get("tag") for e in data.get("bench", [])}:
         bad("'baseline_tags' must be a list of tags that bench entries carry")

@@ -274,6 +274,37 @@ class PythonBench(unittest.TestCase):
             with self.assertRaises(cases.CaseFileError):
                 cases.validate(dict(base, baseline_tags=bad))
 
+    def test_an_entry_may_run_another_sections_program_in_a_study_only(self):
+        import cases
+        where = str(ROOT / "tests" / "cases" / "09_triton.json")  # (a program must have a case file beside it)
+        entry = {"args": ["--t", "4"], "tag": "exercise4", "program": "04_fp16", "variants": ["mma"]}
+        cases.validate({"section": "09_triton", "cases": [], "bench": [entry]}, where)
+        for bad in (dict(entry, tag=None), dict(entry, variants=[]), dict(entry, program="4"),
+                    dict(entry, program="42_nowhere")):
+            with self.assertRaises(cases.CaseFileError):
+                cases.validate({"section": "09_triton", "cases": [], "bench": [{k: v for k, v in bad.items() if v is not None}]},
+                               where)
+        # resume tells 04's mma on a shape from a 09 variant of the same name on it
+        args = ["--dtype", "bf16", "--t", "4096"]
+        self.assertNotEqual(maintainer.kernel_run_id("mma", args, "04_fp16"), maintainer.kernel_run_id("mma", args))
+        done, _ = maintainer.done_in([{"git_sha": "a", "build": "solution", "variant": "mma", "section": "04_fp16",
+                                       "command": "/b/bin/04_fp16 --variant mma --json j --quiet --dtype bf16 --t 4096"}],
+                                     "a", "09_triton")
+        self.assertEqual(done, {maintainer.kernel_run_id("mma", args, "04_fp16")})
+
+    def test_exercise4_times_triton_04_mma_and_08_ws_on_each_bf16_shape_with_the_libraries(self):
+        data = student.load_cases("09_triton")
+        study = [e for e in data["bench"] if e.get("tag") == "exercise4"]
+        by_shape = {}
+        for e in study:
+            by_shape.setdefault(self.problem(e["args"]), set()).add((e.get("program", "09_triton"), *e["variants"]))
+        self.assertEqual(len(by_shape), 8)
+        for shape, runs in by_shape.items():
+            self.assertEqual(shape[4], "bf16")
+            self.assertEqual(runs, {("09_triton", "triton"), ("04_fp16", "mma"), ("08_tma_skeleton", "ws")})
+            self.assertTrue(any(maintainer.spec_matches_entry(s, next(e["args"] for e in study)) for s in data["baselines"]))
+        self.assertIn("exercise4", data["baseline_tags"])
+
     def test_09_sweep_and_tma_study_have_flash_and_cudnn_on_every_shape(self):
         data = student.load_cases("09_triton")
         specs = {(s["b"], s["h"], s["t"], s["d"], s["dtype"], s["causal"]): s for s in data["baselines"]}

@@ -338,11 +338,43 @@ class Tables(unittest.TestCase):
         def rec(variant, build, ms):
             return {"section": "09_triton", "variant": variant, "build": build, "check": {"passed": True},
                     "problem": {"b": 1, "h": 8, "h_kv": 8, "t_q": 4096, "t_kv": 4096, "d": 64, "dtype": "bf16",
-                                "causal": False}, "timing": {"median_ms": ms}, "metrics": {"tflops": 1.0}}
+                                "causal": False}, "timing": {"median_ms": ms, "graph_median_ms": ms}, "metrics": {"tflops": 1.0}}
         records = [rec("triton", "solution", 2.0), rec("sdpa-flash", "baseline", 3.0), rec("sdpa-cudnn", "baseline", 1.6)]
         rows = tables.compact_table(records, ("sdpa-flash",)).splitlines()
         self.assertTrue(rows[0].endswith("| library / ours | sdpa-flash / ours |"))
         self.assertTrue(rows[2].endswith("| 1.6 (sdpa-cudnn) | 0.80× | 1.50× |"), rows[2])
+
+    def test_a_library_launched_without_a_graph_is_marked_eager(self):
+        def rec(variant, build, ms, timing=None):
+            return {"section": "05_decode", "variant": variant, "build": build, "check": {"passed": True},
+                    "problem": {"b": 8, "h": 32, "h_kv": 8, "t_q": 1, "t_kv": 1024, "d": 128, "dtype": "fp16",
+                                "causal": False}, "timing": dict(timing or {}, median_ms=ms), "metrics": {"tflops": 1.0}}
+        ours = rec("split", "solution", 0.01)
+        eager = rec("flashinfer", "baseline", 0.06, {"method": "queued"})
+        chose_eager = rec("flashinfer", "baseline", 0.02, {"method": "queued", "graph_median_ms": 0.03})
+        self.assertTrue(tables.compact_table([ours, eager], ("flashinfer",)).splitlines()[2].endswith("| 6.00× (eager) |"))
+        self.assertTrue(tables.compact_table([ours, chose_eager], ("flashinfer",)).splitlines()[2].endswith("| 2.00× |"))
+
+    def test_another_sections_program_in_a_study_is_a_column_of_the_study(self):
+        import json
+        def rec(section, variant, build, ms):
+            return {"schema_version": 1, "section": section, "variant": variant, "build": build, "git_sha": "abc",
+                    "check": {"passed": True}, "command": "x",
+                    "problem": {"b": 1, "h": 16, "h_kv": 16, "t_q": 4096, "t_kv": 4096, "d": 128, "dtype": "bf16",
+                                "causal": False, "window": None, "page_size": None},
+                    "timing": {"method": "queued", "median_ms": ms}, "metrics": {"tflops": 1.0, "extra_device_bytes": 0},
+                    "gpu": {"name": "G", "slug": "g"}, "time_utc": "t"}
+        with tempfile.TemporaryDirectory() as tmp:
+            study = [rec("09_triton", "triton", "solution", 2.0), rec("04_fp16", "mma", "solution", 3.0),
+                     rec("08_tma_skeleton", "ws", "solution", 1.5), rec("09_triton", "sdpa-flash", "baseline", 2.5)]
+            Path(tmp, "09_triton.exercise4.json").write_text(json.dumps(study))
+            records, problems = tables.load_records(tmp)
+            self.assertEqual(problems, [])
+            self.assertEqual({r["section"] for r in records}, {"09_triton"})  # no rows under 04 or 08
+            self.assertEqual(sorted(r["variant"] for r in records), ["04 mma", "08 ws", "sdpa-flash", "triton"])
+            head, _, row = tables.compact_table(records).splitlines()
+            self.assertIn("| 04 mma ms |", head)
+            self.assertIn("(08 ws)", row)
 
     def test_backward_is_compared_with_backward_and_forward_plus_backward_stays_beside(self):
         import json

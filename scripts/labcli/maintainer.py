@@ -25,9 +25,10 @@ def gpu_slug(out):
     return out.get("gpu", {}).get("slug") or "unknown-gpu"
 
 
-def kernel_run_id(variant, args):
-    """What identifies one timed run of a sweep: the variant and the case's arguments."""
-    return (variant, " ".join(str(x) for x in args))
+def kernel_run_id(variant, args, program=None):
+    """What identifies one timed run of a sweep: the variant and the case's arguments (and the
+    program, for an entry that runs another section's: a study such as 09's exercise 4)."""
+    return (f"{program}:{variant}" if program else variant, " ".join(str(x) for x in args))
 
 
 def baseline_spec_command(spec):
@@ -36,9 +37,10 @@ def baseline_spec_command(spec):
     return baselines.spec_command(spec)
 
 
-def done_in(records, sha):
-    """The runs a sweep already has records of from commit `sha`: kernel run ids, and the baseline
-    commands with the variants recorded for each. Records of other commits count for nothing."""
+def done_in(records, sha, section=None):
+    """The runs a sweep of `section` already has records of from commit `sha`: kernel run ids, and
+    the baseline commands with the variants recorded for each. Records of other commits count for
+    nothing."""
     kernels, baselines = set(), {}
     for r in records:
         if r.get("git_sha") != sha:
@@ -46,7 +48,8 @@ def done_in(records, sha):
         if r.get("build") == "baseline":
             baselines.setdefault(r.get("command", ""), set()).add(r["variant"])
         elif " --quiet " in r.get("command", ""):
-            kernels.add(kernel_run_id(r["variant"], r["command"].split(" --quiet ", 1)[1].split()))
+            other = r.get("section") if section and r.get("section") not in (None, section) else None
+            kernels.add(kernel_run_id(r["variant"], r["command"].split(" --quiet ", 1)[1].split(), other))
     return kernels, baselines
 
 
@@ -160,7 +163,8 @@ class BaselineServer:
 
 def cmd_bench(a):
     names = resolve_all([a.section])
-    build(targets(names, lab=False))
+    others = sorted({e["program"] for s in names for e in load_cases(s).get("bench", []) if e.get("program")})
+    build(targets(sorted(set(names) | set(others)), lab=False))
     failed = 0
     if any(is_python(s) for s in names):
         os.environ.update(compiler_caches(os.environ, BUILD))
@@ -206,7 +210,7 @@ def cmd_bench(a):
             found = [f for f in found if f.exists()]
             if len(found) == 1:
                 prior = [r for r in json.loads(found[0].read_text()) if r.get("git_sha") == git_sha()]
-                done_kernels, done_baselines = done_in(prior, git_sha())
+                done_kernels, done_baselines = done_in(prior, git_sha(), s)
                 if prior:
                     tmp.write_text(json.dumps(prior))
                 say(f"lab: resuming {found[0]}: {len(prior)} records of {git_sha()} kept")
@@ -227,15 +231,16 @@ def cmd_bench(a):
                 say("\n".join("           | " + line for line in out.strip().splitlines()[-len(spec['variants']):]))
                 save()
         for n, entry in enumerate(sweep, 1):
-            for v in entry.get("variants", data["variants"]):
-                if kernel_run_id(v, entry["args"]) in done_kernels:
+            other = entry.get("program")  # another section's program on this section's shape
+            for v in entry.get("variants", data["variants"] if not other else []):
+                if kernel_run_id(v, entry["args"], other) in done_kernels:
                     continue
-                cmd = program(s, True) + ["--variant", v, "--json", tmp, "--quiet"] + entry["args"]
+                cmd = program(other or s, True) + ["--variant", v, "--json", tmp, "--quiet"] + entry["args"]
                 code, out, secs = run_limited(cmd, a.timeout)
                 if entry.get("expect") == "fail" and code == EXIT_FAIL:
                     code = EXIT_PASS  # a --bug run recorded for its error: failing the check is the point
                 left = (time.time() - t0) / n * (len(sweep) - n)
-                say(f"  [{n}/{len(sweep)}] {s} {v:<8} {' '.join(entry['args']):<52} exit {code} {secs:5.1f} s"
+                say(f"  [{n}/{len(sweep)}] {other or s} {v:<8} {' '.join(entry['args']):<52} exit {code} {secs:5.1f} s"
                     f"  (~{left:.0f} s left)")
                 if code == EXIT_CANNOT_RUN:
                     say(f"lab: bench times kernels and needs a GPU: {no_gpu_reason(out)}")
