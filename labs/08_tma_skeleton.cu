@@ -651,7 +651,7 @@ int main(int argc, char** argv) {
   s.paged = true;  // --page-size applies (to --variant paged and paged-pool)
   s.consumer_counts = {1, 2, 3};  // --consumers: consumer warpgroups per block (ws, ws-overlap, ws-pingpong)
   s.consumer_default = "2; 3 for ws-pingpong at D = 64";
-  s.supports_window = true;  // --window, with --variant ws and ws-overlap (masked; the skip is 07's)
+  s.supports_window = true;  // --window, with --variant ws, ws-overlap and ws-pingpong (masked; the skip is 07's)
   s.default_problem.dtype = lab::DType::bf16;
   s.default_problem.b = 1;
   s.default_problem.h = 8;
@@ -662,7 +662,7 @@ int main(int argc, char** argv) {
     if (int64_t(p.b) * p.h > 65535) return "B*H must be <= 65535 (one grid dimension per head)";
     const bool paged = o.variant == "paged" || o.variant == "paged-pool";
     if (p.window > 0 && paged)
-      return "--window applies to --variant ws and ws-overlap (the paged variants read whole sequences)";
+      return "--window applies to --variant ws, ws-overlap and ws-pingpong (the paged variants read whole sequences)";
     if (o.consumers == 1 && paged)
       return "--consumers 1 applies to --variant ws and ws-overlap";
     if (o.consumers == 1 && o.variant == "ws-pingpong")
