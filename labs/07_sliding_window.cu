@@ -311,9 +311,10 @@ window_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
 // The same lesson on the Hopper kernel (common/hopper/ws_forward.cuh: section 08's warp-specialised
 // forward in its ws-pingpong schedule, TMA into an mbarrier ring, wgmma; 128 query rows, 192 at
 // D = 64, and 128 keys per tile). The kernel asks this section for its rules: the keys a row
-// attends (attended_keys), the K/V tiles a block and each of its consumer warpgroups walk (kv_tile_span at 128 keys: EXERCISE tile-span) and the
-// mask of an S tile (mask_edges on the wgmma accumulator, 16 n-blocks: EXERCISE edge-mask). A block
-// counts the tiles it loads, as the mma kernel does. The ring protocol (slots, phases, the producer
+// attends (attended_keys), the K/V tiles a block and each of its consumer warpgroups walk
+// (kv_tile_span at 128 keys: EXERCISE tile-span) and the mask of an S tile (mask_edges on the wgmma
+// accumulator, 16 n-blocks: EXERCISE edge-mask). A block counts the tiles it loads, as the mma
+// kernel does. The ring protocol (slots, phases, the producer
 // loop, the consumers' wait and release) is section 08's exercise: it comes from 08's file.
 namespace ws = lab::ws;
 // The kernel's parameters with this section's own fields (the kernel passes them on as ws::Params).
