@@ -56,7 +56,8 @@
 // Variant `fp8` (FlashAttention-3's fp8 forward; the kernel is common/hopper/ws_fp8.cuh): Q, K, V
 // quantised to e4m3 by a pass of its own (timed apart: metrics quantise_ms), one scale per
 // (sequence, K/V head) and tensor (amax / 448), V written transposed; S and P V on fp8 wgmma (twice
-// bf16's rate), descaled in the softmax and the epilogue; the same ring, run by your protocol. Its
+// bf16's rate), descaled in the softmax and the epilogue; each tile's P V is added to O in fp32
+// registers, not in the fp8 tensor core's shorter accumulator; the same ring, run by your protocol. Its
 // check has its own bound: 2x the error of unfused fp32 attention on the same quantised inputs with P in e4m3.
 // Variant `paged-pool`: the same pool with no edit on the device. One 4-D map covers the whole pool,
 // (D, H_kv, page_size, blocks), so the physical block is simply the box's 4th coordinate, read from
@@ -683,7 +684,8 @@ std::string check_ring(int stages, int fills) {
 
 // The fp8 kernel's arithmetic per row: Q, K, V quantised as the quantise pass does (harness/fp8.h,
 // the device's rule), S = Q8·K8 in fp32 over the warpgroup's tiles, the online softmax descaled by
-// q_scale·k_scale with P·2^8 rounded to e4m3 for P V and kept in fp32 for l, O = acc·v_scale / l.
+// q_scale·k_scale with P·2^8 rounded to e4m3 for P V and kept in fp32 for l, each tile's P V summed
+// on its own and folded in as O = O·α + PV (the kernel's fp32 promotion), O = acc·v_scale / l.
 void run_cpu_fp8(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in, std::vector<float>& o,
                  std::vector<float>& lse) {
   const lab::Fp8Inputs f = lab::quantise_e4m3(pr, in);
@@ -699,7 +701,7 @@ void run_cpu_fp8(const lab::Problem& pr, const lab::Options& opt, const lab::Hos
     const lab::KeyRange keys = StandardRules::visible_keys(i, rules);
     const float* q = &f.q8[size_t(pr.q_index(b, i, h))];
     float m = -INFINITY, l = 0.f, s[BLOCK_KV];
-    std::vector<float> acc(size_t(d), 0.f);
+    std::vector<float> acc(size_t(d), 0.f), pv(acc.size());
     for (int tile = span.first; tile < span.end; ++tile) {
       float tile_max = -INFINITY;
       for (int c = 0; c < BLOCK_KV; ++c) {
@@ -714,15 +716,17 @@ void run_cpu_fp8(const lab::Problem& pr, const lab::Options& opt, const lab::Hos
       const float max_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;
       const float alpha = std::exp2(std::fma(m, scale_log2, -max_scaled));
       m = m_new;
-      l *= alpha;
-      for (float& a : acc) a *= alpha;
+      float sum = 0.f;
+      std::fill(pv.begin(), pv.end(), 0.f);  // the tile's fresh P V accumulator
       for (int c = 0; c < BLOCK_KV; ++c) {
         const float pc = std::exp2(std::fma(s[c], scale_log2, fp8::P_LOG2_FACTOR - max_scaled));
-        l += pc;
+        sum += pc;
         const float p8 = lab::round_to_e4m3(pc);  // P enters the fp8 wgmma as e4m3
         if (p8 != 0.f)
-          for (int x = 0; x < d; ++x) acc[size_t(x)] += p8 * f.v8[size_t(pr.kv_index(b, tile * BLOCK_KV + c, hk) + x)];
+          for (int x = 0; x < d; ++x) pv[size_t(x)] += p8 * f.v8[size_t(pr.kv_index(b, tile * BLOCK_KV + c, hk) + x)];
       }
+      l = l * alpha + sum;
+      for (int x = 0; x < d; ++x) acc[size_t(x)] = std::fma(acc[size_t(x)], alpha, pv[size_t(x)]);
     }
     const float out_scale = l > 0.f ? f.v_scale[size_t(g)] / l : 0.f;
     for (int x = 0; x < d; ++x) o[size_t(pr.q_index(b, i, h) + x)] = lab::round_to(pr.dtype, acc[size_t(x)] * out_scale);

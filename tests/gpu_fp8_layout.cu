@@ -3,7 +3,8 @@
 //   F1  S = Q Kᵀ by wgmma m64n128k32 e4m3, both operands K-major from TMA boxes with a swizzle as
 //       wide as a row (D = 128: 128 bytes; D = 64: 64 bytes), k-steps 32 bytes apart
 //   F2  O = P Vᵀᵀ by wgmma m64n{D}k32 with P packed from the S accumulator by pack_p (no shuffle)
-//       and Vᵀ [D][128 keys] holding key vt_key_at(k) at position k of every group of 16
+//       and Vᵀ [D][128 keys] holding key vt_key_at(k) at position k of every group of 16, into a
+//       fresh accumulator (first k-step with scale-d = 0: the NaNs it starts with must not show)
 // Values are small dyadic numbers: every product and sum is exact in fp32 (the check allows for the
 // fp8 tensor core's shorter accumulator).
 // Usage: gpu_fp8_layout. Exit 0 all ok, 1 a check failed, 77 not a Hopper GPU.
@@ -75,10 +76,11 @@ fp8_layout_kernel(const __grid_constant__ CUtensorMap q_map,   // (D, 64) e4m3
   uint32_t p_frag[N / 32][4];
   fp8::pack_p(s, p_frag);
   float o[D / 2];
-  for (float& x : o) x = 0.f;
+  for (float& x : o) x = NAN;  // the kernel's fresh P V accumulator: the first k-step must not read it
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < N / 32; ++kk) fp8::wgmma_rs_e4m3<D>(o, p_frag[kk], fp8::desc_k_major<128>(vt_s + uint32_t(kk * 32)));
+  for (int kk = 0; kk < N / 32; ++kk)
+    fp8::wgmma_rs_e4m3<D>(o, p_frag[kk], fp8::desc_k_major<128>(vt_s + uint32_t(kk * 32)), kk > 0);
   wgmma_commit();
   wgmma_wait<0>();
   fence_accumulators(o);

@@ -93,6 +93,10 @@ set_tests_properties(no_gpu.08_tma_skeleton.stub_never_passes_fp8 PROPERTIES LAB
 # On a GPU: the fp8 kernel passes its rule (D = 128 and 64) and the forgotten descale is caught.
 lab_test(gpu.08_tma_skeleton.fp8 gpu 0 MATCH "PASS" COMMAND ${S08} --variant fp8 --t 1000 --t-kv 1100 --causal --h 4 --h-kv 2 --iters 0)
 lab_test(gpu.08_tma_skeleton.fp8_d64 gpu 0 MATCH "PASS" COMMAND ${S08} --variant fp8 --t 700 --d 64 --h 2 --iters 0)
+# A long row of K/V tiles (40), where O summed inside the fp8 tensor core's shorter accumulator
+# would lose precision: the kernel adds each tile's P V to O in fp32 registers.
+lab_test(gpu.08_tma_skeleton.fp8_long_kv gpu 0 MATCH "PASS"
+         COMMAND ${S08} --variant fp8 --t 1000 --t-kv 5000 --h 2 --causal --iters 0)
 lab_test(gpu.08_tma_skeleton.fp8_forget_descale_caught gpu 1 MATCH "FAIL" COMMAND ${S08} --variant fp8 --t 300 --causal --h 2 --bug forget-descale --iters 0)
 # The fp8 kernel's layout assumptions, one product at a time (gpu: 77 without a Hopper GPU).
 add_executable(gpu_fp8_layout gpu_fp8_layout.cu)

@@ -4,6 +4,7 @@
 // failing a kernel that drops one descale factor, and the 16-bit rule must be out of fp8's reach
 // (the reason fp8 has a rule of its own).
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 
 #include "harness/compare.h"
@@ -75,9 +76,12 @@ namespace {
 enum class Fault { none, forget_k_descale, forget_v_descale };
 
 // fp8 attention as the kernel computes it: e4m3 inputs, S = Q8 K8ᵀ in fp32 descaled by
-// q_scale·k_scale·softmax scale, P = exp(S - max)·2^8 quantised to e4m3 for P V, the row sum
-// from unquantised P, O = (P V8)·v_scale / l rounded to bf16.
+// q_scale·k_scale·softmax scale, then per tile of 128 keys the online softmax with P = exp(S - m)·2^8
+// quantised to e4m3 for P V (the row sum from unquantised P), the tile's P V8 summed on its own and
+// folded in as O = O·α + PV in fp32 (the kernel's promotion out of the fp8 tensor core's
+// accumulator); O = acc·v_scale / l rounded to bf16.
 void fp8_attention(const Problem& p, const HostInputs& in, Fault fault, std::vector<float>& o, std::vector<float>& lse) {
+  constexpr int kTile = 128;  // the kernel's BLOCK_KV
   const Fp8Inputs f = quantise_e4m3(p, in);
   o.assign(size_t(p.q_elems()), 0.f);
   lse.assign(size_t(p.lse_elems()), 0.f);
@@ -88,22 +92,31 @@ void fp8_attention(const Problem& p, const HostInputs& in, Fault fault, std::vec
         const float descale = p.softmax_scale() * f.q_scale[size_t(g)] *
                               (fault == Fault::forget_k_descale ? 1.f : f.k_scale[size_t(g)]);
         const KeyRange r = visible_keys(i, p.t_q, p.t_kv, p.causal, 0);
-        std::vector<float> s;
-        float m = -INFINITY;
-        for (int j = r.begin; j < r.end; ++j) {
-          float dot = 0;
-          for (int c = 0; c < p.d; ++c)
-            dot += f.q8[size_t(p.q_index(b, i, h) + c)] * f.k8[size_t(p.kv_index(b, j, hk) + c)];
-          s.push_back(dot * descale);
-          m = std::max(m, s.back());
-        }
-        float l = 0;
-        std::vector<float> acc(size_t(p.d), 0.f);
-        for (int j = r.begin; j < r.end; ++j) {
-          const float pj = std::exp(s[size_t(j - r.begin)] - m) * 256.f;
-          l += pj;
-          const float p8 = round_to_e4m3(pj);
-          for (int c = 0; c < p.d; ++c) acc[size_t(c)] += p8 * f.v8[size_t(p.kv_index(b, j, hk) + c)];
+        float m = -INFINITY, l = 0;
+        std::vector<float> acc(size_t(p.d), 0.f), pv(size_t(p.d));
+        for (int j0 = r.begin / kTile * kTile; j0 < r.end; j0 += kTile) {
+          const int j1 = std::min(j0 + kTile, r.end), first = std::max(j0, r.begin);
+          std::vector<float> s;
+          float m_new = m;
+          for (int j = first; j < j1; ++j) {
+            float dot = 0;
+            for (int c = 0; c < p.d; ++c)
+              dot += f.q8[size_t(p.q_index(b, i, h) + c)] * f.k8[size_t(p.kv_index(b, j, hk) + c)];
+            s.push_back(dot * descale);
+            m_new = std::max(m_new, s.back());
+          }
+          const float alpha = std::exp(m - m_new);  // 0 on the first tile (m = -inf)
+          m = m_new;
+          float sum = 0;
+          std::fill(pv.begin(), pv.end(), 0.f);
+          for (int j = first; j < j1; ++j) {
+            const float pj = std::exp(s[size_t(j - first)] - m) * 256.f;
+            sum += pj;
+            const float p8 = round_to_e4m3(pj);
+            for (int c = 0; c < p.d; ++c) pv[size_t(c)] += p8 * f.v8[size_t(p.kv_index(b, j, hk) + c)];
+          }
+          l = l * alpha + sum;
+          for (int c = 0; c < p.d; ++c) acc[size_t(c)] = std::fma(acc[size_t(c)], alpha, pv[size_t(c)]);
         }
         const float vs = fault == Fault::forget_v_descale ? 1.f : f.v_scale[size_t(g)];
         for (int c = 0; c < p.d; ++c) o[size_t(p.q_index(b, i, h) + c)] = round_to(p.dtype, acc[size_t(c)] * vs / l);

@@ -14,10 +14,13 @@
 //              FFMA), so e4m3 keeps normal precision for P down to 2^-14 instead of 2^-6, and
 //              flushes only P < 2^-18 to zero. The row sum l uses the same P in fp32 (the 2^8
 //              cancels in O = (P V) / l; the LSE subtracts 8 ln 2).
-//   O += P V   wgmma m64n{D}k32 with P from registers (e4m3) and Vᵀ from shared memory: fp8 wgmma
+//   P V        wgmma m64n{D}k32 with P from registers (e4m3) and Vᵀ from shared memory: fp8 wgmma
 //              reads B only K-major, so V must arrive transposed (keys contiguous). Here the
 //              quantise pass writes it so in global memory (simpler than FlashAttention-3, whose
 //              producer warps transpose V in shared memory with ldmatrix/stmatrix).
+//   O = O·α + PV  each tile's P V goes into a fresh accumulator (its first k-step does not add),
+//              and the consumer folds it into O with one FFMA per register, in full fp32: the fp8
+//              tensor core adds into its accumulator with fewer bits than fp32 (see the consumer).
 //   epilogue   O = o_acc · v_scale / l, stored in the inputs' 16-bit type; LSE in fp32.
 //
 // P from the S accumulator. A thread's S registers hold, per 8-key n-block, keys 2t and 2t + 1 of
@@ -133,23 +136,25 @@ __device__ __forceinline__ void wgmma_ss_e4m3_n128(float (&d)[64], uint64_t a_de
       : LAB_FP8_OPS64(d)
       : "l"(a_desc), "l"(b_desc), "r"(scale_d));
 }
-// O (64 x N, fp32) += A·B: A (64 x 32 e4m3) from registers, 4 registers of 4 bytes (a0: row g,
-// k = 4t..4t+3; a1: row g + 8, same k; a2, a3: k + 16), B e4m3 K-major by descriptor.
+// D (64 x N, fp32) = A·B (+ D when accumulate): A (64 x 32 e4m3) from registers, 4 registers of 4
+// bytes (a0: row g, k = 4t..4t+3; a1: row g + 8, same k; a2, a3: k + 16), B e4m3 K-major by descriptor.
 template <int N>
-__device__ __forceinline__ void wgmma_rs_e4m3(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b_desc) {
+__device__ __forceinline__ void wgmma_rs_e4m3(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b_desc,
+                                              bool accumulate) {
   static_assert(N == 64 || N == 128, "instantiated for N = 64 and 128");
+  const uint32_t scale_d = accumulate ? 1u : 0u;
   if constexpr (N == 128)
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " LAB_FP8_ACC64 ", {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
         : LAB_FP8_OPS64(d)
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1u));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d));
   else
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " LAB_FP8_ACC32 ", {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
         : LAB_FP8_OPS32(d)
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1u));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d));
 }
 #undef LAB_FP8_ACC32
 #undef LAB_FP8_ACC64
@@ -207,9 +212,11 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
   const float scale_log2 = p.scale_log2 * q_scale * k_scale;
 
   float s[TL::S_REGS];
-  float o_acc[TL::O_REGS];
-  uint32_t p_frag[TL::KV_STEPS][4];  // P in e4m3, the A registers of O += P V
+  float o_acc[TL::O_REGS];           // unnormalised O, kept in full fp32 by the CUDA cores
+  float pv[TL::O_REGS];              // this tile's P V, a fresh tensor-core accumulator per tile
+  uint32_t p_frag[TL::KV_STEPS][4];  // P in e4m3, the A registers of P V
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  float alpha[2];                    // this tile's rescale of O, applied when its P V is folded in
 #pragma unroll
   for (int i = 0; i < TL::O_REGS; ++i) o_acc[i] = 0.f;
 
@@ -232,7 +239,6 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
       fence_accumulators(s);
       H::mask_tile(s, p, tile * BLOCK_KV, row_g, t, warp_keys_begin, warp_keys_end);
       // Online softmax (04's, base 2), P scaled by 2^8 inside the exp2: bias = 8 - m·c.
-      float alpha[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         float tile_max = -INFINITY;
@@ -255,27 +261,33 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
           }
         l[r] = l[r] * alpha[r] + sum;
       }
-#pragma unroll
-      for (int j = 0; j < TL::O_REGS / 4; ++j) {
-        o_acc[4 * j + 0] *= alpha[0];
-        o_acc[4 * j + 1] *= alpha[0];
-        o_acc[4 * j + 2] *= alpha[1];
-        o_acc[4 * j + 3] *= alpha[1];
-      }
       pack_p(s, p_frag);  // P -> e4m3 A registers, keys where the accumulator has them
     }
     H::consumer_wait(sm.v_full(slot.stage), slot);
     if (active) {
-      // O += P Vᵀ_tileᵀ: 4 wgmmas of m64n{D}k32; B = Vᵀ [D rows][128 keys], 32 keys per k-step.
-      wgmma_fence();  // o_acc was rescaled and p_frag written since the last wgmma
+      // PV = P Vᵀ_tileᵀ: 4 wgmmas of m64n{D}k32; B = Vᵀ [D rows][128 keys], 32 keys per k-step.
+      // The first k-step overwrites pv (scale-d = 0), as S's first does: no zeroing, no old O.
+      wgmma_fence();  // p_frag was written since the last wgmma
 #pragma unroll
       for (int kk = 0; kk < TL::KV_STEPS; ++kk)
-        wgmma_rs_e4m3<HEAD_DIM>(o_acc, p_frag[kk], desc_k_major<128>(sm.v(slot.stage) + uint32_t(kk * 32)));
+        wgmma_rs_e4m3<HEAD_DIM>(pv, p_frag[kk], desc_k_major<128>(sm.v(slot.stage) + uint32_t(kk * 32)), kk > 0);
       wgmma_commit();
       wgmma_wait<0>();  // the slot is read: it may be released
-      fence_accumulators(o_acc);
+      fence_accumulators(pv);
     }
     H::consumer_release(sm.empty(slot.stage));
+    if (active) {
+      // O = O·α + PV on the CUDA cores, in full fp32. An fp8 wgmma adds into its fp32 accumulator
+      // with fewer bits than fp32 (about 14 mantissa bits: DeepSeek-V3's report measured it on
+      // Hopper's fp8 GEMMs). Summed over a long row of tiles inside the tensor core, O would drop
+      // the low bits of each tile's share once O is large beside it. A tile's 4 k-steps are a
+      // short sum; the long sum over tiles is promoted to fp32 registers here, one FFMA per
+      // register, which also applies the online rescale.
+#pragma unroll
+      for (int j = 0; j < TL::O_REGS / 4; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o_acc[4 * j + e] = fmaf(o_acc[4 * j + e], alpha[e / 2], pv[4 * j + e]);
+    }
   }
 
   // Finalize: O = o_acc · v_scale / l; LSE = m·scale·q_scale·k_scale + log(l) - 8 ln 2 (l counts
