@@ -354,9 +354,8 @@ struct HopperRules : ring::Protocol<ring::KvSource::contiguous> {
 //                     sm_90a: CMake adds it), else the mma kernel; the record says which (metrics.kernel)
 //   window-mma, full-mma, window-q128   the mma kernel everywhere (04's, 64 or 128 query rows)
 enum class Kernel { mma, hopper };
-// The Hopper kernel runs 08's ws-pingpong schedule: two consumer warpgroups (128 query rows), three
-// at D = 64 (192), the tile 08 measures fastest at each D.
-constexpr int hopper_consumers(int d) { return d == 64 ? 3 : 2; }
+// The Hopper kernel runs 08's ws-pingpong schedule with its block: 128 query rows, 192 at D = 64.
+constexpr int hopper_consumers(int d) { return ws::pingpong_consumers(d); }
 struct VariantConfig {
   Kernel kernel;
   int warps;  // mma: 4 or 8 warps of 16 rows

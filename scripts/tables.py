@@ -369,6 +369,49 @@ def error_table(records):
     return "\n".join(rows)
 
 
+def precision_table(records):
+    """One row per problem measured at two or more precisions (records whose check rules differ,
+    e.g. bf16 `ws` and e4m3 `fp8` of section 08): per precision, the first variant's max error
+    against fp64, the bound its rule allows and the relative L2 error; then the error ratio of the
+    second precision to the first. The accuracy price of a lower precision, read off the records."""
+    rows_by = {}
+    for r in sorted(records, key=sort_order):
+        if r["build"] != "baseline" and r["check"].get("max_abs_err") is not None:
+            rows_by.setdefault(problem_key(r), []).append(r)
+    count = {}
+    for rs in rows_by.values():
+        for r in rs:
+            count[r["variant"]] = count.get(r["variant"], 0) + 1
+    rows, variants = [], []
+    for rs in rows_by.values():
+        firsts = {}  # rule -> its first variant on this problem (the most measured)
+        for r in sorted(rs, key=lambda r: (-count[r["variant"]], r["variant"])):
+            firsts.setdefault(r["check"]["rule"], r)
+        if len(firsts) >= 2:
+            picked = list(firsts.values())[:2]
+            rows.append(picked)
+            for r in picked:
+                if r["variant"] not in variants:
+                    variants.append(r["variant"])
+    if not rows:
+        return NO_RECORDS
+    a, b = variants[0], variants[-1]
+    head = ["shape"] + [f"{v} {what}" for v in (a, b) for what in ("max error", "bound", "rel L2")] + [f"{b} / {a} max error"]
+    out = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for picked in rows:
+        by_v = {r["variant"]: r for r in picked}
+        if a not in by_v or b not in by_v:
+            continue
+        cells = [shape(picked[0])]
+        for v in (a, b):
+            c = by_v[v]["check"]
+            cells += [num(c.get("max_abs_err"), ".3g"), num(c.get("ref_err_bound"), ".3g"), num(c.get("rel_l2_err"), ".3g")]
+        ea, eb = by_v[a]["check"]["max_abs_err"], by_v[b]["check"]["max_abs_err"]
+        cells.append(f"{eb / ea:.1f}×" if ea else "–")
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 def ideal_window_ratio(t, w):
     """The FLOP ratio of a causal window W to plain causal at T: (T·W - W²/2) / (T²/2), W capped at T."""
     w = min(w, t)
@@ -510,6 +553,10 @@ def render_group(section, tag, records, ceilings, ncu):
                 "Every record, with the byte model, the share of the GPU's ceiling and the check:", ""]
     if timed:
         out += [section_table(timed, ceilings, ncu), ""]
+    precision = precision_table(timed) if timed and not tag else NO_RECORDS
+    if precision != NO_RECORDS:
+        out += ["The same problems at two precisions (records whose check rules differ): the error against fp64, "
+                "the bound of each one's rule, and how much larger the lower precision's error is:", "", precision, ""]
     window = window_table(timed) if section in ("07_sliding_window", "08_tma_skeleton") and not tag else None
     if window:
         kernel = "08's Hopper kernel with 07's tile skip (`ws --window`)" if section == "08_tma_skeleton" else "Sliding window"
@@ -588,6 +635,9 @@ def update_readme(readme, by_section, folder_name, ceilings=None, ncu=None, sect
 
 HANDOUT_REGION = re.compile(r"(<!-- results:((\d\d_[A-Za-z0-9_]+)(?:\.([a-z0-9-]+))?):begin -->\n)(.*?)"
                             r"(<!-- results:\2:end -->)", re.S)
+# A handout's error table: `<!-- results:NN_name:precision:begin -->` ... `:precision:end -->`.
+PRECISION_REGION = re.compile(r"(<!-- results:(\d\d_[A-Za-z0-9_]+):precision:begin -->\n)(.*?)"
+                              r"(<!-- results:\2:precision:end -->)", re.S)
 
 
 def update_handouts(folder, by_section):
@@ -609,6 +659,11 @@ def update_handouts(folder, by_section):
                          else compact_table(sweep, BESIDE.get(section, ()) if not tag else ()))
             return f"{m.group(1)}\n{table}\n\n{m.group(6)}"
         new = HANDOUT_REGION.sub(fill, text)
+
+        def fill_precision(m):
+            sweep = [r for r in by_section.get(m.group(2), []) if not r.get("_tag") and is_timed(r)]
+            return f"{m.group(1)}\n{precision_table(sweep)}\n\n{m.group(4)}"
+        new = PRECISION_REGION.sub(fill_precision, new)
         if new != text:
             path.write_text(new)
             changed.append(path)

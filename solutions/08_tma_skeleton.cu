@@ -50,6 +50,12 @@
 // (fence.proxy.tensormap::generic.acquire) a few fills ahead and issues that box's copy, so the
 // fences of a fill wait together. Page sizes: any multiple of 16 (a box is gcd(page, 128) rows);
 // --page-size defaults to 64 here.
+// Variant `fp8` (FlashAttention-3's fp8 forward; the kernel is common/hopper/ws_fp8.cuh): Q, K, V
+// quantised to e4m3 by a pass of its own (timed apart: metrics quantise_ms), one scale per
+// (sequence, K/V head) and tensor (amax / 448), V written transposed; S and P V on fp8 wgmma (twice
+// bf16's rate), descaled in the softmax and the epilogue; each tile's P V is added to O in fp32
+// registers, not in the fp8 tensor core's shorter accumulator; the same ring, run by your protocol. Its
+// check has its own bound: 2x the error of unfused fp32 attention on the same quantised inputs with P in e4m3.
 // Variant `paged-pool`: the same pool with no edit on the device. One 4-D map covers the whole pool,
 // (D, H_kv, page_size, blocks), so the physical block is simply the box's 4th coordinate, read from
 // the block table; only the box that holds a sequence's last key goes through a second map, made on
@@ -70,14 +76,19 @@
 //      build/bin/08_tma_skeleton --variant paged --page-size 128 --t 4096 --causal
 //      build/bin/08_tma_skeleton --consumers 1 --t 4096 --d 128 --h 16 --b 4   (one consumer warpgroup)
 //      build/bin/08_tma_skeleton --variant ws-pingpong --b 2 --h 32 --t 8192 --d 64   (ping-pong, 192-row block)
+//      build/bin/08_tma_skeleton --variant fp8 --t 4096 --d 128 --h 16 --b 4     (e4m3 operands)
 //      build/bin/gpu_wgmma_layout                               (the layout self-test)
+#include <algorithm>
+#include <array>
 #include <numeric>
 #include <type_traits>
 
 #include "decode/block_allocator.h"
 #include "decode/kv_cache.h"
+#include "harness/fp8.h"
 #include "lab.cuh"
 #include "hopper/ws_forward.cuh"  // this section's kernel, minus the exercises below (and sm90.cuh's wrappers)
+#include "hopper/ws_fp8.cuh"      // its fp8 twin (variant fp8), run by the same protocol
 
 // =============================================================================================
 // Section 08's ring protocol (the exercises) and the producer's loaders. Section 07 compiles this
@@ -214,11 +225,20 @@ __device__ __forceinline__ void load_kv_tile(const CUtensorMap& map, const Param
   }
 }
 
-template <int HEAD_DIM, KvSource KV, int CONS>
+// fp8: K8 [B, T_kv, H_kv, D] and Vᵀ8 [B, H_kv, D, T_pad], one box per tile each (ws_fp8.cuh). Lane 0 issues.
+template <int HEAD_DIM, KvSource KV>
+__device__ __forceinline__ void load_kv_tile(const CUtensorMap& map, const Params&, const fp8::Smem<HEAD_DIM>& sm,
+                                             int which, int stage, int tile, int b, int kv_head, uint32_t bar) {
+  if (threadIdx.x % 32 == 0) fp8::load_kv_tile<HEAD_DIM>(map, sm, which, stage, tile, b, kv_head, bar);
+}
+
+// The producer warp. SM is the kernel's shared memory (Smem, or fp8::Smem for the fp8 kernel):
+// the tiles and slots differ, the protocol is the same.
+template <int HEAD_DIM, KvSource KV, int CONS, class SM = Smem<HEAD_DIM>>
 __device__ __forceinline__ void producer(const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map,
-                                         const Params& p, const Smem<HEAD_DIM>& sm, int b, int head, int kv_head,
+                                         const Params& p, const SM& sm, int b, int head, int kv_head,
                                          int q0, int first_tile, int n_tiles) {
-  using TL = Tiles<HEAD_DIM>;
+  using TL = typename SM::TL;
   constexpr int STAGES = TL::STAGES;
   const int lane = threadIdx.x % 32;
   const bool leader = lane == 0;
@@ -276,9 +296,9 @@ __device__ __forceinline__ void consumer_release(uint32_t empty_bar) {
 template <KvSource KV>
 struct Protocol {
   LAB_HD static RingSlot ring_slot(int n, int stages) { return ring::ring_slot(n, stages); }
-  template <int HEAD_DIM, int CONS>
+  template <int HEAD_DIM, int CONS, class SM>
   __device__ __forceinline__ static void produce(const CUtensorMap& q_map, const CUtensorMap& k_map,
-                                                 const CUtensorMap& v_map, const Params& p, const Smem<HEAD_DIM>& sm,
+                                                 const CUtensorMap& v_map, const Params& p, const SM& sm,
                                                  int b, int head, int kv_head, int q0, int first_tile, int n_tiles) {
     producer<HEAD_DIM, KV, CONS>(q_map, k_map, v_map, p, sm, b, head, kv_head, q0, first_tile, n_tiles);
   }
@@ -332,13 +352,17 @@ __global__ void __launch_bounds__(32) edit_page_maps(const __grid_constant__ CUt
 // window's mask when the problem has one).
 template <KvSource KV>
 struct Hooks : StandardRules, Protocol<KV> {};
+// The fp8 kernel: the same protocol and rules, its own parameters (the descale factors).
+struct Fp8Hooks : Hooks<KvSource::contiguous> {
+  using KernelParams = fp8::Params;
+};
 
 // ---------------------------------------------------------------------------------------------
 // Host side.
 // The block's consumer warpgroups: --consumers, else the variant's tile for this D (ws-pingpong at
 // D = 64: 3, a 192-row block; everything else: 2).
 int default_consumers(const std::string& variant, const lab::Problem& pr) {
-  return variant == "ws-pingpong" && pr.d == 64 ? 3 : CONSUMERS;
+  return variant == "ws-pingpong" ? pingpong_consumers(pr.d) : CONSUMERS;
 }
 int consumers_of(const lab::Options& o, const lab::Problem& pr) {
   return o.consumers > 0 ? o.consumers : default_consumers(o.variant, pr);
@@ -403,7 +427,134 @@ std::function<void(cudaStream_t)> pick(const std::string& variant, int consumers
   return make_forward<T, HEAD_DIM, KvSource::contiguous, false>(q_map, k_map, v_map, p, grid, keep);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Variant fp8 (common/hopper/ws_fp8.cuh). The quantise pass turns the harness's 16-bit Q, K, V into
+// Q8, K8 [.., D] and Vᵀ8 [B, H_kv, D, T_pad] e4m3 and writes the scales [3][B·H_kv] (q, k, v); it
+// runs once before the forward, which is the attention kernel alone, and is timed on its own.
+struct Fp8Buffers {
+  lab::DeviceBuffer q8, k8, vt8, amax, scales;
+};
+int fp8_t_pad(const lab::Problem& pr) { return lab::ceil_div(pr.t_kv, 16) * 16; }  // Vᵀ rows: 16-byte multiples
+
+template <class T>
+void quantise_fp8(const lab::Problem& pr, const lab::DeviceTensors& in, const Fp8Buffers& f, cudaStream_t st) {
+  const int groups = pr.b * pr.h_kv, t_pad = fp8_t_pad(pr);
+  const int64_t most_rows = std::max(int64_t(pr.t_q) * (pr.h / pr.h_kv), int64_t(pr.t_kv));
+  const int chunks = int(std::clamp<int64_t>(most_rows * pr.d / 8 / (256 * 8), 1, std::max(1, 4096 / groups)));
+  CUDA_CHECK(cudaMemsetAsync(f.amax.get(), 0, f.amax.bytes(), st));
+  fp8::amax_kernel<T><<<dim3(unsigned(chunks), unsigned(groups), 3), 256, 0, st>>>(
+      static_cast<const T*>(in.q), static_cast<const T*>(in.k), static_cast<const T*>(in.v), f.amax.as<uint32_t>(),
+      pr.t_q, pr.t_kv, pr.h, pr.h_kv, pr.d);
+  CUDA_CHECK_LAST();
+  fp8::scales_kernel<<<1, 256, 0, st>>>(f.amax.as<uint32_t>(), f.scales.as<float>(), 3 * groups);
+  CUDA_CHECK_LAST();
+  const float* scales = f.scales.as<float>();
+  auto blocks = [](int64_t elems) { return unsigned(std::clamp<int64_t>(elems / 8 / 256, 1, 132 * 16)); };
+  fp8::quantise_kernel<T><<<blocks(pr.q_elems()), 256, 0, st>>>(static_cast<const T*>(in.q), f.q8.as<uint8_t>(), scales,
+                                                                pr.b, pr.t_q, pr.h, pr.h / pr.h_kv, pr.h_kv, pr.d);
+  CUDA_CHECK_LAST();
+  fp8::quantise_kernel<T><<<blocks(pr.kv_elems()), 256, 0, st>>>(static_cast<const T*>(in.k), f.k8.as<uint8_t>(),
+                                                                 scales + groups, pr.b, pr.t_kv, pr.h_kv, 1, pr.h_kv, pr.d);
+  CUDA_CHECK_LAST();
+  const dim3 slabs(unsigned(lab::ceil_div(t_pad, 64)), unsigned(groups));
+  if (pr.d == 64)
+    fp8::transpose_v_kernel<T, 64><<<slabs, 256, 0, st>>>(static_cast<const T*>(in.v), f.vt8.as<uint8_t>(),
+                                                         scales + 2 * groups, pr.t_kv, t_pad, pr.h_kv);
+  else
+    fp8::transpose_v_kernel<T, 128><<<slabs, 256, 0, st>>>(static_cast<const T*>(in.v), f.vt8.as<uint8_t>(),
+                                                          scales + 2 * groups, pr.t_kv, t_pad, pr.h_kv);
+  CUDA_CHECK_LAST();
+}
+
+// A tensor map over an e4m3 tensor: dims (innermost first) and their byte strides; rows of 64 bytes
+// take the 64-byte swizzle (the fp8 kernel's descriptors match: ws_fp8.cuh, Tiles::SWIZZLE).
+CUtensorMap make_fp8_map(const void* base, std::array<uint64_t, 4> dims, std::array<uint32_t, 4> box) {
+  CUtensorMap map;
+  const uint64_t strides[3] = {dims[0], dims[0] * dims[1], dims[0] * dims[1] * dims[2]};
+  const CUtensorMapSwizzle swizzle = box[0] == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B;
+  const std::string err =
+      encode_tensor_map(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, base, dims.data(), strides, box.data(), swizzle);
+  if (!err.empty()) lab::cuda_fail(cudaErrorInvalidValue, err.c_str(), __FILE__, __LINE__);
+  return map;
+}
+
+template <class T, int HEAD_DIM>
+std::function<void(cudaStream_t)> make_fp8_forward(const CUtensorMap& q_map, const CUtensorMap& k_map,
+                                                   const CUtensorMap& vt_map, const fp8::Params& p, dim3 grid,
+                                                   std::shared_ptr<Fp8Buffers> keep) {
+  constexpr int smem = fp8::Tiles<HEAD_DIM>::SMEM_BYTES;
+  CUDA_CHECK(cudaFuncSetAttribute(fp8::ws_fp8_kernel<T, HEAD_DIM, Fp8Hooks>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  smem));
+  return [=](cudaStream_t st) {
+    fp8::ws_fp8_kernel<T, HEAD_DIM, Fp8Hooks><<<grid, THREADS, smem, st>>>(q_map, k_map, vt_map, p);
+    CUDA_CHECK_LAST();
+    (void)keep;  // Q8, K8, Vᵀ8 and the scales live as long as the forward
+  };
+}
+
+lab::GpuRun setup_fp8(const lab::RunContext& ctx) {
+  const lab::Problem& pr = ctx.problem;
+  const int groups = pr.b * pr.h_kv, t_pad = fp8_t_pad(pr);
+  auto f = std::make_shared<Fp8Buffers>();
+  f->q8 = lab::DeviceBuffer(size_t(pr.q_elems()));
+  f->k8 = lab::DeviceBuffer(size_t(pr.kv_elems()));
+  f->vt8 = lab::DeviceBuffer(size_t(int64_t(groups) * pr.d * t_pad));
+  f->amax = lab::DeviceBuffer(size_t(3 * groups) * 4);
+  f->scales = lab::DeviceBuffer(size_t(3 * groups) * 4);
+  const bool f16 = pr.dtype == lab::DType::f16;
+  const std::function<void(cudaStream_t)> quantise = [pr, in = ctx.tensors, f, f16](cudaStream_t st) {
+    if (f16) quantise_fp8<__half>(pr, in, *f, st);
+    else quantise_fp8<__nv_bfloat16>(pr, in, *f, st);
+  };
+  lab::GpuRun run;
+  cudaStream_t st;
+  CUDA_CHECK(cudaStreamCreate(&st));
+  quantise(st);  // the inputs of every forward
+  CUDA_CHECK(cudaStreamSynchronize(st));
+  const lab::Options& opt = ctx.options;
+  if (opt.iters > 0) {
+    const lab::Timing t = lab::time_forward(quantise, opt.warmup, opt.iters, opt.flush_l2, ctx.device, st);
+    run.metrics["quantise_ms"] = t.median_ms;
+    if (!opt.quiet)
+      std::printf("08_tma_skeleton: fp8 quantise pass (amax, scales, Q8, K8, V^T8): %.4g ms median of %d, "
+                  "not part of the forward's time\n", t.median_ms, t.iters);
+  }
+  CUDA_CHECK(cudaStreamDestroy(st));
+
+  fp8::Params p{};
+  static_cast<Params&>(p) = params_of(pr, ctx.tensors.o, ctx.tensors.lse);
+  p.scales = f->scales.as<float>();
+  p.groups = groups;
+  p.forget_k_descale = ctx.bug == "forget-descale";
+  const uint32_t d = uint32_t(pr.d);
+  const CUtensorMap q_map = make_fp8_map(f->q8.get(), {d, uint64_t(pr.h), uint64_t(pr.t_q), uint64_t(pr.b)}, {d, 1, BLOCK_Q, 1});
+  const CUtensorMap k_map =
+      make_fp8_map(f->k8.get(), {d, uint64_t(pr.h_kv), uint64_t(pr.t_kv), uint64_t(pr.b)}, {d, 1, BLOCK_KV, 1});
+  const CUtensorMap vt_map =
+      make_fp8_map(f->vt8.get(), {uint64_t(t_pad), d, uint64_t(pr.h_kv), uint64_t(pr.b)}, {BLOCK_KV, d, 1, 1});
+  const dim3 grid(unsigned(lab::ceil_div(pr.t_q, BLOCK_Q)), unsigned(pr.b * pr.h));
+  if (pr.d == 64)
+    run.forward = f16 ? make_fp8_forward<__half, 64>(q_map, k_map, vt_map, p, grid, f)
+                      : make_fp8_forward<__nv_bfloat16, 64>(q_map, k_map, vt_map, p, grid, f);
+  else
+    run.forward = f16 ? make_fp8_forward<__half, 128>(q_map, k_map, vt_map, p, grid, f)
+                      : make_fp8_forward<__nv_bfloat16, 128>(q_map, k_map, vt_map, p, grid, f);
+  // HBM traffic of the forward: Q8, K8, Vᵀ8 read once (1 byte each), O (16-bit) and LSE written.
+  run.hbm_bytes_model = pr.q_elems() + 2 * pr.kv_elems() + 2 * pr.q_elems() + 4 * pr.lse_elems();
+  run.extra_device_bytes = int64_t(f->q8.bytes() + f->k8.bytes() + f->vt8.bytes() + f->amax.bytes() + f->scales.bytes());
+  // The quantise pass reads Q, K, V twice (amax, then the conversion) and writes them in 1 byte.
+  run.metrics["quantise_bytes_model"] = 2 * 2 * (pr.q_elems() + 2 * pr.kv_elems()) + pr.q_elems() + 2 * pr.kv_elems();
+  run.metrics["scale_granularity"] = "per (sequence, K/V head), amax / 448";
+  run.metrics["p_factor"] = 256;
+  run.metrics["block_q"] = BLOCK_Q;
+  run.metrics["block_kv"] = BLOCK_KV;
+  run.metrics["stages"] = pr.d == 64 ? fp8::Tiles<64>::STAGES : fp8::Tiles<128>::STAGES;
+  run.metrics["smem_bytes"] = pr.d == 64 ? fp8::Tiles<64>::SMEM_BYTES : fp8::Tiles<128>::SMEM_BYTES;
+  return run;
+}
+
 lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
+  if (ctx.variant == "fp8") return setup_fp8(ctx);
   const lab::Problem& pr = ctx.problem;
   const bool paged = ctx.variant == "paged" || ctx.variant == "paged-pool";
   Params p = params_of(pr, ctx.tensors.o, ctx.tensors.lse);
@@ -537,6 +688,60 @@ std::string check_ring(int stages, int fills) {
   return "";
 }
 
+// The fp8 kernel's arithmetic per row: Q, K, V quantised as the quantise pass does (harness/fp8.h,
+// the device's rule), S = Q8·K8 in fp32 over the warpgroup's tiles, the online softmax descaled by
+// q_scale·k_scale with P·2^8 rounded to e4m3 for P V and kept in fp32 for l, each tile's P V summed
+// on its own and folded in as O = O·α + PV (the kernel's fp32 promotion), O = acc·v_scale / l.
+void run_cpu_fp8(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in, std::vector<float>& o,
+                 std::vector<float>& lse) {
+  const lab::Fp8Inputs f = lab::quantise_e4m3(pr, in);
+  const Params rules = params_of(pr, nullptr, nullptr);
+  const int d = pr.d;
+  lab::parallel_for(int64_t(pr.b) * pr.h * pr.t_q, [&](int64_t row) {
+    const int i = int(row % pr.t_q), bh = int(row / pr.t_q), b = bh / pr.h, h = bh % pr.h;
+    const int hk = lab::kv_head_of(h, pr.h, pr.h_kv), g = b * pr.h_kv + hk;
+    const float k_scale = opt.bug == "forget-descale" ? 1.f : f.k_scale[size_t(g)];
+    const float scale_log2 = rules.scale_log2 * f.q_scale[size_t(g)] * k_scale;
+    const int wg_q0 = i / WG_ROWS * WG_ROWS;
+    const TileSpan span = StandardRules::tile_span(wg_q0, wg_q0 + WG_ROWS, rules);  // the warpgroup's tiles
+    const lab::KeyRange keys = StandardRules::visible_keys(i, rules);
+    const float* q = &f.q8[size_t(pr.q_index(b, i, h))];
+    float m = -INFINITY, l = 0.f, s[BLOCK_KV];
+    std::vector<float> acc(size_t(d), 0.f), pv(acc.size());
+    for (int tile = span.first; tile < span.end; ++tile) {
+      float tile_max = -INFINITY;
+      for (int c = 0; c < BLOCK_KV; ++c) {
+        const int j = tile * BLOCK_KV + c;
+        float dot = 0.f;
+        if (j < pr.t_kv)
+          for (int x = 0; x < d; ++x) dot += q[x] * f.k8[size_t(pr.kv_index(b, j, hk) + x)];
+        s[c] = keys.contains(j) ? dot : -INFINITY;
+        tile_max = std::max(tile_max, s[c]);
+      }
+      const float m_new = std::max(m, tile_max);
+      const float max_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;
+      const float alpha = std::exp2(std::fma(m, scale_log2, -max_scaled));
+      m = m_new;
+      float sum = 0.f;
+      std::fill(pv.begin(), pv.end(), 0.f);  // the tile's fresh P V accumulator
+      for (int c = 0; c < BLOCK_KV; ++c) {
+        const float pc = std::exp2(std::fma(s[c], scale_log2, fp8::P_LOG2_FACTOR - max_scaled));
+        sum += pc;
+        const float p8 = lab::round_to_e4m3(pc);  // P enters the fp8 wgmma as e4m3
+        if (p8 != 0.f)
+          for (int x = 0; x < d; ++x) pv[size_t(x)] += p8 * f.v8[size_t(pr.kv_index(b, tile * BLOCK_KV + c, hk) + x)];
+      }
+      l = l * alpha + sum;
+      for (int x = 0; x < d; ++x) acc[size_t(x)] = std::fma(acc[size_t(x)], alpha, pv[size_t(x)]);
+    }
+    const float out_scale = l > 0.f ? f.v_scale[size_t(g)] / l : 0.f;
+    for (int x = 0; x < d; ++x) o[size_t(pr.q_index(b, i, h) + x)] = lab::round_to(pr.dtype, acc[size_t(x)] * out_scale);
+    lse[size_t(pr.lse_index(b, h, i))] =
+        l > 0.f ? m * (pr.softmax_scale() * f.q_scale[size_t(g)] * k_scale) + std::log(l) - fp8::P_LOG2_FACTOR * lab::kLn2
+                : -INFINITY;
+  });
+}
+
 lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in, std::vector<float>& o,
                     std::vector<float>& lse) {
   lab::CpuRun run;
@@ -553,6 +758,10 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
     run.not_checked =
         "needs a GPU: ring_slot() passed its host check, but the producer loop, consumer_wait and "
         "consumer_release run only on a Hopper GPU (mbarriers, TMA)";
+    return run;
+  }
+  if (opt.variant == "fp8") {
+    run_cpu_fp8(pr, opt, in, o, lse);
     return run;
   }
   const bool paged = opt.variant == "paged" || opt.variant == "paged-pool";  // the same pool, read alike
@@ -651,7 +860,9 @@ int main(int argc, char** argv) {
   lab::Section s;
   s.name = "08_tma_skeleton";
   s.title = "Hopper: TMA, mbarrier ring, warp-specialised producer/consumer warpgroups, wgmma (§12.9.2, §12.12)";
-  s.variants = {"ws", "paged", "ws-overlap", "paged-pool", "ws-pingpong"};
+  s.variants = {"ws", "paged", "ws-overlap", "paged-pool", "ws-pingpong", "fp8"};
+  s.fp8_variants = {"fp8"};  // its check: 2x the error of unfused attention on the same e4m3 inputs, P in e4m3
+  s.bugs = {"forget-descale"};  // fp8: S descaled by q_scale only (k_scale forgotten)
   s.dtypes = {lab::DType::bf16, lab::DType::f16};
   s.needs_sm90a = true;
   s.paged = true;  // --page-size applies (to --variant paged and paged-pool)
@@ -668,19 +879,23 @@ int main(int argc, char** argv) {
     if (int64_t(p.b) * p.h > 65535) return "B*H must be <= 65535 (one grid dimension per head)";
     const bool paged = o.variant == "paged" || o.variant == "paged-pool";
     if (p.window > 0 && paged)
-      return "--window applies to --variant ws, ws-overlap and ws-pingpong (the paged variants read whole sequences)";
-    if (o.consumers == 1 && paged)
+      return "--window applies to --variant ws, ws-overlap, ws-pingpong and fp8 (the paged variants read whole sequences)";
+    if (o.consumers == 1 && (paged || o.variant == "fp8"))
       return "--consumers 1 applies to --variant ws and ws-overlap";
     if (o.consumers == 1 && o.variant == "ws-pingpong")
       return "--consumers 1 with --variant ws-pingpong: ping-pong needs two consumer warpgroups at least";
-    if (o.consumers == 3 && (p.d != 64 || paged))
+    if (o.consumers == 3 && (p.d != 64 || paged || o.variant == "fp8"))
       return "--consumers 3 applies to --variant ws, ws-overlap and ws-pingpong at --d 64 (Q's shared memory holds 192 rows only there)";
+    if (o.bug == "forget-descale" && o.variant != "fp8")
+      return "--bug forget-descale applies to --variant fp8 (the only variant with descale factors)";
     if (!paged && p.page_size != 0)
       return "--page-size applies to --variant paged and paged-pool (" + o.variant + " reads the contiguous K/V cache)";
     if (paged) return lab::check_block_tables(paged_cache_of(p, o.seed));  // before anything is launched
     return "";
   };
   s.workspace_bytes = [](const lab::Problem& p, const std::string& variant) -> int64_t {
+    if (variant == "fp8")  // Q8, K8, Vᵀ8 (1 byte an element) and the amax and scales
+      return p.q_elems() + p.kv_elems() + int64_t(p.b) * p.h_kv * p.d * fp8_t_pad(p) + 24 * int64_t(p.b) * p.h_kv;
     if (variant != "paged" && variant != "paged-pool") return 0;
     const int page = page_size_of(p);
     const int64_t pool_blocks = paged_cache_of(p, 0).num_blocks;  // the allocator's rule: used + spare blocks
@@ -690,7 +905,7 @@ int main(int argc, char** argv) {
                                              : 2 * int64_t(p.b));  // paged-pool: each sequence's last-page maps
     return pool + maps;
   };
-  s.workspace_what = "paged pool and page maps";
+  s.workspace_what = "paged pool and page maps, or fp8 copies of Q, K, V";
   s.gpu = setup_gpu;
   s.cpu = run_cpu;
   return lab::lab_main(argc, argv, s);

@@ -71,3 +71,36 @@ lab_test(gpu.08_tma_skeleton.pingpong_d128_window gpu 0 MATCH "PASS"
          COMMAND ${S08} --variant ws-pingpong --t 1000 --causal --window 200 --h 2 --iters 0)
 lab_test(gpu.08_tma_skeleton.overlap_window gpu 0 MATCH "PASS"
          COMMAND ${S08} --variant ws-overlap --t 1000 --causal --window 200 --h 2 --iters 0)
+
+# 08's fp8 variant: the e4m3 conversion, the quantisation and the fp8 tolerance rule (host code).
+target_sources(unit_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/test_fp8.cpp)
+# 08's fp8 variant: the CPU model (the kernel's arithmetic: e4m3 inputs, P in e4m3) passes the fp8
+# rule, and a forgotten descale factor fails it; the options it refuses; the stub never passes.
+lab_test(cpu_model.08_tma_skeleton.fp8 cpu 0 MATCH "max error .* <= bound" "PASS: 08_tma_skeleton fp8"
+         COMMAND ${S08} --cpu --variant fp8 --t 200 --t-kv 333 --causal --h 4 --h-kv 2)
+lab_test(cpu_model.08_tma_skeleton.fp8_d64_window cpu 0 MATCH "PASS" COMMAND ${S08} --cpu --variant fp8 --t 300 --causal --window 65 --h 2 --d 64)
+lab_test(cpu_model.08_tma_skeleton.fp8_forget_descale_caught cpu 1 MATCH "O too far from fp64" "FAIL"
+         COMMAND ${S08} --cpu --variant fp8 --t 300 --causal --h 2 --bug forget-descale)
+lab_test(bad_input.08_tma_skeleton.fp8_paged cpu 2 MATCH "^bad input: --page-size applies to --variant paged and paged-pool"
+         COMMAND ${S08} --variant fp8 --page-size 64 --t 64)
+lab_test(bad_input.08_tma_skeleton.fp8_consumers1 cpu 2 MATCH "^bad input: --consumers 1 applies to --variant ws and ws-overlap"
+         COMMAND ${S08} --variant fp8 --consumers 1 --t 64)
+lab_test(bad_input.08_tma_skeleton.forget_descale_ws cpu 2 MATCH "^bad input: --bug forget-descale applies to --variant fp8"
+         COMMAND ${S08} --bug forget-descale --t 64)
+add_test(NAME no_gpu.08_tma_skeleton.stub_never_passes_fp8
+         COMMAND ${EXPECT} --code 1 --code 77 "--match=FAIL: 08_tma_skeleton|^not checked here: needs a GPU" -- ${L08} --cpu --variant fp8 --t 200 --h 2)
+set_tests_properties(no_gpu.08_tma_skeleton.stub_never_passes_fp8 PROPERTIES LABELS cpu TIMEOUT 300)
+# On a GPU: the fp8 kernel passes its rule (D = 128 and 64) and the forgotten descale is caught.
+lab_test(gpu.08_tma_skeleton.fp8 gpu 0 MATCH "PASS" COMMAND ${S08} --variant fp8 --t 1000 --t-kv 1100 --causal --h 4 --h-kv 2 --iters 0)
+lab_test(gpu.08_tma_skeleton.fp8_d64 gpu 0 MATCH "PASS" COMMAND ${S08} --variant fp8 --t 700 --d 64 --h 2 --iters 0)
+# A long row of K/V tiles (40), where O summed inside the fp8 tensor core's shorter accumulator
+# would lose precision: the kernel adds each tile's P V to O in fp32 registers.
+lab_test(gpu.08_tma_skeleton.fp8_long_kv gpu 0 MATCH "PASS"
+         COMMAND ${S08} --variant fp8 --t 1000 --t-kv 5000 --h 2 --causal --iters 0)
+lab_test(gpu.08_tma_skeleton.fp8_forget_descale_caught gpu 1 MATCH "FAIL" COMMAND ${S08} --variant fp8 --t 300 --causal --h 2 --bug forget-descale --iters 0)
+# The fp8 kernel's layout assumptions, one product at a time (gpu: 77 without a Hopper GPU).
+add_executable(gpu_fp8_layout gpu_fp8_layout.cu)
+target_link_libraries(gpu_fp8_layout PRIVATE lab_common)
+target_compile_options(gpu_fp8_layout PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${LAB_CUDA_FLAGS}>)
+set_target_properties(gpu_fp8_layout PROPERTIES CUDA_ARCHITECTURES 90a)
+lab_test(gpu.08_tma_skeleton.fp8_layout_selftest gpu 0 MATCH "PASS: every fp8 layout assumption holds" COMMAND ${BIN}/gpu_fp8_layout)

@@ -306,6 +306,30 @@ class Tables(unittest.TestCase):
             self.assertEqual(plain.stat().st_mtime_ns, before)
             self.assertEqual(tables.update_handouts(tmp, by_section), [])  # a second pass changes nothing
 
+    def test_precision_table_sets_two_precisions_of_one_problem_side_by_side(self):
+        import json
+        base = json.loads((SAMPLE / "01_naive.json").read_text())[0]
+        def rec(variant, rule, err, bound, l2, t=4096):
+            r = json.loads(json.dumps(base))
+            r.update(section="08_tma_skeleton", variant=variant)
+            r["problem"].update(t_q=t, t_kv=t, dtype="bf16", d=128)
+            r["check"].update(rule=rule, max_abs_err=err, ref_err_bound=bound, rel_l2_err=l2)
+            return r
+        bf16, e4m3 = "2x unfused bf16", "2x unfused fp32 on e4m3-quantised inputs"
+        records = [rec("ws", bf16, 0.002, 0.004, 0.001), rec("ws-overlap", bf16, 0.002, 0.004, 0.001),
+                   rec("fp8", e4m3, 0.03, 0.05, 0.02), rec("ws", bf16, 0.001, 0.004, 0.001, t=1024)]
+        text = tables.precision_table(records)
+        self.assertIn("| shape | ws max error | ws bound | ws rel L2 | fp8 max error | fp8 bound | fp8 rel L2 | fp8 / ws max error |", text)
+        self.assertIn("| B=1 H=16 T=4096 D=128 bf16 | 0.002 | 0.004 | 0.001 | 0.03 | 0.05 | 0.02 | 15.0× |", text)
+        self.assertNotIn("T=1024", text)  # one precision only: nothing to compare
+        self.assertEqual(tables.precision_table(records[:2]), tables.NO_RECORDS)
+        with tempfile.TemporaryDirectory() as tmp:
+            marked = Path(tmp, "08.md")
+            marked.write_text("<!-- results:08_tma_skeleton:precision:begin -->\nstale\n<!-- results:08_tma_skeleton:precision:end -->\n")
+            tables.update_handouts(tmp, {"08_tma_skeleton": records})
+            self.assertIn("15.0×", marked.read_text())
+            self.assertNotIn("stale", marked.read_text())
+
     def test_sections_without_records_are_listed(self):
         text, _, _ = tables.render(SAMPLE, sections={"01_naive", "10_flex"})
         self.assertIn("## 10_flex\n\nNo records yet.", text)

@@ -36,9 +36,13 @@ struct CheckResult {
 double default_atol(DType t);
 
 // out_o: the whole O [B, T_q, H, D] as float (poison preserved); out_lse: the whole LSE
-// [B, H, T_q], or empty when the section does not produce one.
+// [B, H, T_q], or empty when the section does not produce one. `same` is the unfused reference
+// whose error sets the bound: same_precision (the element type), or fp8_e4m3 for a kernel that
+// quantises its inputs to fp8 (the bound is then 2x the error of fp32 attention on the same
+// quantised inputs: what fp8 storage alone costs, plus atol).
 CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector<RowId>& rows,
-                       const std::vector<float>& out_o, const std::vector<float>& out_lse);
+                       const std::vector<float>& out_o, const std::vector<float>& out_lse,
+                       RefKind same = RefKind::same_precision);
 
 // Picks the rows for a mode: full (every row), sample (about `sample_rows` rows), automatic
 // (full when the fp64 reference is cheap, else sample).

@@ -406,7 +406,8 @@ int run_section(int argc, char** argv, const Section& s) {
   }
 
   const std::vector<RowId> rows = rows_to_check(p, opt.check, opt.sample_rows, opt.seed);
-  CheckResult check = check_rows(p, in, rows, o, lse);
+  const bool fp8 = std::find(s.fp8_variants.begin(), s.fp8_variants.end(), opt.variant) != s.fp8_variants.end();
+  CheckResult check = check_rows(p, in, rows, o, lse, fp8 ? RefKind::fp8_e4m3 : RefKind::same_precision);
   if (!run_failure.empty()) {  // the output may be right; the run is not
     if (check.passed) check.verdict = run_failure;
     else check.details.insert(check.details.begin(), run_failure);

@@ -107,6 +107,9 @@ struct Section {
   std::vector<int> head_dims = {64, 128};
   std::vector<DType> dtypes = {DType::f32};
   bool needs_sm90a = false;
+  // Variants that quantise Q, K, V to fp8 (e4m3) as harness/fp8.h does: their check's bound comes
+  // from the fp8 reference (RefKind::fp8_e4m3), not from the element type's.
+  std::vector<std::string> fp8_variants;
   bool writes_lse = true;
   bool supports_window = false;     // the kernels honour a sliding window (--window)
   bool paged = false;               // the section reads a paged KV cache (--page-size applies)

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "toolbox/attention_math.h"
+#include "harness/fp8.h"
 #include "harness/parallel.h"
 
 namespace lab {
@@ -45,8 +46,11 @@ void row_fp64(const Problem& p, const HostInputs& in, RowId r, double* o, double
 
 // Unfused at the element type: S = round(round(Q K^T) * scale); P = round(softmax(S)) computed in
 // float; O = round(P V) with float accumulation. Matches eager attention's rounding points.
-void row_same_precision(const Problem& p, const HostInputs& in, RowId r, double* o, double* lse) {
-  const DType t = p.dtype;
+// `t` rounds S and P, `out` rounds O (both p.dtype, except for the fp8 reference: fp32 math, and
+// P rounded to e4m3 as an fp8 P V product takes it, scaled by 2^8 so that its largest value is 256;
+// the row sum stays fp32).
+void row_same_precision(const Problem& p, const HostInputs& in, RowId r, double* o, double* lse, DType t,
+                        DType out, bool p_e4m3 = false) {
   const int keys = p.keys_of(r.b);
   const KeyRange range = visible_keys(r.i, p.t_q, keys, p.causal, p.window);
   const int hk = kv_head_of(r.h, p.h, p.h_kv);
@@ -74,11 +78,12 @@ void row_same_precision(const Problem& p, const HostInputs& in, RowId r, double*
   }
   std::vector<float> acc(size_t(p.d), 0.0f);
   for (int j = range.begin; j < range.end; ++j) {
-    const float pj = round_to(t, s[size_t(j - range.begin)] / l);
+    const float sj = s[size_t(j - range.begin)];
+    const float pj = p_e4m3 ? round_to_e4m3(sj * 256.f) / (256.f * l) : round_to(t, sj / l);
     const float* v = &in.v[size_t(p.kv_index(r.b, j, hk))];
     for (int c = 0; c < p.d; ++c) acc[size_t(c)] += pj * v[c];
   }
-  for (int c = 0; c < p.d; ++c) o[c] = round_to(t, acc[size_t(c)]);
+  for (int c = 0; c < p.d; ++c) o[c] = round_to(out, acc[size_t(c)]);
   *lse = double(m) + std::log(double(l));
 }
 
@@ -89,10 +94,14 @@ RowResults reference_rows(const Problem& p, const HostInputs& in, const std::vec
   RowResults out;
   out.o.resize(rows.size() * size_t(p.d));
   out.lse.resize(rows.size());
+  HostInputs fp8;  // fp8_e4m3: the whole inputs quantised (the scales see every row), dequantised
+  if (kind == RefKind::fp8_e4m3) fp8 = dequantise(p, quantise_e4m3(p, in));
   parallel_for(int64_t(rows.size()), [&](int64_t n) {
     double* o = &out.o[size_t(n) * size_t(p.d)];
     if (kind == RefKind::fp64) row_fp64(p, in, rows[size_t(n)], o, &out.lse[size_t(n)]);
-    else row_same_precision(p, in, rows[size_t(n)], o, &out.lse[size_t(n)]);
+    else if (kind == RefKind::same_precision)
+      row_same_precision(p, in, rows[size_t(n)], o, &out.lse[size_t(n)], p.dtype, p.dtype);
+    else row_same_precision(p, fp8, rows[size_t(n)], o, &out.lse[size_t(n)], DType::f32, p.dtype, true);
   });
   return out;
 }

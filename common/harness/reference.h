@@ -17,6 +17,9 @@ enum class RefKind {
   fp64,            // exact up to fp64 rounding: the ground truth
   same_precision,  // what an unfused implementation at p.dtype gets: S, P and O rounded to the
                    // element type, float accumulation (eager PyTorch's path)
+  fp8_e4m3,        // the same at fp8: Q, K, V quantised to e4m3 as the fp8 variants do (fp8.h:
+                   // per (sequence, K/V head), amax / 448) and dequantised, then fp32 math
+                   // (S, P, O unrounded), O rounded to p.dtype, the kernel's output type
 };
 
 // O rows [rows.size(), D] and LSE [rows.size()] (natural log; -inf for a row that sees no key,

@@ -36,6 +36,9 @@ constexpr int WG_THREADS = 128;                          // a warpgroup: 4 warps
 constexpr int CONSUMERS = 2;                             // consumer warpgroups (ws_kernel's CONS: 1, 2; 3 at D = 64)
 constexpr int THREADS = (1 + CONSUMERS) * WG_THREADS;    // 384: producer warpgroup + consumers
 constexpr int WG_ROWS = 64;                              // query rows per consumer: the M of wgmma
+// The ping-pong schedule's consumer warpgroups per block, measured fastest at each D: 3 at D = 64
+// (a 192-row block: the K/V tile is half the bytes, so more rows share each fill), else 2.
+constexpr int pingpong_consumers(int d) { return d == 64 ? 3 : 2; }
 constexpr int BLOCK_Q = CONSUMERS * WG_ROWS;             // 128 query rows per block
 constexpr int BLOCK_KV = 128;                            // keys per K/V tile: the N of S = Q Kᵀ
 constexpr int BOX_COLS = 64;                             // columns per TMA box: 128 bytes, one swizzle atom

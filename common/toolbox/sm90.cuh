@@ -307,8 +307,10 @@ __device__ __forceinline__ void wgmma_rs_mn(float (&d)[N / 2], const uint32_t (&
 //   dims[i], box[i]: sizes in elements, innermost first; strides[i]: bytes between consecutive
 //   indices of dimension i + 1 (multiples of 16). 128-byte swizzle: box[0] · element bytes must be
 //   <= 128 and the shared-memory destination 1024-byte aligned. Out-of-bounds elements read as 0.
+//   swizzle: the 128-byte one unless asked (section 08's fp8 tiles at D = 64 have rows of 64 bytes).
 inline std::string encode_tensor_map(CUtensorMap* map, CUtensorMapDataType type, int rank, const void* address,
-                                     const uint64_t* dims, const uint64_t* strides, const uint32_t* box) {
+                                     const uint64_t* dims, const uint64_t* strides, const uint32_t* box,
+                                     CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B) {
   static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
   if (!encode) {
     void* fn = nullptr;
@@ -328,7 +330,7 @@ inline std::string encode_tensor_map(CUtensorMap* map, CUtensorMapDataType type,
     if (i + 1 < rank) s[i] = strides[i];
   }
   const CUresult r = encode(map, type, cuuint32_t(rank), const_cast<void*>(address), d, s, b, e,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) return "cuTensorMapEncodeTiled failed with CUresult " + std::to_string(int(r));
   return "";

@@ -1,0 +1,481 @@
+// Section 08's `fp8` variant: FlashAttention-3's third weapon, the forward pass on e4m3 operands.
+// The skeleton is ws_forward.cuh's (producer warp, mbarrier ring, two consumer warpgroups, the ring
+// protocol and the rules asked of the policy H); what changes is the data and the two products:
+//
+//   quantise pass (before the forward, timed on its own): per (sequence b, K/V head hk) and tensor
+//     one scale, amax / 448 (Q's group is the H / H_kv query heads of hk); Q and K become e4m3 in
+//     their own layouts, V becomes Vᵀ [B, H_kv, D, T_pad] e4m3 (keys contiguous, T_pad = T_kv
+//     rounded up to 16; see vt_key_at for the order of the keys inside each group of 16).
+//   S = Q Kᵀ   wgmma m64n128k32 e4m3 x e4m3 -> fp32, both operands K-major in shared memory (rows of
+//              D bytes: the swizzle is D bytes wide, 128 or 64), descaled in the softmax:
+//              scale_log2 · q_scale · k_scale multiplies the raw score.
+//   softmax    04's online softmax in fp32, with P = exp2(S·c - m·c + 8): its largest value is
+//              2^8 = 256, not 1 (the factor is a power of two: exact, and free inside the exp2's
+//              FFMA), so e4m3 keeps normal precision for P down to 2^-14 instead of 2^-6, and
+//              flushes only P < 2^-18 to zero. The row sum l uses the same P in fp32 (the 2^8
+//              cancels in O = (P V) / l; the LSE subtracts 8 ln 2).
+//   P V        wgmma m64n{D}k32 with P from registers (e4m3) and Vᵀ from shared memory: fp8 wgmma
+//              reads B only K-major, so V must arrive transposed (keys contiguous). Here the
+//              quantise pass writes it so in global memory (simpler than FlashAttention-3, whose
+//              producer warps transpose V in shared memory with ldmatrix/stmatrix).
+//   O = O·α + PV  each tile's P V goes into a fresh accumulator (its first k-step does not add),
+//              and the consumer folds it into O with one FFMA per register, in full fp32: the fp8
+//              tensor core adds into its accumulator with fewer bits than fp32 (see the consumer).
+//   epilogue   O = o_acc · v_scale / l, stored in the inputs' 16-bit type; LSE in fp32.
+//
+// P from the S accumulator. A thread's S registers hold, per 8-key n-block, keys 2t and 2t + 1 of
+// its two rows; the e4m3 A fragment of m64nNk32 wants keys 4t .. 4t + 3 (and 16 + 4t ..) of a row
+// in one register. Rather than shuffle bytes between the 4 lanes of a quad (FlashAttention-3's
+// permute_Cregs_fp8), this kernel lets every register keep the keys it has: register a0 of k-step
+// kk packs keys 2t, 2t + 1, 8 + 2t, 9 + 2t, which wgmma reads as k = 4t .. 4t + 3. A product sums
+// over k, so any order of the keys is right as long as Vᵀ holds its keys in the same order: the
+// quantise pass stores key vt_key_at(k) at position k of each group of 16. No shuffle, no cost.
+//
+// Build for sm_90a. The variant is registered in solutions/08_tma_skeleton.cu (its host side: the
+// quantise pass, the tensor maps, the descale factors); the protocol (ring_slot, the producer loop,
+// consumer_wait / consumer_release) is that file's, the student's exercise, run unchanged.
+#pragma once
+#include <cuda_fp8.h>
+
+#include "hopper/ws_forward.cuh"
+
+namespace lab::ws::fp8 {
+
+constexpr float P_LOG2_FACTOR = 8.f;  // P = exp2(... + 8): the largest P is 256 (e4m3's range ends at 448)
+
+// Position k (0..15) of a group of 16 keys in Vᵀ holds key vt_key_at(k) of that group: the key the
+// P fragment holds at k (see above). Thread t's register bytes i = 0..3 are keys 2t + (i & 1) + 8(i >> 1).
+LAB_HD int vt_key_at(int k) { return 2 * (k >> 2) + (k & 1) + 8 * ((k >> 1) & 1); }
+
+template <int HEAD_DIM>
+struct Tiles {
+  static constexpr int STAGES = HEAD_DIM == 64 ? 5 : 4;       // K/V slots: half of 16-bit's bytes, more fit
+  static constexpr int SWIZZLE = HEAD_DIM;                     // a row of Q or K is D bytes: a swizzle of D bytes
+  static constexpr int Q_BYTES = BLOCK_Q * HEAD_DIM;           // Q [128 rows][D], one box
+  static constexpr int KV_TILE_BYTES = BLOCK_KV * HEAD_DIM;    // K [128 keys][D] or Vᵀ [D][128 keys], one box each
+  static constexpr int OFF_K = Q_BYTES;
+  static constexpr int OFF_V = OFF_K + STAGES * KV_TILE_BYTES;
+  static constexpr int OFF_BAR = OFF_V + STAGES * KV_TILE_BYTES;
+  static constexpr int SMEM_BYTES = OFF_BAR + 128 + 1024;     // + slack to align the base
+  static constexpr int D_STEPS = HEAD_DIM / 32;                // k-steps of S = Q Kᵀ (K = 32 per fp8 wgmma)
+  static constexpr int KV_STEPS = BLOCK_KV / 32;               // k-steps of O = P V
+  static constexpr int S_REGS = BLOCK_KV / 2;                  // fp32 S accumulator per thread
+  static constexpr int O_REGS = HEAD_DIM / 2;                  // fp32 O accumulator per thread
+  static_assert(HEAD_DIM == 64 || HEAD_DIM == 128, "rows of 64 or 128 bytes: the 64- or 128-byte swizzle");
+  static_assert(BLOCK_KV == 128, "a Vᵀ row of a tile is 128 keys = 128 bytes: one 128-byte swizzle row");
+  static_assert(1 + 3 * STAGES <= 16, "the barriers fit their 128 bytes");
+  static_assert(SMEM_BYTES <= 227 * 1024, "fits one block per SM");
+  static_assert(Q_BYTES % 1024 == 0 && KV_TILE_BYTES % 1024 == 0, "every tile starts on a swizzle atom");
+};
+
+// Shared-memory addresses of one block's buffers and barriers (the same accessors as ws's Smem,
+// so the producer loop of solutions/08_tma_skeleton.cu runs on it unchanged).
+template <int HEAD_DIM>
+struct Smem {
+  using TL = Tiles<HEAD_DIM>;
+  uint32_t base;
+  uint8_t* generic;
+  __device__ uint32_t q() const { return base; }
+  __device__ uint32_t k(int stage) const { return base + TL::OFF_K + stage * TL::KV_TILE_BYTES; }
+  __device__ uint32_t v(int stage) const { return base + TL::OFF_V + stage * TL::KV_TILE_BYTES; }  // Vᵀ
+  __device__ uint32_t q_full() const { return base + TL::OFF_BAR; }
+  __device__ uint32_t k_full(int stage) const { return q_full() + 8 * (1 + stage); }
+  __device__ uint32_t v_full(int stage) const { return q_full() + 8 * (1 + TL::STAGES + stage); }
+  __device__ uint32_t empty(int stage) const { return q_full() + 8 * (1 + 2 * TL::STAGES + stage); }
+};
+
+// The kernel's parameters: ws's, and where the descale factors are.
+struct Params : lab::ws::Params {
+  const float* scales;    // [3][B·H_kv]: q, k, v scales (x ≈ x8 · scale), written by the quantise pass
+  int groups;             // B · H_kv
+  bool forget_k_descale;  // --bug forget-descale: S descaled by q_scale only
+};
+
+// ---------------------------------------------------------------------------------------------
+// Loads (the producer's): Q once, one box of 128 rows x D bytes; a K tile, one box of 128 keys x D
+// bytes at (0, kv_head, key, b); a Vᵀ tile, one box of D rows x 128 keys at (key, 0, kv_head, b).
+// Boxes past T_q / T_kv / T_pad are zero-filled by TMA and still complete their bytes.
+template <int HEAD_DIM>
+__device__ __forceinline__ void load_kv_tile(const CUtensorMap& map, const Smem<HEAD_DIM>& sm, int which, int stage,
+                                             int tile, int b, int kv_head, uint32_t bar) {
+  if (which == 0) tma_load_4d(sm.k(stage), &map, 0, kv_head, tile * BLOCK_KV, b, bar);
+  else tma_load_4d(sm.v(stage), &map, tile * BLOCK_KV, 0, kv_head, b, bar);
+}
+
+// ---------------------------------------------------------------------------------------------
+// fp8 wgmma (plumbing). Descriptors as sm90.cuh's K-major ones, with the swizzle width a parameter:
+// SW = 128 (layout type 1) or 64 (type 2) bytes per row; SBO = 8 rows of SW bytes.
+template <int SW>
+__device__ __forceinline__ uint64_t desc_k_major(uint32_t start) {
+  static_assert(SW == 128 || SW == 64, "128- or 64-byte swizzle");
+  constexpr uint64_t kSbo = 8 * SW, kLbo = 16, kLayout = SW == 128 ? 1 : 2;
+  return uint64_t((start >> 4) & 0x3FFF) | (((kLbo >> 4) & 0x3FFF) << 16) | (((kSbo >> 4) & 0x3FFF) << 32) |
+         (kLayout << 62);
+}
+
+#define LAB_FP8_ACC32                                                                                           \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, " \
+  "%23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define LAB_FP8_ACC64                                                                                           \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, " \
+  "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "   \
+  "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define LAB_FP8_OP8(d, i)                                                                                         \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
+      "+f"(d[i + 7])
+#define LAB_FP8_OPS32(d) LAB_FP8_OP8(d, 0), LAB_FP8_OP8(d, 8), LAB_FP8_OP8(d, 16), LAB_FP8_OP8(d, 24)
+#define LAB_FP8_OPS64(d) LAB_FP8_OPS32(d), LAB_FP8_OP8(d, 32), LAB_FP8_OP8(d, 40), LAB_FP8_OP8(d, 48), LAB_FP8_OP8(d, 56)
+
+// S (64 x 128, fp32) = A·B (+ S when accumulate): A and B e4m3, K-major, by descriptor (no
+// transpose flags exist for 8-bit types).
+__device__ __forceinline__ void wgmma_ss_e4m3_n128(float (&d)[64], uint64_t a_desc, uint64_t b_desc, bool accumulate) {
+  const uint32_t scale_d = accumulate ? 1u : 0u;
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " LAB_FP8_ACC64 ", %64, %65, p, 1, 1;\n}\n"
+      : LAB_FP8_OPS64(d)
+      : "l"(a_desc), "l"(b_desc), "r"(scale_d));
+}
+// D (64 x N, fp32) = A·B (+ D when accumulate): A (64 x 32 e4m3) from registers, 4 registers of 4
+// bytes (a0: row g, k = 4t..4t+3; a1: row g + 8, same k; a2, a3: k + 16), B e4m3 K-major by descriptor.
+template <int N>
+__device__ __forceinline__ void wgmma_rs_e4m3(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b_desc,
+                                              bool accumulate) {
+  static_assert(N == 64 || N == 128, "instantiated for N = 64 and 128");
+  const uint32_t scale_d = accumulate ? 1u : 0u;
+  if constexpr (N == 128)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " LAB_FP8_ACC64 ", {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+        : LAB_FP8_OPS64(d)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d));
+  else
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " LAB_FP8_ACC32 ", {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+        : LAB_FP8_OPS32(d)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d));
+}
+#undef LAB_FP8_ACC32
+#undef LAB_FP8_ACC64
+#undef LAB_FP8_OP8
+#undef LAB_FP8_OPS32
+#undef LAB_FP8_OPS64
+
+// Four floats -> four e4m3 bytes of one register, x0 in the low byte (round to nearest, saturate).
+__device__ __forceinline__ uint32_t pack4_e4m3(float x0, float x1, float x2, float x3) {
+  const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(x0, x1), __NV_SATFINITE, __NV_E4M3);  // x0: low byte
+  const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(x2, x3), __NV_SATFINITE, __NV_E4M3);
+  return lo | (hi << 16);
+}
+
+// P (the S accumulator after the softmax, fp32) -> the e4m3 A registers of k-step kk of O += P V
+// (keys 32kk .. 32kk + 31 = n-blocks 4kk .. 4kk + 3), each register keeping the keys its thread
+// holds: Vᵀ's key order matches (vt_key_at).
+template <int S_REGS>
+__device__ __forceinline__ void pack_p(const float (&s)[S_REGS], uint32_t (&p_frag)[S_REGS / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < S_REGS / 16; ++kk) {
+    const float* x = &s[16 * kk];
+    p_frag[kk][0] = pack4_e4m3(x[0], x[1], x[4], x[5]);      // row g:     n-blocks 4kk, 4kk + 1
+    p_frag[kk][1] = pack4_e4m3(x[2], x[3], x[6], x[7]);      // row g + 8
+    p_frag[kk][2] = pack4_e4m3(x[8], x[9], x[12], x[13]);    // row g:     n-blocks 4kk + 2, 4kk + 3
+    p_frag[kk][3] = pack4_e4m3(x[10], x[11], x[14], x[15]);  // row g + 8
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Consumer: one warpgroup, 64 query rows, every K/V tile of the block in ring order (ws's plain
+// loop). Thread lane = 4g + t of warp w owns rows r0 = 16w + g and r0 + 8 (ws_forward.cuh).
+template <class T, int HEAD_DIM, class H>
+__device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEAD_DIM>& sm, int b, int head,
+                                         int kv_head, int q0, int first_tile, int n_tiles) {
+  using TL = Tiles<HEAD_DIM>;
+  constexpr int STAGES = TL::STAGES;
+  const int tid = threadIdx.x % WG_THREADS, warp = tid / 32, lane = tid % 32;
+  const int t = lane % 4;
+  const int wg_q0 = q0 + wg * WG_ROWS;
+  const int row_g = wg_q0 + 16 * warp + lane / 4;
+  const TileSpan wg_span = H::tile_span(wg_q0, wg_q0 + WG_ROWS, p);
+  const int warp_keys_end = H::visible_keys(wg_q0 + 16 * warp, p).end;
+  const int warp_last_row = lab::imin(wg_q0 + 16 * warp + 15, p.t_q - 1);
+  const int warp_keys_begin = H::visible_keys(warp_last_row, p).begin;
+  const uint32_t q_rows = sm.q() + uint32_t(wg * WG_ROWS * HEAD_DIM);  // this warpgroup's 64 rows of Q
+
+  // The descale factors of this (sequence, K/V head). S8 = Q8 K8ᵀ is in units of q_scale·k_scale:
+  // the softmax's scale_log2 takes both factors; O's v_scale waits for the epilogue.
+  const int group = b * p.h_kv + kv_head;
+  const float q_scale = p.scales[group];
+  const float k_scale = p.forget_k_descale ? 1.f : p.scales[p.groups + group];
+  const float v_scale = p.scales[2 * p.groups + group];
+  const float qk_scale = p.scale * q_scale * k_scale;   // natural-log units, for the LSE
+  const float scale_log2 = p.scale_log2 * q_scale * k_scale;
+
+  float s[TL::S_REGS];
+  float o_acc[TL::O_REGS];           // unnormalised O, kept in full fp32 by the CUDA cores
+  float pv[TL::O_REGS];              // this tile's P V, a fresh tensor-core accumulator per tile
+  uint32_t p_frag[TL::KV_STEPS][4];  // P in e4m3, the A registers of P V
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  float alpha[2];                    // this tile's rescale of O, applied when its P V is folded in
+#pragma unroll
+  for (int i = 0; i < TL::O_REGS; ++i) o_acc[i] = 0.f;
+
+  if (n_tiles > 0) mbar_wait(sm.q_full(), 0);  // Q has landed (phase 0, its only one)
+
+  for (int n = 0; n < n_tiles; ++n) {
+    const RingSlot slot = H::ring_slot(n, STAGES);
+    const int tile = first_tile + n;
+    const bool active = wg_span.has(tile);
+    H::consumer_wait(sm.k_full(slot.stage), slot);
+    if (active) {
+      // S = Q K_tileᵀ: D/32 wgmmas of m64n128k32; each k-step is 32 bytes further along the rows.
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < TL::D_STEPS; ++kk)
+        wgmma_ss_e4m3_n128(s, desc_k_major<TL::SWIZZLE>(q_rows + uint32_t(kk * 32)),
+                           desc_k_major<TL::SWIZZLE>(sm.k(slot.stage) + uint32_t(kk * 32)), kk > 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_accumulators(s);
+      H::mask_tile(s, p, tile * BLOCK_KV, row_g, t, warp_keys_begin, warp_keys_end);
+      // Online softmax (04's, base 2), P scaled by 2^8 inside the exp2: bias = 8 - m·c.
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float tile_max = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < BLOCK_KV / 8; ++j) tile_max = fmaxf(tile_max, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+        const float m_new = fmaxf(m[r], tile_max);
+        const float max_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;  // no key yet: never -inf - -inf
+        alpha[r] = fast_exp2(fmaf(m[r], scale_log2, -max_scaled));
+        m[r] = m_new;
+        const float bias = P_LOG2_FACTOR - max_scaled;
+        float sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < BLOCK_KV / 8; ++j)
+#pragma unroll
+          for (int e = 2 * r; e < 2 * r + 2; ++e) {
+            s[4 * j + e] = fast_exp2(fmaf(s[4 * j + e], scale_log2, bias));
+            sum += s[4 * j + e];
+          }
+        l[r] = l[r] * alpha[r] + sum;
+      }
+      pack_p(s, p_frag);  // P -> e4m3 A registers, keys where the accumulator has them
+    }
+    H::consumer_wait(sm.v_full(slot.stage), slot);
+    if (active) {
+      // PV = P Vᵀ_tileᵀ: 4 wgmmas of m64n{D}k32; B = Vᵀ [D rows][128 keys], 32 keys per k-step.
+      // The first k-step overwrites pv (scale-d = 0), as S's first does: no zeroing, no old O.
+      wgmma_fence();  // p_frag was written since the last wgmma
+#pragma unroll
+      for (int kk = 0; kk < TL::KV_STEPS; ++kk)
+        wgmma_rs_e4m3<HEAD_DIM>(pv, p_frag[kk], desc_k_major<128>(sm.v(slot.stage) + uint32_t(kk * 32)), kk > 0);
+      wgmma_commit();
+      wgmma_wait<0>();  // the slot is read: it may be released
+      fence_accumulators(pv);
+    }
+    H::consumer_release(sm.empty(slot.stage));
+    if (active) {
+      // O = O·α + PV on the CUDA cores, in full fp32. An fp8 wgmma adds into its fp32 accumulator
+      // with fewer bits than fp32 (about 14 mantissa bits: DeepSeek-V3's report measured it on
+      // Hopper's fp8 GEMMs). Summed over a long row of tiles inside the tensor core, O would drop
+      // the low bits of each tile's share once O is large beside it. A tile's 4 k-steps are a
+      // short sum; the long sum over tiles is promoted to fp32 registers here, one FFMA per
+      // register, which also applies the online rescale.
+#pragma unroll
+      for (int j = 0; j < TL::O_REGS / 4; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o_acc[4 * j + e] = fmaf(o_acc[4 * j + e], alpha[e / 2], pv[4 * j + e]);
+    }
+  }
+
+  // Finalize: O = o_acc · v_scale / l; LSE = m·scale·q_scale·k_scale + log(l) - 8 ln 2 (l counts
+  // P·2^8). Rows past T_q are not written.
+  T* o = static_cast<T*>(p.o);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float row_sum = l[r];
+    row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 1);
+    row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 2);
+    const int i = row_g + 8 * r;
+    if (i >= p.t_q) continue;
+    const float out_scale = row_sum > 0.f ? v_scale / row_sum : 0.f;
+    T* o_row = o + ((int64_t(b) * p.t_q + i) * p.h + head) * HEAD_DIM;
+#pragma unroll
+    for (int j = 0; j < TL::O_REGS / 4; ++j)
+      *reinterpret_cast<Vec2<T>*>(o_row + 8 * j + 2 * t) =
+          from_float2<T>(o_acc[4 * j + 2 * r] * out_scale, o_acc[4 * j + 2 * r + 1] * out_scale);
+    if (t == 0)
+      p.lse[(int64_t(b) * p.h + head) * p.t_q + i] =
+          row_sum > 0.f ? m[r] * qk_scale + logf(row_sum) - P_LOG2_FACTOR * lab::kLn2 : -INFINITY;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// One block: 128 query rows of one (sequence, head), 384 threads; grid = (ceil(T_q / 128), B·H).
+// ws_kernel's structure: barriers, then the roles as one if/else with their register budgets.
+template <class T, int HEAD_DIM, class H>
+__global__ void __launch_bounds__(THREADS, 1)
+ws_fp8_kernel(const __grid_constant__ CUtensorMap q_map,   // Q8 (D, H, T_q, B), box (D, 1, 128, 1)
+              const __grid_constant__ CUtensorMap k_map,   // K8 (D, H_kv, T_kv, B), box (D, 1, 128, 1)
+              const __grid_constant__ CUtensorMap vt_map,  // Vᵀ8 (T_pad, D, H_kv, B), box (128, D, 1, 1)
+              const typename H::KernelParams p) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  __trap();  // compiled for another GPU: the host never launches this
+#else
+  using TL = Tiles<HEAD_DIM>;
+  if (H::ring_slot(0, TL::STAGES).stage < 0) return;  // the ring-slot stub: no work, nothing written
+
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_addr(smem_raw), base = (raw + 1023u) & ~1023u;
+  const Smem<HEAD_DIM> sm{base, smem_raw + (base - raw)};
+
+  const int q_tile = p.causal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);  // heaviest first
+  const int bh = blockIdx.y, b = bh / p.h, head = bh % p.h;
+  const int kv_head = lab::kv_head_of(head, p.h, p.h_kv);
+  const int q0 = q_tile * BLOCK_Q;
+  const TileSpan span = H::tile_span(q0, q0 + BLOCK_Q, p);
+  const int first_tile = span.first, n_tiles = span.count();
+  if (!H::begin_block(p, span)) return;
+
+  if (threadIdx.x == 0) {
+    mbar_init(sm.q_full(), 1);
+    for (int s = 0; s < TL::STAGES; ++s) {
+      mbar_init(sm.k_full(s), 1);
+      mbar_init(sm.v_full(s), 1);
+      mbar_init(sm.empty(s), CONSUMERS);
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();  // the barriers are initialised before any thread waits on or arrives at them
+
+  if (threadIdx.x / WG_THREADS == 0) {
+    regs_release<PRODUCER_REGS>();
+    if (threadIdx.x / 32 == 0)
+      H::template produce<HEAD_DIM, CONSUMERS>(q_map, k_map, vt_map, p, sm, b, head, kv_head, q0, first_tile, n_tiles);
+  } else {
+    regs_claim<CONSUMER_REGS>();
+    consumer<T, HEAD_DIM, H>(threadIdx.x / WG_THREADS - 1, p, sm, b, head, kv_head, q0, first_tile, n_tiles);
+  }
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// The quantise pass: amax per (tensor, sequence, K/V head), the scales, then Q8, K8 and Vᵀ8.
+// Plain CUDA (any architecture); its time is reported apart from the forward's.
+
+// amax_bits [3][B·H_kv] (zeroed before): the largest |x| of Q's group (which = 0), K (1) or V (2)
+// of (sequence b, K/V head hk) = blockIdx.y, as float bits (atomicMax on non-negative floats'
+// bits is their max). grid (chunks, B·H_kv, 3), 256 threads, 8 elements (16 bytes) per load.
+template <class T>
+__global__ void __launch_bounds__(256) amax_kernel(const T* q, const T* k, const T* v, uint32_t* amax_bits, int t_q,
+                                                   int t_kv, int h, int h_kv, int d) {
+  const int which = blockIdx.z, g = blockIdx.y, b = g / h_kv, hk = g % h_kv;
+  const int group = which == 0 ? h / h_kv : 1;  // heads of this K/V head: its query heads, or itself
+  const int heads = which == 0 ? h : h_kv, rows = which == 0 ? t_q : t_kv;
+  const T* x = which == 0 ? q : which == 1 ? k : v;
+  const int vecs = d / 8;
+  const int64_t items = int64_t(rows) * group * vecs;
+  float m = 0.f;
+  for (int64_t it = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; it < items; it += int64_t(gridDim.x) * blockDim.x) {
+    const int c = int(it % vecs), hh = int((it / vecs) % group);
+    const int64_t r = it / (int64_t(vecs) * group);
+    const uint4 raw =
+        *reinterpret_cast<const uint4*>(x + ((int64_t(b) * rows + r) * heads + hk * group + hh) * d + 8 * c);
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(to_float(e[i])));
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+  __shared__ float warp_max[8];
+  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = m;
+  __syncthreads();  // every warp's max is in shared memory before thread 0 reads them
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < int(blockDim.x) / 32; ++w) m = fmaxf(m, warp_max[w]);
+    atomicMax(&amax_bits[which * gridDim.y + g], __float_as_uint(m));
+  }
+}
+
+// scales [3][B·H_kv] = amax / 448 (1 for all zeros): harness/fp8.h's e4m3_scale_of, in IEEE fp32.
+__global__ void scales_kernel(const uint32_t* amax_bits, float* scales, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const float amax = __uint_as_float(amax_bits[i]);
+    scales[i] = amax > 0.f ? __fdiv_rn(amax, 448.f) : 1.f;
+  }
+}
+
+__device__ __forceinline__ uint8_t to_e4m3(float x) {
+  return uint8_t(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3));
+}
+
+// Q or K [B, rows, heads, D] -> e4m3 in the same layout: x / scale of its (b, K/V head), 8 per thread.
+template <class T>
+__global__ void __launch_bounds__(256) quantise_kernel(const T* x, uint8_t* x8, const float* scales, int batch,
+                                                       int rows, int heads, int h_per_kv, int h_kv, int d) {
+  const int64_t vecs = int64_t(batch) * rows * heads * (d / 8);
+  for (int64_t it = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; it < vecs; it += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t e0 = it * 8;
+    const int head = int((e0 / d) % heads);
+    const int b = int(e0 / (int64_t(d) * heads * rows));
+    const float scale = scales[b * h_kv + head / h_per_kv];
+    const uint4 raw = *reinterpret_cast<const uint4*>(x + e0);
+    const T* e = reinterpret_cast<const T*>(&raw);
+    uint32_t out[2] = {0u, 0u};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) out[i / 4] |= uint32_t(to_e4m3(__fdiv_rn(to_float(e[i]), scale))) << (8 * (i % 4));
+    *reinterpret_cast<uint2*>(x8 + e0) = make_uint2(out[0], out[1]);
+  }
+}
+
+// V [B, T_kv, H_kv, D] -> Vᵀ [B, H_kv, D, T_pad] e4m3: block (64-key slab, b·H_kv + hk), 256
+// threads. The slab is quantised into shared memory [key][d], then written out as rows of 64 keys,
+// position k of each group of 16 holding key vt_key_at(k) of the group; keys >= T_kv are zeros.
+template <class T, int HEAD_DIM>
+__global__ void __launch_bounds__(256) transpose_v_kernel(const T* v, uint8_t* vt, const float* v_scales, int t_kv,
+                                                          int t_pad, int h_kv) {
+  constexpr int KEYS = 64, PITCH = HEAD_DIM + 4;
+  __shared__ uint8_t slab[KEYS * PITCH];
+  const int g = blockIdx.y, b = g / h_kv, hk = g % h_kv, key0 = blockIdx.x * KEYS;
+  const float scale = v_scales[g];
+  for (int it = threadIdx.x; it < KEYS * (HEAD_DIM / 8); it += blockDim.x) {
+    const int key = it / (HEAD_DIM / 8), c = it % (HEAD_DIM / 8);
+    uint8_t* dst = &slab[key * PITCH + 8 * c];
+    if (key0 + key < t_kv) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(v + ((int64_t(b) * t_kv + key0 + key) * h_kv + hk) * HEAD_DIM + 8 * c);
+      const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) dst[i] = to_e4m3(__fdiv_rn(to_float(e[i]), scale));
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) dst[i] = 0;
+    }
+  }
+  __syncthreads();  // the slab is complete before it is read across keys
+  for (int it = threadIdx.x; it < HEAD_DIM * (KEYS / 4); it += blockDim.x) {
+    const int d = it / (KEYS / 4), pos = 4 * (it % (KEYS / 4));  // 4 positions of row d
+    if (key0 + pos >= t_pad) continue;
+    uint32_t word = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int k = pos + i, key = (k & ~15) + vt_key_at(k & 15);
+      word |= uint32_t(slab[key * PITCH + d]) << (8 * i);
+    }
+    *reinterpret_cast<uint32_t*>(vt + (int64_t(g) * HEAD_DIM + d) * t_pad + key0 + pos) = word;
+  }
+}
+
+}  // namespace lab::ws::fp8
+
+namespace lab::ws {
+// Q for the fp8 kernel (the producer's load_q, by the type of its shared memory): one box of 128
+// rows x D bytes.
+template <int HEAD_DIM, int CONS = CONSUMERS>
+__device__ __forceinline__ void load_q(const CUtensorMap& q_map, const fp8::Smem<HEAD_DIM>& sm, int b, int head,
+                                       int q0) {
+  static_assert(CONS == CONSUMERS, "the fp8 kernel runs two consumer warpgroups");
+  mbar_arrive_expect_tx(sm.q_full(), fp8::Tiles<HEAD_DIM>::Q_BYTES);
+  tma_load_4d(sm.q(), &q_map, 0, head, q0, b, sm.q_full());
+}
+}  // namespace lab::ws
