@@ -553,7 +553,7 @@ def render_group(section, tag, records, ceilings, ncu):
                 "Every record, with the byte model, the share of the GPU's ceiling and the check:", ""]
     if timed:
         out += [section_table(timed, ceilings, ncu), ""]
-    precision = precision_table(timed) if timed and not tag else NO_RECORDS
+    precision = precision_table(timed) if timed else NO_RECORDS
     if precision != NO_RECORDS:
         out += ["The same problems at two precisions (records whose check rules differ): the error against fp64, "
                 "the bound of each one's rule, and how much larger the lower precision's error is:", "", precision, ""]
@@ -635,8 +635,8 @@ def update_readme(readme, by_section, folder_name, ceilings=None, ncu=None, sect
 
 HANDOUT_REGION = re.compile(r"(<!-- results:((\d\d_[A-Za-z0-9_]+)(?:\.([a-z0-9-]+))?):begin -->\n)(.*?)"
                             r"(<!-- results:\2:end -->)", re.S)
-# A handout's error table: `<!-- results:NN_name:precision:begin -->` ... `:precision:end -->`.
-PRECISION_REGION = re.compile(r"(<!-- results:(\d\d_[A-Za-z0-9_]+):precision:begin -->\n)(.*?)"
+# A handout's error table: `<!-- results:NN_name[.tag]:precision:begin -->` ... `:precision:end -->`.
+PRECISION_REGION = re.compile(r"(<!-- results:((\d\d_[A-Za-z0-9_]+)(?:\.([a-z0-9-]+))?):precision:begin -->\n)(.*?)"
                               r"(<!-- results:\2:precision:end -->)", re.S)
 
 
@@ -660,9 +660,10 @@ def update_handouts(folder, by_section):
             return f"{m.group(1)}\n{table}\n\n{m.group(6)}"
         new = HANDOUT_REGION.sub(fill, text)
 
-        def fill_precision(m):
-            sweep = [r for r in by_section.get(m.group(2), []) if not r.get("_tag") and is_timed(r)]
-            return f"{m.group(1)}\n{precision_table(sweep)}\n\n{m.group(4)}"
+        def fill_precision(m):  # NN_name: the sweep's records; NN_name.tag: the study's
+            section, tag = m.group(3), m.group(4)
+            sweep = [r for r in by_section.get(section, []) if r.get("_tag") == tag and is_timed(r)]
+            return f"{m.group(1)}\n{precision_table(sweep)}\n\n{m.group(6)}"
         new = PRECISION_REGION.sub(fill_precision, new)
         if new != text:
             path.write_text(new)

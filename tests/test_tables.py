@@ -329,6 +329,14 @@ class Tables(unittest.TestCase):
             tables.update_handouts(tmp, {"08_tma_skeleton": records})
             self.assertIn("15.0×", marked.read_text())
             self.assertNotIn("stale", marked.read_text())
+            # a study's region reads only that study's records (NN_name.tag.json)
+            studied = [dict(r, _tag="fp8", check=dict(r["check"], max_abs_err=r["check"]["max_abs_err"] * 2))
+                       for r in records if r["variant"] in ("ws", "fp8")]
+            marked.write_text("<!-- results:08_tma_skeleton.fp8:precision:begin -->\nstale\n"
+                              "<!-- results:08_tma_skeleton.fp8:precision:end -->\n")
+            tables.update_handouts(tmp, {"08_tma_skeleton": records + studied})
+            self.assertIn("| 0.004 | 0.004 | 0.001 | 0.06 |", marked.read_text())
+            self.assertNotIn("stale", marked.read_text())
 
     def test_sections_without_records_are_listed(self):
         text, _, _ = tables.render(SAMPLE, sections={"01_naive", "10_flex"})
