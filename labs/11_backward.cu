@@ -485,9 +485,9 @@ struct BackwardArgs {
   bool hopper = false;    // the wgmma variants (sm_90a)
 };
 
-// The row arrays' row length: T_q, or for the wgmma variants T_q rounded up to a whole Q tile.
+// The row arrays' row length: T_q, or for the wgmma variants T_q rounded up to a whole number of Q tiles.
 inline int row_stride_of(int t_q, bool hopper) {
-  return hopper ? lab::ceil_div(t_q, lab::wsbwd::BLOCK_Q) * lab::wsbwd::BLOCK_Q : t_q;
+  return hopper ? lab::ceil_div(t_q, lab::wsbwd::ROW_PAD) * lab::wsbwd::ROW_PAD : t_q;
 }
 
 // D and LSE·log2 e per row; the atomic variants' fp32 dQ.
@@ -529,8 +529,9 @@ void launch_backward_hopper(const BackwardArgs& a, const Shape& sh, const float*
   }();
   (void)configured;
   constexpr bool f16 = std::is_same_v<T, __half>;
-  const CUtensorMap q_map = hb::make_map(f16, a.q, a.b, a.t_q, a.h, HEAD_DIM, hb::BLOCK_Q);
-  const CUtensorMap do_map = hb::make_map(f16, a.d_o, a.b, a.t_q, a.h, HEAD_DIM, hb::BLOCK_Q);
+  constexpr int block_q = hb::Tiles<HEAD_DIM>::BLOCK_Q;
+  const CUtensorMap q_map = hb::make_map(f16, a.q, a.b, a.t_q, a.h, HEAD_DIM, block_q);
+  const CUtensorMap do_map = hb::make_map(f16, a.d_o, a.b, a.t_q, a.h, HEAD_DIM, block_q);
   const CUtensorMap k_map = hb::make_map(f16, a.k, a.b, a.t_kv, a.h_kv, HEAD_DIM, hb::BLOCK_KV);
   const CUtensorMap v_map = hb::make_map(f16, a.v, a.b, a.t_kv, a.h_kv, HEAD_DIM, hb::BLOCK_KV);
   const hb::Params p{lse_log2, d_rows, dq_acc, a.dk, a.dv, a.t_q, a.t_kv, a.h, a.h_kv, sh.row_stride,
@@ -636,7 +637,7 @@ lab::BackwardGpuRun make_run(const lab::BackwardContext& ctx) {
                  {"dq", is_atomic(ctx.variant) ? "fp32 atomics" : "separate pass"}};
   if (is_hopper(ctx.variant)) {
     namespace hb = lab::wsbwd;
-    run.metrics["block_q"] = hb::BLOCK_Q;
+    run.metrics["block_q"] = pr.d == 64 ? hb::Tiles<64>::BLOCK_Q : hb::Tiles<128>::BLOCK_Q;
     run.metrics["block_kv"] = hb::BLOCK_KV;
     run.metrics["warps"] = hb::THREADS / 32;
     run.metrics["stages"] = pr.d == 64 ? hb::Tiles<64>::STAGES : hb::Tiles<128>::STAGES;

@@ -14,16 +14,18 @@
 //                           into ring slot n % STAGES.
 //   warpgroups 1, 2         consumers: warpgroup w owns keys kv0 + 64w .. + 63 (the M = 64 of a
 //                           wgmma) and their dK, dV accumulators (64 x D fp32 each) for the whole
-//                           kernel. Per Q tile (64 query rows):
-//     Sᵀ = K Qᵀ, dPᵀ = V dOᵀ   [64 keys x 64 rows]: SS wgmma, both operands K-major
+//                           kernel. Per Q tile (BLOCK_Q query rows: 64 at D = 128, 128 at D = 64):
+//     Sᵀ = K Qᵀ, dPᵀ = V dOᵀ   [64 keys x BLOCK_Q rows]: SS wgmma, both operands K-major
 //     Pᵀ, dSᵀ per element        (the exercises; the causal mask where the tile needs it)
 //     dV += Pᵀ dO, dK += dSᵀ Q   [64 keys x D]: RS wgmma, Pᵀ and dSᵀ from the accumulators'
 //                                registers, dO and Q MN-major (transposed) from the ring slot
-//     dQ += dS K                 [64 rows x 64 columns]: SS wgmma, dS read transposed out of the
-//                                dSᵀ both warpgroups stored in shared memory, K MN-major; D = 128:
-//                                warpgroup w owns columns 64w..64w+63 over all 128 keys; D = 64:
-//                                all 64 columns over its own 64 keys. Then fp32 atomics of 16
-//                                bytes (red.global.add.v4.f32) into the dQ accumulator.
+//     dQ += dS K                 [64 rows x 64 columns] over all 128 keys: SS wgmma, dS read
+//                                transposed out of the dSᵀ both warpgroups stored in shared
+//                                memory, K MN-major; warpgroup w owns columns 64w.. (D = 128) or
+//                                rows 64w.. (D = 64) of the tile's dQ. Issued right behind dV and
+//                                dK, so the Tensor Cores run the three back to back. Then fp32
+//                                atomics of 16 bytes (red.global.add.v4.f32) into the dQ
+//                                accumulator.
 // Tails need no mask: TMA fills rows past T_q or T_kv with zeros, the rows past T_q have
 // LSE·log2 e = +inf and D = 0 in the padded row arrays (P = 0, dS = 0), and key rows past T_kv
 // are never stored (their K rows are zeros, so they add nothing to dQ). Only the tiles that cross
@@ -46,11 +48,11 @@ constexpr int CONSUMER_THREADS = CONSUMERS * WG_THREADS;
 constexpr int THREADS = (1 + CONSUMERS) * WG_THREADS;   // 384: producer warpgroup + consumers
 constexpr int WG_KEYS = 64;                             // keys per consumer: the M of wgmma
 constexpr int BLOCK_KV = CONSUMERS * WG_KEYS;           // 128 keys per block
-constexpr int BLOCK_Q = 64;                             // query rows per ring slot: the N of Sᵀ
+constexpr int ROW_PAD = 128;                            // the row arrays are padded to a multiple of every Q tile
 constexpr int BOX_COLS = 64;                            // columns per TMA box: 128 bytes, one swizzle atom
 constexpr int ROW_BYTES = BOX_COLS * 2;                 // 128
 constexpr uint32_t PRODUCER_REGS = 24;                  // setmaxnreg.dec: TMA issue needs few
-constexpr uint32_t CONSUMER_REGS = 240;                 // dK + dV (2 x 64 at D = 128) + Sᵀ, dPᵀ (2 x 32) + dQ (32)
+constexpr uint32_t CONSUMER_REGS = 240;                 // dK + dV + Sᵀ + dPᵀ: 2 x 64 + 2 x 32 at D = 128, 2 x 32 + 2 x 64 at D = 64
 // A block starts with the registers of __launch_bounds__(THREADS, 1): 65536 / 384, rounded down to
 // a multiple of 8, for every thread. setmaxnreg.inc waits until the pool holds what it asks, and
 // only the producer's dec fills the pool: what the consumers claim must not exceed what it frees.
@@ -59,21 +61,29 @@ constexpr int DQ_BARRIER = 1;                           // named barrier of the 
 static_assert(PRODUCER_REGS * WG_THREADS + CONSUMER_REGS * CONSUMER_THREADS <= 65536, "the registers fit the SM's 64K");
 static_assert((ENTRY_REGS - PRODUCER_REGS) * WG_THREADS >= (CONSUMER_REGS - ENTRY_REGS) * CONSUMER_THREADS,
               "the consumers' setmaxnreg.inc is covered by the producer's dec (else it waits for ever)");
-static_assert(BLOCK_Q % 16 == 0 && WG_KEYS == 64, "wgmma: M = 64, k-steps of 16");
+static_assert(WG_KEYS == 64, "wgmma: M = 64");
 
 template <int HEAD_DIM>
 struct Tiles {
-  static constexpr int STAGES = 3;                           // Q/dO slots in the ring (D = 128: 199 KB in all)
+  // Query rows per ring slot, the N of Sᵀ and dPᵀ. At D = 64 a 64-row tile leaves every wgmma of a
+  // Q tile at N = 64, K = 64 and pays the tile's waits and barriers for half the work; 128 rows
+  // double the work per wait and halve dQ's atomics per score (the dQ tile is 128 x 64 per 128
+  // keys, not two 64 x 64 partials per 64 keys). At D = 128 Sᵀ and dPᵀ of 128 rows would not fit
+  // beside dK and dV in the registers.
+  static constexpr int BLOCK_Q = HEAD_DIM == 64 ? 128 : 64;
+  static constexpr int STAGES = 3;                           // Q/dO slots in the ring
   static constexpr int COL_BOXES = HEAD_DIM / BOX_COLS;      // 64-column boxes per row of a tile
+  static constexpr int ROW_BOXES = BLOCK_Q / 64;             // 64-row boxes of dSᵀ (its rows are query rows)
   static constexpr int KV_BOX_BYTES = BLOCK_KV * ROW_BYTES;  // 16 KB: one box of K or V
   static constexpr int KV_TILE_BYTES = COL_BOXES * KV_BOX_BYTES;
-  static constexpr int Q_BOX_BYTES = BLOCK_Q * ROW_BYTES;    // 8 KB: one box of Q or dO
+  static constexpr int Q_BOX_BYTES = BLOCK_Q * ROW_BYTES;    // one box of Q or dO
   static constexpr int Q_TILE_BYTES = COL_BOXES * Q_BOX_BYTES;
   static constexpr int ROWS_BYTES = 2 * BLOCK_Q * 4;         // a slot's LSE·log2 e, then D, fp32
-  static constexpr int DS_BYTES = BLOCK_KV * BLOCK_Q * 2;    // dSᵀ [128 keys][64 rows], 16-bit
+  static constexpr int DS_BOX_BYTES = BLOCK_KV * ROW_BYTES;  // dSᵀ [128 keys][64 rows], 16-bit
+  static constexpr int DS_BYTES = ROW_BOXES * DS_BOX_BYTES;
   // Shared memory, from a 1024-byte aligned base (the 128-byte swizzle repeats every 1024 bytes):
-  //   K [COL_BOXES][128][64] | V (same) | STAGES x (Q [COL_BOXES][64][64] | dO (same)) |
-  //   dSᵀ x 2 (double-buffered by Q tile) | STAGES x rows | barriers
+  //   K [COL_BOXES][128][64] | V (same) | STAGES x (Q [COL_BOXES][BLOCK_Q][64] | dO (same)) |
+  //   dSᵀ [ROW_BOXES][128][64] x 2 (double-buffered by Q tile) | STAGES x rows | barriers
   static constexpr int OFF_V = KV_TILE_BYTES;
   static constexpr int OFF_Q = 2 * KV_TILE_BYTES;
   static constexpr int OFF_DS = OFF_Q + STAGES * 2 * Q_TILE_BYTES;
@@ -84,10 +94,10 @@ struct Tiles {
   static constexpr int D_STEPS = HEAD_DIM / 16;              // k-steps of Sᵀ, dPᵀ
   static constexpr int Q_STEPS = BLOCK_Q / 16;               // k-steps of dV, dK
   static constexpr int ACC_REGS = HEAD_DIM / 2;              // dK or dV: 64 x D fp32 over 128 threads
-  static constexpr int S_REGS = BLOCK_Q / 2;                 // Sᵀ or dPᵀ: 64 x 64 fp32
-  // dQ: warpgroup w computes a [64 rows x 64 columns] block; over which keys and which columns.
-  static constexpr int DQ_KEYS = HEAD_DIM == 128 ? BLOCK_KV : WG_KEYS;
+  static constexpr int S_REGS = BLOCK_Q / 2;                 // Sᵀ or dPᵀ: 64 x BLOCK_Q fp32
   static_assert(HEAD_DIM == 64 || HEAD_DIM == 128, "D = 64 or 128");
+  static_assert(ROW_BOXES * COL_BOXES == CONSUMERS, "dQ's tile is one 64 x 64 block per consumer warpgroup");
+  static_assert(ROW_PAD % BLOCK_Q == 0, "a Q tile never reads past a padded row array");
   static_assert(OFF_Q % 1024 == 0 && OFF_DS % 1024 == 0 && Q_BOX_BYTES % 1024 == 0, "tiles start on swizzle atoms");
   static_assert(SMEM_BYTES <= 227 * 1024, "fits one block per SM");
 };
@@ -98,7 +108,7 @@ struct Params {
   float* dq_acc;          // [B, T_q, H, D] fp32, summed by atomics (nullptr: dK, dV only)
   void* dk;               // [B, T_kv, H_kv, D]
   void* dv;
-  int t_q, t_kv, h, h_kv, t_pad;  // t_pad = T_q rounded up to BLOCK_Q: the row arrays' row length
+  int t_q, t_kv, h, h_kv, t_pad;  // t_pad = T_q rounded up to ROW_PAD: the row arrays' row length
   bool causal;
   float scale, scale_log2;
   bool dq_store;          // --bug dq-no-accumulate: dQ stored instead of added
@@ -161,7 +171,7 @@ __device__ __forceinline__ void wgmma_ss_tt_n64(float (&d)[32], uint64_t a_desc,
 // One block per (K/V tile of 128 keys, sequence, K/V head): grid = (ceil(T_kv / 128), B·H_kv).
 template <class T, int HEAD_DIM, bool WITH_DQ, class Ex>
 __global__ void __launch_bounds__(THREADS, 1)
-dkdv_kernel(const __grid_constant__ CUtensorMap q_map,   // (D, H, T_q, B), box (64, 1, 64, 1)
+dkdv_kernel(const __grid_constant__ CUtensorMap q_map,   // (D, H, T_q, B), box (64, 1, BLOCK_Q, 1)
             const __grid_constant__ CUtensorMap do_map,  // likewise
             const __grid_constant__ CUtensorMap k_map,   // (D, H_kv, T_kv, B), box (64, 1, 128, 1)
             const __grid_constant__ CUtensorMap v_map,   // likewise
@@ -170,7 +180,7 @@ dkdv_kernel(const __grid_constant__ CUtensorMap q_map,   // (D, H, T_q, B), box 
   __trap();  // compiled for another GPU: the host launches this only on sm_90a
 #else
   using TL = Tiles<HEAD_DIM>;
-  constexpr int STAGES = TL::STAGES;
+  constexpr int STAGES = TL::STAGES, BLOCK_Q = TL::BLOCK_Q;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_addr(smem_raw), base = (raw + 1023u) & ~1023u;
   const Smem<HEAD_DIM> sm{base, smem_raw + (base - raw)};
@@ -237,8 +247,9 @@ dkdv_kernel(const __grid_constant__ CUtensorMap q_map,   // (D, H, T_q, B), box 
     const int key_g = wg_k0 + 16 * warp + g;      // this thread's keys: key_g and key_g + 8
     const uint32_t k_rows = sm.k() + uint32_t(wg * WG_KEYS * ROW_BYTES);  // its 64 rows in each box
     const uint32_t v_rows = sm.v() + uint32_t(wg * WG_KEYS * ROW_BYTES);
-    // dQ's share of this warpgroup: keys [dq_key0, dq_key0 + DQ_KEYS) of the block, columns of box dq_box.
-    const int dq_key0 = HEAD_DIM == 128 ? 0 : wg * WG_KEYS, dq_box = HEAD_DIM == 128 ? wg : 0;
+    // dQ's share of this warpgroup, over all 128 keys: rows of box dq_row_box of the Q tile,
+    // columns of box dq_col_box (D = 128: columns 64w.., D = 64: rows 64w..).
+    const int dq_row_box = TL::ROW_BOXES == 2 ? wg : 0, dq_col_box = TL::COL_BOXES == 2 ? wg : 0;
 
     float dk_acc[TL::ACC_REGS], dv_acc[TL::ACC_REGS];
 #pragma unroll
@@ -320,9 +331,9 @@ dkdv_kernel(const __grid_constant__ CUtensorMap q_map,   // (D, H, T_q, B), box 
       wgmma_commit();
 
       if constexpr (WITH_DQ) {
-        // dSᵀ to shared memory, [128 keys][64 rows] in the 128-byte swizzle (chunk c of row r at
-        // c ^ (r % 8)): dQ reads it as its A operand, MN-major. Double-buffered by Q tile: a
-        // warpgroup may write tile n + 1's while the other still reads tile n's.
+        // dSᵀ to shared memory, [ROW_BOXES][128 keys][64 rows] in the 128-byte swizzle (chunk c of
+        // row r at c ^ (r % 8)): dQ reads it as its A operand, MN-major. Double-buffered by Q tile:
+        // a warpgroup may write tile n + 1's while the other still reads tile n's.
         const int buf = n & 1;
         uint8_t* ds_smem = sm.ds_generic(buf);
 #pragma unroll
@@ -330,11 +341,25 @@ dkdv_kernel(const __grid_constant__ CUtensorMap q_map,   // (D, H, T_q, B), box 
 #pragma unroll
           for (int r = 0; r < 4; ++r) {  // dsa[kk][r]: key row g + 8·(r % 2), columns 16kk + 8·(r / 2) + 2t, +1
             const int key = wg * WG_KEYS + 16 * warp + g + 8 * (r & 1), chunk = 2 * kk + (r >> 1);
-            *reinterpret_cast<uint32_t*>(ds_smem + key * ROW_BYTES + ((chunk ^ (key & 7)) * 16) + 4 * t) = dsa[kk][r];
+            *reinterpret_cast<uint32_t*>(ds_smem + (chunk / 8) * TL::DS_BOX_BYTES + key * ROW_BYTES +
+                                         (((chunk % 8) ^ (key & 7)) * 16) + 4 * t) = dsa[kk][r];
           }
         fence_proxy_async_smem();  // these generic stores -> the wgmma (async proxy) reads below
         consumer_sync();           // both warpgroups' dSᵀ are in shared memory (dV, dK run meanwhile)
-        wgmma_wait<0>();           // dV and dK are done: the slot and pa, dsa may be reused
+
+        // dQ (this warpgroup's share) = dS K   [64 rows x 128 keys] · [128 keys x 64 columns],
+        // queued behind dV and dK at once: the Tensor Cores go on from one to the other while this
+        // warpgroup waits for the first batch only to release the slot.
+        float dq[32];
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
+          const uint32_t key_off = uint32_t(16 * kk * ROW_BYTES);
+          wgmma_ss_tt_n64<T>(dq, desc_mn_major_sw128(sm.ds(buf) + dq_row_box * TL::DS_BOX_BYTES + key_off, TL::DS_BOX_BYTES),
+                             desc_mn_major_sw128(sm.k() + dq_col_box * TL::KV_BOX_BYTES + key_off, TL::KV_BOX_BYTES), kk > 0);
+        }
+        wgmma_commit();
+        wgmma_wait<1>();  // dV and dK are done (dQ may still run): the slot and pa, dsa may be reused
         fence_accumulators(dv_acc);
         fence_accumulators(dk_acc);
 #pragma unroll
@@ -343,27 +368,16 @@ dkdv_kernel(const __grid_constant__ CUtensorMap q_map,   // (D, H, T_q, B), box 
           fence_registers(dsa[kk]);
         }
         mbar_arrive(sm.empty(stage));  // dQ reads dSᵀ and K only: the producer may refill the slot
-
-        // dQ (this warpgroup's share) = dS K   [64 rows x DQ_KEYS] · [DQ_KEYS x 64 columns].
-        float dq[32];
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < TL::DQ_KEYS / 16; ++kk) {
-          const uint32_t key_off = uint32_t((dq_key0 + 16 * kk) * ROW_BYTES);
-          wgmma_ss_tt_n64<T>(dq, desc_mn_major_sw128(sm.ds(buf) + key_off, TL::DS_BYTES),
-                             desc_mn_major_sw128(sm.k() + dq_box * TL::KV_BOX_BYTES + key_off, TL::KV_BOX_BYTES), kk > 0);
-        }
-        wgmma_commit();
         wgmma_wait<0>();
         fence_accumulators(dq);
 
         // dq[4j + e]: row 16·warp + g + 8·(e / 2), column 8j + 2t + (e % 2). Lanes t and t ^ 1
         // swap halves so that each holds 4 consecutive columns of one row: even t row g, odd t
         // row g + 8; then one 16-byte atomic (red.global.add.v4.f32) per n-block.
-        const int row = q0 + 16 * warp + g + 8 * (t & 1);
+        const int row = q0 + 64 * dq_row_box + 16 * warp + g + 8 * (t & 1);
         int b_here = b;
         asm volatile("" : "+r"(b_here));  // the row address is recomputed here, not held in registers all along
-        float* dq_row = p.dq_acc + ((int64_t(b_here) * p.t_q + row) * p.h + head) * HEAD_DIM + dq_box * BOX_COLS;
+        float* dq_row = p.dq_acc + ((int64_t(b_here) * p.t_q + row) * p.h + head) * HEAD_DIM + dq_col_box * BOX_COLS;
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
           const float s0 = (t & 1) ? dq[4 * j] : dq[4 * j + 2], s1 = (t & 1) ? dq[4 * j + 1] : dq[4 * j + 3];
