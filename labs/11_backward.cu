@@ -122,11 +122,11 @@ struct Tiles {
   static constexpr int STAGES = 2;                           // Q/dO ring of the main kernel
   // Main kernel: K, V, then STAGES x (Q, dO, the rows' LSE·log2 e and D), dSᵀ.
   static constexpr int SMEM_BYTES = 2 * KV_TILE_BYTES + STAGES * (2 * Q_TILE_BYTES + ROWS_BYTES) + DS_BYTES;
-  // dQ kernel: Q, dO, then DQ_STAGES x (K, V), tiles of 64 rows.
-  static constexpr int DQ_TILE_BYTES = 64 * ROW_BYTES;
+  // dQ kernel: Q, dO, then DQ_STAGES x (K, V).
+  static_assert(DQ_BLOCK_Q == DQ_BLOCK_KV, "the dQ kernel's four tiles have one size");
+  static constexpr int DQ_TILE_BYTES = DQ_BLOCK_Q * ROW_BYTES;
   static constexpr int DQ_STAGES = 2;
   static constexpr int DQ_SMEM_BYTES = (2 + 2 * DQ_STAGES) * DQ_TILE_BYTES;
-  static_assert(DQ_BLOCK_Q == 64 && DQ_BLOCK_KV == 64, "the dQ kernel's tiles are 64 rows");
 };
 constexpr uint32_t ROWS16(int row_bytes) { return uint32_t(16 * row_bytes); }
 
