@@ -11,15 +11,14 @@
 // tile by tile, P = exp(S − LSE), exactly, with no max or sum to track. D = rowsum(dO ∘ O) equals
 // rowsum(dP ∘ P) (the softmax's Jacobian term) but costs one pass over dO and O, done first.
 //
-// Loop order (FlashAttention-2's backward): one block of 8 warps per K/V tile (128 keys) and K/V
-// head; its dK, dV stay in registers while every Q tile of every query head of the group streams past
-// (GQA: dK, dV sum over the group's heads with no atomics); the Q tiles (64 rows) and dO tiles
-// stream through a two-stage cp.async ring, the next one in flight during the current one's math.
-// dQ is the problem: each Q tile gets a contribution from every K/V tile, i.e. from every block.
-// Two variants:
-//   atomic         each block adds its dS K into an fp32 dQ buffer with 16-byte atomics; a last
-//                  pass scales and rounds it. Fast, but the order of the fp32 additions varies from
-//                  run to run, so dQ is not bitwise reproducible.
+// Loop order (FlashAttention-2's backward): one block per K/V tile (64 keys) and K/V head; its
+// dK, dV stay in registers while every Q tile of every query head of the group streams past
+// (GQA: dK, dV sum over the group's heads with no atomics); the Q and dO tiles stream through a
+// two-stage cp.async ring, the next one in flight during the current one's math. dQ is the problem: each Q tile gets a
+// contribution from every K/V tile, i.e. from every block. Two variants:
+//   atomic         each block adds its dS K into an fp32 dQ buffer with atomicAdd; a last pass
+//                  scales and rounds it. Fast, but the order of the fp32 additions varies from run
+//                  to run, so dQ is not bitwise reproducible.
 //   deterministic  the main kernel computes dK, dV only; a second kernel, one block per Q tile,
 //                  recomputes P and dS and sums dQ over the K/V tiles in a fixed order. Bitwise
 //                  reproducible, at the cost of computing S and dP twice.
@@ -54,23 +53,13 @@
 
 using namespace lab::sm80;
 
-constexpr int BLOCK_KV = 128;      // keys per block of the main kernel
-constexpr int BLOCK_Q = 64;        // query rows per step of the main kernel
-constexpr int NUM_WARPS = 8;
+constexpr int BLOCK_KV = 64;       // keys per block (main kernel) and per step (dQ kernel)
+constexpr int BLOCK_Q = 64;        // query rows per step (main kernel) and per block (dQ kernel)
+constexpr int NUM_WARPS = 4;
 constexpr int THREADS = 32 * NUM_WARPS;
-constexpr int ROWS_PER_WARP = 16;  // one m16 tile of keys per warp
-static_assert(BLOCK_KV == NUM_WARPS * ROWS_PER_WARP, "one m16 tile of keys a warp");
-// dQ = dS K of the atomic variant, [64 rows x 128 keys]·[128 keys x D], shared by the 8 warps as
-// 2 x 4 (row halves x column quarters): each warp reads half of dS and a quarter of K, where
-// 8 x 1 would have every warp read all of K.
-constexpr int DQ_WARPS_M = 2, DQ_WARPS_N = 4;
-static_assert(DQ_WARPS_M * DQ_WARPS_N == NUM_WARPS && BLOCK_Q % (16 * DQ_WARPS_M) == 0, "whole m16 tiles a warp");
-// The deterministic variant's dQ kernel: one block per Q tile of 64 rows, a warp per m16 tile of
-// rows, 64-key steps through a two-stage K/V ring.
-constexpr int DQ_BLOCK_Q = 64;
-constexpr int DQ_BLOCK_KV = 64;
-constexpr int DQ_THREADS = 32 * (DQ_BLOCK_Q / 16);
-static_assert(BLOCK_Q % 16 == 0 && BLOCK_KV % 16 == 0 && DQ_BLOCK_KV % 16 == 0, "whole k-steps of 16");
+constexpr int ROWS_PER_WARP = 16;  // one m16 tile: keys (main kernel) or query rows (dQ kernel)
+static_assert(BLOCK_KV == NUM_WARPS * ROWS_PER_WARP && BLOCK_Q == NUM_WARPS * ROWS_PER_WARP, "one m16 tile a warp");
+static_assert(BLOCK_Q % 16 == 0 && BLOCK_KV % 16 == 0, "whole k-steps of 16");
 constexpr float kLog2e = 1.4426950408889634f;
 
 // =============================================================================================
@@ -106,83 +95,50 @@ struct Shape {  // what the kernels need of a lab::Problem
   float scale;       // 1/sqrt(D): dQ, dK
   float scale_log2;  // scale·log2 e for P (--bug unscaled-p: log2 e alone)
   bool dq_store;     // --bug dq-no-accumulate
-  int row_stride;    // row length of the LSE·log2 e and D arrays: T_q padded to a whole Q tile
+  int row_stride;    // row length of the LSE·log2 e and D arrays: T_q, or T_q padded to a whole Q tile (wgmma)
 };
 
 template <int HEAD_DIM>
 struct Tiles {
-  static constexpr int CHUNKS = HEAD_DIM / 8;                // 16-byte chunks per row
+  static constexpr int CHUNKS = HEAD_DIM / 8;              // 16-byte chunks per row
   static constexpr int ROW_BYTES = HEAD_DIM * 2;
-  static constexpr int Q_TILE_BYTES = BLOCK_Q * ROW_BYTES;   // a [64][D] tile of Q or dO
-  static constexpr int KV_TILE_BYTES = BLOCK_KV * ROW_BYTES; // a [128][D] tile of K or V
-  static constexpr int D_STEPS = HEAD_DIM / 16;              // k-steps over D
-  static constexpr int D_BLOCKS = HEAD_DIM / 8;              // n-blocks over D
-  static constexpr int DS_BYTES = BLOCK_KV * BLOCK_Q * 2;    // dSᵀ [128 keys][64 rows]
-  static constexpr int ROWS_BYTES = 2 * BLOCK_Q * 4;         // a Q tile's LSE·log2 e and D
-  static constexpr int STAGES = 2;                           // Q/dO ring of the main kernel
-  // Main kernel: K, V, then STAGES x (Q, dO, the rows' LSE·log2 e and D), dSᵀ.
-  static constexpr int SMEM_BYTES = 2 * KV_TILE_BYTES + STAGES * (2 * Q_TILE_BYTES + ROWS_BYTES) + DS_BYTES;
-  // dQ kernel: Q, dO, then DQ_STAGES x (K, V).
-  static_assert(DQ_BLOCK_Q == DQ_BLOCK_KV, "the dQ kernel's four tiles have one size");
-  static constexpr int DQ_TILE_BYTES = DQ_BLOCK_Q * ROW_BYTES;
-  static constexpr int DQ_STAGES = 2;
-  static constexpr int DQ_SMEM_BYTES = (2 + 2 * DQ_STAGES) * DQ_TILE_BYTES;
+  static constexpr int TILE_BYTES = 64 * ROW_BYTES;        // a [64][D] tile of K, V, Q or dO
+  static constexpr int D_STEPS = HEAD_DIM / 16;            // k-steps over D
+  static constexpr int D_BLOCKS = HEAD_DIM / 8;            // n-blocks over D
+  static constexpr int DS_BYTES = BLOCK_KV * BLOCK_Q * 2;  // dSᵀ [64 keys][64 rows]
+  static constexpr int STAGES = 2;                         // Q/dO ring of the main kernel
+  // Main kernel: K, V, then STAGES x (Q, dO), dSᵀ, then STAGES x the Q tile's LSE·log2 e and D.
+  static constexpr int SMEM_BYTES = (2 + 2 * STAGES) * TILE_BYTES + DS_BYTES + STAGES * 2 * BLOCK_Q * 4;
+  static constexpr int DQ_SMEM_BYTES = 4 * TILE_BYTES;     // dQ kernel: K, V, Q, dO
 };
 constexpr uint32_t ROWS16(int row_bytes) { return uint32_t(16 * row_bytes); }
 
 // ---- pass 1: D = rowsum(dO ∘ O), and LSE in base 2 (+inf for rows that see no key or do not
-// exist, so that their P is exp2(−inf) = 0 with no mask). A row of O (and of dO) is D contiguous
-// elements: D/8 neighbouring lanes read a 16-byte chunk of it each and sum by shuffles, so a warp's
-// loads are whole rows. The same lanes zero the row of the fp32 dQ accumulator (atomic variants).
-// Each (b, head)'s rows are padded to row_stride, a whole Q tile, so that a tile's rows are aligned
-// 16-byte copies; the padding rows get LSE·log2 e = +inf and D = 0.
-template <class T, int HEAD_DIM>
+// exist, so that their P is exp2(−inf) = 0 with no mask). One thread per query row.
+// The wgmma variants pad each (b, head)'s rows to a whole Q tile (row_stride), so that a Q tile's
+// rows are one aligned bulk copy; the padding rows get LSE·log2 e = +inf and D = 0.
+template <class T>
 __global__ void preprocess_kernel(const T* __restrict__ o, const T* __restrict__ d_o,  // [B, T_q, H, D]
                                   const float* __restrict__ lse,                       // [B, H, T_q]
                                   float* __restrict__ d_rows, float* __restrict__ lse_log2,  // [B, H, row_stride]
-                                  float* __restrict__ dq_acc,  // [B, T_q, H, D] fp32, or nullptr (deterministic)
-                                  int b_count, int t_q, int row_stride, int h, bool without_do) {
-  constexpr int LANES = HEAD_DIM / 8;  // lanes per row, one 16-byte chunk each
-  static_assert(32 % LANES == 0, "a row's lanes within one warp");
-  const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / LANES;  // (b, head, i) in LSE order
-  const int chunk = threadIdx.x % LANES;
-  const bool exists = row < int64_t(b_count) * h * row_stride;
+                                  int b_count, int t_q, int row_stride, int h, int d, bool without_do) {
+  const int64_t row = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // (b, head, i) in LSE order
+  if (row >= int64_t(b_count) * h * row_stride) return;
   const int i = int(row % row_stride), head = int(row / row_stride % h), b = int(row / row_stride / h);
-  const bool real = exists && i < t_q;
-  float sum = 0.f;
-  if (real) {
-    const int64_t at = ((int64_t(b) * t_q + i) * h + head) * HEAD_DIM + 8 * chunk;
-    const uint4 o_raw = *reinterpret_cast<const uint4*>(o + at), do_raw = *reinterpret_cast<const uint4*>(d_o + at);
-    const Vec2<T>* o2 = reinterpret_cast<const Vec2<T>*>(&o_raw);
-    const Vec2<T>* do2 = reinterpret_cast<const Vec2<T>*>(&do_raw);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const float2 of = to_float2(o2[e]), df = to_float2(do2[e]);
-      sum += without_do ? of.x + of.y : df.x * of.x + df.y * of.y;
-    }
-    if (dq_acc != nullptr) {
-      float4* zero = reinterpret_cast<float4*>(dq_acc + at);
-      zero[0] = zero[1] = make_float4(0.f, 0.f, 0.f, 0.f);
-    }
+  if (i >= t_q) {
+    d_rows[row] = 0.f;
+    lse_log2[row] = INFINITY;
+    return;
   }
-#pragma unroll
-  for (int lanes = LANES / 2; lanes > 0; lanes /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, lanes);
-  if (!exists || chunk != 0) return;
-  const float l = real ? lse[(int64_t(b) * h + head) * t_q + i] : -INFINITY;
-  d_rows[row] = real ? sum : 0.f;
+  const int64_t at = ((int64_t(b) * t_q + i) * h + head) * d;
+  float sum = 0.f;
+  for (int c = 0; c < d; ++c) {
+    const float oc = to_float(o[at + c]);
+    sum += without_do ? oc : to_float(d_o[at + c]) * oc;
+  }
+  d_rows[row] = sum;
+  const float l = lse[(int64_t(b) * h + head) * t_q + i];
   lse_log2[row] = l == -INFINITY ? INFINITY : l * kLog2e;
-}
-
-// dst[0..3] += v. One 16-byte atomic (red.global.add.v4.f32) on sm_90 and later, four 4-byte ones before.
-__device__ __forceinline__ void atomic_add4(float4* dst, float4 v) {
-#if __CUDA_ARCH__ >= 900
-  atomicAdd(dst, v);
-#else
-  atomicAdd(&dst->x, v.x);
-  atomicAdd(&dst->y, v.y);
-  atomicAdd(&dst->z, v.z);
-  atomicAdd(&dst->w, v.w);
-#endif
 }
 
 // ---- pass 2: one block per (K/V tile, K/V head). Warp w owns keys kv0 + 16w .. 16w + 15 and
@@ -193,24 +149,22 @@ __device__ __forceinline__ void atomic_add4(float4* dst, float4 v) {
 //   B operand from a [k][n] tile, .trans (Q, dO, K):      row lane % 16, chunk lane / 16 (n-block pair: ^ 32·pair)
 //   A operand from a [k][m] tile, .trans (dSᵀ as dS):      row (lane % 8) + 8·(lane / 16), chunk 2·m_tile + (lane / 8) % 2
 template <class T, int HEAD_DIM, bool ATOMIC_DQ>
-__global__ void __launch_bounds__(THREADS, 1)
+__global__ void __launch_bounds__(THREADS)
 dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,  // Q [B,T_q,H,D]; K, V [B,T_kv,H_kv,D]
             const T* __restrict__ d_o,                                                 // [B, T_q, H, D]
-            const float* __restrict__ lse_log2, const float* __restrict__ d_rows,      // [B, H, row_stride]
+            const float* __restrict__ lse_log2, const float* __restrict__ d_rows,      // [B, H, T_q]
             float* __restrict__ dq_acc,                                                // [B, T_q, H, D] fp32 (ATOMIC_DQ)
             T* __restrict__ dk, T* __restrict__ dv,                                    // [B, T_kv, H_kv, D]
             Shape sh) {
   using TL = Tiles<HEAD_DIM>;
   constexpr uint32_t R16 = ROWS16(TL::ROW_BYTES);
   extern __shared__ __align__(128) unsigned char smem[];
-  constexpr int STAGE_BYTES = 2 * TL::Q_TILE_BYTES + TL::ROWS_BYTES;  // Q, dO, then [LSE·log2 e, D][BLOCK_Q]
-  const uint32_t k_tile = smem_addr(smem), v_tile = k_tile + TL::KV_TILE_BYTES;
-  const uint32_t stage0 = k_tile + uint32_t(2 * TL::KV_TILE_BYTES);
-  auto q_tile_of = [&](int stage) { return stage0 + uint32_t(stage * STAGE_BYTES); };
-  auto do_tile_of = [&](int stage) { return q_tile_of(stage) + uint32_t(TL::Q_TILE_BYTES); };
-  auto rows_of = [&](int stage) { return q_tile_of(stage) + uint32_t(2 * TL::Q_TILE_BYTES); };
-  const uint32_t ds_tile = stage0 + uint32_t(TL::STAGES * STAGE_BYTES);
-  const float* rows_smem = reinterpret_cast<const float*>(smem + 2 * TL::KV_TILE_BYTES + 2 * TL::Q_TILE_BYTES);
+  const uint32_t k_tile = smem_addr(smem), v_tile = k_tile + TL::TILE_BYTES;
+  auto q_tile_of = [&](int stage) { return v_tile + uint32_t((1 + 2 * stage) * TL::TILE_BYTES); };
+  auto do_tile_of = [&](int stage) { return v_tile + uint32_t((2 + 2 * stage) * TL::TILE_BYTES); };
+  const uint32_t ds_tile = k_tile + uint32_t((2 + 2 * TL::STAGES) * TL::TILE_BYTES);
+  float* rows_smem = reinterpret_cast<float*>(smem + (2 + 2 * TL::STAGES) * TL::TILE_BYTES + TL::DS_BYTES);
+  // [STAGES][LSE·log2 e, D][BLOCK_Q]
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int kv0 = blockIdx.x * BLOCK_KV, bhk = blockIdx.y, b = bhk / sh.h_kv, hk = bhk % sh.h_kv;
@@ -229,7 +183,8 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
   bool written = true;  // false while an exercise is still the stub
   // The first query row that sees key kv0 (causal, bottom-right aligned: i + T_kv − T_q >= j).
   const int first_row = sh.causal ? lab::imax(0, kv0 - (sh.t_kv - sh.t_q)) : 0;
-  const int warp_kv0 = kv0 + warp * ROWS_PER_WARP, key_g = warp_kv0 + g;  // this lane's keys: key_g and key_g + 8
+  const int kv_end = kv0 + BLOCK_KV;  // past T_kv: tile_visibility calls the tile partial (masked)
+  const int key_g = kv0 + warp * ROWS_PER_WARP + g;  // this lane's keys: key_g and key_g + 8
 
   // The (query head, Q tile) pairs this block visits: every head of the group, and per head the Q
   // tiles from the first that sees key kv0 to the last (causal: all of them see some key of the tile).
@@ -237,16 +192,17 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
   const int items = group * qt_count;
   auto head_of = [&](int item) { return hk * group + item / qt_count; };
   auto q0_of = [&](int item) { return (qt_begin + item % qt_count) * BLOCK_Q; };
-  auto load_q_tile = [&](int stage, int item) {  // Q, dO and the rows' LSE·log2 e, D, all by cp.async
+  auto load_q_tile = [&](int stage, int item) {  // Q, dO (cp.async) and the rows' LSE·log2 e, D
     const int head = head_of(item), q0 = q0_of(item);
     const int64_t at = (int64_t(b) * sh.t_q * sh.h + head) * HEAD_DIM + q0 * q_stride;
     load_tile_swizzled<BLOCK_Q, TL::CHUNKS, THREADS>(q_tile_of(stage), q + at, q_stride, sh.t_q - q0);
     load_tile_swizzled<BLOCK_Q, TL::CHUNKS, THREADS>(do_tile_of(stage), d_o + at, q_stride, sh.t_q - q0);
-    constexpr int ROW_CHUNKS = BLOCK_Q / 4;  // 16-byte chunks of a tile's LSE (or D) row
-    if (threadIdx.x < 2 * ROW_CHUNKS) {      // the padding to row_stride makes every chunk exist (LSE +inf, D 0)
-      const int which = threadIdx.x / ROW_CHUNKS, chunk = threadIdx.x % ROW_CHUNKS;
-      const float* src = (which == 0 ? lse_log2 : d_rows) + (int64_t(b) * sh.h + head) * sh.row_stride + q0 + 4 * chunk;
-      cp_async_16(rows_of(stage) + uint32_t(threadIdx.x * 16), src, true);
+    if (threadIdx.x < BLOCK_Q) {
+      const int i = q0 + threadIdx.x;
+      const int64_t row = (int64_t(b) * sh.h + head) * sh.row_stride + i;
+      float* r = rows_smem + stage * 2 * BLOCK_Q;
+      r[threadIdx.x] = i < sh.t_q ? lse_log2[row] : INFINITY;  // P = 0 on rows past T_q
+      r[BLOCK_Q + threadIdx.x] = i < sh.t_q ? d_rows[row] : 0.f;
     }
   };
   if (items > 0) load_q_tile(0, 0);
@@ -260,32 +216,27 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
     if (item + 1 < items) load_q_tile(stage ^ 1, item + 1);  // in flight during this item's math
     cp_async_commit();
     const uint32_t q_tile = q_tile_of(stage), do_tile = do_tile_of(stage);
-    const float* lse_smem = rows_smem + stage * (STAGE_BYTES / 4);
+    const float* lse_smem = rows_smem + stage * 2 * BLOCK_Q;
     const float* d_smem = lse_smem + BLOCK_Q;
-    // How much of this warp's 16 keys the tile's rows see (keys past T_kv count as masked): none
-    // (on the causal diagonal; the warp skips its products, P and dS are zeros), all (no mask), part.
-    const lab::TileVisibility vis = lab::tile_visibility(q0, lab::imin(q0 + BLOCK_Q, sh.t_q), warp_kv0,
-                                                         warp_kv0 + ROWS_PER_WARP, sh.t_q, sh.t_kv, sh.causal, 0);
-    const bool warp_sees = vis != lab::TileVisibility::none;
+    const lab::TileVisibility vis =
+        lab::tile_visibility(q0, lab::imin(q0 + BLOCK_Q, sh.t_q), kv0, kv_end, sh.t_q, sh.t_kv, sh.causal, 0);
 
     // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ   [16 keys x 64 rows] per warp, fp32.
     float st[BLOCK_Q / 8][4] = {}, dpt[BLOCK_Q / 8][4] = {};
-    if (warp_sees) {
 #pragma unroll
-      for (int kk = 0; kk < TL::D_STEPS; ++kk) {
-        uint32_t ka[4], va[4];
-        ldmatrix_x4(ka, k_tile + (a_lane ^ (32u * kk)));
-        ldmatrix_x4(va, v_tile + (a_lane ^ (32u * kk)));
+    for (int kk = 0; kk < TL::D_STEPS; ++kk) {
+      uint32_t ka[4], va[4];
+      ldmatrix_x4(ka, k_tile + (a_lane ^ (32u * kk)));
+      ldmatrix_x4(va, v_tile + (a_lane ^ (32u * kk)));
 #pragma unroll
-        for (int nb2 = 0; nb2 < BLOCK_Q / 16; ++nb2) {
-          uint32_t qb[4], ob[4];
-          ldmatrix_x4(qb, q_tile + nb2 * R16 + (bn_lane ^ (32u * kk)));
-          ldmatrix_x4(ob, do_tile + nb2 * R16 + (bn_lane ^ (32u * kk)));
-          mma_16816<T>(st[2 * nb2], ka, qb[0], qb[1]);
-          mma_16816<T>(st[2 * nb2 + 1], ka, qb[2], qb[3]);
-          mma_16816<T>(dpt[2 * nb2], va, ob[0], ob[1]);
-          mma_16816<T>(dpt[2 * nb2 + 1], va, ob[2], ob[3]);
-        }
+      for (int nb2 = 0; nb2 < BLOCK_Q / 16; ++nb2) {
+        uint32_t qb[4], ob[4];
+        ldmatrix_x4(qb, q_tile + nb2 * R16 + (bn_lane ^ (32u * kk)));
+        ldmatrix_x4(ob, do_tile + nb2 * R16 + (bn_lane ^ (32u * kk)));
+        mma_16816<T>(st[2 * nb2], ka, qb[0], qb[1]);
+        mma_16816<T>(st[2 * nb2 + 1], ka, qb[2], qb[3]);
+        mma_16816<T>(dpt[2 * nb2], va, ob[0], ob[1]);
+        mma_16816<T>(dpt[2 * nb2 + 1], va, ob[2], ob[3]);
       }
     }
 
@@ -311,17 +262,15 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
                               pack2<T>(st[2 * kk + 1][0], st[2 * kk + 1][1]), pack2<T>(st[2 * kk + 1][2], st[2 * kk + 1][3])};
       const uint32_t sa[4] = {pack2<T>(dpt[2 * kk][0], dpt[2 * kk][1]), pack2<T>(dpt[2 * kk][2], dpt[2 * kk][3]),
                               pack2<T>(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]), pack2<T>(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3])};
-      if (warp_sees) {
 #pragma unroll
-        for (int db2 = 0; db2 < TL::D_BLOCKS / 2; ++db2) {
-          uint32_t ob[4], qb[4];
-          ldmatrix_x4_trans(ob, do_tile + kk * R16 + (bt_lane ^ (32u * db2)));
-          ldmatrix_x4_trans(qb, q_tile + kk * R16 + (bt_lane ^ (32u * db2)));
-          mma_16816<T>(dv_acc[2 * db2], pa, ob[0], ob[1]);
-          mma_16816<T>(dv_acc[2 * db2 + 1], pa, ob[2], ob[3]);
-          mma_16816<T>(dk_acc[2 * db2], sa, qb[0], qb[1]);
-          mma_16816<T>(dk_acc[2 * db2 + 1], sa, qb[2], qb[3]);
-        }
+      for (int db2 = 0; db2 < TL::D_BLOCKS / 2; ++db2) {
+        uint32_t ob[4], qb[4];
+        ldmatrix_x4_trans(ob, do_tile + kk * R16 + (bt_lane ^ (32u * db2)));
+        ldmatrix_x4_trans(qb, q_tile + kk * R16 + (bt_lane ^ (32u * db2)));
+        mma_16816<T>(dv_acc[2 * db2], pa, ob[0], ob[1]);
+        mma_16816<T>(dv_acc[2 * db2 + 1], pa, ob[2], ob[3]);
+        mma_16816<T>(dk_acc[2 * db2], sa, qb[0], qb[1]);
+        mma_16816<T>(dk_acc[2 * db2 + 1], sa, qb[2], qb[3]);
       }
       if constexpr (ATOMIC_DQ) {  // dSᵀ to shared memory: dQ needs it by query row, across warps
 #pragma unroll
@@ -337,51 +286,44 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
 
     if constexpr (ATOMIC_DQ) {
       __syncthreads();  // dSᵀ of every warp is in shared memory
-      // dQ[rows] += dS K   [64 rows x 128 keys] · [128 keys x D]; warp w's part: DQ_MT m16 tiles of
-      // rows from 16·mt0, DQ_DB2 n-block pairs of columns from 16·db0. dS is read transposed out
-      // of dSᵀ (ldmatrix.trans), K as the B operand (.trans).
-      constexpr int DQ_MT = BLOCK_Q / 16 / DQ_WARPS_M, DQ_DB2 = TL::D_BLOCKS / 2 / DQ_WARPS_N;
-      static_assert(DQ_DB2 >= 1 && TL::D_BLOCKS % (2 * DQ_WARPS_N) == 0, "whole n-block pairs a warp");
-      const int mt0 = warp / DQ_WARPS_N * DQ_MT, db0 = warp % DQ_WARPS_N * DQ_DB2;
-      float dq[DQ_MT][2 * DQ_DB2][4] = {};
-      uint32_t dsa_lane[DQ_MT];
-#pragma unroll
-      for (int m = 0; m < DQ_MT; ++m)
-        dsa_lane[m] = swizzle<BLOCK_Q / 8>((lane & 7) + ((lane >> 4) << 3), 2 * (mt0 + m) + ((lane >> 3) & 1));
+      // dQ[rows] += dS K   [16 rows x 64 keys] · [64 keys x D] for warp w's rows q0 + 16w ..;
+      // dS is read transposed out of dSᵀ (ldmatrix.trans), K as the B operand (.trans).
+      float dq[TL::D_BLOCKS][4] = {};
+      const uint32_t dsa_lane = swizzle<BLOCK_Q / 8>((lane & 7) + ((lane >> 4) << 3), 2 * warp + ((lane >> 3) & 1));
 #pragma unroll
       for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
-        uint32_t dsa[DQ_MT][4];
+        uint32_t dsa[4];
+        ldmatrix_x4_trans(dsa, ds_tile + kk * 16 * (BLOCK_Q * 2) + dsa_lane);
 #pragma unroll
-        for (int m = 0; m < DQ_MT; ++m) ldmatrix_x4_trans(dsa[m], ds_tile + kk * 16 * (BLOCK_Q * 2) + dsa_lane[m]);
-#pragma unroll
-        for (int db = 0; db < DQ_DB2; ++db) {
+        for (int db2 = 0; db2 < TL::D_BLOCKS / 2; ++db2) {
           uint32_t kb[4];
-          ldmatrix_x4_trans(kb, k_tile + kk * R16 + (bt_lane ^ (32u * (db0 + db))));
-#pragma unroll
-          for (int m = 0; m < DQ_MT; ++m) {
-            mma_16816<T>(dq[m][2 * db], dsa[m], kb[0], kb[1]);
-            mma_16816<T>(dq[m][2 * db + 1], dsa[m], kb[2], kb[3]);
-          }
+          ldmatrix_x4_trans(kb, k_tile + kk * R16 + (bt_lane ^ (32u * db2)));
+          mma_16816<T>(dq[2 * db2], dsa, kb[0], kb[1]);
+          mma_16816<T>(dq[2 * db2 + 1], dsa, kb[2], kb[3]);
         }
       }
       // Many blocks (one per K/V tile) add into the same dQ rows: fp32 atomics, in whatever
-      // order the blocks arrive. Lanes t and t ^ 1 swap halves of their C fragments so that each
-      // holds 4 consecutive columns of one row (even t: row g, odd t: row g + 8), then one
-      // 16-byte atomic per n-block. --bug dq-no-accumulate stores instead: the last block wins.
+      // order the blocks arrive. --bug dq-no-accumulate stores instead: the last block wins.
+      if (written) {
 #pragma unroll
-      for (int m = 0; m < DQ_MT; ++m) {
-        const int i = q0 + 16 * (mt0 + m) + g + 8 * (t & 1);
-        float* row = dq_acc + (int64_t(b) * sh.t_q + i) * q_stride + int64_t(head) * HEAD_DIM + 16 * db0 + 4 * (t >> 1);
+        for (int r = 0; r < 2; ++r) {
+          const int i = q0 + warp * ROWS_PER_WARP + g + 8 * r;
+          if (i >= sh.t_q) continue;
+          float* row = dq_acc + (int64_t(b) * sh.t_q + i) * q_stride + int64_t(head) * HEAD_DIM;
 #pragma unroll
-        for (int nb = 0; nb < 2 * DQ_DB2; ++nb) {
-          const float* c = dq[m][nb];
-          const float s0 = (t & 1) ? c[0] : c[2], s1 = (t & 1) ? c[1] : c[3];
-          const float r0 = __shfl_xor_sync(0xffffffffu, s0, 1), r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
-          const float4 v4 = (t & 1) ? make_float4(r0, r1, c[2], c[3]) : make_float4(c[0], c[1], r0, r1);
-          float4* at = reinterpret_cast<float4*>(row + 8 * nb);
-          if (written && i < sh.t_q) {
-            if (sh.dq_store) *at = v4;
-            else atomic_add4(at, v4);
+          for (int nb = 0; nb < TL::D_BLOCKS; ++nb) {
+            float* at = row + 8 * nb + 2 * t;
+            if (sh.dq_store) {
+              at[0] = dq[nb][2 * r];
+              at[1] = dq[nb][2 * r + 1];
+            } else {
+#if __CUDA_ARCH__ >= 900  // one 8-byte atomic for the pair (sm_90+), else two 4-byte ones
+              atomicAdd(reinterpret_cast<float2*>(at), make_float2(dq[nb][2 * r], dq[nb][2 * r + 1]));
+#else
+              atomicAdd(at, dq[nb][2 * r]);
+              atomicAdd(at + 1, dq[nb][2 * r + 1]);
+#endif
+            }
           }
         }
       }
@@ -406,59 +348,39 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
   }
 }
 
-// ---- atomic variants, pass 3: dQ = scale · dq_acc, rounded to T, four elements a thread.
+// ---- atomic variant, pass 3: dQ = scale · dq_acc, rounded to T.
 template <class T>
-__global__ void dq_convert_kernel(const float* __restrict__ dq_acc, T* __restrict__ dq, int64_t n4, float scale) {
-  const int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // elements 4x .. 4x + 3
-  if (x >= n4) return;
-  const float4 acc = reinterpret_cast<const float4*>(dq_acc)[x];
-  Vec2<T>* out = reinterpret_cast<Vec2<T>*>(dq) + 2 * x;
-  out[0] = from_float2<T>(acc.x * scale, acc.y * scale);
-  out[1] = from_float2<T>(acc.z * scale, acc.w * scale);
+__global__ void dq_convert_kernel(const float* __restrict__ dq_acc, T* __restrict__ dq, int64_t n, float scale) {
+  const int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (x < n) dq[x] = from_float<T>(dq_acc[x] * scale);
 }
 
 // ---- deterministic variant, pass 3: one block per (Q tile, query head); warp w owns query rows
 // q0 + 16w .. +15 and sums their dQ over the K/V tiles in order, in registers. P, dP and dS are
 // recomputed (as the main kernel did) with the roles of the operands swapped: S = Q Kᵀ,
-// dP = dO Vᵀ, dQ += dS K. The K/V tiles stream through a two-stage cp.async ring: the next one
-// is in flight during the current one's math.
+// dP = dO Vᵀ, dQ += dS K.
 template <class T, int HEAD_DIM>
-__global__ void __launch_bounds__(DQ_THREADS)
+__global__ void __launch_bounds__(THREADS)
 dq_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ d_o,
           const float* __restrict__ lse_log2, const float* __restrict__ d_rows, T* __restrict__ dq, Shape sh) {
   using TL = Tiles<HEAD_DIM>;
   constexpr uint32_t R16 = ROWS16(TL::ROW_BYTES);
   extern __shared__ __align__(128) unsigned char smem[];
-  const uint32_t q_tile = smem_addr(smem), do_tile = q_tile + TL::DQ_TILE_BYTES;
-  auto k_tile_of = [&](int stage) { return q_tile + uint32_t((2 + 2 * stage) * TL::DQ_TILE_BYTES); };
-  auto v_tile_of = [&](int stage) { return q_tile + uint32_t((3 + 2 * stage) * TL::DQ_TILE_BYTES); };
+  const uint32_t k_tile = smem_addr(smem), v_tile = k_tile + TL::TILE_BYTES, q_tile = v_tile + TL::TILE_BYTES,
+                 do_tile = q_tile + TL::TILE_BYTES;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int q0 = blockIdx.x * DQ_BLOCK_Q, bh = blockIdx.y, b = bh / sh.h, head = bh % sh.h;
+  const int q0 = blockIdx.x * BLOCK_Q, bh = blockIdx.y, b = bh / sh.h, head = bh % sh.h;
   const int hk = lab::kv_head_of(head, sh.h, sh.h_kv);
   const int64_t q_stride = int64_t(sh.h) * HEAD_DIM, kv_stride = int64_t(sh.h_kv) * HEAD_DIM;
   const int64_t q_base = (int64_t(b) * sh.t_q * sh.h + head) * HEAD_DIM;
   const int64_t kv_base = (int64_t(b) * sh.t_kv * sh.h_kv + hk) * HEAD_DIM;
-  load_tile_swizzled<DQ_BLOCK_Q, TL::CHUNKS, DQ_THREADS>(q_tile, q + q_base + q0 * q_stride, q_stride, sh.t_q - q0);
-  load_tile_swizzled<DQ_BLOCK_Q, TL::CHUNKS, DQ_THREADS>(do_tile, d_o + q_base + q0 * q_stride, q_stride, sh.t_q - q0);
+  load_tile_swizzled<BLOCK_Q, TL::CHUNKS, THREADS>(q_tile, q + q_base + q0 * q_stride, q_stride, sh.t_q - q0);
+  load_tile_swizzled<BLOCK_Q, TL::CHUNKS, THREADS>(do_tile, d_o + q_base + q0 * q_stride, q_stride, sh.t_q - q0);
   cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();  // Q and dO tiles visible to all; they move to registers for good
 
-  const lab::KeyRange block_keys =
-      lab::visible_keys_of_rows(q0, lab::imin(q0 + DQ_BLOCK_Q, sh.t_q), sh.t_q, sh.t_kv, sh.causal, 0);
-  const int tile_begin = block_keys.begin / DQ_BLOCK_KV;
-  const int tile_end = block_keys.empty() ? tile_begin : lab::ceil_div(block_keys.end, DQ_BLOCK_KV);
-  auto load_kv_tile = [&](int stage, int tile) {
-    const int kv0 = tile * DQ_BLOCK_KV;
-    load_tile_swizzled<DQ_BLOCK_KV, TL::CHUNKS, DQ_THREADS>(k_tile_of(stage), k + kv_base + kv0 * kv_stride, kv_stride,
-                                                            sh.t_kv - kv0);
-    load_tile_swizzled<DQ_BLOCK_KV, TL::CHUNKS, DQ_THREADS>(v_tile_of(stage), v + kv_base + kv0 * kv_stride, kv_stride,
-                                                            sh.t_kv - kv0);
-  };
-  if (tile_begin < tile_end) load_kv_tile(0, tile_begin);
-  cp_async_commit();
-  cp_async_wait<1>();  // this thread's Q and dO copies have landed (the first K/V tile may not have) ...
-  __syncthreads();     // ... and everyone's; Q and dO move to registers for good
-
-  const uint32_t a_lane = swizzle<TL::CHUNKS>(warp * 16 + (lane & 15), lane >> 4);
+  const uint32_t a_lane = swizzle<TL::CHUNKS>(warp * ROWS_PER_WARP + (lane & 15), lane >> 4);
   const uint32_t bn_lane = swizzle<TL::CHUNKS>((lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1);
   const uint32_t bt_lane = swizzle<TL::CHUNKS>(lane & 15, lane >> 4);
   uint32_t qa[TL::D_STEPS][4], oa[TL::D_STEPS][4];
@@ -467,7 +389,7 @@ dq_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict_
     ldmatrix_x4(qa[kk], q_tile + (a_lane ^ (32u * kk)));
     ldmatrix_x4(oa[kk], do_tile + (a_lane ^ (32u * kk)));
   }
-  const int row_g = q0 + warp * 16 + g;  // this lane's rows: row_g, row_g + 8
+  const int row_g = q0 + warp * ROWS_PER_WARP + g;  // this lane's rows: row_g, row_g + 8
   float lse_r[2], d_r[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -477,20 +399,24 @@ dq_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict_
     d_r[r] = i < sh.t_q ? d_rows[at] : 0.f;
   }
 
+  const lab::KeyRange block_keys =
+      lab::visible_keys_of_rows(q0, lab::imin(q0 + BLOCK_Q, sh.t_q), sh.t_q, sh.t_kv, sh.causal, 0);
+  const int tile_begin = block_keys.begin / BLOCK_KV;
+  const int tile_end = block_keys.empty() ? tile_begin : lab::ceil_div(block_keys.end, BLOCK_KV);
   float dq_acc[TL::D_BLOCKS][4] = {};
   bool written = true;
   for (int tile = tile_begin; tile < tile_end; ++tile) {
-    const int kv0 = tile * DQ_BLOCK_KV, stage = (tile - tile_begin) & 1;
-    cp_async_wait<0>();  // this thread's copies of this K/V tile have landed ...
-    __syncthreads();     // ... and everyone's; every warp is done with the previous tile, whose stage
-                         // the next line refills
-    if (tile + 1 < tile_end) load_kv_tile(stage ^ 1, tile + 1);  // in flight during this tile's math
+    const int kv0 = tile * BLOCK_KV;
+    __syncthreads();  // every warp is done with the previous K/V tile (and Q, dO the first time)
+    load_tile_swizzled<BLOCK_KV, TL::CHUNKS, THREADS>(k_tile, k + kv_base + kv0 * kv_stride, kv_stride, sh.t_kv - kv0);
+    load_tile_swizzled<BLOCK_KV, TL::CHUNKS, THREADS>(v_tile, v + kv_base + kv0 * kv_stride, kv_stride, sh.t_kv - kv0);
     cp_async_commit();
-    const uint32_t k_tile = k_tile_of(stage), v_tile = v_tile_of(stage);
+    cp_async_wait<0>();
+    __syncthreads();  // the K/V tile is visible to all
 
-    float s[DQ_BLOCK_KV / 8][4] = {}, dp[DQ_BLOCK_KV / 8][4] = {};
+    float s[BLOCK_KV / 8][4] = {}, dp[BLOCK_KV / 8][4] = {};
 #pragma unroll
-    for (int nb2 = 0; nb2 < DQ_BLOCK_KV / 16; ++nb2)
+    for (int nb2 = 0; nb2 < BLOCK_KV / 16; ++nb2)
 #pragma unroll
       for (int kk = 0; kk < TL::D_STEPS; ++kk) {
         uint32_t kb[4], vb[4];
@@ -502,9 +428,9 @@ dq_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict_
         mma_16816<T>(dp[2 * nb2 + 1], oa[kk], vb[2], vb[3]);
       }
     const lab::TileVisibility vis =
-        lab::tile_visibility(q0, lab::imin(q0 + DQ_BLOCK_Q, sh.t_q), kv0, kv0 + DQ_BLOCK_KV, sh.t_q, sh.t_kv, sh.causal, 0);
+        lab::tile_visibility(q0, lab::imin(q0 + BLOCK_Q, sh.t_q), kv0, kv0 + BLOCK_KV, sh.t_q, sh.t_kv, sh.causal, 0);
 #pragma unroll
-    for (int nb = 0; nb < DQ_BLOCK_KV / 8; ++nb)
+    for (int nb = 0; nb < BLOCK_KV / 8; ++nb)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int i = row_g + 8 * (e >> 1), j = kv0 + 8 * nb + 2 * t + (e & 1);
@@ -518,7 +444,7 @@ dq_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict_
       for (auto& blk : dq_acc) for (float& x : blk) x = 0.f;
     // dQ += dS K   [16 rows x 64 keys] · [64 keys x D]: dS's C fragments are the A fragments.
 #pragma unroll
-    for (int kk = 0; kk < DQ_BLOCK_KV / 16; ++kk) {
+    for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
       const uint32_t sa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
                               pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
@@ -559,12 +485,9 @@ struct BackwardArgs {
   bool hopper = false;    // the wgmma variants (sm_90a)
 };
 
-// The row arrays' row length: T_q rounded up to a whole Q tile of the kernel that reads them, so
-// that a tile's rows are whole, aligned 16-byte copies (cp.async, or one bulk copy on Hopper;
-// ROW_PAD is a whole number of the Hopper kernel's Q tiles at either D).
+// The row arrays' row length: T_q, or for the wgmma variants T_q rounded up to a whole number of Q tiles.
 inline int row_stride_of(int t_q, bool hopper) {
-  const int tile = hopper ? lab::wsbwd::ROW_PAD : BLOCK_Q;
-  return lab::ceil_div(t_q, tile) * tile;
+  return hopper ? lab::ceil_div(t_q, lab::wsbwd::ROW_PAD) * lab::wsbwd::ROW_PAD : t_q;
 }
 
 // D and LSE·log2 e per row; the atomic variants' fp32 dQ.
@@ -616,16 +539,16 @@ void launch_backward_hopper(const BackwardArgs& a, const Shape& sh, const float*
   const dim3 grid(unsigned(lab::ceil_div(a.t_kv, hb::BLOCK_KV)), unsigned(a.b * a.h_kv));
   const int64_t q_elems = int64_t(a.b) * a.h * a.t_q * a.d;
   if (a.atomic) {
+    CUDA_CHECK(cudaMemsetAsync(dq_acc, 0, size_t(q_elems) * 4, st));
     hb::dkdv_kernel<T, HEAD_DIM, true, Exercises><<<grid, hb::THREADS, smem, st>>>(q_map, do_map, k_map, v_map, p);
     CUDA_CHECK_LAST();
     if (exercises_written)
-      dq_convert_kernel<T><<<unsigned((q_elems / 4 + 255) / 256), 256, 0, st>>>(dq_acc, static_cast<T*>(a.dq), q_elems / 4,
-                                                                              sh.scale);
+      dq_convert_kernel<T><<<unsigned((q_elems + 255) / 256), 256, 0, st>>>(dq_acc, static_cast<T*>(a.dq), q_elems, sh.scale);
   } else {
     hb::dkdv_kernel<T, HEAD_DIM, false, Exercises><<<grid, hb::THREADS, smem, st>>>(q_map, do_map, k_map, v_map, p);
     CUDA_CHECK_LAST();
-    const dim3 q_grid(unsigned(lab::ceil_div(a.t_q, DQ_BLOCK_Q)), unsigned(a.b * a.h));
-    dq_kernel<T, HEAD_DIM><<<q_grid, DQ_THREADS, dq_smem, st>>>(
+    const dim3 q_grid(unsigned(lab::ceil_div(a.t_q, BLOCK_Q)), unsigned(a.b * a.h));
+    dq_kernel<T, HEAD_DIM><<<q_grid, THREADS, dq_smem, st>>>(
         static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<const T*>(a.v), static_cast<const T*>(a.d_o),
         lse_log2, d_rows, static_cast<T*>(a.dq), sh);
   }
@@ -653,9 +576,8 @@ void launch_backward(const BackwardArgs& a, const std::string& bug, cudaStream_t
   float p, ds, wv, wk;  // an exercise left as the stub leaves dQ unwritten (the kernels skip their stores)
   const bool exercises_written = recompute_p_and_ds(0.f, 0.f, 0.f, 0.f, 1.f, &p, &ds) && dkdv_weights(p, ds, &wv, &wk);
 
-  // D/8 threads per row; the atomic variants' dQ accumulator is zeroed here, not by a memset.
-  preprocess_kernel<T, HEAD_DIM><<<unsigned((rows * (HEAD_DIM / 8) + 255) / 256), 256, 0, st>>>(
-      o, d_o, a.lse, d_rows, lse_log2, dq_acc, a.b, a.t_q, sh.row_stride, a.h, bug == "d-without-do");
+  preprocess_kernel<T><<<unsigned((rows + 255) / 256), 256, 0, st>>>(o, d_o, a.lse, d_rows, lse_log2, a.b, a.t_q,
+                                                                     sh.row_stride, a.h, a.d, bug == "d-without-do");
   CUDA_CHECK_LAST();
   if (a.hopper) {
     launch_backward_hopper<T, HEAD_DIM>(a, sh, d_rows, lse_log2, dq_acc, exercises_written, st);
@@ -663,15 +585,16 @@ void launch_backward(const BackwardArgs& a, const std::string& bug, cudaStream_t
   }
   const dim3 kv_grid(unsigned(lab::ceil_div(a.t_kv, BLOCK_KV)), unsigned(a.b * a.h_kv));
   if (a.atomic) {
+    CUDA_CHECK(cudaMemsetAsync(dq_acc, 0, size_t(q_elems) * 4, st));
     dkdv_kernel<T, HEAD_DIM, true><<<kv_grid, THREADS, smem, st>>>(q, k, v, d_o, lse_log2, d_rows, dq_acc, dk, dv, sh);
     CUDA_CHECK_LAST();
     if (exercises_written)
-      dq_convert_kernel<T><<<unsigned((q_elems / 4 + 255) / 256), 256, 0, st>>>(dq_acc, dq, q_elems / 4, sh.scale);
+      dq_convert_kernel<T><<<unsigned((q_elems + 255) / 256), 256, 0, st>>>(dq_acc, dq, q_elems, sh.scale);
   } else {
     dkdv_kernel<T, HEAD_DIM, false><<<kv_grid, THREADS, smem, st>>>(q, k, v, d_o, lse_log2, d_rows, nullptr, dk, dv, sh);
     CUDA_CHECK_LAST();
-    const dim3 q_grid(unsigned(lab::ceil_div(a.t_q, DQ_BLOCK_Q)), unsigned(a.b * a.h));
-    dq_kernel<T, HEAD_DIM><<<q_grid, DQ_THREADS, dq_smem, st>>>(q, k, v, d_o, lse_log2, d_rows, dq, sh);
+    const dim3 q_grid(unsigned(lab::ceil_div(a.t_q, BLOCK_Q)), unsigned(a.b * a.h));
+    dq_kernel<T, HEAD_DIM><<<q_grid, THREADS, dq_smem, st>>>(q, k, v, d_o, lse_log2, d_rows, dq, sh);
   }
   CUDA_CHECK_LAST();
 }
