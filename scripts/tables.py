@@ -242,12 +242,16 @@ def readme_table(sections, by_section):
 
 
 def variant_label(r):
-    """A record's variant as the tables name it. A warp-specialised record run with another block
-    than its variant's own (08's --consumers: the record's metrics say both) names its consumer
-    count, so the rows of an ablation stay apart."""
+    """A record's variant as the tables name it. A warp-specialised record run with another block or
+    K/V tile than its variant's own for the problem (08's --consumers and --kv-tile: the record's
+    metrics say both) names them, so the rows of an ablation stay apart."""
     m = r.get("metrics") or {}
-    c, own = m.get("consumers"), m.get("consumers_default")
-    return f"{r['variant']} --consumers {c}" if c is not None and own is not None and c != own else r["variant"]
+    label = r["variant"]
+    for option, key in (("--consumers", "consumers"), ("--kv-tile", "block_kv")):
+        value, own = m.get(key), m.get(key + "_default")
+        if value is not None and own is not None and value != own:
+            label += f" {option} {value}"
+    return label
 
 
 def compact_table(records, beside=()):

@@ -362,9 +362,9 @@ struct HopperRules : ring::Protocol<ring::KvSource::contiguous> {
     return Shape{p.t_q, p.t_kv, p.h, p.h_kv, p.causal, p.window, own(p).inverted_window != 0, p.scale, p.scale_log2};
   }
   LAB_HD static lab::KeyRange visible_keys(int row, const ws::Params& p) { return attended_keys(row, shape_of(p)); }
-  LAB_HD static TileSpan tile_span(int q_begin, int q_end, const ws::Params& p) {
+  LAB_HD static TileSpan tile_span(int q_begin, int q_end, const ws::Params& p, int block_kv) {
     if (q_begin >= p.t_q) return {0, 0};  // a warpgroup whose rows are all past T_q
-    return kv_tile_span(q_begin, lab::imin(q_end, p.t_q), shape_of(p), SKIP, ws::BLOCK_KV);
+    return kv_tile_span(q_begin, lab::imin(q_end, p.t_q), shape_of(p), SKIP, block_kv);  // (128: the kernel's default)
   }
   __device__ __forceinline__ static void mask_tile(float (&s)[ws::BLOCK_KV / 2], const ws::Params& p, int kv0,
                                                    int row_g, int t, int whole_begin, int whole_end) {

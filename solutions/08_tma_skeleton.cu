@@ -35,10 +35,16 @@
 // the consumer warpgroups take turns at the tensor core, ordered by named barriers (bar.sync on
 // one's own, bar.arrive on the next one's), so that one warpgroup's softmax runs while another's
 // GEMMs occupy the tensor core (common/hopper/ws_forward.cuh, PingPongTurns). The tile per D:
-// at D = 128 the block stays 128 x 128 (2 consumers); at D = 64 a GEMM is half as long for the
-// same softmax, so the block takes 3 consumer warpgroups (BLOCK_Q = 192, setmaxnreg 32/160): three
-// softmaxes share the time of the GEMMs. --consumers 2 or 3 (D = 64, ws-overlap and ws-pingpong)
-// (and `ws`) chooses the block for the ablation.
+// at D = 128, 128 query rows (2 consumers) and, when no mask cuts the K/V tiles (neither causal nor
+// windowed), 176 keys per K/V tile, FlashAttention-3's 128 x 176: each tile's fixed costs (barrier
+// waits, the turn, the row max and sum, the O rescale) spread over more keys; 2 ring slots fit,
+// and the consumers take 240 registers (setmaxnreg 24/240) for S (88) + P (44) + O (64); causal
+// and windowed problems keep 128 keys (a wider tile wastes more of the diagonal's). At D = 64 a
+// GEMM is half as long for the same softmax, so the block takes 3 consumer warpgroups (BLOCK_Q =
+// 192, setmaxnreg 32/160): three softmaxes share the time of the GEMMs; its keys stay 128 (S and P
+// of more keys do not fit in 160 registers beside O). --consumers 2 or 3 (D = 64, ws-overlap and
+// ws-pingpong) (and `ws`) chooses the block, --kv-tile 128 or 176 (ws-pingpong at D = 128) the
+// K/V tile, for the ablation.
 // Variant `paged`: the same kernel (the plain `ws` loop) reading K/V from a paged cache (06's pool
 // [blocks, page, H_kv, D], shuffled block tables, NaN in every slot no sequence owns) through TMA.
 // A box may not cross a page, and a tensor map has one base address, so every page gets its own
@@ -75,6 +81,8 @@
 //      build/bin/08_tma_skeleton --t 4096 --d 128 --h 16 --b 4 --dtype bf16   (the solution)
 //      build/bin/08_tma_skeleton --variant paged --page-size 128 --t 4096 --causal
 //      build/bin/08_tma_skeleton --consumers 1 --t 4096 --d 128 --h 16 --b 4   (one consumer warpgroup)
+//      build/bin/08_tma_skeleton --variant ws-pingpong --b 4 --h 16 --t 4096 --d 128   (ping-pong, 176-key tiles)
+//      build/bin/08_tma_skeleton --variant ws-pingpong --b 4 --h 16 --t 4096 --d 128 --kv-tile 128
 //      build/bin/08_tma_skeleton --variant ws-pingpong --b 2 --h 32 --t 8192 --d 64   (ping-pong, 192-row block)
 //      build/bin/08_tma_skeleton --variant fp8 --t 4096 --d 128 --h 16 --b 4     (e4m3 operands)
 //      build/bin/gpu_wgmma_layout                               (the layout self-test)
@@ -95,7 +103,7 @@
 // part of the file too (it defines LAB_RING_PROTOCOL_ONLY and includes it) to run its sliding
 // window on this kernel: 07's Hopper variants run on the protocol you write here.
 namespace ring {
-using namespace lab::ws;  // the tiles (BLOCK_Q = BLOCK_KV = 128, 2 consumer warpgroups), Params, Smem, RingSlot
+using namespace lab::ws;  // the tiles (BLOCK_Q = BLOCK_KV = 128, 2 consumer warpgroups; or 176 keys), Params, Smem, RingSlot
 
 constexpr int MAX_BOXES = BLOCK_KV / 16;  // paged: boxes per tile at page 16
 static_assert(2 * MAX_BOXES <= 32, "paged: a lane of the producer warp per box of K and of V");
@@ -172,14 +180,15 @@ __device__ __forceinline__ void acquire_page_map(const Params& p, int fill, int 
 //   paged-pool: per box, the pool map at (column, kv_head, row in page, physical block); the box
 //          holding the last key through the sequence's last-page map; boxes past the last key at
 //          block coordinate pool_blocks, outside the pool (all zeros).
-template <int HEAD_DIM, KvSource KV>
-__device__ __forceinline__ void load_kv_tile(const CUtensorMap& map, const Params& p, const Smem<HEAD_DIM>& sm,
+template <int HEAD_DIM, KvSource KV, int KV_TILE>
+__device__ __forceinline__ void load_kv_tile(const CUtensorMap& map, const Params& p, const Smem<HEAD_DIM, KV_TILE>& sm,
                                              int which, int stage, int tile, int b, int kv_head, uint32_t bar) {
-  using TL = Tiles<HEAD_DIM>;
+  using TL = Tiles<HEAD_DIM, KV_TILE>;
+  static_assert(KV == KvSource::contiguous || KV_TILE == BLOCK_KV, "the paged variants read 128-key tiles");
   const bool leader = threadIdx.x % 32 == 0;
   const uint32_t dst = which == 0 ? sm.k(stage) : sm.v(stage);
   if constexpr (KV == KvSource::contiguous) {
-    if (leader) load_kv_tile_contiguous<HEAD_DIM>(map, dst, tile, b, kv_head, bar);
+    if (leader) load_kv_tile_contiguous<HEAD_DIM, KV_TILE>(map, dst, tile, b, kv_head, bar);
   } else if constexpr (KV == KvSource::pool_map) {
     const int rows = p.box_rows, boxes = BLOCK_KV / rows;
     if (leader)
@@ -367,6 +376,28 @@ int default_consumers(const std::string& variant, const lab::Problem& pr) {
 int consumers_of(const lab::Options& o, const lab::Problem& pr) {
   return o.consumers > 0 ? o.consumers : default_consumers(o.variant, pr);
 }
+// Keys per K/V tile: --kv-tile, else the variant's for the problem: ws-pingpong at D = 128 with no
+// mask to cut its tiles (neither causal nor windowed) takes FlashAttention-3's 176; everything else 128.
+int default_kv_tile(const std::string& variant, const lab::Problem& pr) {
+  return variant == "ws-pingpong" && pr.d == 128 && !pr.causal && pr.window == 0 ? WIDE_BLOCK_KV : BLOCK_KV;
+}
+int kv_tile_of(const lab::Options& o, const lab::Problem& pr) {
+  return o.kv_tile > 0 ? o.kv_tile : default_kv_tile(o.variant, pr);
+}
+// The ring and the register budget of the instantiation that runs (for the record).
+struct RingInfo {
+  int stages, smem_bytes, producer_regs, consumer_regs;
+};
+template <int HEAD_DIM, int CONS, int KV_TILE>
+RingInfo ring_info_of() {
+  return {Tiles<HEAD_DIM, KV_TILE>::STAGES, Tiles<HEAD_DIM, KV_TILE>::SMEM_BYTES, int(RegBudget<CONS, KV_TILE>::producer),
+          int(RegBudget<CONS, KV_TILE>::consumer)};
+}
+RingInfo ring_info(int d, int consumers, int kv_tile) {
+  if (kv_tile == WIDE_BLOCK_KV) return ring_info_of<128, CONSUMERS, WIDE_BLOCK_KV>();
+  if (consumers == 3) return ring_info_of<64, 3, BLOCK_KV>();
+  return d == 64 ? ring_info_of<64, CONSUMERS, BLOCK_KV>() : ring_info_of<128, CONSUMERS, BLOCK_KV>();
+}
 int page_size_of(const lab::Problem& pr) { return pr.page_size > 0 ? pr.page_size : DEFAULT_PAGE; }
 int box_rows_of(int page_size) { return std::gcd(page_size, BLOCK_KV); }
 // The paged cache of the problem: every sequence T_kv keys, from a pool shuffled with `seed`
@@ -381,32 +412,33 @@ struct PagedBuffers {
   lab::DeviceBuffer k_pool, v_pool, tables, page_maps, last_page_maps;
 };
 
-template <class T, int HEAD_DIM, KvSource KV, bool OVERLAP, int CONS, bool PINGPONG>
+template <class T, int HEAD_DIM, KvSource KV, bool OVERLAP, int CONS, bool PINGPONG, int KV_TILE>
 void launch(const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map, const Params& p, dim3 grid,
             cudaStream_t st) {
   if constexpr (KV == KvSource::page_maps) {  // every page's maps first (k_map, v_map: the templates)
     edit_page_maps<<<dim3(unsigned(lab::ceil_div(p.t_kv, p.page_size)), grid.y / unsigned(p.h)), 32, 0, st>>>(k_map, v_map, p);
     CUDA_CHECK_LAST();
   }
-  ws_kernel<T, HEAD_DIM, OVERLAP, Hooks<KV>, CONS, PINGPONG><<<grid, (1 + CONS) * WG_THREADS, Tiles<HEAD_DIM>::SMEM_BYTES, st>>>(
-      q_map, k_map, v_map, p);
+  ws_kernel<T, HEAD_DIM, OVERLAP, Hooks<KV>, CONS, PINGPONG, KV_TILE>
+      <<<grid, (1 + CONS) * WG_THREADS, Tiles<HEAD_DIM, KV_TILE>::SMEM_BYTES, st>>>(q_map, k_map, v_map, p);
   CUDA_CHECK_LAST();
 }
 
-template <class T, int HEAD_DIM, KvSource KV, bool OVERLAP, int CONS = CONSUMERS, bool PINGPONG = false>
+template <class T, int HEAD_DIM, KvSource KV, bool OVERLAP, int CONS = CONSUMERS, bool PINGPONG = false,
+          int KV_TILE = BLOCK_KV>
 std::function<void(cudaStream_t)> make_forward(const CUtensorMap& q_map, const CUtensorMap& k_map,
                                                const CUtensorMap& v_map, const Params& p, dim3 grid,
                                                std::shared_ptr<PagedBuffers> keep) {
-  CUDA_CHECK(cudaFuncSetAttribute(ws_kernel<T, HEAD_DIM, OVERLAP, Hooks<KV>, CONS, PINGPONG>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize, Tiles<HEAD_DIM>::SMEM_BYTES));
+  CUDA_CHECK(cudaFuncSetAttribute(ws_kernel<T, HEAD_DIM, OVERLAP, Hooks<KV>, CONS, PINGPONG, KV_TILE>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, Tiles<HEAD_DIM, KV_TILE>::SMEM_BYTES));
   return [=](cudaStream_t st) {
-    launch<T, HEAD_DIM, KV, OVERLAP, CONS, PINGPONG>(q_map, k_map, v_map, p, grid, st);
+    launch<T, HEAD_DIM, KV, OVERLAP, CONS, PINGPONG, KV_TILE>(q_map, k_map, v_map, p, grid, st);
     (void)keep;  // the pool, the tables and the map workspace live as long as the forward
   };
 }
 
 template <class T, int HEAD_DIM>
-std::function<void(cudaStream_t)> pick(const std::string& variant, int consumers, const CUtensorMap& q_map,
+std::function<void(cudaStream_t)> pick(const std::string& variant, int consumers, int kv_tile, const CUtensorMap& q_map,
                                        const CUtensorMap& k_map, const CUtensorMap& v_map, const Params& p, dim3 grid,
                                        std::shared_ptr<PagedBuffers> keep) {
   if (consumers == 1)  // --consumers 1 (ws and ws-overlap): one consumer warpgroup per block
@@ -417,6 +449,10 @@ std::function<void(cudaStream_t)> pick(const std::string& variant, int consumers
       return variant == "ws-pingpong"  ? make_forward<T, HEAD_DIM, KvSource::contiguous, true, 3, true>(q_map, k_map, v_map, p, grid, keep)
              : variant == "ws-overlap" ? make_forward<T, HEAD_DIM, KvSource::contiguous, true, 3>(q_map, k_map, v_map, p, grid, keep)
                                        : make_forward<T, HEAD_DIM, KvSource::contiguous, false, 3>(q_map, k_map, v_map, p, grid, keep);
+  if constexpr (HEAD_DIM == 128)  // --kv-tile 176 (ws-pingpong at D = 128; its default without a mask)
+    if (kv_tile == WIDE_BLOCK_KV)
+      return make_forward<T, HEAD_DIM, KvSource::contiguous, true, CONSUMERS, true, WIDE_BLOCK_KV>(q_map, k_map, v_map, p,
+                                                                                                   grid, keep);
   if (variant == "ws-pingpong")
     return make_forward<T, HEAD_DIM, KvSource::contiguous, true, CONSUMERS, true>(q_map, k_map, v_map, p, grid, keep);
   if (variant == "paged") return make_forward<T, HEAD_DIM, KvSource::page_maps, false>(q_map, k_map, v_map, p, grid, keep);
@@ -559,15 +595,16 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   const bool paged = ctx.variant == "paged" || ctx.variant == "paged-pool";
   Params p = params_of(pr, ctx.tensors.o, ctx.tensors.lse);
   const int consumers = consumers_of(ctx.options, pr), block_q = consumers * WG_ROWS;
+  const int kv_tile = kv_tile_of(ctx.options, pr);  // keys per K/V tile: the box rows of the K/V maps
+  const RingInfo ring = ring_info(pr.d, consumers, kv_tile);
   const dim3 grid(unsigned(lab::ceil_div(pr.t_q, block_q)), unsigned(pr.b * pr.h));
   const CUtensorMap q_map = make_map(pr, ctx.tensors.q, pr.h, pr.t_q, pr.b, block_q);
   CUtensorMap k_map, v_map;
   auto keep = std::make_shared<PagedBuffers>();
   lab::GpuRun run;
-  const int stages = pr.d == 64 ? Tiles<64>::STAGES : Tiles<128>::STAGES;
   if (!paged) {
-    k_map = make_map(pr, ctx.tensors.k, pr.h_kv, pr.t_kv, pr.b, BLOCK_KV);
-    v_map = make_map(pr, ctx.tensors.v, pr.h_kv, pr.t_kv, pr.b, BLOCK_KV);
+    k_map = make_map(pr, ctx.tensors.k, pr.h_kv, pr.t_kv, pr.b, kv_tile);
+    v_map = make_map(pr, ctx.tensors.v, pr.h_kv, pr.t_kv, pr.b, kv_tile);
   } else {
     const int page = page_size_of(pr), rows = box_rows_of(page);
     const lab::PagedCache cache = paged_cache_of(pr, ctx.options.seed);  // its tables were checked by validate
@@ -628,26 +665,29 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   }
   const bool f16 = pr.dtype == lab::DType::f16;
   if (pr.d == 64)
-    run.forward = f16 ? pick<__half, 64>(ctx.variant, consumers, q_map, k_map, v_map, p, grid, keep)
-                      : pick<__nv_bfloat16, 64>(ctx.variant, consumers, q_map, k_map, v_map, p, grid, keep);
+    run.forward = f16 ? pick<__half, 64>(ctx.variant, consumers, kv_tile, q_map, k_map, v_map, p, grid, keep)
+                      : pick<__nv_bfloat16, 64>(ctx.variant, consumers, kv_tile, q_map, k_map, v_map, p, grid, keep);
   else
-    run.forward = f16 ? pick<__half, 128>(ctx.variant, consumers, q_map, k_map, v_map, p, grid, keep)
-                      : pick<__nv_bfloat16, 128>(ctx.variant, consumers, q_map, k_map, v_map, p, grid, keep);
+    run.forward = f16 ? pick<__half, 128>(ctx.variant, consumers, kv_tile, q_map, k_map, v_map, p, grid, keep)
+                      : pick<__nv_bfloat16, 128>(ctx.variant, consumers, kv_tile, q_map, k_map, v_map, p, grid, keep);
   run.metrics["block_q"] = block_q;
   run.metrics["consumers"] = consumers;
   run.metrics["consumers_default"] = default_consumers(ctx.variant, pr);  // the tables name a block other than this
   run.metrics["threads"] = (1 + consumers) * WG_THREADS;
-  run.metrics["block_kv"] = BLOCK_KV;
-  run.metrics["stages"] = stages;
-  run.metrics["smem_bytes"] = pr.d == 64 ? Tiles<64>::SMEM_BYTES : Tiles<128>::SMEM_BYTES;
-  run.metrics["producer_regs"] = consumers == 3 ? RegBudget<3>::producer : RegBudget<2>::producer;
-  run.metrics["consumer_regs"] = consumers == 3 ? RegBudget<3>::consumer : RegBudget<2>::consumer;
+  run.metrics["block_kv"] = kv_tile;
+  run.metrics["block_kv_default"] = default_kv_tile(ctx.variant, pr);  // as consumers_default, for the tables
+  run.metrics["kv_tiles_per_row"] = lab::ceil_div(pr.t_kv, kv_tile);
+  run.metrics["stages"] = ring.stages;
+  run.metrics["smem_bytes"] = ring.smem_bytes;
+  run.metrics["producer_regs"] = ring.producer_regs;
+  run.metrics["consumer_regs"] = ring.consumer_regs;
   run.metrics["pingpong"] = ctx.variant == "ws-pingpong" ? 1 : 0;
   return run;
 }
 
 // ---------------------------------------------------------------------------------------------
-// CPU model: the kernel's loop per block, in plain C++. A block's K/V tiles pass through a ring of
+// CPU model: the kernel's loop per block, in plain C++. A block's K/V tiles (of the kernel's width:
+// 176 keys for ws-pingpong at D = 128 without a mask, else 128) pass through a ring of
 // STAGES host buffers at the slots ring_slot() gives (rows past T_kv zero, as TMA fills them; the
 // paged variant reads them through a NaN-filled pool and block tables); each of the 2 consumer
 // "warpgroups" runs the online softmax (base 2, scale_log2 folded in) on its 64 rows; P is rounded
@@ -703,7 +743,7 @@ void run_cpu_fp8(const lab::Problem& pr, const lab::Options& opt, const lab::Hos
     const float k_scale = opt.bug == "forget-descale" ? 1.f : f.k_scale[size_t(g)];
     const float scale_log2 = rules.scale_log2 * f.q_scale[size_t(g)] * k_scale;
     const int wg_q0 = i / WG_ROWS * WG_ROWS;
-    const TileSpan span = StandardRules::tile_span(wg_q0, wg_q0 + WG_ROWS, rules);  // the warpgroup's tiles
+    const TileSpan span = StandardRules::tile_span(wg_q0, wg_q0 + WG_ROWS, rules, BLOCK_KV);  // the warpgroup's tiles
     const lab::KeyRange keys = StandardRules::visible_keys(i, rules);
     const float* q = &f.q8[size_t(pr.q_index(b, i, h))];
     float m = -INFINITY, l = 0.f, s[BLOCK_KV];
@@ -745,12 +785,13 @@ void run_cpu_fp8(const lab::Problem& pr, const lab::Options& opt, const lab::Hos
 lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in, std::vector<float>& o,
                     std::vector<float>& lse) {
   lab::CpuRun run;
-  const int stages = pr.d == 64 ? Tiles<64>::STAGES : Tiles<128>::STAGES;
+  const int block_kv = opt.variant == "fp8" ? BLOCK_KV : kv_tile_of(opt, pr);  // keys per K/V tile, as the kernel's
+  const int stages = ring_info(pr.d, consumers_of(opt, pr), block_kv).stages;
   if (ring_slot(0, stages).stage < 0) {
     run.failure = "ring_slot() is not written yet: the kernel and this model skip every tile";
     return run;
   }
-  if (std::string bad = check_ring(stages, std::max(lab::ceil_div(pr.t_kv, BLOCK_KV), 4 * stages)); !bad.empty()) {
+  if (std::string bad = check_ring(stages, std::max(lab::ceil_div(pr.t_kv, block_kv), 4 * stages)); !bad.empty()) {
     run.failure = bad;
     return run;
   }
@@ -794,16 +835,16 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
     const int q_tile = int(block % q_tiles), bh = int(block / q_tiles), b = bh / pr.h, h = bh % pr.h;
     const int hk = lab::kv_head_of(h, pr.h, pr.h_kv);
     const int q0 = q_tile * block_q;
-    const TileSpan span = StandardRules::tile_span(q0, q0 + block_q, rules);  // the kernel's rules
+    const TileSpan span = StandardRules::tile_span(q0, q0 + block_q, rules, block_kv);  // the kernel's rules
     const int n_tiles = span.count();
-    std::vector<float> ring_k(size_t(stages) * BLOCK_KV * d), ring_v(ring_k.size());
+    std::vector<float> ring_k(size_t(stages) * block_kv * d), ring_v(ring_k.size());
     std::vector<float> m(size_t(block_q), -INFINITY), l(size_t(block_q), 0.f), acc(size_t(block_q) * d, 0.f);
-    float s[BLOCK_KV];
+    std::vector<float> s(static_cast<size_t>(block_kv));  // one row of S
     for (int n = 0; n < n_tiles; ++n) {
-      const int stage = ring_slot(n, stages).stage, tile = span.first + n, kv0 = tile * BLOCK_KV;
-      float* k_slot = &ring_k[size_t(stage) * BLOCK_KV * d];
-      float* v_slot = &ring_v[size_t(stage) * BLOCK_KV * d];
-      for (int r = 0; r < BLOCK_KV; ++r) {  // the producer's copy: zeros past T_kv
+      const int stage = ring_slot(n, stages).stage, tile = span.first + n, kv0 = tile * block_kv;
+      float* k_slot = &ring_k[size_t(stage) * block_kv * d];
+      float* v_slot = &ring_v[size_t(stage) * block_kv * d];
+      for (int r = 0; r < block_kv; ++r) {  // the producer's copy: zeros past T_kv
         const int j = kv0 + r;
         if (j < pr.t_kv) {
           std::copy_n(kv_row(in.k, k_pool, b, j, hk), d, k_slot + r * d);
@@ -817,15 +858,15 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
         const int i = q0 + rr;
         if (i >= pr.t_q) break;
         const int wg_q0 = q0 + (rr / WG_ROWS) * WG_ROWS;
-        if (!StandardRules::tile_span(wg_q0, wg_q0 + WG_ROWS, rules).has(tile)) continue;  // not active
+        if (!StandardRules::tile_span(wg_q0, wg_q0 + WG_ROWS, rules, block_kv).has(tile)) continue;  // not active
         const lab::KeyRange row_keys = StandardRules::visible_keys(i, rules);
         const float* qr = &in.q[size_t(pr.q_index(b, i, h))];
         float tile_max = -INFINITY;
-        for (int c = 0; c < BLOCK_KV; ++c) {  // S = q·k (float), masked
+        for (int c = 0; c < block_kv; ++c) {  // S = q·k (float), masked
           float dot = 0.f;
           for (int x = 0; x < d; ++x) dot += qr[x] * k_slot[c * d + x];
-          s[c] = row_keys.contains(kv0 + c) ? dot : -INFINITY;
-          tile_max = std::max(tile_max, s[c]);
+          s[size_t(c)] = row_keys.contains(kv0 + c) ? dot : -INFINITY;
+          tile_max = std::max(tile_max, s[size_t(c)]);
         }
         const float m_new = std::max(m[size_t(rr)], tile_max);
         const float max_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;
@@ -834,8 +875,8 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
         l[size_t(rr)] *= alpha;
         float* a = &acc[size_t(rr) * d];
         for (int x = 0; x < d; ++x) a[x] *= alpha;
-        for (int c = 0; c < BLOCK_KV; ++c) {
-          const float pc = std::exp2(s[c] * scale_log2 - max_scaled);
+        for (int c = 0; c < block_kv; ++c) {
+          const float pc = std::exp2(s[size_t(c)] * scale_log2 - max_scaled);
           l[size_t(rr)] += pc;
           const float p16 = lab::round_to(pr.dtype, pc);  // P enters wgmma as a 16-bit value
           if (p16 != 0.f)
@@ -853,6 +894,7 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
     }
   });
   run.metrics["stages"] = stages;
+  run.metrics["block_kv"] = block_kv;
   return run;
 }
 
@@ -868,6 +910,9 @@ int main(int argc, char** argv) {
   s.paged = true;  // --page-size applies (to --variant paged and paged-pool)
   s.consumer_counts = {1, 2, 3};  // --consumers: consumer warpgroups per block (ws, ws-overlap, ws-pingpong)
   s.consumer_default = "2; 3 for ws-pingpong at D = 64";
+  s.kv_tiles = {BLOCK_KV, WIDE_BLOCK_KV};  // --kv-tile: keys per K/V tile (ws-pingpong)
+  s.kv_tile_default = "176 for ws-pingpong at D = 128 when neither causal nor windowed, else 128";
+  s.variants_of_option = {{"--kv-tile", {"ws-pingpong"}}};
   s.supports_window = true;  // --window, with --variant ws, ws-overlap and ws-pingpong (masked; the skip is 07's)
   s.default_problem.dtype = lab::DType::bf16;
   s.default_problem.b = 1;
@@ -886,6 +931,8 @@ int main(int argc, char** argv) {
       return "--consumers 1 with --variant ws-pingpong: ping-pong needs two consumer warpgroups at least";
     if (o.consumers == 3 && (p.d != 64 || paged || o.variant == "fp8"))
       return "--consumers 3 applies to --variant ws, ws-overlap and ws-pingpong at --d 64 (Q's shared memory holds 192 rows only there)";
+    if (o.kv_tile == WIDE_BLOCK_KV && p.d != 128)
+      return "--kv-tile 176 applies at --d 128 (at D = 64 ws-pingpong's 192-row block has no registers for it)";
     if (o.bug == "forget-descale" && o.variant != "fp8")
       return "--bug forget-descale applies to --variant fp8 (the only variant with descale factors)";
     if (!paged && p.page_size != 0)

@@ -57,6 +57,22 @@ lab_test(bad_input.08_tma_skeleton.pingpong_one_consumer cpu 2 MATCH "^bad input
 lab_test(cpu_model.08_tma_skeleton.pingpong_192_rows cpu 0 MATCH "PASS" COMMAND ${S08} --cpu --variant ws-pingpong --d 64 --t 300 --t-kv 200 --causal --h 2)
 lab_test(bad_input.08_tma_skeleton.consumers1_paged cpu 2 MATCH "^bad input: --consumers 1 applies to --variant ws and ws-overlap"
          COMMAND ${S08} --consumers 1 --variant paged)
+# ws-pingpong's K/V tile: 176 keys at D = 128 without a mask (the CPU model walks the same tiles:
+# ragged last tile, GQA, T_q != T_kv), 128 when forced, and the option's refusals.
+lab_test(cpu_model.08_tma_skeleton.pingpong_176_keys cpu 0 MATCH "PASS"
+         COMMAND ${S08} --cpu --variant ws-pingpong --t 300 --t-kv 353 --h 4 --h-kv 2)
+lab_test(cpu_model.08_tma_skeleton.pingpong_176_keys_causal_window cpu 0 MATCH "PASS"
+         COMMAND ${S08} --cpu --variant ws-pingpong --kv-tile 176 --t 400 --t-kv 500 --causal --window 200 --h 2)
+lab_test(cpu_model.08_tma_skeleton.pingpong_kv_tile_128 cpu 0 MATCH "PASS"
+         COMMAND ${S08} --cpu --variant ws-pingpong --kv-tile 128 --t 300 --t-kv 353 --h 2)
+lab_test(bad_input.08_tma_skeleton.kv_tile64 cpu 2 MATCH "^bad input: --kv-tile 64 is not supported \\(128, 176\\)"
+         COMMAND ${S08} --kv-tile 64 --variant ws-pingpong)
+lab_test(bad_input.08_tma_skeleton.kv_tile_ws cpu 2 MATCH "^bad input: --kv-tile applies to --variant ws-pingpong of 08_tma_skeleton, not to ws"
+         COMMAND ${S08} --kv-tile 176)
+lab_test(bad_input.08_tma_skeleton.kv_tile176_d64 cpu 2 MATCH "^bad input: --kv-tile 176 applies at --d 128"
+         COMMAND ${S08} --kv-tile 176 --variant ws-pingpong --d 64)
+lab_test(bad_input.07_sliding_window.kv_tile cpu 2 MATCH "^bad input: --kv-tile is not supported by 07_sliding_window"
+         COMMAND ${W07} --kv-tile 128)
 lab_test(bad_input.07_sliding_window.no_consumers_option cpu 2 MATCH "^bad input: " COMMAND ${W07} --consumers 1)
 
 # On a GPU: 07's stub runs its Hopper variants only on section 08's protocol; with 08's stub beside

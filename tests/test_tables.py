@@ -114,6 +114,16 @@ class Tables(unittest.TestCase):
             tables.update_readme(readme, by_section, "sample")
             self.assertNotIn("kernels-ablated", readme.read_text())
 
+    def test_an_ablation_run_is_named_by_the_block_and_tile_it_forced(self):
+        def rec(metrics):
+            return {"variant": "ws-pingpong", "metrics": metrics}
+        self.assertEqual(tables.variant_label(rec({"block_kv": 176, "block_kv_default": 176})), "ws-pingpong")
+        self.assertEqual(tables.variant_label(rec({"block_kv": 128, "block_kv_default": 176})),
+                         "ws-pingpong --kv-tile 128")
+        self.assertEqual(tables.variant_label(rec({"consumers": 2, "consumers_default": 3, "block_kv": 128,
+                                                   "block_kv_default": 128})), "ws-pingpong --consumers 2")
+        self.assertEqual(tables.variant_label(rec({"block_kv": 128})), "ws-pingpong")  # a record from before the option
+
     def test_roofline_bends_at_the_ridge(self):
         import plots
         # 4 TB/s and 800 TFLOP/s: the slope meets the top at 200 FLOP/byte

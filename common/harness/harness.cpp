@@ -56,6 +56,7 @@ std::vector<std::pair<std::string, std::string>> not_applicable(const Section& s
   if (!s.has_splits) out.push_back({"--splits", "it does not split the K/V range; split-KV is section 05"});
   if (!s.supports_ragged_kv) out.push_back({"--kv-lens", "every sequence has T_kv keys; ragged lengths are section 05"});
   if (s.consumer_counts.empty()) out.push_back({"--consumers", "it is not warp-specialised; consumer warpgroups are section 08"});
+  if (s.kv_tiles.empty()) out.push_back({"--kv-tile", "its K/V tile is fixed; a choice of K/V tiles is section 08's"});
   return out;
 }
 
@@ -175,6 +176,10 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
                                                          (s.consumer_default.empty() ? std::to_string(s.consumer_counts.back())
                                                                                      : s.consumer_default) + ")"),
           !s.consumer_counts.empty());
+  only_if(app.add_option("--kv-tile", o.kv_tile,
+                         s.kv_tiles.empty() ? std::string("Keys per K/V tile")
+                                            : "Keys per K/V tile: " + join(s.kv_tiles) + " (default " + s.kv_tile_default + ")"),
+          !s.kv_tiles.empty());
   app.add_option("--magnitude", o.magnitude, "Scale of Q and K entries (large: overflow stress)")->capture_default_str();
   app.add_option("--warmup", o.warmup, "Untimed runs before timing")->capture_default_str();
   app.add_option("--iters", o.iters, "Timed runs (0: no timing)")->capture_default_str();
@@ -228,6 +233,11 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
   if (o.consumers != 0 &&
       std::find(s.consumer_counts.begin(), s.consumer_counts.end(), o.consumers) == s.consumer_counts.end()) {
     *message = "--consumers " + std::to_string(o.consumers) + " is not supported (" + join(s.consumer_counts) + ")";
+    return kExitBadInput;
+  }
+  if (o.kv_tile != 0 && !s.kv_tiles.empty() &&  // (a section without the option refuses it in validate)
+      std::find(s.kv_tiles.begin(), s.kv_tiles.end(), o.kv_tile) == s.kv_tiles.end()) {
+    *message = "--kv-tile " + std::to_string(o.kv_tile) + " is not supported (" + join(s.kv_tiles) + ")";
     return kExitBadInput;
   }
   if (!parse_check_mode(check, &o.check)) {

@@ -33,6 +33,7 @@ struct Options {
   uint64_t seed = 1234;
   int splits = 0;          // split-KV sections: 0 = chosen from the shape and SM count, N = force N
   int consumers = 0;       // warp-specialised sections: consumer warpgroups per block (0 = the section's default)
+  int kv_tile = 0;         // warp-specialised sections: keys per K/V tile (0 = the variant's default for the problem)
   bool ragged_kv = false;  // per-sequence key counts kv_len[b] in [1, T_kv] (decode); see make_kv_lengths
   float magnitude = 1.0f;  // Q and K are multiplied by this (large values stress overflow)
   int warmup = 3, iters = 10;
@@ -116,6 +117,8 @@ struct Section {
   bool has_splits = false;          // the section splits the K/V range (--splits applies)
   std::vector<int> consumer_counts;  // warp-specialised sections: the --consumers values the kernel supports
   std::string consumer_default;      // --help's "default ..." of --consumers when it is not the last count
+  std::vector<int> kv_tiles;         // warp-specialised sections: the --kv-tile values the kernel supports
+  std::string kv_tile_default;       // --help's "default ..." of --kv-tile
   bool supports_ragged_kv = false;  // the kernels honour kv_len[b] (DeviceTensors::kv_len)
   bool ragged_kv_default = false;   // decode sections: sequences of different lengths unless --kv-lens full
   // An option that applies to some variants only: {"--page-size", {"paged", "paged-pool"}}. Given

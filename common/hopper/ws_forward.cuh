@@ -14,8 +14,9 @@
 //   H::KernelParams: the kernel's parameter struct, Params or a struct derived from it that
 //       carries a section's own fields (07: its --bug switch and its tile counter).
 //
-// The kernel is ws_kernel<T, HEAD_DIM, OVERLAP, H, CONS, PINGPONG>: CONS consumer warpgroups
-// (1, 2, or 3 at D = 64), and PINGPONG for FlashAttention-3's schedule across them.
+// The kernel is ws_kernel<T, HEAD_DIM, OVERLAP, H, CONS, PINGPONG, KV_TILE>: CONS consumer
+// warpgroups (1, 2, or 3 at D = 64), PINGPONG for FlashAttention-3's schedule across them, and
+// KV_TILE keys per K/V tile (128; 176 for ws-pingpong at D = 128 without a mask, FlashAttention-3's).
 #pragma once
 #include <climits>
 #include <cstdint>
@@ -40,7 +41,16 @@ constexpr int WG_ROWS = 64;                              // query rows per consu
 // (a 192-row block: the K/V tile is half the bytes, so more rows share each fill), else 2.
 constexpr int pingpong_consumers(int d) { return d == 64 ? 3 : 2; }
 constexpr int BLOCK_Q = CONSUMERS * WG_ROWS;             // 128 query rows per block
-constexpr int BLOCK_KV = 128;                            // keys per K/V tile: the N of S = Q Kᵀ
+constexpr int BLOCK_KV = 128;                            // keys per K/V tile (KV_TILE's default): the N of S = Q Kᵀ
+// FlashAttention-3's K/V tile at D = 128 for problems no mask cuts (neither causal nor windowed),
+// section 08's ws-pingpong's there: 176 keys. A tile's fixed costs (its barrier waits, the turn of
+// the ping-pong, the row max and sum across a quad, the O rescale) are paid once per 176 keys
+// instead of 128, and a row walks 27 % fewer tiles. It is 2 slots of K and V (44 KB each) beside
+// Q's 32 KB, and S (88) + P (44) + O (64) registers per consumer thread while a PV overlaps the
+// softmax: the consumers take 240 registers (RegBudget). Under a causal mask the tile that holds
+// the diagonal is partly wasted, and a wider tile wastes more of it: FlashAttention-3 keeps 128
+// there, and so does section 07's window.
+constexpr int WIDE_BLOCK_KV = 176;
 constexpr int BOX_COLS = 64;                             // columns per TMA box: 128 bytes, one swizzle atom
 constexpr int ROW_BYTES = BOX_COLS * 2;                  // 128
 constexpr uint32_t PRODUCER_REGS = 40;                   // setmaxnreg.dec: TMA issue needs few
@@ -48,30 +58,42 @@ constexpr uint32_t CONSUMER_REGS = 232;                  // setmaxnreg.inc: S (6
 static_assert(PRODUCER_REGS * WG_THREADS + CONSUMER_REGS * WG_THREADS * CONSUMERS <= 65536,
               "the three warpgroups' registers fit in the SM's 64K");
 static_assert(PRODUCER_REGS % 8 == 0 && CONSUMER_REGS % 8 == 0, "setmaxnreg takes multiples of 8");
-// The budget per consumer count. __launch_bounds__((1 + CONS)·128, 1) caps every thread at entry
-// (168 registers for 384 threads, 128 for 512); setmaxnreg then moves registers from the producer
-// to the consumers, within the same 64K. Three consumers (BLOCK_Q = 192, D = 64): 32 + 3 x 160
-// warpgroup-registers per thread = 4 x 128, the whole file; 160 holds S (64) + O (32) + P (32).
-template <int CONS>
+// The budget per consumer count and K/V tile. __launch_bounds__((1 + CONS)·128, 1) caps every
+// thread at entry (168 registers for 384 threads, 128 for 512); setmaxnreg then moves registers
+// from the producer to the consumers, within the same 64K. Three consumers (BLOCK_Q = 192, D = 64):
+// 32 + 3 x 160 warpgroup-registers per thread = 4 x 128, the whole file; 160 holds S (64) + O (32)
+// + P (32). 176-key tiles (2 consumers, D = 128): S (88) + P (44) + O (64) = 196 before addresses
+// and the softmax's temporaries, so FlashAttention-3's split: 24 for the producer, 240 each for the
+// consumers (24 + 2 x 240 = 3 x 168, the same file).
+template <int CONS, int KV_TILE = BLOCK_KV>
 struct RegBudget {
-  static constexpr uint32_t producer = CONS == 3 ? 32 : PRODUCER_REGS;
-  static constexpr uint32_t consumer = CONS == 3 ? 160 : CONSUMER_REGS;
+  static constexpr bool wide = KV_TILE > BLOCK_KV;
+  static_assert(!wide || CONS <= 2, "a wider K/V tile leaves no registers for a third consumer warpgroup");
+  static constexpr uint32_t producer = CONS == 3 ? 32 : wide ? 24 : PRODUCER_REGS;
+  static constexpr uint32_t consumer = CONS == 3 ? 160 : wide ? 240 : CONSUMER_REGS;
   static_assert(producer * WG_THREADS + consumer * WG_THREADS * CONS <= 65536, "the warpgroups' registers fit in 64K");
   static_assert(producer % 8 == 0 && consumer % 8 == 0, "setmaxnreg takes multiples of 8");
 };
 
-template <int HEAD_DIM>
+constexpr int SMEM_LIMIT = 227 * 1024;  // dynamic shared memory one block may have on sm_90
+
+// The tiles of one instantiation: D = HEAD_DIM, KV_TILE keys per K/V tile (its BLOCK_KV).
+template <int HEAD_DIM, int KV_TILE = BLOCK_KV>
 struct Tiles {
-  static constexpr int STAGES = HEAD_DIM == 64 ? 4 : 3;        // K/V slots in the ring (as many as fit)
+  static constexpr int BLOCK_KV = KV_TILE;                      // keys per K/V tile: the N of S = Q Kᵀ
   static constexpr int COL_BOXES = HEAD_DIM / BOX_COLS;         // 64-column boxes per row of a tile
   // Q's slot: the rows of up to 2 consumer warpgroups (128), or of 3 at D = 64 (192: section 08's
   // ws-pingpong block there, which fits beside 4 K/V stages; at D = 128 it would not).
   static constexpr int Q_SLOT_ROWS = HEAD_DIM == 64 ? 3 * WG_ROWS : 2 * WG_ROWS;
   static constexpr int MAX_CONSUMERS = Q_SLOT_ROWS / WG_ROWS;
   static constexpr int Q_BOX_BYTES = Q_SLOT_ROWS * ROW_BYTES;   // 16 KB (24 KB at D = 64)
-  static constexpr int KV_BOX_BYTES = BLOCK_KV * ROW_BYTES;     // 16 KB
+  static constexpr int KV_BOX_BYTES = BLOCK_KV * ROW_BYTES;     // 16 KB (22 KB for 176 keys)
   static constexpr int Q_BYTES = COL_BOXES * Q_BOX_BYTES;       // Q's slot (q_full waits for CONS·64 rows of it)
   static constexpr int KV_TILE_BYTES = COL_BOXES * KV_BOX_BYTES;  // what k_full / v_full wait for
+  // K/V slots in the ring: as many as fit beside Q, the barriers and the alignment slack, at most 4
+  // (4 at D = 64, 3 at D = 128; 2 with 176-key tiles at D = 128).
+  static constexpr int STAGES_FIT = (SMEM_LIMIT - Q_BYTES - 128 - 1024) / (2 * KV_TILE_BYTES);
+  static constexpr int STAGES = STAGES_FIT < 4 ? STAGES_FIT : 4;
   // Shared memory, from a 1024-byte aligned base (the 128-byte swizzle repeats every 1024 bytes):
   //   Q [COL_BOXES][Q_SLOT_ROWS][64] | K [STAGES][COL_BOXES][BLOCK_KV][64] | V (same) | barriers
   static constexpr int OFF_K = Q_BYTES;
@@ -81,13 +103,17 @@ struct Tiles {
   static constexpr int SMEM_BYTES = OFF_BAR + 128 + 1024;      // + slack to align the base
   static constexpr int D_STEPS = HEAD_DIM / 16;                 // k-steps of S = Q Kᵀ
   static constexpr int KV_STEPS = BLOCK_KV / 16;                // k-steps of O = P V
-  static constexpr int S_REGS = BLOCK_KV / 2;                   // fp32 S accumulator per thread (64 x 128 / 128)
+  static constexpr int S_REGS = BLOCK_KV / 2;                   // fp32 S accumulator per thread (64 x BLOCK_KV / 128)
   static constexpr int O_REGS = HEAD_DIM / 2;                   // fp32 O accumulator per thread
   static_assert(BARRIERS * 8 <= 128, "the barriers fit their 128 bytes");
   static_assert(Q_BOX_BYTES % 1024 == 0 && KV_BOX_BYTES % 1024 == 0, "every box starts on a swizzle atom");
+  static_assert(BLOCK_KV % 16 == 0 && BLOCK_KV <= 256, "k-steps of 16 keys for P V; a TMA box and a wgmma N of <= 256");
+  static_assert(STAGES >= 2 && SMEM_BYTES <= SMEM_LIMIT, "a ring of two slots at least, and one block per SM");
 };
-static_assert(Tiles<128>::SMEM_BYTES <= 227 * 1024 && Tiles<64>::SMEM_BYTES <= 227 * 1024, "fits one block per SM");
-static_assert(BLOCK_KV <= 256 && BLOCK_Q <= 256, "a TMA box has at most 256 rows");
+static_assert(Tiles<64>::STAGES == 4 && Tiles<128>::STAGES == 3 && Tiles<128, WIDE_BLOCK_KV>::STAGES == 2,
+              "the rings the handout describes");
+static_assert(Tiles<128, WIDE_BLOCK_KV>::SMEM_BYTES == 32768 + 2 * 2 * 45056 + 128 + 1024, "Q 32 KB + 2 x (K + V) 44 KB");
+static_assert(BLOCK_Q <= 256, "a TMA box has at most 256 rows");
 
 // ---------------------------------------------------------------------------------------------
 // The ring's interface: fill n of the K/V ring (the block's n-th K/V tile) goes to a slot and
@@ -129,9 +155,9 @@ struct Params {
 };
 
 // Shared-memory addresses of one block's buffers and barriers.
-template <int HEAD_DIM>
+template <int HEAD_DIM, int KV_TILE = BLOCK_KV>
 struct Smem {
-  using TL = Tiles<HEAD_DIM>;
+  using TL = Tiles<HEAD_DIM, KV_TILE>;
   uint32_t base;     // shared-memory address, 1024-byte aligned
   uint8_t* generic;  // the same byte as a generic pointer (for ordinary stores)
   __device__ uint32_t q() const { return base; }
@@ -148,26 +174,29 @@ struct Smem {
 // problem has one); the tiles walked are 0 up to the one holding the last row's last key (the
 // causal stop); a tile is masked per element where it reaches past what the warp's first row sees
 // or starts before its last row's window. The window's tiles are walked and masked, not skipped:
-// the skip is section 07's.
+// the skip is section 07's. Rules serve any tile width: tile_span is told the kernel's BLOCK_KV,
+// and mask_tile reads it off the S registers it is given (a thread holds BLOCK_KV / 2 of them).
 struct StandardRules {
   using KernelParams = Params;
   LAB_HD static lab::KeyRange visible_keys(int row, const Params& p) {
     return lab::visible_keys(row, p.t_q, p.t_kv, p.causal, p.window);
   }
-  LAB_HD static TileSpan tile_span(int q_begin, int q_end, const Params& p) {
+  LAB_HD static TileSpan tile_span(int q_begin, int q_end, const Params& p, int block_kv) {
     if (q_begin >= p.t_q) return {0, 0};  // a warpgroup whose rows are all past T_q
     const int keys_end = visible_keys(lab::imin(q_end, p.t_q) - 1, p).end;
-    return {0, lab::ceil_div(keys_end, BLOCK_KV)};
+    return {0, lab::ceil_div(keys_end, block_kv)};
   }
   // Key kv0 + 8j + 2t + (e & 1) of row row_g (e < 2) or row_g + 8 is invisible outside that
   // row's visible_keys(). Only tiles reaching past warp_keys_end (what the warp's first row sees)
   // or starting before warp_keys_begin (where its last row's window starts) need it.
-  __device__ __forceinline__ static void mask_tile(float (&s)[BLOCK_KV / 2], const Params& p, int kv0, int row_g,
-                                                   int t, int warp_keys_begin, int warp_keys_end) {
-    if (kv0 + BLOCK_KV <= warp_keys_end && kv0 >= warp_keys_begin) return;
+  template <int S_REGS>
+  __device__ __forceinline__ static void mask_tile(float (&s)[S_REGS], const Params& p, int kv0, int row_g, int t,
+                                                   int warp_keys_begin, int warp_keys_end) {
+    constexpr int block_kv = 2 * S_REGS;
+    if (kv0 + block_kv <= warp_keys_end && kv0 >= warp_keys_begin) return;
     const lab::KeyRange keys[2] = {visible_keys(row_g, p), visible_keys(row_g + 8, p)};
 #pragma unroll
-    for (int j = 0; j < BLOCK_KV / 8; ++j)
+    for (int j = 0; j < block_kv / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         if (!keys[e >> 1].contains(kv0 + 8 * j + 2 * t + (e & 1))) s[4 * j + e] = -INFINITY;
@@ -178,23 +207,24 @@ struct StandardRules {
 // ---------------------------------------------------------------------------------------------
 // Q, once, on its own barrier (phase 0 is its only one): lane 0 of the producer warp. CONS consumer
 // warpgroups: boxes of CONS·64 rows (the map's box), each at the start of its Q_SLOT_ROWS-row slot.
-template <int HEAD_DIM, int CONS = CONSUMERS>
-__device__ __forceinline__ void load_q(const CUtensorMap& q_map, const Smem<HEAD_DIM>& sm, int b, int head, int q0) {
-  using TL = Tiles<HEAD_DIM>;
+template <int HEAD_DIM, int CONS = CONSUMERS, int KV_TILE>
+__device__ __forceinline__ void load_q(const CUtensorMap& q_map, const Smem<HEAD_DIM, KV_TILE>& sm, int b, int head,
+                                       int q0) {
+  using TL = Tiles<HEAD_DIM, KV_TILE>;
   mbar_arrive_expect_tx(sm.q_full(), TL::COL_BOXES * CONS * WG_ROWS * ROW_BYTES);  // the boxes' bytes
 #pragma unroll
   for (int c = 0; c < TL::COL_BOXES; ++c) tma_load_4d(sm.q() + c * TL::Q_BOX_BYTES, &q_map, c * BOX_COLS, head, q0, b, sm.q_full());
 }
 
-// One K or V tile (fill `tile`) of the contiguous cache, through the 4-D map (D, H_kv, T_kv, B):
-// one box per 64 columns, rows past T_kv zero-filled. Lane 0 issues.
-template <int HEAD_DIM>
+// One K or V tile (fill `tile`) of the contiguous cache, through the 4-D map (D, H_kv, T_kv, B),
+// box (64, 1, KV_TILE, 1): one box per 64 columns, rows past T_kv zero-filled. Lane 0 issues.
+template <int HEAD_DIM, int KV_TILE>
 __device__ __forceinline__ void load_kv_tile_contiguous(const CUtensorMap& map, uint32_t dst, int tile, int b,
                                                         int kv_head, uint32_t bar) {
-  using TL = Tiles<HEAD_DIM>;
+  using TL = Tiles<HEAD_DIM, KV_TILE>;
 #pragma unroll
   for (int c = 0; c < TL::COL_BOXES; ++c)
-    tma_load_4d(dst + c * TL::KV_BOX_BYTES, &map, c * BOX_COLS, kv_head, tile * BLOCK_KV, b, bar);
+    tma_load_4d(dst + c * TL::KV_BOX_BYTES, &map, c * BOX_COLS, kv_head, tile * TL::BLOCK_KV, b, bar);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -204,16 +234,17 @@ __device__ __forceinline__ void load_kv_tile_contiguous(const CUtensorMap& map, 
 // columns 8j + 2t + (e & 1) of row r0 (e < 2) or r0 + 8 (e >= 2). See common/toolbox/sm90.cuh.
 
 // The per-warpgroup state and the steps of one K/V tile (given).
-template <class T, int HEAD_DIM, class H>
+template <class T, int HEAD_DIM, class H, int KV_TILE>
 struct ConsumerTile {
-  using TL = Tiles<HEAD_DIM>;
-  float s[TL::S_REGS];               // S = Q Kᵀ for 64 rows x 128 keys, then P = exp2(...) in fp32
+  using TL = Tiles<HEAD_DIM, KV_TILE>;
+  static constexpr int BLOCK_KV = TL::BLOCK_KV;
+  float s[TL::S_REGS];               // S = Q Kᵀ for 64 rows x BLOCK_KV keys, then P = exp2(...) in fp32
   uint32_t p_frag[TL::KV_STEPS][4];  // P, 16-bit, as the A registers of O += P V
   float o_acc[TL::O_REGS];           // unnormalised O
   float m[2], l[2];                  // running max (raw scores Q·K) and this thread's part of the row sums
   float alpha[2];                    // the rescale factor of the last tile, per row
 
-  // S = Q K_tileᵀ: D/16 wgmmas of m64n128k16, both operands K-major in shared memory. The
+  // S = Q K_tileᵀ: D/16 wgmmas of m64n{BLOCK_KV}k16, both operands K-major in shared memory. The
   // descriptors walk 16 columns (32 bytes) along a box row, then move to the next 64-column box.
   __device__ __forceinline__ void issue_s(uint32_t q_rows, uint32_t k_slot) {
 #pragma unroll
@@ -242,7 +273,7 @@ struct ConsumerTile {
     H::mask_tile(s, p, kv0, row_g, t, INT_MAX, INT_MIN);  // no key range is whole: every element tested
   }
   // Online softmax of rows row_g (r = 0) and row_g + 8 (r = 1), as in 04 (the 4 lanes of a quad
-  // hold a row's 128 columns between them): new max, alpha = exp2((m_old - m_new)·scale_log2),
+  // hold a row's BLOCK_KV columns between them): new max, alpha = exp2((m_old - m_new)·scale_log2),
   // l = l·alpha + sum(P), S -> P in place. The O rescale by alpha is rescale_o(), separate: the
   // overlapped variant may only do it once the previous O += P V has completed.
   __device__ __forceinline__ void online_softmax(float scale_log2) {
@@ -310,10 +341,10 @@ struct ConsumerTile {
 };
 
 // The plain loop (variant ws), one tile at a time: wait K, S, softmax, wait V, O += P V, release.
-template <class T, int HEAD_DIM, class H>
-__device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEAD_DIM>& sm, int b, int head, int q0,
-                                         int first_tile, int n_tiles) {
-  using TL = Tiles<HEAD_DIM>;
+template <class T, int HEAD_DIM, class H, int KV_TILE>
+__device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEAD_DIM, KV_TILE>& sm, int b, int head,
+                                         int q0, int first_tile, int n_tiles) {
+  using TL = Tiles<HEAD_DIM, KV_TILE>;
   constexpr int STAGES = TL::STAGES;
   const int tid = threadIdx.x % WG_THREADS, warp = tid / 32, lane = tid % 32;
   const int t = lane % 4;
@@ -321,13 +352,13 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
   const int row_g = wg_q0 + 16 * warp + lane / 4;  // this thread's rows: row_g and row_g + 8
   // The tiles this warpgroup needs are a part of the block's (its rows see no further under causal,
   // and with a window its rows' windows may start later); on the others it only waits and releases.
-  const TileSpan wg_span = H::tile_span(wg_q0, wg_q0 + WG_ROWS, p);
+  const TileSpan wg_span = H::tile_span(wg_q0, wg_q0 + WG_ROWS, p, TL::BLOCK_KV);
   const int warp_keys_end = H::visible_keys(wg_q0 + 16 * warp, p).end;
   const int warp_last_row = lab::imin(wg_q0 + 16 * warp + 15, p.t_q - 1);
   const int warp_keys_begin = H::visible_keys(warp_last_row, p).begin;
   const uint32_t q_rows = sm.q() + uint32_t(wg * WG_ROWS * ROW_BYTES);  // this warpgroup's 64 rows of Q
 
-  ConsumerTile<T, HEAD_DIM, H> c;
+  ConsumerTile<T, HEAD_DIM, H, KV_TILE> c;
 #pragma unroll
   for (int i = 0; i < TL::O_REGS; ++i) c.o_acc[i] = 0.f;
   c.m[0] = c.m[1] = -INFINITY;
@@ -346,7 +377,7 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
       wgmma_commit();
       wgmma_wait<0>();
       fence_accumulators(c.s);
-      c.mask(p, tile * BLOCK_KV, row_g, warp_keys_begin, warp_keys_end, t);
+      c.mask(p, tile * TL::BLOCK_KV, row_g, warp_keys_begin, warp_keys_end, t);
       c.online_softmax(p.scale_log2);
       c.rescale_o();
       c.pack_p();
@@ -392,10 +423,11 @@ struct NoTurns {
   __device__ __forceinline__ void pass() {}
 };
 
-template <class T, int HEAD_DIM, class H, class Turns>
-__device__ __forceinline__ void consumer_overlapped(int wg, const Params& p, const Smem<HEAD_DIM>& sm, int b,
+template <class T, int HEAD_DIM, class H, int KV_TILE, class Turns>
+__device__ __forceinline__ void consumer_overlapped(int wg, const Params& p, const Smem<HEAD_DIM, KV_TILE>& sm, int b,
                                                     int head, int q0, int first_tile, int n_tiles, Turns& turns) {
-  using TL = Tiles<HEAD_DIM>;
+  using TL = Tiles<HEAD_DIM, KV_TILE>;
+  constexpr int BLOCK_KV = TL::BLOCK_KV;
   constexpr int STAGES = TL::STAGES;
   const int tid = threadIdx.x % WG_THREADS, warp = tid / 32, lane = tid % 32;
   const int t = lane % 4;
@@ -406,7 +438,7 @@ __device__ __forceinline__ void consumer_overlapped(int wg, const Params& p, con
   // The fills computed on, [a, e) (clamped to the block's: a rule that strays reads wrong, but
   // never leaves a barrier waiting), and the plain ones among them, [p0, p1): tiles that start at
   // or after the last row's first key and end at or before the first row's last key.
-  const TileSpan wg_span = H::tile_span(wg_q0, wg_q0 + WG_ROWS, p);
+  const TileSpan wg_span = H::tile_span(wg_q0, wg_q0 + WG_ROWS, p, BLOCK_KV);
   const int a = wg_span.count() > 0 ? lab::imin(lab::imax(wg_span.first - first_tile, 0), n_tiles) : 0;
   const int e = wg_span.count() > 0 ? lab::imin(lab::imax(wg_span.end - first_tile, a), n_tiles) : 0;
   const int whole_begin = lab::imax(H::visible_keys(lab::imin(wg_q0 + WG_ROWS - 1, p.t_q - 1), p).begin, 0);
@@ -414,7 +446,7 @@ __device__ __forceinline__ void consumer_overlapped(int wg, const Params& p, con
   const int p0 = lab::imin(lab::imax(lab::ceil_div(whole_begin, BLOCK_KV) - first_tile, a), e);
   const int p1 = lab::imin(lab::imax(whole_end / BLOCK_KV - first_tile, p0), e);
 
-  ConsumerTile<T, HEAD_DIM, H> c;
+  ConsumerTile<T, HEAD_DIM, H, KV_TILE> c;
 #pragma unroll
   for (int i = 0; i < TL::O_REGS; ++i) c.o_acc[i] = 0.f;
   c.m[0] = c.m[1] = -INFINITY;
@@ -546,22 +578,26 @@ struct PingPongTurns {
 // producer are the same as for two.
 // PINGPONG: the consumers run consumer_overlapped in PingPongTurns (OVERLAP is then
 // implied). CONS = 3 (D = 64 only: Q_SLOT_ROWS) is the 192-row block of that schedule at D = 64.
-template <class T, int HEAD_DIM, bool OVERLAP, class H, int CONS = CONSUMERS, bool PINGPONG = false>
+// KV_TILE: keys per K/V tile (BLOCK_KV = 128; WIDE_BLOCK_KV = 176 with 2 consumers at D = 128): the
+// ring's slots, the N of S = Q Kᵀ, the k-steps of O += P V and the register budget follow it.
+template <class T, int HEAD_DIM, bool OVERLAP, class H, int CONS = CONSUMERS, bool PINGPONG = false,
+          int KV_TILE = BLOCK_KV>
 __global__ void __launch_bounds__((1 + CONS) * WG_THREADS, 1)
 ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64, 1, CONS·64, 1)
-          const __grid_constant__ CUtensorMap k_map,  // ws: (D, H_kv, T_kv, B), box (64, 1, 128, 1); paged: a page;
+          const __grid_constant__ CUtensorMap k_map,  // ws: (D, H_kv, T_kv, B), box (64, 1, KV_TILE, 1); paged: a page;
                                                        // paged-pool: (D, H_kv, page, blocks)
           const __grid_constant__ CUtensorMap v_map,
           const typename H::KernelParams p) {  // Params, or a section's struct derived from it
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __trap();  // compiled for another GPU (a section built for sm_80 too): the host never launches this
 #else
-  using TL = Tiles<HEAD_DIM>;
+  using TL = Tiles<HEAD_DIM, KV_TILE>;
+  using Budget = RegBudget<CONS, KV_TILE>;
   if (H::ring_slot(0, TL::STAGES).stage < 0) return;  // the ring-slot stub: no work, nothing written
 
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_addr(smem_raw), base = (raw + 1023u) & ~1023u;
-  const Smem<HEAD_DIM> sm{base, smem_raw + (base - raw)};
+  const Smem<HEAD_DIM, KV_TILE> sm{base, smem_raw + (base - raw)};
 
   const int q_tile = p.causal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);  // heaviest first
   const int bh = blockIdx.y, b = bh / p.h, head = bh % p.h;
@@ -569,7 +605,7 @@ ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64
   static_assert(CONS >= 1 && CONS <= TL::MAX_CONSUMERS, "Q's shared memory holds the consumers' rows");
   const int q0 = q_tile * CONS * WG_ROWS;
   // The K/V tiles any row of the block sees (causal: up to the diagonal; a window: from its start).
-  const TileSpan span = H::tile_span(q0, q0 + CONS * WG_ROWS, p);
+  const TileSpan span = H::tile_span(q0, q0 + CONS * WG_ROWS, p, TL::BLOCK_KV);
   const int first_tile = span.first, n_tiles = span.count();
   if (!H::begin_block(p, span)) return;  // (section 07: counts its tiles; its stub's span stops here)
 
@@ -586,11 +622,11 @@ ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64
 
   // The roles: one if/else on the warpgroup, each branch starting with its register budget.
   if (threadIdx.x / WG_THREADS == 0) {
-    regs_release<RegBudget<CONS>::producer>();
+    regs_release<Budget::producer>();
     if (threadIdx.x / 32 == 0)
       H::template produce<HEAD_DIM, CONS>(q_map, k_map, v_map, p, sm, b, head, kv_head, q0, first_tile, n_tiles);
   } else {
-    regs_claim<RegBudget<CONS>::consumer>();
+    regs_claim<Budget::consumer>();
     const int wg = threadIdx.x / WG_THREADS - 1;
     if constexpr (PINGPONG) {
       PingPongTurns<CONS> turns(wg, n_tiles);

@@ -196,7 +196,7 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
   const int t = lane % 4;
   const int wg_q0 = q0 + wg * WG_ROWS;
   const int row_g = wg_q0 + 16 * warp + lane / 4;
-  const TileSpan wg_span = H::tile_span(wg_q0, wg_q0 + WG_ROWS, p);
+  const TileSpan wg_span = H::tile_span(wg_q0, wg_q0 + WG_ROWS, p, BLOCK_KV);
   const int warp_keys_end = H::visible_keys(wg_q0 + 16 * warp, p).end;
   const int warp_last_row = lab::imin(wg_q0 + 16 * warp + 15, p.t_q - 1);
   const int warp_keys_begin = H::visible_keys(warp_last_row, p).begin;
@@ -335,7 +335,7 @@ ws_fp8_kernel(const __grid_constant__ CUtensorMap q_map,   // Q8 (D, H, T_q, B),
   const int bh = blockIdx.y, b = bh / p.h, head = bh % p.h;
   const int kv_head = lab::kv_head_of(head, p.h, p.h_kv);
   const int q0 = q_tile * BLOCK_Q;
-  const TileSpan span = H::tile_span(q0, q0 + BLOCK_Q, p);
+  const TileSpan span = H::tile_span(q0, q0 + BLOCK_Q, p, BLOCK_KV);
   const int first_tile = span.first, n_tiles = span.count();
   if (!H::begin_block(p, span)) return;
 

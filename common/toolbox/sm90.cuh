@@ -246,16 +246,24 @@ __device__ __forceinline__ uint64_t desc_mn_major_sw128(uint32_t start, uint32_t
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, " \
   "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "   \
   "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define LAB_ACC88_LIST                                                                                           \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, "   \
+  "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "    \
+  "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, "    \
+  "%65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, "    \
+  "%86, %87}"
 #define LAB_ACC8(d, i)                                                                                            \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
       "+f"(d[i + 7])
 #define LAB_ACC32_OPS(d) LAB_ACC8(d, 0), LAB_ACC8(d, 8), LAB_ACC8(d, 16), LAB_ACC8(d, 24)
 #define LAB_ACC64_OPS(d) LAB_ACC32_OPS(d), LAB_ACC8(d, 32), LAB_ACC8(d, 40), LAB_ACC8(d, 48), LAB_ACC8(d, 56)
+#define LAB_ACC88_OPS(d) LAB_ACC64_OPS(d), LAB_ACC8(d, 64), LAB_ACC8(d, 72), LAB_ACC8(d, 80)
 
 // SS, both operands K-major from shared memory: D (64 x N) = A·B (+ D when accumulate).
+// N = 176: section 08's 176-key K/V tile (any multiple of 8 up to 256 is legal; these three are written out).
 template <class T, int N>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t a_desc, uint64_t b_desc, bool accumulate) {
-  static_assert(N == 64 || N == 128, "instantiated for N = 64 and 128");
+  static_assert(N == 64 || N == 128 || N == 176, "instantiated for N = 64, 128 and 176");
   constexpr bool kF16 = std::is_same_v<T, __half>;
   const uint32_t scale_d = accumulate ? 1u : 0u;
 #define LAB_WGMMA_SS(NN, TY, LIST, OPS, IA, IB, IS)                                                     \
@@ -264,7 +272,10 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t a_desc, uin
                ", p, 1, 1, 0, 0;\n}\n"                                                                \
                : OPS(d)                                                                               \
                : "l"(a_desc), "l"(b_desc), "r"(scale_d))
-  if constexpr (N == 128) {
+  if constexpr (N == 176) {
+    if constexpr (kF16) LAB_WGMMA_SS(176, "f16", LAB_ACC88_LIST, LAB_ACC88_OPS, 88, 89, 90);
+    else LAB_WGMMA_SS(176, "bf16", LAB_ACC88_LIST, LAB_ACC88_OPS, 88, 89, 90);
+  } else if constexpr (N == 128) {
     if constexpr (kF16) LAB_WGMMA_SS(128, "f16", LAB_ACC64_LIST, LAB_ACC64_OPS, 64, 65, 66);
     else LAB_WGMMA_SS(128, "bf16", LAB_ACC64_LIST, LAB_ACC64_OPS, 64, 65, 66);
   } else {
@@ -298,8 +309,10 @@ __device__ __forceinline__ void wgmma_rs_mn(float (&d)[N / 2], const uint32_t (&
 #undef LAB_ACC8
 #undef LAB_ACC32_OPS
 #undef LAB_ACC64_OPS
+#undef LAB_ACC88_OPS
 #undef LAB_ACC32_LIST
 #undef LAB_ACC64_LIST
+#undef LAB_ACC88_LIST
 
 // =============================================================================================
 // Host: tensor maps. cuTensorMapEncodeTiled is a driver API function; it is reached through the
