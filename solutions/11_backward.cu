@@ -6,19 +6,23 @@
 //   dQ = dS K·scale   dK = dSᵀ Q·scale
 // Nothing of size T² is stored: the forward kept only O and the per-row LSE, so P is recomputed
 // tile by tile, P = exp(S − LSE), exactly, with no max or sum to track. D = rowsum(dO ∘ O) equals
-// rowsum(dP ∘ P) (the softmax's Jacobian term) but costs one pass over dO and O, done first.
+// rowsum(dP ∘ P) (the softmax's Jacobian term) but costs one pass over dO and O, done first (the
+// same pass zeroes the atomic variants' fp32 dQ).
 //
 // Loop order (FlashAttention-2's backward): one block per K/V tile (64 keys) and K/V head; its
 // dK, dV stay in registers while every Q tile of every query head of the group streams past
 // (GQA: dK, dV sum over the group's heads with no atomics); the Q and dO tiles stream through a
-// two-stage cp.async ring, the next one in flight during the current one's math. dQ is the problem: each Q tile gets a
-// contribution from every K/V tile, i.e. from every block. Two variants:
-//   atomic         each block adds its dS K into an fp32 dQ buffer with atomicAdd; a last pass
-//                  scales and rounds it. Fast, but the order of the fp32 additions varies from run
-//                  to run, so dQ is not bitwise reproducible.
+// two-stage cp.async ring (with their rows' LSE and D), the next one in flight during the current
+// one's math. A block has 4 warps, so that two blocks share an SM and one computes while the other
+// waits at a barrier. dQ is the problem: each Q tile gets a contribution from every K/V tile, i.e.
+// from every block. Two variants:
+//   atomic         each block adds its dS K into an fp32 dQ buffer with 16-byte atomics; a last
+//                  pass scales and rounds it. Fast, but the order of the fp32 additions varies from
+//                  run to run, so dQ is not bitwise reproducible.
 //   deterministic  the main kernel computes dK, dV only; a second kernel, one block per Q tile,
-//                  recomputes P and dS and sums dQ over the K/V tiles in a fixed order. Bitwise
-//                  reproducible, at the cost of computing S and dP twice.
+//                  recomputes P and dS and sums dQ over the K/V tiles in a fixed order, the K/V
+//                  tiles streaming through a two-stage ring. Bitwise reproducible, at the cost of
+//                  computing S and dP twice.
 // Both print whether two runs gave identical bits (the `repeat` line, metrics.bitwise_reproducible).
 // On a Hopper GPU (H100, H200) two more variants run the same algorithm on wgmma, with TMA and
 // warp specialisation (the given kernel of common/hopper/ws_backward.cuh; your exercise functions
@@ -96,7 +100,7 @@ struct Shape {  // what the kernels need of a lab::Problem
   float scale;       // 1/sqrt(D): dQ, dK
   float scale_log2;  // scale·log2 e for P (--bug unscaled-p: log2 e alone)
   bool dq_store;     // --bug dq-no-accumulate
-  int row_stride;    // row length of the LSE·log2 e and D arrays: T_q, or T_q padded to a whole Q tile (wgmma)
+  int row_stride;    // row length of the LSE·log2 e and D arrays: T_q padded to a whole Q tile
 };
 
 template <int HEAD_DIM>
@@ -110,36 +114,69 @@ struct Tiles {
   static constexpr int STAGES = 2;                         // Q/dO ring of the main kernel
   // Main kernel: K, V, then STAGES x (Q, dO), dSᵀ, then STAGES x the Q tile's LSE·log2 e and D.
   static constexpr int SMEM_BYTES = (2 + 2 * STAGES) * TILE_BYTES + DS_BYTES + STAGES * 2 * BLOCK_Q * 4;
-  static constexpr int DQ_SMEM_BYTES = 4 * TILE_BYTES;     // dQ kernel: K, V, Q, dO
+  static constexpr int DQ_STAGES = 2;                      // K/V ring of the dQ kernel
+  static constexpr int DQ_SMEM_BYTES = (2 + 2 * DQ_STAGES) * TILE_BYTES;  // dQ kernel: Q, dO, DQ_STAGES x (K, V)
+  // Two blocks per SM (of 227 KB) cover each other's barriers; a third tile stage would cost one.
+  static_assert(STAGES == 2 && DQ_STAGES == 2, "the rings alternate two stages (stage ^ 1)");
+  static_assert(2 * SMEM_BYTES <= 227 * 1024 && 2 * DQ_SMEM_BYTES <= 227 * 1024, "two blocks per SM");
 };
 constexpr uint32_t ROWS16(int row_bytes) { return uint32_t(16 * row_bytes); }
 
 // ---- pass 1: D = rowsum(dO ∘ O), and LSE in base 2 (+inf for rows that see no key or do not
-// exist, so that their P is exp2(−inf) = 0 with no mask). One thread per query row.
-// The wgmma variants pad each (b, head)'s rows to a whole Q tile (row_stride), so that a Q tile's
-// rows are one aligned bulk copy; the padding rows get LSE·log2 e = +inf and D = 0.
-template <class T>
+// exist, so that their P is exp2(−inf) = 0 with no mask). A row of O (and of dO) is D contiguous
+// elements: D/8 neighbouring lanes read a 16-byte chunk of it each and sum by shuffles, so a warp's
+// loads are whole rows. The same lanes zero the row of the fp32 dQ accumulator (atomic variants),
+// which saves a memset's pass over it.
+// Each (b, head)'s rows are padded to row_stride, a whole Q tile, so that a tile's rows are aligned
+// 16-byte copies; the padding rows get LSE·log2 e = +inf and D = 0.
+template <class T, int HEAD_DIM>
 __global__ void preprocess_kernel(const T* __restrict__ o, const T* __restrict__ d_o,  // [B, T_q, H, D]
                                   const float* __restrict__ lse,                       // [B, H, T_q]
                                   float* __restrict__ d_rows, float* __restrict__ lse_log2,  // [B, H, row_stride]
-                                  int b_count, int t_q, int row_stride, int h, int d, bool without_do) {
-  const int64_t row = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // (b, head, i) in LSE order
-  if (row >= int64_t(b_count) * h * row_stride) return;
+                                  float* __restrict__ dq_acc,  // [B, T_q, H, D] fp32, or nullptr (deterministic)
+                                  int b_count, int t_q, int row_stride, int h, bool without_do) {
+  constexpr int LANES = HEAD_DIM / 8;  // lanes per row, one 16-byte chunk each
+  static_assert(32 % LANES == 0, "a row's lanes within one warp");
+  const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / LANES;  // (b, head, i) in LSE order
+  const int chunk = threadIdx.x % LANES;
+  const bool exists = row < int64_t(b_count) * h * row_stride;
   const int i = int(row % row_stride), head = int(row / row_stride % h), b = int(row / row_stride / h);
-  if (i >= t_q) {
-    d_rows[row] = 0.f;
-    lse_log2[row] = INFINITY;
-    return;
-  }
-  const int64_t at = ((int64_t(b) * t_q + i) * h + head) * d;
+  const bool real = exists && i < t_q;
   float sum = 0.f;
-  for (int c = 0; c < d; ++c) {
-    const float oc = to_float(o[at + c]);
-    sum += without_do ? oc : to_float(d_o[at + c]) * oc;
+  if (real) {
+    const int64_t at = ((int64_t(b) * t_q + i) * h + head) * HEAD_DIM + 8 * chunk;
+    const uint4 o_raw = *reinterpret_cast<const uint4*>(o + at), do_raw = *reinterpret_cast<const uint4*>(d_o + at);
+    const Vec2<T>* o2 = reinterpret_cast<const Vec2<T>*>(&o_raw);
+    const Vec2<T>* do2 = reinterpret_cast<const Vec2<T>*>(&do_raw);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float2 of = to_float2(o2[e]), df = to_float2(do2[e]);
+      sum += without_do ? of.x + of.y : df.x * of.x + df.y * of.y;
+    }
+    if (dq_acc != nullptr) {
+      float4* zero = reinterpret_cast<float4*>(dq_acc + at);
+      zero[0] = zero[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
   }
-  d_rows[row] = sum;
-  const float l = lse[(int64_t(b) * h + head) * t_q + i];
+  // The whole warp takes part (the block size is a multiple of 32): rows past the end add zeros.
+#pragma unroll
+  for (int lanes = LANES / 2; lanes > 0; lanes /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, lanes);
+  if (!exists || chunk != 0) return;
+  const float l = real ? lse[(int64_t(b) * h + head) * t_q + i] : -INFINITY;
+  d_rows[row] = real ? sum : 0.f;
   lse_log2[row] = l == -INFINITY ? INFINITY : l * kLog2e;
+}
+
+// dst[0..3] += v. One 16-byte atomic (red.global.add.v4.f32) on sm_90 and later, four 4-byte ones before.
+__device__ __forceinline__ void atomic_add4(float4* dst, float4 v) {
+#if __CUDA_ARCH__ >= 900
+  atomicAdd(dst, v);
+#else
+  atomicAdd(&dst->x, v.x);
+  atomicAdd(&dst->y, v.y);
+  atomicAdd(&dst->z, v.z);
+  atomicAdd(&dst->w, v.w);
+#endif
 }
 
 // ---- pass 2: one block per (K/V tile, K/V head). Warp w owns keys kv0 + 16w .. 16w + 15 and
@@ -153,7 +190,7 @@ template <class T, int HEAD_DIM, bool ATOMIC_DQ>
 __global__ void __launch_bounds__(THREADS)
 dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,  // Q [B,T_q,H,D]; K, V [B,T_kv,H_kv,D]
             const T* __restrict__ d_o,                                                 // [B, T_q, H, D]
-            const float* __restrict__ lse_log2, const float* __restrict__ d_rows,      // [B, H, T_q]
+            const float* __restrict__ lse_log2, const float* __restrict__ d_rows,      // [B, H, row_stride]
             float* __restrict__ dq_acc,                                                // [B, T_q, H, D] fp32 (ATOMIC_DQ)
             T* __restrict__ dk, T* __restrict__ dv,                                    // [B, T_kv, H_kv, D]
             Shape sh) {
@@ -164,7 +201,7 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
   auto q_tile_of = [&](int stage) { return v_tile + uint32_t((1 + 2 * stage) * TL::TILE_BYTES); };
   auto do_tile_of = [&](int stage) { return v_tile + uint32_t((2 + 2 * stage) * TL::TILE_BYTES); };
   const uint32_t ds_tile = k_tile + uint32_t((2 + 2 * TL::STAGES) * TL::TILE_BYTES);
-  float* rows_smem = reinterpret_cast<float*>(smem + (2 + 2 * TL::STAGES) * TL::TILE_BYTES + TL::DS_BYTES);
+  const float* rows_smem = reinterpret_cast<const float*>(smem + (2 + 2 * TL::STAGES) * TL::TILE_BYTES + TL::DS_BYTES);
   // [STAGES][LSE·log2 e, D][BLOCK_Q]
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -193,17 +230,17 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
   const int items = group * qt_count;
   auto head_of = [&](int item) { return hk * group + item / qt_count; };
   auto q0_of = [&](int item) { return (qt_begin + item % qt_count) * BLOCK_Q; };
-  auto load_q_tile = [&](int stage, int item) {  // Q, dO (cp.async) and the rows' LSE·log2 e, D
+  auto load_q_tile = [&](int stage, int item) {  // Q, dO and the rows' LSE·log2 e, D, all by cp.async
     const int head = head_of(item), q0 = q0_of(item);
     const int64_t at = (int64_t(b) * sh.t_q * sh.h + head) * HEAD_DIM + q0 * q_stride;
     load_tile_swizzled<BLOCK_Q, TL::CHUNKS, THREADS>(q_tile_of(stage), q + at, q_stride, sh.t_q - q0);
     load_tile_swizzled<BLOCK_Q, TL::CHUNKS, THREADS>(do_tile_of(stage), d_o + at, q_stride, sh.t_q - q0);
-    if (threadIdx.x < BLOCK_Q) {
-      const int i = q0 + threadIdx.x;
-      const int64_t row = (int64_t(b) * sh.h + head) * sh.row_stride + i;
-      float* r = rows_smem + stage * 2 * BLOCK_Q;
-      r[threadIdx.x] = i < sh.t_q ? lse_log2[row] : INFINITY;  // P = 0 on rows past T_q
-      r[BLOCK_Q + threadIdx.x] = i < sh.t_q ? d_rows[row] : 0.f;
+    // A copy, not a load and a store: no thread waits for these rows before the tile's math.
+    constexpr int ROW_CHUNKS = BLOCK_Q / 4;  // 16-byte chunks of a tile's LSE (or D) row
+    if (threadIdx.x < 2 * ROW_CHUNKS) {      // the padding to row_stride makes every chunk exist (LSE +inf: P = 0)
+      const int which = threadIdx.x / ROW_CHUNKS, chunk = threadIdx.x % ROW_CHUNKS;
+      const float* src = (which == 0 ? lse_log2 : d_rows) + (int64_t(b) * sh.h + head) * sh.row_stride + q0 + 4 * chunk;
+      cp_async_16(smem_addr(rows_smem + stage * 2 * BLOCK_Q) + uint32_t(threadIdx.x * 16), src, true);
     }
   };
   if (items > 0) load_q_tile(0, 0);
@@ -304,28 +341,21 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
         }
       }
       // Many blocks (one per K/V tile) add into the same dQ rows: fp32 atomics, in whatever
-      // order the blocks arrive. --bug dq-no-accumulate stores instead: the last block wins.
-      if (written) {
+      // order the blocks arrive. Lanes t and t ^ 1 swap halves of their C fragments so that each
+      // holds 4 consecutive columns of one row (even t: row g, odd t: row g + 8), then one
+      // 16-byte atomic per n-block. --bug dq-no-accumulate stores instead: the last block wins.
+      const int i = q0 + warp * ROWS_PER_WARP + g + 8 * (t & 1);
+      float* row = dq_acc + (int64_t(b) * sh.t_q + i) * q_stride + int64_t(head) * HEAD_DIM + 4 * (t >> 1);
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int i = q0 + warp * ROWS_PER_WARP + g + 8 * r;
-          if (i >= sh.t_q) continue;
-          float* row = dq_acc + (int64_t(b) * sh.t_q + i) * q_stride + int64_t(head) * HEAD_DIM;
-#pragma unroll
-          for (int nb = 0; nb < TL::D_BLOCKS; ++nb) {
-            float* at = row + 8 * nb + 2 * t;
-            if (sh.dq_store) {
-              at[0] = dq[nb][2 * r];
-              at[1] = dq[nb][2 * r + 1];
-            } else {
-#if __CUDA_ARCH__ >= 900  // one 8-byte atomic for the pair (sm_90+), else two 4-byte ones
-              atomicAdd(reinterpret_cast<float2*>(at), make_float2(dq[nb][2 * r], dq[nb][2 * r + 1]));
-#else
-              atomicAdd(at, dq[nb][2 * r]);
-              atomicAdd(at + 1, dq[nb][2 * r + 1]);
-#endif
-            }
-          }
+      for (int nb = 0; nb < TL::D_BLOCKS; ++nb) {
+        const float* c = dq[nb];
+        const float s0 = (t & 1) ? c[0] : c[2], s1 = (t & 1) ? c[1] : c[3];  // the half the partner needs
+        const float r0 = __shfl_xor_sync(0xffffffffu, s0, 1), r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
+        const float4 v4 = (t & 1) ? make_float4(r0, r1, c[2], c[3]) : make_float4(c[0], c[1], r0, r1);
+        float4* at = reinterpret_cast<float4*>(row + 8 * nb);
+        if (written && i < sh.t_q) {
+          if (sh.dq_store) *at = v4;
+          else atomic_add4(at, v4);
         }
       }
     }
@@ -349,17 +379,22 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
   }
 }
 
-// ---- atomic variant, pass 3: dQ = scale · dq_acc, rounded to T.
+// ---- atomic variants, pass 3: dQ = scale · dq_acc, rounded to T, four elements a thread.
 template <class T>
-__global__ void dq_convert_kernel(const float* __restrict__ dq_acc, T* __restrict__ dq, int64_t n, float scale) {
-  const int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (x < n) dq[x] = from_float<T>(dq_acc[x] * scale);
+__global__ void dq_convert_kernel(const float* __restrict__ dq_acc, T* __restrict__ dq, int64_t n4, float scale) {
+  const int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // elements 4x .. 4x + 3
+  if (x >= n4) return;
+  const float4 acc = reinterpret_cast<const float4*>(dq_acc)[x];
+  Vec2<T>* out = reinterpret_cast<Vec2<T>*>(dq) + 2 * x;
+  out[0] = from_float2<T>(acc.x * scale, acc.y * scale);
+  out[1] = from_float2<T>(acc.z * scale, acc.w * scale);
 }
 
 // ---- deterministic variant, pass 3: one block per (Q tile, query head); warp w owns query rows
 // q0 + 16w .. +15 and sums their dQ over the K/V tiles in order, in registers. P, dP and dS are
 // recomputed (as the main kernel did) with the roles of the operands swapped: S = Q Kᵀ,
-// dP = dO Vᵀ, dQ += dS K.
+// dP = dO Vᵀ, dQ += dS K. The K/V tiles stream through a two-stage cp.async ring: the next one
+// is in flight during the current one's math.
 template <class T, int HEAD_DIM>
 __global__ void __launch_bounds__(THREADS)
 dq_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ d_o,
@@ -367,8 +402,9 @@ dq_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict_
   using TL = Tiles<HEAD_DIM>;
   constexpr uint32_t R16 = ROWS16(TL::ROW_BYTES);
   extern __shared__ __align__(128) unsigned char smem[];
-  const uint32_t k_tile = smem_addr(smem), v_tile = k_tile + TL::TILE_BYTES, q_tile = v_tile + TL::TILE_BYTES,
-                 do_tile = q_tile + TL::TILE_BYTES;
+  const uint32_t q_tile = smem_addr(smem), do_tile = q_tile + TL::TILE_BYTES;
+  auto k_tile_of = [&](int stage) { return q_tile + uint32_t((2 + 2 * stage) * TL::TILE_BYTES); };
+  auto v_tile_of = [&](int stage) { return q_tile + uint32_t((3 + 2 * stage) * TL::TILE_BYTES); };
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int q0 = blockIdx.x * BLOCK_Q, bh = blockIdx.y, b = bh / sh.h, head = bh % sh.h;
   const int hk = lab::kv_head_of(head, sh.h, sh.h_kv);
@@ -378,8 +414,22 @@ dq_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict_
   load_tile_swizzled<BLOCK_Q, TL::CHUNKS, THREADS>(q_tile, q + q_base + q0 * q_stride, q_stride, sh.t_q - q0);
   load_tile_swizzled<BLOCK_Q, TL::CHUNKS, THREADS>(do_tile, d_o + q_base + q0 * q_stride, q_stride, sh.t_q - q0);
   cp_async_commit();
-  cp_async_wait<0>();
-  __syncthreads();  // Q and dO tiles visible to all; they move to registers for good
+
+  const lab::KeyRange block_keys =
+      lab::visible_keys_of_rows(q0, lab::imin(q0 + BLOCK_Q, sh.t_q), sh.t_q, sh.t_kv, sh.causal, 0);
+  const int tile_begin = block_keys.begin / BLOCK_KV;
+  const int tile_end = block_keys.empty() ? tile_begin : lab::ceil_div(block_keys.end, BLOCK_KV);
+  auto load_kv_tile = [&](int stage, int tile) {
+    const int kv0 = tile * BLOCK_KV;
+    load_tile_swizzled<BLOCK_KV, TL::CHUNKS, THREADS>(k_tile_of(stage), k + kv_base + kv0 * kv_stride, kv_stride,
+                                                      sh.t_kv - kv0);
+    load_tile_swizzled<BLOCK_KV, TL::CHUNKS, THREADS>(v_tile_of(stage), v + kv_base + kv0 * kv_stride, kv_stride,
+                                                      sh.t_kv - kv0);
+  };
+  if (tile_begin < tile_end) load_kv_tile(0, tile_begin);
+  cp_async_commit();
+  cp_async_wait<1>();  // this thread's Q and dO copies have landed (the first K/V tile may not have) ...
+  __syncthreads();     // ... and everyone's; Q and dO move to registers for good
 
   const uint32_t a_lane = swizzle<TL::CHUNKS>(warp * ROWS_PER_WARP + (lane & 15), lane >> 4);
   const uint32_t bn_lane = swizzle<TL::CHUNKS>((lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1);
@@ -400,20 +450,16 @@ dq_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict_
     d_r[r] = i < sh.t_q ? d_rows[at] : 0.f;
   }
 
-  const lab::KeyRange block_keys =
-      lab::visible_keys_of_rows(q0, lab::imin(q0 + BLOCK_Q, sh.t_q), sh.t_q, sh.t_kv, sh.causal, 0);
-  const int tile_begin = block_keys.begin / BLOCK_KV;
-  const int tile_end = block_keys.empty() ? tile_begin : lab::ceil_div(block_keys.end, BLOCK_KV);
   float dq_acc[TL::D_BLOCKS][4] = {};
   bool written = true;
   for (int tile = tile_begin; tile < tile_end; ++tile) {
-    const int kv0 = tile * BLOCK_KV;
-    __syncthreads();  // every warp is done with the previous K/V tile (and Q, dO the first time)
-    load_tile_swizzled<BLOCK_KV, TL::CHUNKS, THREADS>(k_tile, k + kv_base + kv0 * kv_stride, kv_stride, sh.t_kv - kv0);
-    load_tile_swizzled<BLOCK_KV, TL::CHUNKS, THREADS>(v_tile, v + kv_base + kv0 * kv_stride, kv_stride, sh.t_kv - kv0);
+    const int kv0 = tile * BLOCK_KV, stage = (tile - tile_begin) & 1;
+    cp_async_wait<0>();  // this thread's copies of this K/V tile have landed ...
+    __syncthreads();     // ... and everyone's; every warp is done with the previous tile, whose stage
+                         // the next line refills
+    if (tile + 1 < tile_end) load_kv_tile(stage ^ 1, tile + 1);  // in flight during this tile's math
     cp_async_commit();
-    cp_async_wait<0>();
-    __syncthreads();  // the K/V tile is visible to all
+    const uint32_t k_tile = k_tile_of(stage), v_tile = v_tile_of(stage);
 
     float s[BLOCK_KV / 8][4] = {}, dp[BLOCK_KV / 8][4] = {};
 #pragma unroll
@@ -486,10 +532,14 @@ struct BackwardArgs {
   bool hopper = false;    // the wgmma variants (sm_90a)
 };
 
-// The row arrays' row length: T_q, or for the wgmma variants T_q rounded up to a whole number of Q tiles.
+// The row arrays' row length: T_q rounded up to a whole Q tile of the kernel that reads them, so
+// that a tile's rows are whole, aligned 16-byte copies (cp.async, or one bulk copy on Hopper). It
+// also keeps the fp32 dQ that follows them in the workspace 16-byte aligned, for its float4 atomics.
 inline int row_stride_of(int t_q, bool hopper) {
-  return hopper ? lab::ceil_div(t_q, lab::wsbwd::ROW_PAD) * lab::wsbwd::ROW_PAD : t_q;
+  const int pad = hopper ? lab::wsbwd::ROW_PAD : BLOCK_Q;
+  return lab::ceil_div(t_q, pad) * pad;
 }
+static_assert(BLOCK_Q % 4 == 0 && lab::wsbwd::ROW_PAD % 4 == 0, "row arrays of whole 16-byte chunks");
 
 // D and LSE·log2 e per row; the atomic variants' fp32 dQ.
 inline int64_t workspace_floats(int b, int h, int t_q, int d, bool atomic, bool hopper = false) {
@@ -539,12 +589,12 @@ void launch_backward_hopper(const BackwardArgs& a, const Shape& sh, const float*
                      a.causal, sh.scale, sh.scale_log2, sh.dq_store};
   const dim3 grid(unsigned(lab::ceil_div(a.t_kv, hb::BLOCK_KV)), unsigned(a.b * a.h_kv));
   const int64_t q_elems = int64_t(a.b) * a.h * a.t_q * a.d;
-  if (a.atomic) {
-    CUDA_CHECK(cudaMemsetAsync(dq_acc, 0, size_t(q_elems) * 4, st));
+  if (a.atomic) {  // dq_acc was zeroed by the preprocessing pass
     hb::dkdv_kernel<T, HEAD_DIM, true, Exercises><<<grid, hb::THREADS, smem, st>>>(q_map, do_map, k_map, v_map, p);
     CUDA_CHECK_LAST();
     if (exercises_written)
-      dq_convert_kernel<T><<<unsigned((q_elems + 255) / 256), 256, 0, st>>>(dq_acc, static_cast<T*>(a.dq), q_elems, sh.scale);
+      dq_convert_kernel<T><<<unsigned((q_elems / 4 + 255) / 256), 256, 0, st>>>(dq_acc, static_cast<T*>(a.dq), q_elems / 4,
+                                                                              sh.scale);
   } else {
     hb::dkdv_kernel<T, HEAD_DIM, false, Exercises><<<grid, hb::THREADS, smem, st>>>(q_map, do_map, k_map, v_map, p);
     CUDA_CHECK_LAST();
@@ -577,20 +627,20 @@ void launch_backward(const BackwardArgs& a, const std::string& bug, cudaStream_t
   float p, ds, wv, wk;  // an exercise left as the stub leaves dQ unwritten (the kernels skip their stores)
   const bool exercises_written = recompute_p_and_ds(0.f, 0.f, 0.f, 0.f, 1.f, &p, &ds) && dkdv_weights(p, ds, &wv, &wk);
 
-  preprocess_kernel<T><<<unsigned((rows + 255) / 256), 256, 0, st>>>(o, d_o, a.lse, d_rows, lse_log2, a.b, a.t_q,
-                                                                     sh.row_stride, a.h, a.d, bug == "d-without-do");
+  // D/8 threads per row; the atomic variants' dQ accumulator (mma.sync or wgmma) is zeroed here.
+  preprocess_kernel<T, HEAD_DIM><<<unsigned((rows * (HEAD_DIM / 8) + 255) / 256), 256, 0, st>>>(
+      o, d_o, a.lse, d_rows, lse_log2, dq_acc, a.b, a.t_q, sh.row_stride, a.h, bug == "d-without-do");
   CUDA_CHECK_LAST();
   if (a.hopper) {
     launch_backward_hopper<T, HEAD_DIM>(a, sh, d_rows, lse_log2, dq_acc, exercises_written, st);
     return;
   }
   const dim3 kv_grid(unsigned(lab::ceil_div(a.t_kv, BLOCK_KV)), unsigned(a.b * a.h_kv));
-  if (a.atomic) {
-    CUDA_CHECK(cudaMemsetAsync(dq_acc, 0, size_t(q_elems) * 4, st));
+  if (a.atomic) {  // dq_acc was zeroed by the preprocessing pass
     dkdv_kernel<T, HEAD_DIM, true><<<kv_grid, THREADS, smem, st>>>(q, k, v, d_o, lse_log2, d_rows, dq_acc, dk, dv, sh);
     CUDA_CHECK_LAST();
     if (exercises_written)
-      dq_convert_kernel<T><<<unsigned((q_elems + 255) / 256), 256, 0, st>>>(dq_acc, dq, q_elems, sh.scale);
+      dq_convert_kernel<T><<<unsigned((q_elems / 4 + 255) / 256), 256, 0, st>>>(dq_acc, dq, q_elems / 4, sh.scale);
   } else {
     dkdv_kernel<T, HEAD_DIM, false><<<kv_grid, THREADS, smem, st>>>(q, k, v, d_o, lse_log2, d_rows, nullptr, dk, dv, sh);
     CUDA_CHECK_LAST();
