@@ -376,8 +376,8 @@ def error_table(records):
 def precision_table(records):
     """One row per problem measured at two or more precisions (records whose check rules differ,
     e.g. bf16 `ws` and e4m3 `fp8` of section 08): per precision, the first variant's max error
-    against fp64, the bound its rule allows and the relative L2 error; then the error ratio of the
-    second precision to the first. The accuracy price of a lower precision, read off the records."""
+    against fp64, the bound its rule allows and the relative L2 error, the higher precision first;
+    then the error ratio of the lower precision to the higher. The accuracy price of a lower precision, read off the records."""
     rows_by = {}
     for r in sorted(records, key=sort_order):
         if r["build"] != "baseline" and r["check"].get("max_abs_err") is not None:
@@ -391,8 +391,9 @@ def precision_table(records):
         firsts = {}  # rule -> its first variant on this problem (the most measured)
         for r in sorted(rs, key=lambda r: (-count[r["variant"]], r["variant"])):
             firsts.setdefault(r["check"]["rule"], r)
-        if len(firsts) >= 2:
-            picked = list(firsts.values())[:2]
+        if len(firsts) >= 2:  # the higher precision (the tighter bound) first, the price after it
+            bound = lambda r: r["check"].get("ref_err_bound") or float("inf")
+            picked = sorted(list(firsts.values())[:2], key=bound)
             rows.append(picked)
             for r in picked:
                 if r["variant"] not in variants:

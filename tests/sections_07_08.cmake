@@ -57,10 +57,10 @@ lab_test(bad_input.08_tma_skeleton.pingpong_one_consumer cpu 2 MATCH "^bad input
 lab_test(cpu_model.08_tma_skeleton.pingpong_192_rows cpu 0 MATCH "PASS" COMMAND ${S08} --cpu --variant ws-pingpong --d 64 --t 300 --t-kv 200 --causal --h 2)
 lab_test(bad_input.08_tma_skeleton.consumers1_paged cpu 2 MATCH "^bad input: --consumers 1 applies to --variant ws and ws-overlap"
          COMMAND ${S08} --consumers 1 --variant paged)
-# ws-pingpong's K/V tile: 176 keys at D = 128 without a mask (the CPU model walks the same tiles:
-# ragged last tile, GQA, T_q != T_kv), 128 when forced, and the option's refusals.
+# ws-pingpong's K/V tile: 128 keys, or FlashAttention-3's 176 at D = 128 with --kv-tile 176 (the
+# CPU model walks the same tiles: ragged last tile, GQA, T_q != T_kv), and the option's refusals.
 lab_test(cpu_model.08_tma_skeleton.pingpong_176_keys cpu 0 MATCH "PASS"
-         COMMAND ${S08} --cpu --variant ws-pingpong --t 300 --t-kv 353 --h 4 --h-kv 2)
+         COMMAND ${S08} --cpu --variant ws-pingpong --kv-tile 176 --t 300 --t-kv 353 --h 4 --h-kv 2)
 lab_test(cpu_model.08_tma_skeleton.pingpong_176_keys_causal_window cpu 0 MATCH "PASS"
          COMMAND ${S08} --cpu --variant ws-pingpong --kv-tile 176 --t 400 --t-kv 500 --causal --window 200 --h 2)
 lab_test(cpu_model.08_tma_skeleton.pingpong_kv_tile_128 cpu 0 MATCH "PASS"

@@ -245,9 +245,13 @@ class PythonBench(unittest.TestCase):
                          {"TORCHINDUCTOR_CACHE_DIR": "/b/inductor-cache"})
 
     def test_baselines_run_for_the_sweep_and_the_named_studies_only(self):
-        data = {"baselines": [{"variants": ["sdpa-flash"]}], "baseline_tags": ["tma"]}
+        shape = {"b": 1, "h": 16, "t": 4096, "d": 128, "dtype": "bf16"}
+        studied, other = dict(shape, variants=["sdpa-flash"]), dict(shape, t=16384, variants=["sdpa-flash"])
+        entry = ["--dtype", "bf16", "--b", "1", "--t", "4096", "--h", "16", "--d", "128", "--iters", "20"]
+        data = {"baselines": [studied, other], "baseline_tags": ["tma"],
+                "bench": [{"args": entry, "tag": "tma"}, {"args": entry[:5] + ["16384"] + entry[6:]}]}
         self.assertEqual(maintainer.bench_baselines(data, None, False, False), data["baselines"])
-        self.assertEqual(maintainer.bench_baselines(data, "tma", False, False), data["baselines"])
+        self.assertEqual(maintainer.bench_baselines(data, "tma", False, False), [studied])  # its own shapes only
         self.assertEqual(maintainer.bench_baselines(data, "other", False, False), [])
         self.assertEqual(maintainer.bench_baselines(data, None, True, False), [])   # --quick
         self.assertEqual(maintainer.bench_baselines(data, "tma", False, True), [])  # --no-baselines

@@ -333,6 +333,10 @@ class Tables(unittest.TestCase):
         self.assertIn("| B=1 H=16 T=4096 D=128 bf16 | 0.002 | 0.004 | 0.001 | 0.03 | 0.05 | 0.02 | 15.0× |", text)
         self.assertNotIn("T=1024", text)  # one precision only: nothing to compare
         self.assertEqual(tables.precision_table(records[:2]), tables.NO_RECORDS)
+        # the lower precision measured more often still comes second: its error is the price
+        more_fp8 = [rec("fp8", e4m3, 0.03, 0.05, 0.02, t=1024), rec("fp8", e4m3, 0.03, 0.05, 0.02, t=512)] + records
+        self.assertIn("| B=1 H=16 T=4096 D=128 bf16 | 0.002 | 0.004 | 0.001 | 0.03 | 0.05 | 0.02 | 15.0× |",
+                      tables.precision_table(more_fp8))
         with tempfile.TemporaryDirectory() as tmp:
             marked = Path(tmp, "08.md")
             marked.write_text("<!-- results:08_tma_skeleton:precision:begin -->\nstale\n<!-- results:08_tma_skeleton:precision:end -->\n")

@@ -68,11 +68,15 @@ def compiler_caches(environ, build_dir):
 def bench_baselines(data, tag, quick, no_baselines):
     """The baseline specs a bench run times beside the section: the case file's `baselines` for the
     sweep, and for a `--tag` study named in `baseline_tags` (a study on the sweep's shapes, which is
-    compared with the libraries only if they are timed in its own run); none for --quick."""
+    compared with the libraries only if they are timed in its own run: the specs of its own
+    entries' shapes); none for --quick."""
     if quick or no_baselines:
         return []
     if tag and tag not in data.get("baseline_tags", []):
         return []
+    if tag:
+        studied = [e["args"] for e in data.get("bench", []) if e.get("tag") == tag]
+        return [spec for spec in data.get("baselines", []) if any(spec_matches_entry(spec, a) for a in studied)]
     return data.get("baselines", [])
 
 
