@@ -39,7 +39,8 @@ LIBRARIES = {
 HEADLINE_SHAPES = {"07_sliding_window": lambda p: bool(p.get("window"))}
 # Libraries a section's table names in a column of their own, beside the fastest one: the bar the
 # section is held to (09 against the FlashAttention-2 it reimplements, not only against cuDNN).
-BESIDE = {"05_decode": ("flashinfer",), "06_paged": ("flashinfer",), "09_triton": ("sdpa-flash",)}
+BESIDE = {"05_decode": ("flashinfer",), "06_paged": ("flashinfer",), "09_triton": ("sdpa-flash",),
+          "11_backward": ("sdpa-flash",)}
 NO_RECORDS = "No records yet."
 
 
@@ -300,8 +301,10 @@ def compact_table(records, beside=()):
                                     for b in sorted(both, key=lambda b: b["timing"]["median_ms"])) or "–")
         for name in beside:
             named = [b for b in same if b["variant"] == name]
-            # a library launched eagerly from Python (no CUDA graph) carries its host time on short steps
-            eager = " (eager)" if named and "graph_median_ms" not in named[0]["timing"] else ""
+            # a forward launched eagerly from Python (no CUDA graph) carries its host time on short steps;
+            # a backward is milliseconds of GPU work, timed queued, and never replayed from a graph
+            eager = (" (eager)" if named and pass_of(named[0]) == "forward" and "graph_median_ms" not in named[0]["timing"]
+                     else "")
             cells.append(f"{named[0]['timing']['median_ms'] / best['timing']['median_ms']:.2f}×{eager}" if named else "–")
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)

@@ -400,6 +400,11 @@ class Tables(unittest.TestCase):
         chose_eager = rec("flashinfer", "baseline", 0.02, {"method": "queued", "graph_median_ms": 0.03})
         self.assertTrue(tables.compact_table([ours, eager], ("flashinfer",)).splitlines()[2].endswith("| 6.00× (eager) |"))
         self.assertTrue(tables.compact_table([ours, chose_eager], ("flashinfer",)).splitlines()[2].endswith("| 2.00× |"))
+        # a backward is never graph-replayed and needs no such mark
+        mine, fa2 = rec("wgmma", "solution", 4.0), rec("sdpa-flash", "baseline", 3.8, {"method": "queued"})
+        for r in (mine, fa2):
+            r["metrics"]["pass"] = "backward"
+        self.assertTrue(tables.compact_table([mine, fa2], ("sdpa-flash",)).splitlines()[2].endswith("| 0.95× | 0.95× |"))
 
     def test_another_sections_program_in_a_study_is_a_column_of_the_study(self):
         import json
