@@ -909,7 +909,7 @@ int main(int argc, char** argv) {
   s.consumer_counts = {1, 2, 3};  // --consumers: consumer warpgroups per block (ws, ws-overlap, ws-pingpong)
   s.consumer_default = "2; 3 for ws-pingpong at D = 64";
   s.kv_tiles = {BLOCK_KV, WIDE_BLOCK_KV};  // --kv-tile: keys per K/V tile (ws-pingpong)
-  s.kv_tile_default = "176 for ws-pingpong at D = 128 when neither causal nor windowed, else 128";
+  s.kv_tile_default = "128; 176 is FlashAttention-3's tile at D = 128, for the ablation";
   s.variants_of_option = {{"--kv-tile", {"ws-pingpong"}}};
   s.supports_window = true;  // --window, with --variant ws, ws-overlap and ws-pingpong (masked; the skip is 07's)
   s.default_problem.dtype = lab::DType::bf16;
