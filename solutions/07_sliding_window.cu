@@ -345,8 +345,8 @@ window_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
 // attends (attended_keys), the K/V tiles a block and each of its consumer warpgroups walk
 // (kv_tile_span at 128 keys: EXERCISE tile-span) and the mask of an S tile (mask_edges on the wgmma
 // accumulator, 16 n-blocks: EXERCISE edge-mask). A block counts the tiles it loads, as the mma
-// kernel does. The ring protocol (slots, phases, the producer
-// loop, the consumers' wait and release) is section 08's exercise: it comes from 08's file.
+// kernel does. The ring protocol (slots, phases, the producer loop, the consumers' wait and
+// release) is section 08's exercise: it comes from 08's file.
 namespace ws = lab::ws;
 // The kernel's parameters with this section's own fields (the kernel passes them on as ws::Params).
 struct WindowParams : ws::Params {
@@ -385,14 +385,14 @@ struct HopperRules : ring::Protocol<ring::KvSource::contiguous> {
 //                     sm_90a: CMake adds it), else the mma kernel; the record says which (metrics.kernel)
 //   window-mma, full-mma, window-q128   the mma kernel everywhere (04's, 64 or 128 query rows)
 enum class Kernel { mma, hopper };
-// The Hopper kernel runs 08's ws-pingpong schedule with its block: 128 query rows, 192 at D = 64.
-constexpr int hopper_consumers(int d) { return ws::pingpong_consumers(d); }
 struct VariantConfig {
   Kernel kernel;
   int warps;  // mma: 4 or 8 warps of 16 rows
   bool skip;
   int d;
-  int block_q() const { return kernel == Kernel::hopper ? hopper_consumers(d) * ws::WG_ROWS : warps * ROWS_PER_WARP; }
+  int block_q() const {
+    return kernel == Kernel::hopper ? ws::pingpong_consumers(d) * ws::WG_ROWS : warps * ROWS_PER_WARP;
+  }
   int block_kv() const { return kernel == Kernel::hopper ? ws::BLOCK_KV : BLOCK_KV; }
   const char* name() const { return kernel == Kernel::hopper ? "hopper (wgmma, TMA, warp-specialised)" : "mma (mma.sync, cp.async)"; }
 };
@@ -518,7 +518,7 @@ std::function<void(cudaStream_t)> make_hopper_launch(const lab::RunContext& ctx,
   WindowParams p{ws::params_of(pr, ctx.tensors.o, ctx.tensors.lse), 0, nullptr};  // (the same values as sh's)
   p.inverted_window = sh.inverted_window ? 1 : 0;
   p.tiles_visited = counter;
-  constexpr int CONS = hopper_consumers(HEAD_DIM), BLOCK_Q = CONS * ws::WG_ROWS;
+  constexpr int CONS = ws::pingpong_consumers(HEAD_DIM), BLOCK_Q = CONS * ws::WG_ROWS;
   const CUtensorMap q_map = ws::make_map(pr, ctx.tensors.q, pr.h, pr.t_q, pr.b, BLOCK_Q);
   const CUtensorMap k_map = ws::make_map(pr, ctx.tensors.k, pr.h_kv, pr.t_kv, pr.b, ws::BLOCK_KV);
   const CUtensorMap v_map = ws::make_map(pr, ctx.tensors.v, pr.h_kv, pr.t_kv, pr.b, ws::BLOCK_KV);
@@ -563,8 +563,8 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   if (c.kernel == Kernel::hopper)
     run.metrics = {{"stages", pr.d == 64 ? ws::Tiles<64>::STAGES : ws::Tiles<128>::STAGES},
                    {"smem_bytes", pr.d == 64 ? ws::Tiles<64>::SMEM_BYTES : ws::Tiles<128>::SMEM_BYTES},
-                   {"threads", (1 + hopper_consumers(pr.d)) * ws::WG_THREADS},
-                   {"consumers", hopper_consumers(pr.d)}};
+                   {"threads", (1 + ws::pingpong_consumers(pr.d)) * ws::WG_THREADS},
+                   {"consumers", ws::pingpong_consumers(pr.d)}};
   else
     run.metrics = {{"warps", c.warps}, {"stages", STAGES},  // 8 warps: the same shared memory
                    {"smem_bytes", pr.d == 64 ? Tiles<64, 4>::SMEM_BYTES : Tiles<128, 4>::SMEM_BYTES}};

@@ -35,16 +35,13 @@
 // the consumer warpgroups take turns at the tensor core, ordered by named barriers (bar.sync on
 // one's own, bar.arrive on the next one's), so that one warpgroup's softmax runs while another's
 // GEMMs occupy the tensor core (common/hopper/ws_forward.cuh, PingPongTurns). The tile per D:
-// at D = 128, 128 query rows (2 consumers) and, when no mask cuts the K/V tiles (neither causal nor
-// windowed), 176 keys per K/V tile, FlashAttention-3's 128 x 176: each tile's fixed costs (barrier
-// waits, the turn, the row max and sum, the O rescale) spread over more keys; 2 ring slots fit,
-// and the consumers take 240 registers (setmaxnreg 24/240) for S (88) + P (44) + O (64); causal
-// and windowed problems keep 128 keys (a wider tile wastes more of the diagonal's). At D = 64 a
-// GEMM is half as long for the same softmax, so the block takes 3 consumer warpgroups (BLOCK_Q =
-// 192, setmaxnreg 32/160): three softmaxes share the time of the GEMMs; its keys stay 128 (S and P
-// of more keys do not fit in 160 registers beside O). --consumers 2 or 3 (D = 64, ws-overlap and
-// ws-pingpong) (and `ws`) chooses the block, --kv-tile 128 or 176 (ws-pingpong at D = 128) the
-// K/V tile, for the ablation.
+// at D = 128, 128 query rows (2 consumers) and 128 keys per K/V tile; --kv-tile 176 runs
+// FlashAttention-3's 128 x 176 for problems no mask cuts (each tile's fixed costs spread over more
+// keys; 2 ring slots, setmaxnreg 24/240 for S (88) + P (44) + O (64)), measured slower here. At
+// D = 64 a GEMM is half as long for the same softmax, so the block takes 3 consumer warpgroups
+// (BLOCK_Q = 192, setmaxnreg 32/160): three softmaxes share the time of the GEMMs; its keys stay
+// 128 (S and P of more keys do not fit in 160 registers beside O). --consumers 2 or 3 (D = 64,
+// ws-overlap and ws-pingpong) (and `ws`) chooses the block, --kv-tile the K/V tile, for the ablation.
 // Variant `paged`: the same kernel (the plain `ws` loop) reading K/V from a paged cache (06's pool
 // [blocks, page, H_kv, D], shuffled block tables, NaN in every slot no sequence owns) through TMA.
 // A box may not cross a page, and a tensor map has one base address, so every page gets its own
@@ -81,8 +78,8 @@
 //      build/bin/08_tma_skeleton --t 4096 --d 128 --h 16 --b 4 --dtype bf16   (the solution)
 //      build/bin/08_tma_skeleton --variant paged --page-size 128 --t 4096 --causal
 //      build/bin/08_tma_skeleton --consumers 1 --t 4096 --d 128 --h 16 --b 4   (one consumer warpgroup)
-//      build/bin/08_tma_skeleton --variant ws-pingpong --b 4 --h 16 --t 4096 --d 128   (ping-pong, 176-key tiles)
-//      build/bin/08_tma_skeleton --variant ws-pingpong --b 4 --h 16 --t 4096 --d 128 --kv-tile 128
+//      build/bin/08_tma_skeleton --variant ws-pingpong --b 4 --h 16 --t 4096 --d 128   (ping-pong)
+//      build/bin/08_tma_skeleton --variant ws-pingpong --b 4 --h 16 --t 4096 --d 128 --kv-tile 176
 //      build/bin/08_tma_skeleton --variant ws-pingpong --b 2 --h 32 --t 8192 --d 64   (ping-pong, 192-row block)
 //      build/bin/08_tma_skeleton --variant fp8 --t 4096 --d 128 --h 16 --b 4     (e4m3 operands)
 //      build/bin/gpu_wgmma_layout                               (the layout self-test)
@@ -378,10 +375,7 @@ int consumers_of(const lab::Options& o, const lab::Problem& pr) {
 }
 // Keys per K/V tile: --kv-tile, else 128. FlashAttention-3's 176-key tile (ws-pingpong at D = 128,
 // --kv-tile 176) measured slower on the H200 at every shape timed, so it is the ablation, not the default.
-int default_kv_tile(const std::string&, const lab::Problem&) { return BLOCK_KV; }
-int kv_tile_of(const lab::Options& o, const lab::Problem& pr) {
-  return o.kv_tile > 0 ? o.kv_tile : default_kv_tile(o.variant, pr);
-}
+int kv_tile_of(const lab::Options& o) { return o.kv_tile > 0 ? o.kv_tile : BLOCK_KV; }
 // The ring and the register budget of the instantiation that runs (for the record).
 struct RingInfo {
   int stages, smem_bytes, producer_regs, consumer_regs;
@@ -447,7 +441,7 @@ std::function<void(cudaStream_t)> pick(const std::string& variant, int consumers
       return variant == "ws-pingpong"  ? make_forward<T, HEAD_DIM, KvSource::contiguous, true, 3, true>(q_map, k_map, v_map, p, grid, keep)
              : variant == "ws-overlap" ? make_forward<T, HEAD_DIM, KvSource::contiguous, true, 3>(q_map, k_map, v_map, p, grid, keep)
                                        : make_forward<T, HEAD_DIM, KvSource::contiguous, false, 3>(q_map, k_map, v_map, p, grid, keep);
-  if constexpr (HEAD_DIM == 128)  // --kv-tile 176 (ws-pingpong at D = 128; its default without a mask)
+  if constexpr (HEAD_DIM == 128)  // --kv-tile 176 (ws-pingpong at D = 128)
     if (kv_tile == WIDE_BLOCK_KV)
       return make_forward<T, HEAD_DIM, KvSource::contiguous, true, CONSUMERS, true, WIDE_BLOCK_KV>(q_map, k_map, v_map, p,
                                                                                                    grid, keep);
@@ -593,7 +587,7 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   const bool paged = ctx.variant == "paged" || ctx.variant == "paged-pool";
   Params p = params_of(pr, ctx.tensors.o, ctx.tensors.lse);
   const int consumers = consumers_of(ctx.options, pr), block_q = consumers * WG_ROWS;
-  const int kv_tile = kv_tile_of(ctx.options, pr);  // keys per K/V tile: the box rows of the K/V maps
+  const int kv_tile = kv_tile_of(ctx.options);  // keys per K/V tile: the box rows of the K/V maps
   const RingInfo ring = ring_info(pr.d, consumers, kv_tile);
   const dim3 grid(unsigned(lab::ceil_div(pr.t_q, block_q)), unsigned(pr.b * pr.h));
   const CUtensorMap q_map = make_map(pr, ctx.tensors.q, pr.h, pr.t_q, pr.b, block_q);
@@ -673,7 +667,7 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   run.metrics["consumers_default"] = default_consumers(ctx.variant, pr);  // the tables name a block other than this
   run.metrics["threads"] = (1 + consumers) * WG_THREADS;
   run.metrics["block_kv"] = kv_tile;
-  run.metrics["block_kv_default"] = default_kv_tile(ctx.variant, pr);  // as consumers_default, for the tables
+  run.metrics["block_kv_default"] = BLOCK_KV;  // as consumers_default, for the tables
   run.metrics["kv_tiles_per_row"] = lab::ceil_div(pr.t_kv, kv_tile);
   run.metrics["stages"] = ring.stages;
   run.metrics["smem_bytes"] = ring.smem_bytes;
@@ -685,7 +679,7 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
 
 // ---------------------------------------------------------------------------------------------
 // CPU model: the kernel's loop per block, in plain C++. A block's K/V tiles (of the kernel's width:
-// 176 keys for ws-pingpong at D = 128 without a mask, else 128) pass through a ring of
+// 128 keys, or --kv-tile's) pass through a ring of
 // STAGES host buffers at the slots ring_slot() gives (rows past T_kv zero, as TMA fills them; the
 // paged variant reads them through a NaN-filled pool and block tables); each of the 2 consumer
 // "warpgroups" runs the online softmax (base 2, scale_log2 folded in) on its 64 rows; P is rounded
@@ -783,7 +777,7 @@ void run_cpu_fp8(const lab::Problem& pr, const lab::Options& opt, const lab::Hos
 lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in, std::vector<float>& o,
                     std::vector<float>& lse) {
   lab::CpuRun run;
-  const int block_kv = opt.variant == "fp8" ? BLOCK_KV : kv_tile_of(opt, pr);  // keys per K/V tile, as the kernel's
+  const int block_kv = opt.variant == "fp8" ? BLOCK_KV : kv_tile_of(opt);  // keys per K/V tile, as the kernel's
   const int stages = ring_info(pr.d, consumers_of(opt, pr), block_kv).stages;
   if (ring_slot(0, stages).stage < 0) {
     run.failure = "ring_slot() is not written yet: the kernel and this model skip every tile";

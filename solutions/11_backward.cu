@@ -348,10 +348,7 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
       float* row = dq_acc + (int64_t(b) * sh.t_q + i) * q_stride + int64_t(head) * HEAD_DIM + 4 * (t >> 1);
 #pragma unroll
       for (int nb = 0; nb < TL::D_BLOCKS; ++nb) {
-        const float* c = dq[nb];
-        const float s0 = (t & 1) ? c[0] : c[2], s1 = (t & 1) ? c[1] : c[3];  // the half the partner needs
-        const float r0 = __shfl_xor_sync(0xffffffffu, s0, 1), r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
-        const float4 v4 = (t & 1) ? make_float4(r0, r1, c[2], c[3]) : make_float4(c[0], c[1], r0, r1);
+        const float4 v4 = row_quad_of(dq[nb], t);
         float4* at = reinterpret_cast<float4*>(row + 8 * nb);
         if (written && i < sh.t_q) {
           if (sh.dq_store) *at = v4;

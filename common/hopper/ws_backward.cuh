@@ -371,19 +371,16 @@ dkdv_kernel(const __grid_constant__ CUtensorMap q_map,   // (D, H, T_q, B), box 
         wgmma_wait<0>();
         fence_accumulators(dq);
 
-        // dq[4j + e]: row 16·warp + g + 8·(e / 2), column 8j + 2t + (e % 2). Lanes t and t ^ 1
-        // swap halves so that each holds 4 consecutive columns of one row: even t row g, odd t
-        // row g + 8; then one 16-byte atomic (red.global.add.v4.f32) per n-block.
+        // dq[4j + e]: row 16·warp + g + 8·(e / 2), column 8j + 2t + (e % 2); row_quad_of gives
+        // each lane 4 consecutive columns of one row (even t row g, odd t row g + 8), then one
+        // 16-byte atomic (red.global.add.v4.f32) per n-block.
         const int row = q0 + 64 * dq_row_box + 16 * warp + g + 8 * (t & 1);
         int b_here = b;
         asm volatile("" : "+r"(b_here));  // the row address is recomputed here, not held in registers all along
         float* dq_row = p.dq_acc + ((int64_t(b_here) * p.t_q + row) * p.h + head) * HEAD_DIM + dq_col_box * BOX_COLS;
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
-          const float s0 = (t & 1) ? dq[4 * j] : dq[4 * j + 2], s1 = (t & 1) ? dq[4 * j + 1] : dq[4 * j + 3];
-          const float r0 = __shfl_xor_sync(0xffffffffu, s0, 1), r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
-          const float4 v4 = (t & 1) ? make_float4(r0, r1, dq[4 * j + 2], dq[4 * j + 3])
-                                    : make_float4(dq[4 * j], dq[4 * j + 1], r0, r1);
+          const float4 v4 = row_quad_of(dq + 4 * j, t);
           float4* at = reinterpret_cast<float4*>(dq_row + 8 * j + 2 * (t & ~1));
           if (written && row < p.t_q) {
             if (p.dq_store) *at = v4;  // --bug dq-no-accumulate: the last K/V tile wins
