@@ -234,6 +234,37 @@ __device__ __forceinline__ void load_kv_tile_contiguous(const CUtensorMap& map, 
 // warpgroup's 64; in the accumulators S[4j + e] and O[4j + e] (n-block j of 8 columns) it holds
 // columns 8j + 2t + (e & 1) of row r0 (e < 2) or r0 + 8 (e >= 2). See common/toolbox/sm90.cuh.
 
+// Online softmax of a thread's rows row_g (r = 0) and row_g + 8 (r = 1) over one S tile, as in 04
+// (the 4 lanes of a quad hold a row's columns between them): new max m, alpha = exp2((m_old -
+// m_new)·scale_log2), S -> P = exp2(S·scale_log2 - m_new·scale_log2 + P_LOG2) in place, l = l·alpha +
+// sum(P). P_LOG2 = 0, or the fp8 kernel's 8 (P scaled by 2^8, exactly, inside the exp2's FFMA).
+template <int P_LOG2 = 0, int S_REGS>
+__device__ __forceinline__ void online_softmax_rows(float (&s)[S_REGS], float (&m)[2], float (&l)[2], float (&alpha)[2],
+                                                    float scale_log2) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < S_REGS / 4; ++j) tile_max = fmaxf(tile_max, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+    const float m_new = fmaxf(m[r], tile_max);
+    const float max_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;  // no key yet: never -inf - -inf
+    alpha[r] = fast_exp2(fmaf(m[r], scale_log2, -max_scaled));
+    m[r] = m_new;
+    const float bias = P_LOG2 == 0 ? -max_scaled : float(P_LOG2) - max_scaled;
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < S_REGS / 4; ++j)
+#pragma unroll
+      for (int e = 2 * r; e < 2 * r + 2; ++e) {
+        s[4 * j + e] = fast_exp2(fmaf(s[4 * j + e], scale_log2, bias));
+        sum += s[4 * j + e];
+      }
+    l[r] = l[r] * alpha[r] + sum;
+  }
+}
+
 // The per-warpgroup state and the steps of one K/V tile (given).
 template <class T, int HEAD_DIM, class H, int KV_TILE>
 struct ConsumerTile {
@@ -273,33 +304,9 @@ struct ConsumerTile {
   __device__ __forceinline__ void mask_all(const Params& p, int kv0, int row_g, int t) {
     H::mask_tile(s, p, kv0, row_g, t, INT_MAX, INT_MIN);  // no key range is whole: every element tested
   }
-  // Online softmax of rows row_g (r = 0) and row_g + 8 (r = 1), as in 04 (the 4 lanes of a quad
-  // hold a row's BLOCK_KV columns between them): new max, alpha = exp2((m_old - m_new)·scale_log2),
-  // l = l·alpha + sum(P), S -> P in place. The O rescale by alpha is rescale_o(), separate: the
-  // overlapped variant may only do it once the previous O += P V has completed.
-  __device__ __forceinline__ void online_softmax(float scale_log2) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float tile_max = -INFINITY;
-#pragma unroll
-      for (int j = 0; j < BLOCK_KV / 8; ++j) tile_max = fmaxf(tile_max, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-      const float m_new = fmaxf(m[r], tile_max);
-      const float max_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;  // no key yet: never -inf - -inf
-      alpha[r] = fast_exp2(fmaf(m[r], scale_log2, -max_scaled));
-      m[r] = m_new;
-      float sum = 0.f;
-#pragma unroll
-      for (int j = 0; j < BLOCK_KV / 8; ++j)
-#pragma unroll
-        for (int e = 2 * r; e < 2 * r + 2; ++e) {
-          s[4 * j + e] = fast_exp2(fmaf(s[4 * j + e], scale_log2, -max_scaled));
-          sum += s[4 * j + e];
-        }
-      l[r] = l[r] * alpha[r] + sum;
-    }
-  }
+  // The tile's online softmax (online_softmax_rows). The O rescale by alpha is rescale_o(),
+  // separate: the overlapped variant may only do it once the previous O += P V has completed.
+  __device__ __forceinline__ void online_softmax(float scale_log2) { online_softmax_rows(s, m, l, alpha, scale_log2); }
   __device__ __forceinline__ void rescale_o() {
 #pragma unroll
     for (int j = 0; j < TL::O_REGS / 4; ++j) {

@@ -239,28 +239,7 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
       fence_accumulators(s);
       H::mask_tile(s, p, tile * BLOCK_KV, row_g, t, warp_keys_begin, warp_keys_end);
       // Online softmax (04's, base 2), P scaled by 2^8 inside the exp2: bias = 8 - m·c.
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float tile_max = -INFINITY;
-#pragma unroll
-        for (int j = 0; j < BLOCK_KV / 8; ++j) tile_max = fmaxf(tile_max, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
-        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-        const float m_new = fmaxf(m[r], tile_max);
-        const float max_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;  // no key yet: never -inf - -inf
-        alpha[r] = fast_exp2(fmaf(m[r], scale_log2, -max_scaled));
-        m[r] = m_new;
-        const float bias = P_LOG2_FACTOR - max_scaled;
-        float sum = 0.f;
-#pragma unroll
-        for (int j = 0; j < BLOCK_KV / 8; ++j)
-#pragma unroll
-          for (int e = 2 * r; e < 2 * r + 2; ++e) {
-            s[4 * j + e] = fast_exp2(fmaf(s[4 * j + e], scale_log2, bias));
-            sum += s[4 * j + e];
-          }
-        l[r] = l[r] * alpha[r] + sum;
-      }
+      online_softmax_rows<int(P_LOG2_FACTOR)>(s, m, l, alpha, scale_log2);
       pack_p(s, p_frag);  // P -> e4m3 A registers, keys where the accumulator has them
     }
     H::consumer_wait(sm.v_full(slot.stage), slot);
