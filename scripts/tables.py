@@ -380,7 +380,8 @@ def precision_table(records):
     """One row per problem measured at two or more precisions (records whose check rules differ,
     e.g. bf16 `ws` and e4m3 `fp8` of section 08): per precision, the first variant's max error
     against fp64, the bound its rule allows and the relative L2 error, the higher precision first;
-    then the error ratio of the lower precision to the higher. The accuracy price of a lower precision, read off the records."""
+    then the error ratio of the lower precision to the higher. The accuracy price of a lower
+    precision, read off the records."""
     rows_by = {}
     for r in sorted(records, key=sort_order):
         if r["build"] != "baseline" and r["check"].get("max_abs_err") is not None:
@@ -641,38 +642,33 @@ def update_readme(readme, by_section, folder_name, ceilings=None, ncu=None, sect
     Path(readme).write_text(head + "\n".join(body) + tail)
 
 
-HANDOUT_REGION = re.compile(r"(<!-- results:((\d\d_[A-Za-z0-9_]+)(?:\.([a-z0-9-]+))?):begin -->\n)(.*?)"
-                            r"(<!-- results:\2:end -->)", re.S)
-# A handout's error table: `<!-- results:NN_name[.tag]:precision:begin -->` ... `:precision:end -->`.
-PRECISION_REGION = re.compile(r"(<!-- results:((\d\d_[A-Za-z0-9_]+)(?:\.([a-z0-9-]+))?):precision:begin -->\n)(.*?)"
-                              r"(<!-- results:\2:precision:end -->)", re.S)
-
+# A handout's region: `<!-- results:NN_name[.tag]:begin -->` ... `:end -->` holds the compact table of
+# the section's sweep (or of its study `tag`); `...:precision:begin -->` its error table.
+HANDOUT_REGION = re.compile(r"(<!-- results:((\d\d_[A-Za-z0-9_]+)(?:\.([a-z0-9-]+))?)(:precision|):begin -->\n)(.*?)"
+                            r"(<!-- results:\2\5:end -->)", re.S)
 
 def update_handouts(folder, by_section):
     """Fill each handout's region between `<!-- results:NN_name:begin -->` and `...:end -->` with the
-    section's compact table (its sweep), and `<!-- results:NN_name.tag:begin -->` with its study's. Returns the files changed; a file without markers is not
-    touched."""
+    section's compact table (its sweep), `<!-- results:NN_name.tag:begin -->` with its study's, and a
+    `:precision:` region with the error table of the same records. Returns the files changed; a
+    file without markers is not touched."""
     changed = []
     for path in sorted(Path(folder).glob("*.md")):
         text = path.read_text()
 
         def fill(m):  # NN_name: the section's sweep; NN_name.tag: its study `tag` (NN_name.tag.json)
-            section, tag = m.group(3), m.group(4)
+            section, tag, precision = m.group(3), m.group(4), m.group(5)
             group = [r for r in by_section.get(section, []) if r.get("_tag") == tag]
             sweep = [r for r in group if is_timed(r)]
-            if tag and group and not sweep:  # a study of errors, not of time (04's accum-sweep)
+            if precision:
+                table = precision_table(sweep)
+            elif tag and group and not sweep:  # a study of errors, not of time (04's accum-sweep)
                 table = error_table(group)
             else:
                 table = (ring_table(sweep) if is_ring(sweep) and not tag
                          else compact_table(sweep, BESIDE.get(section, ()) if not tag else ()))
-            return f"{m.group(1)}\n{table}\n\n{m.group(6)}"
+            return f"{m.group(1)}\n{table}\n\n{m.group(7)}"
         new = HANDOUT_REGION.sub(fill, text)
-
-        def fill_precision(m):  # NN_name: the sweep's records; NN_name.tag: the study's
-            section, tag = m.group(3), m.group(4)
-            sweep = [r for r in by_section.get(section, []) if r.get("_tag") == tag and is_timed(r)]
-            return f"{m.group(1)}\n{precision_table(sweep)}\n\n{m.group(6)}"
-        new = PRECISION_REGION.sub(fill_precision, new)
         if new != text:
             path.write_text(new)
             changed.append(path)
