@@ -266,16 +266,31 @@ __device__ __forceinline__ void online_softmax_rows(float (&s)[S_REGS], float (&
 }
 
 // The per-warpgroup state and the steps of one K/V tile (given).
+// consumer_overlapped below walks any tile type with these members (the fp8 kernel's is
+// ws_fp8.cuh's fp8::ConsumerTile): Rules, BLOCK_KV, STAGES, q_rows, begin, issue_s, issue_pv,
+// fence_pv_operands, mask_all, online_softmax, rescale_o, pack_p, finalize.
 template <class T, int HEAD_DIM, class H, int KV_TILE>
 struct ConsumerTile {
   using TL = Tiles<HEAD_DIM, KV_TILE>;
+  using Rules = H;
   static constexpr int BLOCK_KV = TL::BLOCK_KV;
+  static constexpr int STAGES = TL::STAGES;
   float s[TL::S_REGS];               // S = Q Kᵀ for 64 rows x BLOCK_KV keys, then P = exp2(...) in fp32
   uint32_t p_frag[TL::KV_STEPS][4];  // P, 16-bit, as the A registers of O += P V
   float o_acc[TL::O_REGS];           // unnormalised O
   float m[2], l[2];                  // running max (raw scores Q·K) and this thread's part of the row sums
   float alpha[2];                    // the rescale factor of the last tile, per row
 
+  // This warpgroup's 64 rows of Q: the first row of its part of every 64-column box of the slot.
+  __device__ __forceinline__ static uint32_t q_rows(uint32_t q_slot, int wg) {
+    return q_slot + uint32_t(wg * WG_ROWS * ROW_BYTES);
+  }
+  __device__ __forceinline__ void begin(const Params&, int /*b*/, int /*head*/) {
+#pragma unroll
+    for (int i = 0; i < TL::O_REGS; ++i) o_acc[i] = 0.f;
+    m[0] = m[1] = -INFINITY;
+    l[0] = l[1] = 0.f;
+  }
   // S = Q K_tileᵀ: D/16 wgmmas of m64n{BLOCK_KV}k16, both operands K-major in shared memory. The
   // descriptors walk 16 columns (32 bytes) along a box row, then move to the next 64-column box.
   __device__ __forceinline__ void issue_s(uint32_t q_rows, uint32_t k_slot) {
@@ -304,9 +319,15 @@ struct ConsumerTile {
   __device__ __forceinline__ void mask_all(const Params& p, int kv0, int row_g, int t) {
     H::mask_tile(s, p, kv0, row_g, t, INT_MAX, INT_MIN);  // no key range is whole: every element tested
   }
+  // What O += P V writes and reads from registers, fenced after its wait (wgmma_wait).
+  __device__ __forceinline__ void fence_pv_operands() {
+    fence_accumulators(o_acc);
+#pragma unroll
+    for (int kk = 0; kk < TL::KV_STEPS; ++kk) fence_registers(p_frag[kk]);
+  }
   // The tile's online softmax (online_softmax_rows). The O rescale by alpha is rescale_o(),
   // separate: the overlapped variant may only do it once the previous O += P V has completed.
-  __device__ __forceinline__ void online_softmax(float scale_log2) { online_softmax_rows(s, m, l, alpha, scale_log2); }
+  __device__ __forceinline__ void online_softmax(const Params& p) { online_softmax_rows(s, m, l, alpha, p.scale_log2); }
   __device__ __forceinline__ void rescale_o() {
 #pragma unroll
     for (int j = 0; j < TL::O_REGS / 4; ++j) {
@@ -364,13 +385,11 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
   const int warp_keys_end = H::visible_keys(wg_q0 + 16 * warp, p).end;
   const int warp_last_row = lab::imin(wg_q0 + 16 * warp + 15, p.t_q - 1);
   const int warp_keys_begin = H::visible_keys(warp_last_row, p).begin;
-  const uint32_t q_rows = sm.q() + uint32_t(wg * WG_ROWS * ROW_BYTES);  // this warpgroup's 64 rows of Q
+  using Tile = ConsumerTile<T, HEAD_DIM, H, KV_TILE>;
+  const uint32_t q_rows = Tile::q_rows(sm.q(), wg);  // this warpgroup's 64 rows of Q
 
-  ConsumerTile<T, HEAD_DIM, H, KV_TILE> c;
-#pragma unroll
-  for (int i = 0; i < TL::O_REGS; ++i) c.o_acc[i] = 0.f;
-  c.m[0] = c.m[1] = -INFINITY;
-  c.l[0] = c.l[1] = 0.f;
+  Tile c;
+  c.begin(p, b, head);
 
   if (n_tiles > 0) mbar_wait(sm.q_full(), 0);  // Q has landed (phase 0, its only one)
 
@@ -386,7 +405,7 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
       wgmma_wait<0>();
       fence_accumulators(c.s);
       c.mask(p, tile * TL::BLOCK_KV, row_g, warp_keys_begin, warp_keys_end, t);
-      c.online_softmax(p.scale_log2);
+      c.online_softmax(p);
       c.rescale_o();
       c.pack_p();
     }
@@ -431,17 +450,19 @@ struct NoTurns {
   __device__ __forceinline__ void pass() {}
 };
 
-template <class T, int HEAD_DIM, class H, int KV_TILE, class Turns>
-__device__ __forceinline__ void consumer_overlapped(int wg, const Params& p, const Smem<HEAD_DIM, KV_TILE>& sm, int b,
-                                                    int head, int q0, int first_tile, int n_tiles, Turns& turns) {
-  using TL = Tiles<HEAD_DIM, KV_TILE>;
-  constexpr int BLOCK_KV = TL::BLOCK_KV;
-  constexpr int STAGES = TL::STAGES;
+// Tile: the warpgroup's state and the steps of one K/V tile (ConsumerTile above, or the fp8
+// kernel's); KP: the kernel's parameters; SM: its shared memory (Smem, or fp8::Smem).
+template <class Tile, class KP, class SM, class Turns>
+__device__ __forceinline__ void consumer_overlapped(int wg, const KP& p, const SM& sm, int b, int head, int q0,
+                                                    int first_tile, int n_tiles, Turns& turns) {
+  using H = typename Tile::Rules;
+  constexpr int BLOCK_KV = Tile::BLOCK_KV;
+  constexpr int STAGES = Tile::STAGES;
   const int tid = threadIdx.x % WG_THREADS, warp = tid / 32, lane = tid % 32;
   const int t = lane % 4;
   const int wg_q0 = q0 + wg * WG_ROWS;
   const int row_g = wg_q0 + 16 * warp + lane / 4;
-  const uint32_t q_rows = sm.q() + uint32_t(wg * WG_ROWS * ROW_BYTES);
+  const uint32_t q_rows = Tile::q_rows(sm.q(), wg);
 
   // The fills computed on, [a, e) (clamped to the block's: a rule that strays reads wrong, but
   // never leaves a barrier waiting), and the plain ones among them, [p0, p1): tiles that start at
@@ -454,11 +475,8 @@ __device__ __forceinline__ void consumer_overlapped(int wg, const Params& p, con
   const int p0 = lab::imin(lab::imax(lab::ceil_div(whole_begin, BLOCK_KV) - first_tile, a), e);
   const int p1 = lab::imin(lab::imax(whole_end / BLOCK_KV - first_tile, p0), e);
 
-  ConsumerTile<T, HEAD_DIM, H, KV_TILE> c;
-#pragma unroll
-  for (int i = 0; i < TL::O_REGS; ++i) c.o_acc[i] = 0.f;
-  c.m[0] = c.m[1] = -INFINITY;
-  c.l[0] = c.l[1] = 0.f;
+  Tile c;
+  c.begin(p, b, head);
   if (n_tiles > 0) mbar_wait(sm.q_full(), 0);
 
   auto pass_over = [&](int n) {  // a fill only the other warpgroups need: wait, an empty turn, release
@@ -474,11 +492,9 @@ __device__ __forceinline__ void consumer_overlapped(int wg, const Params& p, con
   auto step = [&](int n, auto masked) {
     const RingSlot prev = H::ring_slot(n - 1, STAGES), cur = H::ring_slot(n, STAGES);
     wgmma_wait<0>();  // PV(n-2) is done
-    fence_accumulators(c.o_acc);
-#pragma unroll
-    for (int kk = 0; kk < TL::KV_STEPS; ++kk) fence_registers(c.p_frag[kk]);
+    c.fence_pv_operands();
     if (n - 2 >= a) H::consumer_release(sm.empty(H::ring_slot(n - 2, STAGES).stage));
-    c.rescale_o();  // by alpha(n-1)
+    c.rescale_o();  // by alpha(n-1) (fp8: PV(n-2) folded into O first)
     c.pack_p();     // P(n-1)
     H::consumer_wait(sm.k_full(cur.stage), cur);
     H::consumer_wait(sm.v_full(prev.stage), prev);
@@ -492,7 +508,7 @@ __device__ __forceinline__ void consumer_overlapped(int wg, const Params& p, con
     wgmma_wait<1>();  // S(n) is done (the older group); PV(n-1) may still run
     fence_accumulators(c.s);
     if constexpr (decltype(masked)::value) c.mask_all(p, (first_tile + n) * BLOCK_KV, row_g, t);
-    c.online_softmax(p.scale_log2);
+    c.online_softmax(p);
   };
 
   for (int n = 0; n < a; ++n) pass_over(n);
@@ -507,15 +523,13 @@ __device__ __forceinline__ void consumer_overlapped(int wg, const Params& p, con
     wgmma_wait<0>();
     fence_accumulators(c.s);
     if (a < p0 || a >= p1) c.mask_all(p, (first_tile + a) * BLOCK_KV, row_g, t);
-    c.online_softmax(p.scale_log2);  // O is still 0: its rescale is harmless
+    c.online_softmax(p);  // O is still 0: its rescale is harmless
     int n = a + 1;
     for (; n < p0; ++n) step(n, std::true_type{});
     for (; n < p1; ++n) step(n, std::false_type{});
     for (; n < e; ++n) step(n, std::true_type{});
     wgmma_wait<0>();
-    fence_accumulators(c.o_acc);
-#pragma unroll
-    for (int kk = 0; kk < TL::KV_STEPS; ++kk) fence_registers(c.p_frag[kk]);
+    c.fence_pv_operands();
     if (e - 2 >= a) H::consumer_release(sm.empty(H::ring_slot(e - 2, STAGES).stage));
     c.rescale_o();
     const RingSlot last = H::ring_slot(e - 1, STAGES);
@@ -527,7 +541,7 @@ __device__ __forceinline__ void consumer_overlapped(int wg, const Params& p, con
     wgmma_commit();
     turns.pass();
     wgmma_wait<0>();
-    fence_accumulators(c.o_acc);
+    c.fence_pv_operands();
     H::consumer_release(sm.empty(last.stage));
   }
   for (int n = e; n < n_tiles; ++n) pass_over(n);
@@ -638,10 +652,10 @@ ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64
     const int wg = threadIdx.x / WG_THREADS - 1;
     if constexpr (PINGPONG) {
       PingPongTurns<CONS> turns(wg, n_tiles);
-      consumer_overlapped<T, HEAD_DIM, H>(wg, p, sm, b, head, q0, first_tile, n_tiles, turns);
+      consumer_overlapped<ConsumerTile<T, HEAD_DIM, H, KV_TILE>>(wg, p, sm, b, head, q0, first_tile, n_tiles, turns);
     } else if constexpr (OVERLAP) {
       NoTurns turns;
-      consumer_overlapped<T, HEAD_DIM, H>(wg, p, sm, b, head, q0, first_tile, n_tiles, turns);
+      consumer_overlapped<ConsumerTile<T, HEAD_DIM, H, KV_TILE>>(wg, p, sm, b, head, q0, first_tile, n_tiles, turns);
     } else {
       consumer<T, HEAD_DIM, H>(wg, p, sm, b, head, q0, first_tile, n_tiles);
     }

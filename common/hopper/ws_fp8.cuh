@@ -1,6 +1,7 @@
 // Section 08's `fp8` variant: FlashAttention-3's third weapon, the forward pass on e4m3 operands.
-// The skeleton is ws_forward.cuh's (producer warp, mbarrier ring, two consumer warpgroups, the ring
-// protocol and the rules asked of the policy H); what changes is the data and the two products:
+// The skeleton and the schedule are ws_forward.cuh's (producer warp, mbarrier ring, the ring
+// protocol and the rules asked of the policy H; two consumer warpgroups in variant ws-pingpong's
+// schedule: consumer_overlapped in PingPongTurns); what changes is the data and the two products:
 //
 //   quantise pass (before the forward, timed on its own): per (sequence b, K/V head hk) and tensor
 //     one scale, amax / 448 (Q's group is the H / H_kv query heads of hk); Q and K become e4m3 in
@@ -20,7 +21,7 @@
 //              producer warps transpose V in shared memory with ldmatrix/stmatrix).
 //   O = O·α + PV  each tile's P V goes into a fresh accumulator (its first k-step does not add),
 //              and the consumer folds it into O with one FFMA per register, in full fp32: the fp8
-//              tensor core adds into its accumulator with fewer bits than fp32 (see the consumer).
+//              tensor core adds into its accumulator with fewer bits than fp32 (see ConsumerTile).
 //   epilogue   O = o_acc · v_scale / l, stored in the inputs' 16-bit type; LSE in fp32.
 //
 // P from the S accumulator. A thread's S registers hold, per 8-key n-block, keys 2t and 2t + 1 of
@@ -185,115 +186,127 @@ __device__ __forceinline__ void pack_p(const float (&s)[S_REGS], uint32_t (&p_fr
 }
 
 // ---------------------------------------------------------------------------------------------
-// Consumer: one warpgroup, 64 query rows, every K/V tile of the block in ring order (ws's plain
-// loop). Thread lane = 4g + t of warp w owns rows r0 = 16w + g and r0 + 8 (ws_forward.cuh).
+// The consumer warpgroup's state and the steps of one K/V tile, for ws_forward.cuh's walker
+// (consumer_overlapped, in FlashAttention-3's ping-pong: the same schedule as variant ws-pingpong).
+// Thread lane = 4g + t of warp w owns rows r0 = 16w + g and r0 + 8 (ws_forward.cuh).
+//
+// O is promoted out of the tensor core: each tile's P V goes into a fresh accumulator pv (its first
+// k-step does not add) and is folded into O on the CUDA cores, O = O·α + PV in full fp32. An fp8
+// wgmma adds into its fp32 accumulator with fewer bits than fp32 (about 14 mantissa bits: DeepSeek-
+// V3's report measured it on Hopper's fp8 GEMMs). Summed over a long row of tiles inside the
+// tensor core, O would drop the low bits of each tile's share once O is large beside it. A tile's
+// 4 k-steps are a short sum; the long sum over tiles is the FFMA here. The walker runs PV(n - 1)
+// while the softmax of tile n overwrites alpha, so the fold of a tile uses the alpha saved when its
+// PV was issued (pv_alpha).
 template <class T, int HEAD_DIM, class H>
-__device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEAD_DIM>& sm, int b, int head,
-                                         int kv_head, int q0, int first_tile, int n_tiles) {
+struct ConsumerTile {
   using TL = Tiles<HEAD_DIM>;
-  constexpr int STAGES = TL::STAGES;
-  const int tid = threadIdx.x % WG_THREADS, warp = tid / 32, lane = tid % 32;
-  const int t = lane % 4;
-  const int wg_q0 = q0 + wg * WG_ROWS;
-  const int row_g = wg_q0 + 16 * warp + lane / 4;
-  const TileSpan wg_span = H::tile_span(wg_q0, wg_q0 + WG_ROWS, p, BLOCK_KV);
-  const int warp_keys_end = H::visible_keys(wg_q0 + 16 * warp, p).end;
-  const int warp_last_row = lab::imin(wg_q0 + 16 * warp + 15, p.t_q - 1);
-  const int warp_keys_begin = H::visible_keys(warp_last_row, p).begin;
-  const uint32_t q_rows = sm.q() + uint32_t(wg * WG_ROWS * HEAD_DIM);  // this warpgroup's 64 rows of Q
-
-  // The descale factors of this (sequence, K/V head). S8 = Q8 K8ᵀ is in units of q_scale·k_scale:
-  // the softmax's scale_log2 takes both factors; O's v_scale waits for the epilogue.
-  const int group = b * p.h_kv + kv_head;
-  const float q_scale = p.scales[group];
-  const float k_scale = p.forget_k_descale ? 1.f : p.scales[p.groups + group];
-  const float v_scale = p.scales[2 * p.groups + group];
-  const float qk_scale = p.scale * q_scale * k_scale;   // natural-log units, for the LSE
-  const float scale_log2 = p.scale_log2 * q_scale * k_scale;
-
-  float s[TL::S_REGS];
-  float o_acc[TL::O_REGS];           // unnormalised O, kept in full fp32 by the CUDA cores
-  float pv[TL::O_REGS];              // this tile's P V, a fresh tensor-core accumulator per tile
+  using Rules = H;
+  static constexpr int BLOCK_KV = lab::ws::BLOCK_KV;
+  static constexpr int STAGES = TL::STAGES;
+  float s[TL::S_REGS];               // S = Q Kᵀ (raw, in units of q_scale·k_scale), then P·2^8 in fp32
   uint32_t p_frag[TL::KV_STEPS][4];  // P in e4m3, the A registers of P V
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  float alpha[2];                    // this tile's rescale of O, applied when its P V is folded in
-#pragma unroll
-  for (int i = 0; i < TL::O_REGS; ++i) o_acc[i] = 0.f;
+  float pv[TL::O_REGS];              // the P V of the tile in flight
+  float o_acc[TL::O_REGS];           // unnormalised O, in full fp32 on the CUDA cores
+  float m[2], l[2], alpha[2];        // running max (raw scores), row sums of P·2^8, the last tile's rescale
+  float pv_alpha[2];                 // the rescale of pv's tile, applied when pv is folded into O
+  float scale_log2, qk_scale, v_scale;  // the descales of this (sequence, K/V head)
 
-  if (n_tiles > 0) mbar_wait(sm.q_full(), 0);  // Q has landed (phase 0, its only one)
-
-  for (int n = 0; n < n_tiles; ++n) {
-    const RingSlot slot = H::ring_slot(n, STAGES);
-    const int tile = first_tile + n;
-    const bool active = wg_span.has(tile);
-    H::consumer_wait(sm.k_full(slot.stage), slot);
-    if (active) {
-      // S = Q K_tileᵀ: D/32 wgmmas of m64n128k32; each k-step is 32 bytes further along the rows.
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < TL::D_STEPS; ++kk)
-        wgmma_ss_e4m3_n128(s, desc_k_major<TL::SWIZZLE>(q_rows + uint32_t(kk * 32)),
-                           desc_k_major<TL::SWIZZLE>(sm.k(slot.stage) + uint32_t(kk * 32)), kk > 0);
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_accumulators(s);
-      H::mask_tile(s, p, tile * BLOCK_KV, row_g, t, warp_keys_begin, warp_keys_end);
-      // Online softmax (04's, base 2), P scaled by 2^8 inside the exp2: bias = 8 - m·c.
-      online_softmax_rows<int(P_LOG2_FACTOR)>(s, m, l, alpha, scale_log2);
-      pack_p(s, p_frag);  // P -> e4m3 A registers, keys where the accumulator has them
-    }
-    H::consumer_wait(sm.v_full(slot.stage), slot);
-    if (active) {
-      // PV = P Vᵀ_tileᵀ: 4 wgmmas of m64n{D}k32; B = Vᵀ [D rows][128 keys], 32 keys per k-step.
-      // The first k-step overwrites pv (scale-d = 0), as S's first does: no zeroing, no old O.
-      wgmma_fence();  // p_frag was written since the last wgmma
-#pragma unroll
-      for (int kk = 0; kk < TL::KV_STEPS; ++kk)
-        wgmma_rs_e4m3<HEAD_DIM>(pv, p_frag[kk], desc_k_major<128>(sm.v(slot.stage) + uint32_t(kk * 32)), kk > 0);
-      wgmma_commit();
-      wgmma_wait<0>();  // the slot is read: it may be released
-      fence_accumulators(pv);
-    }
-    H::consumer_release(sm.empty(slot.stage));
-    if (active) {
-      // O = O·α + PV on the CUDA cores, in full fp32. An fp8 wgmma adds into its fp32 accumulator
-      // with fewer bits than fp32 (about 14 mantissa bits: DeepSeek-V3's report measured it on
-      // Hopper's fp8 GEMMs). Summed over a long row of tiles inside the tensor core, O would drop
-      // the low bits of each tile's share once O is large beside it. A tile's 4 k-steps are a
-      // short sum; the long sum over tiles is promoted to fp32 registers here, one FFMA per
-      // register, which also applies the online rescale.
-#pragma unroll
-      for (int j = 0; j < TL::O_REGS / 4; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) o_acc[4 * j + e] = fmaf(o_acc[4 * j + e], alpha[e / 2], pv[4 * j + e]);
-    }
+  // This warpgroup's 64 rows of Q: Q's slot is one box of rows of D bytes.
+  __device__ __forceinline__ static uint32_t q_rows(uint32_t q_slot, int wg) {
+    return q_slot + uint32_t(wg * WG_ROWS * HEAD_DIM);
   }
-
-  // Finalize: O = o_acc · v_scale / l; LSE = m·scale·q_scale·k_scale + log(l) - 8 ln 2 (l counts
-  // P·2^8). Rows past T_q are not written.
-  T* o = static_cast<T*>(p.o);
+  // S8 = Q8 K8ᵀ is in units of q_scale·k_scale: the softmax's scale_log2 takes both factors; O's
+  // v_scale waits for the epilogue.
+  __device__ __forceinline__ void begin(const Params& p, int b, int head) {
+    const int group = b * p.h_kv + lab::kv_head_of(head, p.h, p.h_kv);
+    const float q_scale = p.scales[group];
+    const float k_scale = p.forget_k_descale ? 1.f : p.scales[p.groups + group];
+    v_scale = p.scales[2 * p.groups + group];
+    qk_scale = p.scale * q_scale * k_scale;  // natural-log units, for the LSE
+    scale_log2 = p.scale_log2 * q_scale * k_scale;
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float row_sum = l[r];
-    row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 1);
-    row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 2);
-    const int i = row_g + 8 * r;
-    if (i >= p.t_q) continue;
-    const float out_scale = row_sum > 0.f ? v_scale / row_sum : 0.f;
-    T* o_row = o + ((int64_t(b) * p.t_q + i) * p.h + head) * HEAD_DIM;
+    for (int i = 0; i < TL::O_REGS; ++i) o_acc[i] = pv[i] = 0.f;  // the first fold adds nothing
+    m[0] = m[1] = -INFINITY;
+    l[0] = l[1] = 0.f;
+    pv_alpha[0] = pv_alpha[1] = 0.f;
+  }
+  // S = Q K_tileᵀ: D/32 wgmmas of m64n128k32; each k-step is 32 bytes further along the rows.
+  __device__ __forceinline__ void issue_s(uint32_t q_rows, uint32_t k_slot) {
+#pragma unroll
+    for (int kk = 0; kk < TL::D_STEPS; ++kk)
+      wgmma_ss_e4m3_n128(s, desc_k_major<TL::SWIZZLE>(q_rows + uint32_t(kk * 32)),
+                         desc_k_major<TL::SWIZZLE>(k_slot + uint32_t(kk * 32)), kk > 0);
+  }
+  // PV = P Vᵀ_tileᵀ: 4 wgmmas of m64n{D}k32; B = Vᵀ [D rows][128 keys], 32 keys per k-step. The
+  // first k-step overwrites pv (scale-d = 0), as S's first does: no zeroing, no old O.
+  __device__ __forceinline__ void issue_pv(uint32_t vt_slot) {
+#pragma unroll
+    for (int kk = 0; kk < TL::KV_STEPS; ++kk)
+      wgmma_rs_e4m3<HEAD_DIM>(pv, p_frag[kk], desc_k_major<128>(vt_slot + uint32_t(kk * 32)), kk > 0);
+  }
+  __device__ __forceinline__ void fence_pv_operands() {
+    fence_accumulators(pv);
+#pragma unroll
+    for (int kk = 0; kk < TL::KV_STEPS; ++kk) fence_registers(p_frag[kk]);
+  }
+  __device__ __forceinline__ void mask_all(const lab::ws::Params& p, int kv0, int row_g, int t) {
+    H::mask_tile(s, p, kv0, row_g, t, INT_MAX, INT_MIN);  // no key range is whole: every element tested
+  }
+  // Online softmax (04's, base 2), P scaled by 2^8 inside the exp2: bias = 8 - m·c.
+  __device__ __forceinline__ void online_softmax(const lab::ws::Params&) {
+    online_softmax_rows<int(P_LOG2_FACTOR)>(s, m, l, alpha, scale_log2);
+  }
+  // O = O·α + PV, one FFMA per register (the promotion above).
+  __device__ __forceinline__ void fold_pv() {
 #pragma unroll
     for (int j = 0; j < TL::O_REGS / 4; ++j)
-      *reinterpret_cast<Vec2<T>*>(o_row + 8 * j + 2 * t) =
-          from_float2<T>(o_acc[4 * j + 2 * r] * out_scale, o_acc[4 * j + 2 * r + 1] * out_scale);
-    if (t == 0)
-      p.lse[(int64_t(b) * p.h + head) * p.t_q + i] =
-          row_sum > 0.f ? m[r] * qk_scale + logf(row_sum) - P_LOG2_FACTOR * lab::kLn2 : -INFINITY;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o_acc[4 * j + e] = fmaf(o_acc[4 * j + e], pv_alpha[e / 2], pv[4 * j + e]);
   }
-}
+  // The walker's rescale point (the previous PV is done, the next is about to be issued): fold
+  // the finished tile into O, and keep alpha for the tile whose PV comes next.
+  __device__ __forceinline__ void rescale_o() {
+    fold_pv();
+    pv_alpha[0] = alpha[0];
+    pv_alpha[1] = alpha[1];
+  }
+  __device__ __forceinline__ void pack_p() { fp8::pack_p(s, p_frag); }  // P -> e4m3, keys where S has them
+
+  // Finalize: the last tile folded in, O = o_acc · v_scale / l; LSE = m·scale·q_scale·k_scale +
+  // log(l) - 8 ln 2 (l counts P·2^8). Rows past T_q are not written.
+  __device__ __forceinline__ void finalize(const lab::ws::Params& p, int b, int head, int row_g, int t) {
+    fold_pv();
+    T* o = static_cast<T*>(p.o);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float row_sum = l[r];
+      row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 1);
+      row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 2);
+      const int i = row_g + 8 * r;
+      if (i >= p.t_q) continue;
+      const float out_scale = row_sum > 0.f ? v_scale / row_sum : 0.f;
+      T* o_row = o + ((int64_t(b) * p.t_q + i) * p.h + head) * HEAD_DIM;
+#pragma unroll
+      for (int j = 0; j < TL::O_REGS / 4; ++j)
+        *reinterpret_cast<Vec2<T>*>(o_row + 8 * j + 2 * t) =
+            from_float2<T>(o_acc[4 * j + 2 * r] * out_scale, o_acc[4 * j + 2 * r + 1] * out_scale);
+      if (t == 0)
+        p.lse[(int64_t(b) * p.h + head) * p.t_q + i] =
+            row_sum > 0.f ? m[r] * qk_scale + logf(row_sum) - P_LOG2_FACTOR * lab::kLn2 : -INFINITY;
+    }
+  }
+};
+
+// The register split: S (64) + P (16) + PV (D/2) + O (D/2) live at once while a PV overlaps the
+// softmax, 208 at D = 128: FlashAttention-3's 24 for the producer, 240 for each consumer.
+constexpr uint32_t PRODUCER_REGS = 24, CONSUMER_REGS = 240;
+static_assert(PRODUCER_REGS * WG_THREADS + CONSUMER_REGS * WG_THREADS * CONSUMERS <= 65536, "fits the SM's 64K registers");
 
 // ---------------------------------------------------------------------------------------------
 // One block: 128 query rows of one (sequence, head), 384 threads; grid = (ceil(T_q / 128), B·H).
-// ws_kernel's structure: barriers, then the roles as one if/else with their register budgets.
+// ws_kernel's structure: barriers, then the roles as one if/else with their register budgets;
+// the consumers take turns at the tensor core as ws-pingpong's do.
 template <class T, int HEAD_DIM, class H>
 __global__ void __launch_bounds__(THREADS, 1)
 ws_fp8_kernel(const __grid_constant__ CUtensorMap q_map,   // Q8 (D, H, T_q, B), box (D, 1, 128, 1)
@@ -335,7 +348,9 @@ ws_fp8_kernel(const __grid_constant__ CUtensorMap q_map,   // Q8 (D, H, T_q, B),
       H::template produce<HEAD_DIM, CONSUMERS>(q_map, k_map, vt_map, p, sm, b, head, kv_head, q0, first_tile, n_tiles);
   } else {
     regs_claim<CONSUMER_REGS>();
-    consumer<T, HEAD_DIM, H>(threadIdx.x / WG_THREADS - 1, p, sm, b, head, kv_head, q0, first_tile, n_tiles);
+    const int wg = threadIdx.x / WG_THREADS - 1;
+    PingPongTurns<CONSUMERS> turns(wg, n_tiles);
+    consumer_overlapped<ConsumerTile<T, HEAD_DIM, H>>(wg, p, sm, b, head, q0, first_tile, n_tiles, turns);
   }
 #endif
 }
