@@ -238,34 +238,48 @@ __device__ __forceinline__ void load_kv_tile_contiguous(const CUtensorMap& map, 
 // (the 4 lanes of a quad hold a row's columns between them): new max m, alpha = exp2((m_old -
 // m_new)·scale_log2), S -> P = exp2(S·scale_log2 - m_new·scale_log2 + P_LOG2) in place, l = l·alpha +
 // sum(P). P_LOG2 = 0, or the fp8 kernel's 8 (P scaled by 2^8, exactly, inside the exp2's FFMA).
+// The row max and the row sum are CHAINS = 4 partial results per row, combined at the end: one running
+// max (or sum) would be a chain of BLOCK_KV / 4 dependent instructions per row, and with one warp
+// per scheduler in its softmax (the other warpgroup waits on its GEMMs) nothing hides their latency.
 template <int P_LOG2 = 0, int S_REGS>
 __device__ __forceinline__ void online_softmax_rows(float (&s)[S_REGS], float (&m)[2], float (&l)[2], float (&alpha)[2],
                                                     float scale_log2) {
+  constexpr int NB = S_REGS / 4;  // 8-key n-blocks: the thread holds keys 2t, 2t + 1 of each, per row
+  constexpr int CHAINS = 2;
+  static_assert(NB >= CHAINS, "a chain per n-block at least");
+  float part[2][CHAINS];
+#pragma unroll
+  for (int j = 0; j < NB; ++j)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float x = fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]);
+      part[r][j % CHAINS] = j < CHAINS ? x : fmaxf(part[r][j % CHAINS], x);
+    }
+  float max_scaled[2], bias[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float tile_max = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < S_REGS / 4; ++j) tile_max = fmaxf(tile_max, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+    float tile_max = fmaxf(part[r][0], part[r][1]);
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
     const float m_new = fmaxf(m[r], tile_max);
-    const float max_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;  // no key yet: never -inf - -inf
-    alpha[r] = fast_exp2(fmaf(m[r], scale_log2, -max_scaled));
+    max_scaled[r] = m_new == -INFINITY ? 0.f : m_new * scale_log2;  // no key yet: never -inf - -inf
+    alpha[r] = fast_exp2(fmaf(m[r], scale_log2, -max_scaled[r]));
     m[r] = m_new;
-    const float bias = P_LOG2 == 0 ? -max_scaled : float(P_LOG2) - max_scaled;
-    float sum = 0.f;
-#pragma unroll
-    for (int j = 0; j < S_REGS / 4; ++j)
-#pragma unroll
-      for (int e = 2 * r; e < 2 * r + 2; ++e) {
-        s[4 * j + e] = fast_exp2(fmaf(s[4 * j + e], scale_log2, bias));
-        sum += s[4 * j + e];
-      }
-    l[r] = l[r] * alpha[r] + sum;
+    bias[r] = P_LOG2 == 0 ? -max_scaled[r] : float(P_LOG2) - max_scaled[r];
   }
+#pragma unroll
+  for (int j = 0; j < NB; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[4 * j + e] = fast_exp2(fmaf(s[4 * j + e], scale_log2, bias[e / 2]));
+      const float x = s[4 * j + e];
+      const int r = e / 2, c = (2 * j + e % 2) % CHAINS;
+      part[r][c] = 2 * j + e % 2 < CHAINS ? x : part[r][c] + x;
+    }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + (part[r][0] + part[r][1]);
 }
 
-// The per-warpgroup state and the steps of one K/V tile (given).
 // consumer_overlapped below walks any tile type with these members (the fp8 kernel's is
 // ws_fp8.cuh's fp8::ConsumerTile): Rules, BLOCK_KV, STAGES, q_rows, begin, issue_s, issue_pv,
 // fence_pv_operands, mask_all, online_softmax, rescale_o, pack_p, finalize.
