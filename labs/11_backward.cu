@@ -31,8 +31,9 @@
 // warp specialisation (the given kernel of common/hopper/ws_backward.cuh; your exercise functions
 // are its element step):
 //   wgmma                one block per 128-key tile, two consumer warpgroups (64 keys each, dK
-//                        and dV in registers), Q and dO streamed by a TMA producer; dQ by 16-byte
-//                        fp32 atomics, then the conversion pass.
+//                        and dV in registers), Q and dO streamed by a TMA producer; dQ staged in
+//                        shared memory and added by bulk fp32 reductions that a writer warp
+//                        issues, then the conversion pass.
 //   wgmma-deterministic  the same kernel for dK, dV only; dQ by the deterministic variant's pass.
 //
 // Exercises (ch12/11_backward.md), __host__ __device__ functions that the kernels and the CPU
@@ -125,15 +126,16 @@ constexpr uint32_t ROWS16(int row_bytes) { return uint32_t(16 * row_bytes); }
 // exist, so that their P is exp2(−inf) = 0 with no mask). A row of O (and of dO) is D contiguous
 // elements: D/8 neighbouring lanes read a 16-byte chunk of it each and sum by shuffles, so a warp's
 // loads are whole rows. The same lanes zero the row of the fp32 dQ accumulator (atomic variants),
-// which saves a memset's pass over it.
+// which saves a memset's pass over it: [B, T_q, H, D] for mma.sync, the wgmma kernel's own order
+// (lab::wsbwd::dq_acc_index) for wgmma.
 // Each (b, head)'s rows are padded to row_stride, a whole Q tile, so that a tile's rows are aligned
 // 16-byte copies; the padding rows get LSE·log2 e = +inf and D = 0.
 template <class T, int HEAD_DIM>
 __global__ void preprocess_kernel(const T* __restrict__ o, const T* __restrict__ d_o,  // [B, T_q, H, D]
                                   const float* __restrict__ lse,                       // [B, H, T_q]
                                   float* __restrict__ d_rows, float* __restrict__ lse_log2,  // [B, H, row_stride]
-                                  float* __restrict__ dq_acc,  // [B, T_q, H, D] fp32, or nullptr (deterministic)
-                                  int b_count, int t_q, int row_stride, int h, bool without_do) {
+                                  float* __restrict__ dq_acc,  // fp32, or nullptr (deterministic)
+                                  int b_count, int t_q, int row_stride, int h, bool without_do, bool dq_wgmma_order) {
   constexpr int LANES = HEAD_DIM / 8;  // lanes per row, one 16-byte chunk each
   static_assert(32 % LANES == 0, "a row's lanes within one warp");
   const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / LANES;  // (b, head, i) in LSE order
@@ -152,10 +154,17 @@ __global__ void preprocess_kernel(const T* __restrict__ o, const T* __restrict__
       const float2 of = to_float2(o2[e]), df = to_float2(do2[e]);
       sum += without_do ? of.x + of.y : df.x * of.x + df.y * of.y;
     }
-    if (dq_acc != nullptr) {
+    if (dq_acc != nullptr && !dq_wgmma_order) {
       float4* zero = reinterpret_cast<float4*>(dq_acc + at);
       zero[0] = zero[1] = make_float4(0.f, 0.f, 0.f, 0.f);
     }
+  }
+  if (exists && dq_acc != nullptr && dq_wgmma_order) {  // padding rows too: the wgmma kernel adds into them
+    const int64_t head_acc = (int64_t(b) * h + head) * row_stride * HEAD_DIM;
+#pragma unroll
+    for (int pair = 0; pair < 4; ++pair)  // the chunk's 8 columns are 4 pairs in 4 places
+      *reinterpret_cast<float2*>(dq_acc + lab::wsbwd::dq_acc_index(head_acc, i, 8 * chunk + 2 * pair, HEAD_DIM)) =
+          make_float2(0.f, 0.f);
   }
   // The whole warp takes part (the block size is a multiple of 32): rows past the end add zeros.
 #pragma unroll
@@ -386,6 +395,21 @@ __global__ void dq_convert_kernel(const float* __restrict__ dq_acc, T* __restric
   out[1] = from_float2<T>(acc.z * scale, acc.w * scale);
 }
 
+// ---- wgmma variant, pass 3: the same out of the wgmma kernel's order (lab::wsbwd::dq_acc_index),
+// two neighbouring columns a thread in dQ's order, so that the stores are whole rows.
+template <class T, int HEAD_DIM>
+__global__ void dq_convert_wgmma_kernel(const float* __restrict__ dq_acc, T* __restrict__ dq, int64_t n2, int t_q,
+                                        int h, int row_stride, float scale) {
+  const int64_t x = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;  // elements 2x, 2x + 1 of dQ
+  if (x >= n2) return;
+  const int col = int(2 * x % HEAD_DIM);
+  const int64_t row = 2 * x / HEAD_DIM;  // (b, i, head) of [B, T_q, H]
+  const int head = int(row % h), i = int(row / h % t_q), b = int(row / h / t_q);
+  const int64_t head_acc = (int64_t(b) * h + head) * row_stride * HEAD_DIM;
+  const float2 acc = *reinterpret_cast<const float2*>(dq_acc + lab::wsbwd::dq_acc_index(head_acc, i, col, HEAD_DIM));
+  reinterpret_cast<Vec2<T>*>(dq)[x] = from_float2<T>(acc.x * scale, acc.y * scale);
+}
+
 // ---- deterministic variant, pass 3: one block per (Q tile, query head); warp w owns query rows
 // q0 + 16w .. +15 and sums their dQ over the K/V tiles in order, in registers. P, dP and dS are
 // recomputed (as the main kernel did) with the roles of the operands swapped: S = Q Kᵀ,
@@ -530,16 +554,19 @@ struct BackwardArgs {
 
 // The row arrays' row length: T_q rounded up to a whole Q tile of the kernel that reads them, so
 // that a tile's rows are whole, aligned 16-byte copies (cp.async, or one bulk copy on Hopper). It
-// also keeps the fp32 dQ that follows them in the workspace 16-byte aligned, for its float4 atomics.
+// also keeps the fp32 dQ that follows them in the workspace 16-byte aligned, for its float4 atomics
+// (mma.sync) or bulk reductions (wgmma).
 inline int row_stride_of(int t_q, bool hopper) {
   const int pad = hopper ? lab::wsbwd::ROW_PAD : BLOCK_Q;
   return lab::ceil_div(t_q, pad) * pad;
 }
 static_assert(BLOCK_Q % 4 == 0 && lab::wsbwd::ROW_PAD % 4 == 0, "row arrays of whole 16-byte chunks");
 
-// D and LSE·log2 e per row; the atomic variants' fp32 dQ.
+// D and LSE·log2 e per row; the atomic variants' fp32 dQ (wgmma: t_pad rows a head, whole 64-row
+// blocks of lab::wsbwd::dq_acc_index).
 inline int64_t workspace_floats(int b, int h, int t_q, int d, bool atomic, bool hopper = false) {
-  return 2 * int64_t(b) * h * row_stride_of(t_q, hopper) + (atomic ? int64_t(b) * t_q * h * d : 0);
+  const int64_t rows = int64_t(b) * h * row_stride_of(t_q, hopper);
+  return 2 * rows + (atomic ? (hopper ? rows : int64_t(b) * t_q * h) * d : 0);
 }
 
 inline Shape make_shape(const BackwardArgs& a, const std::string& bug) {
@@ -559,8 +586,8 @@ struct Exercises {
   }
 };
 
-// The wgmma variants: the Hopper kernel for dK, dV (and dQ by atomics, variant wgmma), then dQ's
-// pass: the conversion (wgmma) or the deterministic variant's dq_kernel (wgmma-deterministic).
+// The wgmma variants: the Hopper kernel for dK, dV (and dQ by bulk reductions, variant wgmma), then
+// dQ's pass: the conversion (wgmma) or the deterministic variant's dq_kernel (wgmma-deterministic).
 template <class T, int HEAD_DIM>
 void launch_backward_hopper(const BackwardArgs& a, const Shape& sh, const float* d_rows, const float* lse_log2,
                             float* dq_acc, bool exercises_written, cudaStream_t st) {
@@ -589,8 +616,8 @@ void launch_backward_hopper(const BackwardArgs& a, const Shape& sh, const float*
     hb::dkdv_kernel<T, HEAD_DIM, true, Exercises><<<grid, hb::THREADS, smem, st>>>(q_map, do_map, k_map, v_map, p);
     CUDA_CHECK_LAST();
     if (exercises_written)
-      dq_convert_kernel<T><<<unsigned((q_elems / 4 + 255) / 256), 256, 0, st>>>(dq_acc, static_cast<T*>(a.dq), q_elems / 4,
-                                                                              sh.scale);
+      dq_convert_wgmma_kernel<T, HEAD_DIM><<<unsigned((q_elems / 2 + 255) / 256), 256, 0, st>>>(
+          dq_acc, static_cast<T*>(a.dq), q_elems / 2, a.t_q, a.h, sh.row_stride, sh.scale);
   } else {
     hb::dkdv_kernel<T, HEAD_DIM, false, Exercises><<<grid, hb::THREADS, smem, st>>>(q_map, do_map, k_map, v_map, p);
     CUDA_CHECK_LAST();
@@ -625,7 +652,7 @@ void launch_backward(const BackwardArgs& a, const std::string& bug, cudaStream_t
 
   // D/8 threads per row; the atomic variants' dQ accumulator (mma.sync or wgmma) is zeroed here.
   preprocess_kernel<T, HEAD_DIM><<<unsigned((rows * (HEAD_DIM / 8) + 255) / 256), 256, 0, st>>>(
-      o, d_o, a.lse, d_rows, lse_log2, dq_acc, a.b, a.t_q, sh.row_stride, a.h, bug == "d-without-do");
+      o, d_o, a.lse, d_rows, lse_log2, dq_acc, a.b, a.t_q, sh.row_stride, a.h, bug == "d-without-do", a.hopper);
   CUDA_CHECK_LAST();
   if (a.hopper) {
     launch_backward_hopper<T, HEAD_DIM>(a, sh, d_rows, lse_log2, dq_acc, exercises_written, st);
@@ -689,6 +716,7 @@ lab::BackwardGpuRun make_run(const lab::BackwardContext& ctx) {
     run.metrics["warps"] = hb::THREADS / 32;
     run.metrics["stages"] = pr.d == 64 ? hb::Tiles<64>::STAGES : hb::Tiles<128>::STAGES;
     run.metrics["smem_bytes"] = pr.d == 64 ? hb::Tiles<64>::SMEM_BYTES : hb::Tiles<128>::SMEM_BYTES;
+    if (is_atomic(ctx.variant)) run.metrics["dq"] = "fp32 bulk reductions";
   }
   return run;
 }

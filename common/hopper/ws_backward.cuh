@@ -1,5 +1,5 @@
-// The Hopper backward of section 11 (variant wgmma): the gradients dK, dV (and dQ by fp32
-// atomics) of one 128-key K/V tile per block, on wgmma, with Q, dO and the rows' LSE and D
+// The Hopper backward of section 11 (variant wgmma): the gradients dK, dV (and dQ by bulk fp32
+// reductions) of one 128-key K/V tile per block, on wgmma, with Q, dO and the rows' LSE and D
 // streamed by TMA through an mbarrier ring. Build for sm_90a. Why it is built so is told in
 // ch12/11_backward.md ("The Hopper variant"). The section's exercises (P and dS of one element,
 // the weights of dV and dK) come in through the policy type Ex, so the answers stay in the
@@ -12,6 +12,9 @@
 //                           query head of the K/V head's group, every Q tile that sees a key of
 //                           the block) Q, dO by TMA and the rows' LSE·log2 e and D by a bulk copy,
 //                           into ring slot n % STAGES.
+//   warpgroup 0, warp 1     the dQ writer: per Q tile, each consumer warpgroup's share of dQ
+//                           added from shared memory into the fp32 dQ accumulator by one bulk
+//                           reduce (cp.reduce.async.bulk, 16 KB), issued by its lane 0.
 //   warpgroups 1, 2         consumers: warpgroup w owns keys kv0 + 64w .. + 63 (the M = 64 of a
 //                           wgmma) and their dK, dV accumulators (64 x D fp32 each) for the whole
 //                           kernel. Per Q tile (BLOCK_Q query rows: 64 at D = 128, 128 at D = 64):
@@ -23,13 +26,22 @@
 //                                transposed out of the dSᵀ both warpgroups stored in shared
 //                                memory, K MN-major; warpgroup w owns columns 64w.. (D = 128) or
 //                                rows 64w.. (D = 64) of the tile's dQ. Issued right behind dV and
-//                                dK, so the Tensor Cores run the three back to back. Then fp32
-//                                atomics of 16 bytes (red.global.add.v4.f32) into the dQ
-//                                accumulator.
+//                                dK, so the Tensor Cores run the three back to back. The share
+//                                then goes to shared memory, and the writer's bulk reduce adds
+//                                it while the warpgroup goes on to the next Q tile: no consumer
+//                                thread waits on a global atomic.
+// dQ's hand-off, per consumer warpgroup w and Q tile n, on two named barriers of its 128 threads
+// and the writer warp's 32. dq_stage(w) is a single buffer: its reduce was issued a whole tile
+// before the warpgroup fills it again, so the wait on DQ_EMPTY seldom has anything left to wait for.
+//   warpgroup w: [n > 0: sync DQ_EMPTY + w] dq -> dq_stage(w), fence.proxy.async, arrive DQ_FULL + w
+//   writer:      sync DQ_FULL + w, bulk reduce, commit; [n + 1 < items: wait_group.read, arrive DQ_EMPTY + w]
+// dq_acc is laid out as the registers hold it (dq_acc_index): a share is one contiguous block, and
+// each warp's stores of it to shared memory are 512 contiguous bytes (no bank conflict).
 // Tails need no mask: TMA fills rows past T_q or T_kv with zeros, the rows past T_q have
 // LSE·log2 e = +inf and D = 0 in the padded row arrays (P = 0, dS = 0), and key rows past T_kv
-// are never stored (their K rows are zeros, so they add nothing to dQ). Only the tiles that cross
-// the causal diagonal or T_kv are tested element by element.
+// are never stored (their K rows are zeros, so they add nothing to dQ). dQ's rows past T_q land in
+// dq_acc's padding (t_pad rows a head), which the conversion pass never reads. Only the tiles that
+// cross the causal diagonal or T_kv are tested element by element.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -57,7 +69,15 @@ constexpr uint32_t CONSUMER_REGS = 240;                 // dK + dV + Sᵀ + dP�
 // a multiple of 8, for every thread. setmaxnreg.inc waits until the pool holds what it asks, and
 // only the producer's dec fills the pool: what the consumers claim must not exceed what it frees.
 constexpr uint32_t ENTRY_REGS = (65536 / THREADS) / 8 * 8;  // 168
-constexpr int DQ_BARRIER = 1;                           // named barrier of the 256 consumer threads (0 is __syncthreads)
+// Named barriers (0 is __syncthreads): the 256 consumer threads exchange dSᵀ on DS_BARRIER; consumer
+// warpgroup w and the dQ writer warp hand dQ's share over on DQ_FULL + w and DQ_EMPTY + w.
+constexpr int DS_BARRIER = 1;
+constexpr int DQ_FULL = 2;
+constexpr int DQ_EMPTY = DQ_FULL + CONSUMERS;
+constexpr int DQ_WRITER_WARP = 1;                       // of the producer warpgroup (warp 0's lane 0 loads)
+constexpr int DQ_SYNC_THREADS = WG_THREADS + 32;        // a consumer warpgroup and the writer warp
+constexpr int DQ_SHARE_FLOATS = 64 * 64;                // a warpgroup's share of a tile's dQ: 64 x 64 fp32
+constexpr int DQ_SHARE_BYTES = DQ_SHARE_FLOATS * 4;     // 16 KB
 static_assert(PRODUCER_REGS * WG_THREADS + CONSUMER_REGS * CONSUMER_THREADS <= 65536, "the registers fit the SM's 64K");
 static_assert((ENTRY_REGS - PRODUCER_REGS) * WG_THREADS >= (CONSUMER_REGS - ENTRY_REGS) * CONSUMER_THREADS,
               "the consumers' setmaxnreg.inc is covered by the producer's dec (else it waits for ever)");
@@ -67,11 +87,14 @@ template <int HEAD_DIM>
 struct Tiles {
   // Query rows per ring slot, the N of Sᵀ and dPᵀ. At D = 64 a 64-row tile leaves every wgmma of a
   // Q tile at N = 64, K = 64 and pays the tile's waits and barriers for half the work; 128 rows
-  // double the work per wait and halve dQ's atomics per score (the dQ tile is 128 x 64 per 128
-  // keys, not two 64 x 64 partials per 64 keys). At D = 128 Sᵀ and dPᵀ of 128 rows would not fit
-  // beside dK and dV in the registers.
+  // double the work per wait and halve dQ's additions into global memory per score (the dQ tile
+  // is 128 x 64 per 128 keys, not two 64 x 64 partials per 64 keys). At D = 128 Sᵀ and dPᵀ of 128
+  // rows would not fit beside dK and dV in the registers.
   static constexpr int BLOCK_Q = HEAD_DIM == 64 ? 128 : 64;
-  static constexpr int STAGES = 3;                           // Q/dO slots in the ring
+  // Q/dO slots in the ring. At D = 64 a slot (Q and dO of 128 rows) is 32 KB, as is dQ's staging:
+  // three slots and the staging would pass 227 KB by 1 KB, and the staging is what takes dQ's
+  // additions off the consumer warps.
+  static constexpr int STAGES = HEAD_DIM == 64 ? 2 : 3;
   static constexpr int COL_BOXES = HEAD_DIM / BOX_COLS;      // 64-column boxes per row of a tile
   static constexpr int ROW_BOXES = BLOCK_Q / 64;             // 64-row boxes of dSᵀ (its rows are query rows)
   static constexpr int KV_BOX_BYTES = BLOCK_KV * ROW_BYTES;  // 16 KB: one box of K or V
@@ -83,11 +106,13 @@ struct Tiles {
   static constexpr int DS_BYTES = ROW_BOXES * DS_BOX_BYTES;
   // Shared memory, from a 1024-byte aligned base (the 128-byte swizzle repeats every 1024 bytes):
   //   K [COL_BOXES][128][64] | V (same) | STAGES x (Q [COL_BOXES][BLOCK_Q][64] | dO (same)) |
-  //   dSᵀ [ROW_BOXES][128][64] x 2 (double-buffered by Q tile) | STAGES x rows | barriers
+  //   dSᵀ [ROW_BOXES][128][64] x 2 (double-buffered by Q tile) | dQ's staging, one 16 KB share per
+  //   consumer warpgroup | STAGES x rows | barriers
   static constexpr int OFF_V = KV_TILE_BYTES;
   static constexpr int OFF_Q = 2 * KV_TILE_BYTES;
   static constexpr int OFF_DS = OFF_Q + STAGES * 2 * Q_TILE_BYTES;
-  static constexpr int OFF_ROWS = OFF_DS + 2 * DS_BYTES;
+  static constexpr int OFF_DQ = OFF_DS + 2 * DS_BYTES;
+  static constexpr int OFF_ROWS = OFF_DQ + CONSUMERS * DQ_SHARE_BYTES;
   static constexpr int OFF_BAR = OFF_ROWS + STAGES * ROWS_BYTES;
   static constexpr int BARRIERS = 1 + 2 * STAGES;            // kv_full, full[], empty[]
   static constexpr int SMEM_BYTES = OFF_BAR + 8 * BARRIERS + 1024;  // + slack to align the base
@@ -97,6 +122,9 @@ struct Tiles {
   static constexpr int S_REGS = BLOCK_Q / 2;                 // Sᵀ or dPᵀ: 64 x BLOCK_Q fp32
   static_assert(HEAD_DIM == 64 || HEAD_DIM == 128, "D = 64 or 128");
   static_assert(ROW_BOXES * COL_BOXES == CONSUMERS, "dQ's tile is one 64 x 64 block per consumer warpgroup");
+  // Warpgroup w's share of a tile's dQ: rows of box dq_row_box(w), columns of box dq_col_box(w).
+  static constexpr int dq_row_box(int wg) { return ROW_BOXES == 2 ? wg : 0; }
+  static constexpr int dq_col_box(int wg) { return COL_BOXES == 2 ? wg : 0; }
   static_assert(ROW_PAD % BLOCK_Q == 0, "a Q tile never reads past a padded row array");
   static_assert(OFF_Q % 1024 == 0 && OFF_DS % 1024 == 0 && Q_BOX_BYTES % 1024 == 0, "tiles start on swizzle atoms");
   static_assert(SMEM_BYTES <= 227 * 1024, "fits one block per SM");
@@ -105,7 +133,7 @@ struct Tiles {
 struct Params {
   const float* lse_log2;  // [B, H, t_pad]: LSE·log2 e, +inf past T_q (and for rows that see no key)
   const float* d_rows;    // [B, H, t_pad]: D = rowsum(dO ∘ O), 0 past T_q
-  float* dq_acc;          // [B, T_q, H, D] fp32, summed by atomics (nullptr: dK, dV only)
+  float* dq_acc;          // [B, H, t_pad, D] fp32 in the order of dq_acc_index (nullptr: dK, dV only)
   void* dk;               // [B, T_kv, H_kv, D]
   void* dv;
   int t_q, t_kv, h, h_kv, t_pad;  // t_pad = T_q rounded up to ROW_PAD: the row arrays' row length
@@ -113,6 +141,20 @@ struct Params {
   float scale, scale_log2;
   bool dq_store;          // --bug dq-no-accumulate: dQ stored instead of added
 };
+
+// Where element (row, col) of one head's dQ lives in dq_acc (`head` = that head's first float,
+// (b·H + head)·t_pad·D): a bulk copy moves bytes, not rows, so dq_acc is laid out as the wgmma
+// accumulators hold it, and each 64 x 64 block of a head (row block after row block, the column
+// blocks of a row block side by side) is one warpgroup's dq registers, as stored to shared memory:
+// dq[4j .. 4j + 3] of thread 32w + 4g + t at float 4·(128j + 32w + 4g + t) of the block. That is
+// rows 16w + g (first two floats) and 16w + g + 8 (last two), columns 8j + 2t, 8j + 2t + 1
+// (sm90.cuh: the accumulator layout).
+LAB_HD int64_t dq_acc_index(int64_t head, int row, int col, int d) {
+  const int r = row % 64, c = col % 64;
+  const int64_t block = int64_t(row / 64) * (d / 64) + col / 64;
+  const int thread = 32 * (r / 16) + 4 * (r % 8) + (c % 8) / 2;
+  return head + block * DQ_SHARE_FLOATS + 4 * (128 * (c / 8) + thread) + 2 * ((r / 8) % 2) + c % 2;
+}
 
 template <int HEAD_DIM>
 struct Smem {
@@ -125,6 +167,8 @@ struct Smem {
   __device__ uint32_t d_o(int stage) const { return q(stage) + TL::Q_TILE_BYTES; }
   __device__ uint32_t ds(int buf) const { return base + TL::OFF_DS + buf * TL::DS_BYTES; }
   __device__ uint8_t* ds_generic(int buf) const { return generic + TL::OFF_DS + buf * TL::DS_BYTES; }
+  __device__ uint32_t dq_stage(int wg) const { return base + TL::OFF_DQ + wg * DQ_SHARE_BYTES; }
+  __device__ uint8_t* dq_stage_generic(int wg) const { return generic + TL::OFF_DQ + wg * DQ_SHARE_BYTES; }
   __device__ uint32_t rows(int stage) const { return base + TL::OFF_ROWS + stage * TL::ROWS_BYTES; }
   __device__ const float* rows_generic(int stage) const {
     return reinterpret_cast<const float*>(generic + TL::OFF_ROWS + stage * TL::ROWS_BYTES);
@@ -142,7 +186,7 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_
                : "memory");
 }
 __device__ __forceinline__ void consumer_sync() {  // the 256 consumer threads only (the producer never joins)
-  asm volatile("bar.sync %0, %1;\n" ::"n"(DQ_BARRIER), "n"(CONSUMER_THREADS) : "memory");
+  asm volatile("bar.sync %0, %1;\n" ::"n"(DS_BARRIER), "n"(CONSUMER_THREADS) : "memory");
 }
 
 // SS wgmma with both operands MN-major (imm-trans-a = imm-trans-b = 1), N = 64:
@@ -237,6 +281,38 @@ dkdv_kernel(const __grid_constant__ CUtensorMap q_map,   // (D, H, T_q, B), box 
         bulk_load(sm.rows(stage) + BLOCK_Q * 4, p.d_rows + row, BLOCK_Q * 4, sm.full(stage));
       }
     }
+    if constexpr (WITH_DQ) {
+      if (threadIdx.x / 32 == DQ_WRITER_WARP) {
+        // ---- dQ writer. The whole warp takes part in the named barriers (a warp arrives as a
+        // whole); lane 0 issues the bulk ops, and bulk groups are per thread, so it also waits.
+        const bool issuer = threadIdx.x % 32 == 0;
+        for (int n = 0; n < items; ++n) {
+          const int head = hk * group + n / qt_count, qt = qt_begin + n % qt_count;
+          const int64_t head_acc = (int64_t(b) * p.h + head) * p.t_pad * HEAD_DIM;
+#pragma unroll
+          for (int w = 0; w < CONSUMERS; ++w) {
+            named_bar_sync(DQ_FULL + w, DQ_SYNC_THREADS);  // warpgroup w's share is in shared memory
+            if (issuer) {
+              const int row = qt * BLOCK_Q + 64 * TL::dq_row_box(w), col = BOX_COLS * TL::dq_col_box(w);
+              float* share = p.dq_acc + dq_acc_index(head_acc, row, col, HEAD_DIM);
+              if (p.dq_store) bulk_store(share, sm.dq_stage(w), DQ_SHARE_BYTES);  // --bug dq-no-accumulate
+              else bulk_reduce_add_f32(share, sm.dq_stage(w), DQ_SHARE_BYTES);
+              bulk_commit();
+            }
+          }
+          if (n + 1 < items) {  // warpgroup w refills its buffer once this tile's reduce has read it
+            static_assert(CONSUMERS == 2, "one wait per share, oldest first");
+            if (issuer) bulk_wait_read<1>();
+            __syncwarp();
+            named_bar_arrive(DQ_EMPTY + 0, DQ_SYNC_THREADS);
+            if (issuer) bulk_wait_read<0>();
+            __syncwarp();
+            named_bar_arrive(DQ_EMPTY + 1, DQ_SYNC_THREADS);
+          }
+        }
+        if (issuer) bulk_wait_read<0>();  // the block's shared memory outlives the last reads
+      }
+    }
   } else {
     // ---- consumers
     regs_claim<CONSUMER_REGS>();
@@ -247,9 +323,8 @@ dkdv_kernel(const __grid_constant__ CUtensorMap q_map,   // (D, H, T_q, B), box 
     const int key_g = wg_k0 + 16 * warp + g;      // this thread's keys: key_g and key_g + 8
     const uint32_t k_rows = sm.k() + uint32_t(wg * WG_KEYS * ROW_BYTES);  // its 64 rows in each box
     const uint32_t v_rows = sm.v() + uint32_t(wg * WG_KEYS * ROW_BYTES);
-    // dQ's share of this warpgroup, over all 128 keys: rows of box dq_row_box of the Q tile,
-    // columns of box dq_col_box (D = 128: columns 64w.., D = 64: rows 64w..).
-    const int dq_row_box = TL::ROW_BOXES == 2 ? wg : 0, dq_col_box = TL::COL_BOXES == 2 ? wg : 0;
+    // dQ's share of this warpgroup, over all 128 keys (D = 128: columns 64w.., D = 64: rows 64w..).
+    const int dq_row_box = TL::dq_row_box(wg), dq_col_box = TL::dq_col_box(wg);
 
     float dk_acc[TL::ACC_REGS], dv_acc[TL::ACC_REGS];
 #pragma unroll
@@ -371,22 +446,15 @@ dkdv_kernel(const __grid_constant__ CUtensorMap q_map,   // (D, H, T_q, B), box 
         wgmma_wait<0>();
         fence_accumulators(dq);
 
-        // dq[4j + e]: row 16·warp + g + 8·(e / 2), column 8j + 2t + (e % 2); row_quad_of gives
-        // each lane 4 consecutive columns of one row (even t row g, odd t row g + 8), then one
-        // 16-byte atomic (red.global.add.v4.f32) per n-block.
-        const int row = q0 + 64 * dq_row_box + 16 * warp + g + 8 * (t & 1);
-        int b_here = b;
-        asm volatile("" : "+r"(b_here));  // the row address is recomputed here, not held in registers all along
-        float* dq_row = p.dq_acc + ((int64_t(b_here) * p.t_q + row) * p.h + head) * HEAD_DIM + dq_col_box * BOX_COLS;
+        // The share to shared memory in dq_acc's order (dq_acc_index): dq[4j .. 4j + 3] of thread
+        // tid at float 4·(128j + tid), so each warp's 16-byte stores fill 512 contiguous bytes.
+        if (n > 0) named_bar_sync(DQ_EMPTY + wg, DQ_SYNC_THREADS);  // the writer has read share n − 1
+        float4* stage_f4 = reinterpret_cast<float4*>(sm.dq_stage_generic(wg));
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const float4 v4 = row_quad_of(dq + 4 * j, t);
-          float4* at = reinterpret_cast<float4*>(dq_row + 8 * j + 2 * (t & ~1));
-          if (written && row < p.t_q) {
-            if (p.dq_store) *at = v4;  // --bug dq-no-accumulate: the last K/V tile wins
-            else atomicAdd(at, v4);
-          }
-        }
+        for (int j = 0; j < 8; ++j)
+          stage_f4[128 * j + tid] = make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]);
+        fence_proxy_async_smem();  // these generic stores -> the bulk reduce's (async proxy) reads
+        named_bar_arrive(DQ_FULL + wg, DQ_SYNC_THREADS);
       } else {
         wgmma_wait<0>();  // dV and dK are done: the slot and pa, dsa may be reused
         fence_accumulators(dv_acc);

@@ -1,7 +1,8 @@
 // The Hopper (sm_90a) toolbox of section 08, written once and shared with its layout self-test
 // (tests/gpu_wgmma_layout.cu): mbarriers, TMA (cp.async.bulk.tensor) with tensor maps made on the
-// host, device-side tensor-map edits (paged KV), setmaxnreg, and wgmma with its shared-memory
-// descriptors. Plumbing only: the pipeline, the online softmax and the masks stay in the section.
+// host, bulk reductions out of shared memory, device-side tensor-map edits (paged KV), setmaxnreg,
+// and wgmma with its shared-memory descriptors. Plumbing only: the pipeline, the online softmax
+// and the masks stay in the section.
 // Build for sm_90a (-gencode=arch=compute_90a,code=sm_90a): wgmma and setmaxnreg exist only there.
 //
 // Vocabulary (the PTX ISA's):
@@ -100,6 +101,30 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* map, int c
       " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
       "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
       : "memory");
+}
+
+// =============================================================================================
+// Bulk copies out of shared memory (no tensor map): `bytes` (a multiple of 16, both addresses
+// 16-byte aligned) read from shared memory at `src` and added element-wise into global memory at
+// `dst` (reduce: each element's add is atomic, so many blocks may add into the same bytes) or
+// written over it (store). They read shared memory through the async proxy: the generic stores
+// that filled `src` need a fence_proxy_async_smem() first. The issuing thread tracks them in bulk
+// groups of its own: bulk_commit() closes a group; bulk_wait_read<N>() returns once at most N of
+// its groups are still reading shared memory (their source may then be overwritten), well before
+// the global writes land.
+__device__ __forceinline__ void bulk_reduce_add_f32(float* dst, uint32_t src, uint32_t bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst), "r"(src),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_store(void* dst, uint32_t src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(src), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
 }
 
 // =============================================================================================
