@@ -238,7 +238,7 @@ __device__ __forceinline__ void load_kv_tile_contiguous(const CUtensorMap& map, 
 // (the 4 lanes of a quad hold a row's columns between them): new max m, alpha = exp2((m_old -
 // m_new)·scale_log2), S -> P = exp2(S·scale_log2 - m_new·scale_log2 + P_LOG2) in place, l = l·alpha +
 // sum(P). P_LOG2 = 0, or the fp8 kernel's 8 (P scaled by 2^8, exactly, inside the exp2's FFMA).
-// The row max and the row sum are CHAINS = 4 partial results per row, combined at the end: one running
+// The row max and the row sum are CHAINS = 2 partial results per row, combined at the end: one running
 // max (or sum) would be a chain of BLOCK_KV / 4 dependent instructions per row, and with one warp
 // per scheduler in its softmax (the other warpgroup waits on its GEMMs) nothing hides their latency.
 template <int P_LOG2 = 0, int S_REGS>
