@@ -280,6 +280,34 @@ __device__ __forceinline__ void online_softmax_rows(float (&s)[S_REGS], float (&
   for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + (part[r][0] + part[r][1]);
 }
 
+// A consumer thread's epilogue for its rows row_g and row_g + 8: O = o_acc · out_factor / l in the
+// output type T, LSE = m · lse_scale + log(l) - lse_shift (l summed across the quad first). Rows
+// past T_q are not written. The 16-bit tile passes (1, softmax scale, 0); the fp8 tile its V
+// descale, its descaled softmax scale and 8 ln 2.
+template <class T, int HEAD_DIM, int O_REGS>
+__device__ __forceinline__ void store_o_lse(const float (&o_acc)[O_REGS], const float (&m)[2], const float (&l)[2],
+                                            const Params& p, int b, int head, int row_g, int t, float out_factor,
+                                            float lse_scale, float lse_shift) {
+  T* o = static_cast<T*>(p.o);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float row_sum = l[r];
+    row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 1);
+    row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 2);
+    const int i = row_g + 8 * r;
+    if (i >= p.t_q) continue;
+    const float out_scale = row_sum > 0.f ? out_factor / row_sum : 0.f;
+    T* o_row = o + ((int64_t(b) * p.t_q + i) * p.h + head) * HEAD_DIM;
+#pragma unroll
+    for (int j = 0; j < O_REGS / 4; ++j)
+      *reinterpret_cast<Vec2<T>*>(o_row + 8 * j + 2 * t) =
+          from_float2<T>(o_acc[4 * j + 2 * r] * out_scale, o_acc[4 * j + 2 * r + 1] * out_scale);
+    if (t == 0)
+      p.lse[(int64_t(b) * p.h + head) * p.t_q + i] =
+          row_sum > 0.f ? m[r] * lse_scale + logf(row_sum) - lse_shift : -INFINITY;
+  }
+}
+
 // consumer_overlapped below walks any tile type with these members (the fp8 kernel's is
 // ws_fp8.cuh's fp8::ConsumerTile): Rules, BLOCK_KV, STAGES, q_rows, begin, issue_s, issue_pv,
 // fence_pv_operands, mask_all, online_softmax, rescale_o, pack_p, finalize.
@@ -361,25 +389,9 @@ struct ConsumerTile {
       p_frag[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
     }
   }
-  // Finalize (04's): O = o_acc / l, LSE = m·scale + log(l). Rows past T_q are not written.
+  // Finalize (04's): O = o_acc / l, LSE = m·scale + log(l).
   __device__ __forceinline__ void finalize(const Params& p, int b, int head, int row_g, int t) {
-    T* o = static_cast<T*>(p.o);
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float row_sum = l[r];
-      row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 1);
-      row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 2);
-      const int i = row_g + 8 * r;
-      if (i >= p.t_q) continue;
-      const float inv_l = row_sum > 0.f ? 1.f / row_sum : 0.f;
-      T* o_row = o + ((int64_t(b) * p.t_q + i) * p.h + head) * HEAD_DIM;
-#pragma unroll
-      for (int j = 0; j < TL::O_REGS / 4; ++j)
-        *reinterpret_cast<Vec2<T>*>(o_row + 8 * j + 2 * t) =
-            from_float2<T>(o_acc[4 * j + 2 * r] * inv_l, o_acc[4 * j + 2 * r + 1] * inv_l);
-      if (t == 0)
-        p.lse[(int64_t(b) * p.h + head) * p.t_q + i] = row_sum > 0.f ? m[r] * p.scale + logf(row_sum) : -INFINITY;
-    }
+    store_o_lse<T, HEAD_DIM>(o_acc, m, l, p, b, head, row_g, t, 1.f, p.scale, 0.f);
   }
 };
 

@@ -277,24 +277,7 @@ struct ConsumerTile {
   // log(l) - 8 ln 2 (l counts P·2^8). Rows past T_q are not written.
   __device__ __forceinline__ void finalize(const lab::ws::Params& p, int b, int head, int row_g, int t) {
     fold_pv();
-    T* o = static_cast<T*>(p.o);
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float row_sum = l[r];
-      row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 1);
-      row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 2);
-      const int i = row_g + 8 * r;
-      if (i >= p.t_q) continue;
-      const float out_scale = row_sum > 0.f ? v_scale / row_sum : 0.f;
-      T* o_row = o + ((int64_t(b) * p.t_q + i) * p.h + head) * HEAD_DIM;
-#pragma unroll
-      for (int j = 0; j < TL::O_REGS / 4; ++j)
-        *reinterpret_cast<Vec2<T>*>(o_row + 8 * j + 2 * t) =
-            from_float2<T>(o_acc[4 * j + 2 * r] * out_scale, o_acc[4 * j + 2 * r + 1] * out_scale);
-      if (t == 0)
-        p.lse[(int64_t(b) * p.h + head) * p.t_q + i] =
-            row_sum > 0.f ? m[r] * qk_scale + logf(row_sum) - P_LOG2_FACTOR * lab::kLn2 : -INFINITY;
-    }
+    store_o_lse<T, HEAD_DIM>(o_acc, m, l, p, b, head, row_g, t, v_scale, qk_scale, P_LOG2_FACTOR * lab::kLn2);
   }
 };
 
