@@ -127,8 +127,9 @@ constexpr uint32_t ROWS16(int row_bytes) { return uint32_t(16 * row_bytes); }
 // exist, so that their P is exp2(−inf) = 0 with no mask). A row of O (and of dO) is D contiguous
 // elements: D/8 neighbouring lanes read a 16-byte chunk of it each and sum by shuffles, so a warp's
 // loads are whole rows. The same lanes zero the row of the fp32 dQ accumulator (atomic variants),
-// which saves a memset's pass over it: [B, T_q, H, D] for mma.sync, the wgmma kernel's own order
-// (lab::wsbwd::dq_acc_index) for wgmma.
+// which saves a memset's pass over it: [B, T_q, H, D] for mma.sync; for wgmma [B, H, row_stride, D]
+// as the kernel orders it (lab::wsbwd::dq_acc_index), a permutation within each head's
+// row_stride x D block, so zeroing the block row by row in LSE order zeroes the same floats.
 // Each (b, head)'s rows are padded to row_stride, a whole Q tile, so that a tile's rows are aligned
 // 16-byte copies; the padding rows get LSE·log2 e = +inf and D = 0.
 template <class T, int HEAD_DIM>
@@ -161,11 +162,8 @@ __global__ void preprocess_kernel(const T* __restrict__ o, const T* __restrict__
     }
   }
   if (exists && dq_acc != nullptr && dq_wgmma_order) {  // padding rows too: the wgmma kernel adds into them
-    const int64_t head_acc = (int64_t(b) * h + head) * row_stride * HEAD_DIM;
-#pragma unroll
-    for (int pair = 0; pair < 4; ++pair)  // the chunk's 8 columns are 4 pairs in 4 places
-      *reinterpret_cast<float2*>(dq_acc + lab::wsbwd::dq_acc_index(head_acc, i, 8 * chunk + 2 * pair, HEAD_DIM)) =
-          make_float2(0.f, 0.f);
+    float4* zero = reinterpret_cast<float4*>(dq_acc + row * HEAD_DIM + 8 * chunk);
+    zero[0] = zero[1] = make_float4(0.f, 0.f, 0.f, 0.f);
   }
   // The whole warp takes part (the block size is a multiple of 32): rows past the end add zeros.
 #pragma unroll

@@ -31,10 +31,22 @@
 //                                it while the warpgroup goes on to the next Q tile: no consumer
 //                                thread waits on a global atomic.
 // dQ's hand-off, per consumer warpgroup w and Q tile n, on two named barriers of its 128 threads
-// and the writer warp's 32. dq_stage(w) is a single buffer: its reduce was issued a whole tile
-// before the warpgroup fills it again, so the wait on DQ_EMPTY seldom has anything left to wait for.
-//   warpgroup w: [n > 0: sync DQ_EMPTY + w] dq -> dq_stage(w), fence.proxy.async, arrive DQ_FULL + w
-//   writer:      sync DQ_FULL + w, bulk reduce, commit; [n + 1 < items: wait_group.read, arrive DQ_EMPTY + w]
+// and the writer warp's 32. Where the share waits for its reduce, dq_stage(w, n % 2):
+//   D = 128  a 16 KB buffer of its own, the same for every tile: its reduce was issued a whole
+//            tile before the warpgroup fills it again, so the wait on DQ_EMPTY seldom has anything
+//            left to wait for.
+//   D = 64   box w of tile n's dSᵀ buffer ds(n % 2), which only warpgroup w's dQ wgmma reads (the
+//            tile's query rows 64w..): dead once that wgmma has completed, and as large as the
+//            share. Tile n + 2 writes its dSᵀ over both shares, so there DQ_EMPTY waits for the
+//            reduces of the tile before last, and comes before the dSᵀ stores. No staging of its
+//            own: the 32 KB are the ring's third slot.
+//   warpgroup w, D = 128: [n > 0: sync DQ_EMPTY + w] dq -> dq_stage(w, n % 2), fence.proxy.async, arrive DQ_FULL + w
+//   warpgroup w, D = 64:  [n > 0: sync DQ_EMPTY + w] dSᵀ -> ds(n % 2) ... dq -> dq_stage(w, n % 2), (same)
+//   writer:      sync DQ_FULL + w, bulk reduce, commit (w = 0, 1); [n + 1 < items: wait_group.read
+//                of tile n's reduce w (D = 128) or of tile n − 1's two (D = 64), arrive DQ_EMPTY + w]
+// DQ_EMPTY also keeps each barrier's arrivals in turn: the writer arrives on it only after its
+// sync on DQ_FULL + w, so a warpgroup never arrives on DQ_FULL + w twice before the writer syncs
+// (and so D = 64 syncs at n = 1 too, with no reduce of tile n − 2 to wait for).
 // dq_acc is laid out as the registers hold it (dq_acc_index): a share is one contiguous block, and
 // each warp's stores of it to shared memory are 512 contiguous bytes (no bank conflict).
 // Tails need no mask: TMA fills rows past T_q or T_kv with zeros, the rows past T_q have
@@ -91,12 +103,17 @@ struct Tiles {
   // is 128 x 64 per 128 keys, not two 64 x 64 partials per 64 keys). At D = 128 Sᵀ and dPᵀ of 128
   // rows would not fit beside dK and dV in the registers.
   static constexpr int BLOCK_Q = HEAD_DIM == 64 ? 128 : 64;
-  // Q/dO slots in the ring. At D = 64 a slot (Q and dO of 128 rows) is 32 KB, as is dQ's staging:
-  // three slots and the staging would pass 227 KB by 1 KB, and the staging is what takes dQ's
-  // additions off the consumer warps.
-  static constexpr int STAGES = HEAD_DIM == 64 ? 2 : 3;
+  // Q/dO slots in the ring: the next two Q tiles land while the consumers work on the third.
+  static constexpr int STAGES = 3;
   static constexpr int COL_BOXES = HEAD_DIM / BOX_COLS;      // 64-column boxes per row of a tile
   static constexpr int ROW_BOXES = BLOCK_Q / 64;             // 64-row boxes of dSᵀ (its rows are query rows)
+  // Where a warpgroup's dQ share waits for its bulk reduce. When dSᵀ has a row box per warpgroup
+  // (D = 64), warpgroup w's dQ wgmma is the only reader of box w, and the box (128 keys x 64 rows,
+  // 16-bit) is as large as the share (64 x 64 fp32): once that wgmma has completed, the share goes
+  // into the box. A separate staging (2 x 16 KB) would leave room for two ring slots only, 1 KB
+  // short of three. At D = 128 both warpgroups read the one 16 KB box, too small for two shares,
+  // and the staging fits beside three slots.
+  static constexpr bool DQ_IN_DS = ROW_BOXES == CONSUMERS;
   static constexpr int KV_BOX_BYTES = BLOCK_KV * ROW_BYTES;  // 16 KB: one box of K or V
   static constexpr int KV_TILE_BYTES = COL_BOXES * KV_BOX_BYTES;
   static constexpr int Q_BOX_BYTES = BLOCK_Q * ROW_BYTES;    // one box of Q or dO
@@ -107,12 +124,14 @@ struct Tiles {
   // Shared memory, from a 1024-byte aligned base (the 128-byte swizzle repeats every 1024 bytes):
   //   K [COL_BOXES][128][64] | V (same) | STAGES x (Q [COL_BOXES][BLOCK_Q][64] | dO (same)) |
   //   dSᵀ [ROW_BOXES][128][64] x 2 (double-buffered by Q tile) | dQ's staging, one 16 KB share per
-  //   consumer warpgroup | STAGES x rows | barriers
+  //   consumer warpgroup (none when DQ_IN_DS) | STAGES x rows | barriers
+  //   D = 64:  16 + 16 + 3 x 32 + 2 x 32 + 0 + 3 x 1 KB + 56 + 1024 = 200,760 bytes
+  //   D = 128: 32 + 32 + 3 x 32 + 2 x 16 + 32 + 3 x 0.5 KB + 56 + 1024 = 231,992 bytes (of 232,448)
   static constexpr int OFF_V = KV_TILE_BYTES;
   static constexpr int OFF_Q = 2 * KV_TILE_BYTES;
   static constexpr int OFF_DS = OFF_Q + STAGES * 2 * Q_TILE_BYTES;
   static constexpr int OFF_DQ = OFF_DS + 2 * DS_BYTES;
-  static constexpr int OFF_ROWS = OFF_DQ + CONSUMERS * DQ_SHARE_BYTES;
+  static constexpr int OFF_ROWS = OFF_DQ + (DQ_IN_DS ? 0 : CONSUMERS * DQ_SHARE_BYTES);
   static constexpr int OFF_BAR = OFF_ROWS + STAGES * ROWS_BYTES;
   static constexpr int BARRIERS = 1 + 2 * STAGES;            // kv_full, full[], empty[]
   static constexpr int SMEM_BYTES = OFF_BAR + 8 * BARRIERS + 1024;  // + slack to align the base
@@ -125,6 +144,12 @@ struct Tiles {
   // Warpgroup w's share of a tile's dQ: rows of box dq_row_box(w), columns of box dq_col_box(w).
   static constexpr int dq_row_box(int wg) { return ROW_BOXES == 2 ? wg : 0; }
   static constexpr int dq_col_box(int wg) { return COL_BOXES == 2 ? wg : 0; }
+  // Warpgroup w's share of the Q tile whose dSᵀ is in buffer `buf`: that buffer's box w (DQ_IN_DS),
+  // else the warpgroup's own staging.
+  static constexpr int dq_stage_offset(int wg, int buf) {
+    return DQ_IN_DS ? OFF_DS + buf * DS_BYTES + dq_row_box(wg) * DS_BOX_BYTES : OFF_DQ + wg * DQ_SHARE_BYTES;
+  }
+  static_assert(!DQ_IN_DS || DS_BOX_BYTES == DQ_SHARE_BYTES, "a share fills its dSᵀ box exactly");
   static_assert(ROW_PAD % BLOCK_Q == 0, "a Q tile never reads past a padded row array");
   static_assert(OFF_Q % 1024 == 0 && OFF_DS % 1024 == 0 && Q_BOX_BYTES % 1024 == 0, "tiles start on swizzle atoms");
   static_assert(SMEM_BYTES <= 227 * 1024, "fits one block per SM");
@@ -167,8 +192,8 @@ struct Smem {
   __device__ uint32_t d_o(int stage) const { return q(stage) + TL::Q_TILE_BYTES; }
   __device__ uint32_t ds(int buf) const { return base + TL::OFF_DS + buf * TL::DS_BYTES; }
   __device__ uint8_t* ds_generic(int buf) const { return generic + TL::OFF_DS + buf * TL::DS_BYTES; }
-  __device__ uint32_t dq_stage(int wg) const { return base + TL::OFF_DQ + wg * DQ_SHARE_BYTES; }
-  __device__ uint8_t* dq_stage_generic(int wg) const { return generic + TL::OFF_DQ + wg * DQ_SHARE_BYTES; }
+  __device__ uint32_t dq_stage(int wg, int buf) const { return base + TL::dq_stage_offset(wg, buf); }
+  __device__ uint8_t* dq_stage_generic(int wg, int buf) const { return generic + TL::dq_stage_offset(wg, buf); }
   __device__ uint32_t rows(int stage) const { return base + TL::OFF_ROWS + stage * TL::ROWS_BYTES; }
   __device__ const float* rows_generic(int stage) const {
     return reinterpret_cast<const float*>(generic + TL::OFF_ROWS + stage * TL::ROWS_BYTES);
@@ -295,19 +320,27 @@ dkdv_kernel(const __grid_constant__ CUtensorMap q_map,   // (D, H, T_q, B), box 
             if (issuer) {
               const int row = qt * BLOCK_Q + 64 * TL::dq_row_box(w), col = BOX_COLS * TL::dq_col_box(w);
               float* share = p.dq_acc + dq_acc_index(head_acc, row, col, HEAD_DIM);
-              if (p.dq_store) bulk_store(share, sm.dq_stage(w), DQ_SHARE_BYTES);  // --bug dq-no-accumulate
-              else bulk_reduce_add_f32(share, sm.dq_stage(w), DQ_SHARE_BYTES);
+              if (p.dq_store) bulk_store(share, sm.dq_stage(w, n & 1), DQ_SHARE_BYTES);  // --bug dq-no-accumulate
+              else bulk_reduce_add_f32(share, sm.dq_stage(w, n & 1), DQ_SHARE_BYTES);
               bulk_commit();
             }
           }
-          if (n + 1 < items) {  // warpgroup w refills its buffer once this tile's reduce has read it
-            static_assert(CONSUMERS == 2, "one wait per share, oldest first");
-            if (issuer) bulk_wait_read<1>();
-            __syncwarp();
-            named_bar_arrive(DQ_EMPTY + 0, DQ_SYNC_THREADS);
-            if (issuer) bulk_wait_read<0>();
-            __syncwarp();
-            named_bar_arrive(DQ_EMPTY + 1, DQ_SYNC_THREADS);
+          if (n + 1 < items) {
+            if constexpr (TL::DQ_IN_DS) {
+              // Tile n + 1 writes its dSᵀ over tile n − 1's shares, both of them, from both warpgroups.
+              if (issuer) bulk_wait_read<CONSUMERS>();  // tile n − 1's reduces have read (tile n's may still read)
+              __syncwarp();
+#pragma unroll
+              for (int w = 0; w < CONSUMERS; ++w) named_bar_arrive(DQ_EMPTY + w, DQ_SYNC_THREADS);
+            } else {  // warpgroup w refills its buffer once this tile's reduce has read it
+              static_assert(CONSUMERS == 2, "one wait per share, oldest first");
+              if (issuer) bulk_wait_read<1>();
+              __syncwarp();
+              named_bar_arrive(DQ_EMPTY + 0, DQ_SYNC_THREADS);
+              if (issuer) bulk_wait_read<0>();
+              __syncwarp();
+              named_bar_arrive(DQ_EMPTY + 1, DQ_SYNC_THREADS);
+            }
           }
         }
         if (issuer) bulk_wait_read<0>();  // the block's shared memory outlives the last reads
@@ -394,6 +427,14 @@ dkdv_kernel(const __grid_constant__ CUtensorMap q_map,   // (D, H, T_q, B), box 
           dsa[kk][r] = pack2<T>(dpt[8 * kk + 2 * r], dpt[8 * kk + 2 * r + 1]);
         }
 
+      if constexpr (WITH_DQ && TL::DQ_IN_DS) {
+        // This tile's dSᵀ, stored below, goes over the shares of tile n − 2 (ds(n % 2) held them):
+        // their reduces must have read them (at n = 1 the sync only keeps DQ_FULL's arrivals in
+        // turn). Waited for here, with no wgmma in flight (a branch between a wgmma's issue and its
+        // wait makes ptxas wait at the branch).
+        if (n > 0) named_bar_sync(DQ_EMPTY + wg, DQ_SYNC_THREADS);
+      }
+
       // dV += Pᵀ dO and dK += dSᵀ Q   [64 keys x 64 rows] · [64 rows x D]: dO and Q as MN-major
       // B operands (D contiguous): 16 rows (two 8-row groups, SBO = 1024) per k-step, the D
       // columns in 64-column boxes (LBO = one box).
@@ -408,7 +449,8 @@ dkdv_kernel(const __grid_constant__ CUtensorMap q_map,   // (D, H, T_q, B), box 
       if constexpr (WITH_DQ) {
         // dSᵀ to shared memory, [ROW_BOXES][128 keys][64 rows] in the 128-byte swizzle (chunk c of
         // row r at c ^ (r % 8)): dQ reads it as its A operand, MN-major. Double-buffered by Q tile:
-        // a warpgroup may write tile n + 1's while the other still reads tile n's.
+        // a warpgroup may write tile n + 1's while the other still reads tile n's (and, DQ_IN_DS,
+        // while the writer's reduces still read tile n's shares out of it).
         const int buf = n & 1;
         uint8_t* ds_smem = sm.ds_generic(buf);
 #pragma unroll
@@ -448,8 +490,12 @@ dkdv_kernel(const __grid_constant__ CUtensorMap q_map,   // (D, H, T_q, B), box 
 
         // The share to shared memory in dq_acc's order (dq_acc_index): dq[4j .. 4j + 3] of thread
         // tid at float 4·(128j + tid), so each warp's 16-byte stores fill 512 contiguous bytes.
-        if (n > 0) named_bar_sync(DQ_EMPTY + wg, DQ_SYNC_THREADS);  // the writer has read share n − 1
-        float4* stage_f4 = reinterpret_cast<float4*>(sm.dq_stage_generic(wg));
+        // DQ_IN_DS: into dSᵀ box dq_row_box, whose one reader, this warpgroup's dQ wgmma, has
+        // completed (wgmma_wait<0>: its reads are done and ordered before these generic stores).
+        if constexpr (!TL::DQ_IN_DS) {
+          if (n > 0) named_bar_sync(DQ_EMPTY + wg, DQ_SYNC_THREADS);  // the writer has read share n − 1
+        }
+        float4* stage_f4 = reinterpret_cast<float4*>(sm.dq_stage_generic(wg, buf));
 #pragma unroll
         for (int j = 0; j < 8; ++j)
           stage_f4[128 * j + tid] = make_float4(dq[4 * j], dq[4 * j + 1], dq[4 * j + 2], dq[4 * j + 3]);
