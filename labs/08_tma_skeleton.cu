@@ -45,6 +45,11 @@
 // (BLOCK_Q = 192, setmaxnreg 32/160): three softmaxes share the time of the GEMMs; its keys stay
 // 128 (S and P of more keys do not fit in 160 registers beside O). --consumers 2 or 3 (D = 64,
 // ws-overlap and ws-pingpong) (and `ws`) chooses the block, --kv-tile the K/V tile, for the ablation.
+// Variant `ws-persistent`: `ws-pingpong` in a persistent kernel: one block per SM, each running
+// job after job (a job: one Q tile of one (sequence, head)) from a queue fed by a global atomic
+// counter, in the plain grid's order (causal: longest Q tile first within a head). The ring, Q's
+// slot (released for the next job's Q once the last S has read it) and the ping-pong's turn run on
+// from one job into the next, so no SM waits for a block to end and the next to start.
 // Variant `paged`: the same kernel (the plain `ws` loop) reading K/V from a paged cache (06's pool
 // [blocks, page, H_kv, D], shuffled block tables, NaN in every slot no sequence owns) through TMA.
 // A box may not cross a page, and a tensor map has one base address, so every page gets its own
@@ -84,6 +89,7 @@
 //      build/bin/08_tma_skeleton --variant ws-pingpong --b 4 --h 16 --t 4096 --d 128   (ping-pong)
 //      build/bin/08_tma_skeleton --variant ws-pingpong --b 4 --h 16 --t 4096 --d 128 --kv-tile 176
 //      build/bin/08_tma_skeleton --variant ws-pingpong --b 2 --h 32 --t 8192 --d 64   (ping-pong, 192-row block)
+//      build/bin/08_tma_skeleton --variant ws-persistent --b 4 --h 16 --t 4096 --d 128 (persistent)
 //      build/bin/08_tma_skeleton --variant fp8 --t 4096 --d 128 --h 16 --b 4     (e4m3 operands)
 //      build/bin/gpu_wgmma_layout                               (the layout self-test)
 #include <algorithm>
@@ -243,19 +249,26 @@ __device__ __forceinline__ void load_kv_tile(const CUtensorMap& map, const Param
 
 // The producer warp. SM is the kernel's shared memory (Smem, or fp8::Smem for the fp8 kernel):
 // the tiles and slots differ, the protocol is the same.
+// The job (ws_forward.cuh's Job): its Q tile, its K/V tiles first_tile .. + n_tiles, and fill0,
+// the ring fill of its first tile (0 for a block that runs one job; the persistent kernel's next
+// job goes on where the last one's fills stopped).
 template <int HEAD_DIM, KvSource KV, int CONS, class SM = Smem<HEAD_DIM>>
 __device__ __forceinline__ void producer(const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map,
-                                         const Params& p, const SM& sm, int b, int head, int kv_head,
-                                         int q0, int first_tile, int n_tiles) {
+                                         const Params& p, const SM& sm, const Job& job) {
   using TL = typename SM::TL;
   constexpr int STAGES = TL::STAGES;
   const int lane = threadIdx.x % 32;
   const bool leader = lane == 0;
+  const int b = job.b, kv_head = job.kv_head, first_tile = job.first_tile, n_tiles = job.n_tiles;
   if (n_tiles == 0) return;  // no key visible to any row: the consumers write O = 0, LSE = -inf
   if constexpr (KV == KvSource::page_maps)  // the page maps of the first fills (later ones: as fills are issued)
     for (int fill = first_tile; fill < first_tile + lab::imin(n_tiles, TL::STAGES); ++fill) acquire_page_map(p, fill, b);
-  // Q: once, on its own barrier (its phase 0 is the only one; the consumers wait for parity 0).
-  if (leader) load_q<HEAD_DIM, CONS>(q_map, sm, b, head, q0);
+  // Q: on its own barrier, phase q_load (a block's first job: 0). A later job's Q overwrites the
+  // last one's: first every consumer warpgroup has released it (q_empty, the phase before).
+  if (leader) {
+    if (job.q_load > 0) mbar_wait(sm.q_empty(), uint32_t(job.q_load - 1) & 1u);
+    load_q<HEAD_DIM, CONS>(q_map, sm, b, job.head, job.q0);
+  }
   // EXERCISE producer-loop: fill the ring with the block's n_tiles K/V tiles, in order (fill n is tile first_tile + n).
   //   For each fill: wait until the consumers have given its slot back (producer_acquire on the
   //   slot's empty barrier: which phase?), then for K and then V: tell the slot's full barrier
@@ -263,6 +276,7 @@ __device__ __forceinline__ void producer(const CUtensorMap& q_map, const CUtenso
   //   T_kv) and issue the copies (load_kv_tile: the whole warp calls it; lane 0, `leader`, does
   //   the barrier work). K first: the consumers start S = Q Kᵀ while V is in flight.
   //   A fresh barrier reports the phase before its first as complete: every slot starts free.
+  //   The job's fill n is the block's fill job.fill0 + n: that one names the slot and the phase.
   //   Stuck? ch12/hints/08_tma_skeleton.md has the four steps.
   // TODO(producer-loop): your code here. Until it is written this part does nothing,
   // and the self-check reports the output as not written.
@@ -298,9 +312,8 @@ struct Protocol {
   LAB_HD static RingSlot ring_slot(int n, int stages) { return ring::ring_slot(n, stages); }
   template <int HEAD_DIM, int CONS, class SM>
   __device__ __forceinline__ static void produce(const CUtensorMap& q_map, const CUtensorMap& k_map,
-                                                 const CUtensorMap& v_map, const Params& p, const SM& sm,
-                                                 int b, int head, int kv_head, int q0, int first_tile, int n_tiles) {
-    producer<HEAD_DIM, KV, CONS>(q_map, k_map, v_map, p, sm, b, head, kv_head, q0, first_tile, n_tiles);
+                                                 const CUtensorMap& v_map, const Params& p, const SM& sm, const Job& job) {
+    producer<HEAD_DIM, KV, CONS>(q_map, k_map, v_map, p, sm, job);
   }
   __device__ __forceinline__ static void consumer_wait(uint32_t full_bar, RingSlot slot) { ring::consumer_wait(full_bar, slot); }
   __device__ __forceinline__ static void consumer_release(uint32_t empty_bar) { ring::consumer_release(empty_bar); }
@@ -361,8 +374,9 @@ struct Fp8Hooks : Hooks<KvSource::contiguous> {
 // Host side.
 // The block's consumer warpgroups: --consumers, else the variant's tile for this D (ws-pingpong at
 // D = 64: 3, a 192-row block; everything else: 2).
+bool pingpong_schedule(const std::string& variant) { return variant == "ws-pingpong" || variant == "ws-persistent"; }
 int default_consumers(const std::string& variant, const lab::Problem& pr) {
-  return variant == "ws-pingpong" ? pingpong_consumers(pr.d) : CONSUMERS;
+  return pingpong_schedule(variant) ? pingpong_consumers(pr.d) : CONSUMERS;
 }
 int consumers_of(const lab::Options& o, const lab::Problem& pr) {
   return o.consumers > 0 ? o.consumers : default_consumers(o.variant, pr);
@@ -392,34 +406,36 @@ lab::PagedCache paged_cache_of(const lab::Problem& pr, uint64_t seed) {
   return lab::build_paged_cache(std::vector<int>(size_t(pr.b), pr.t_kv), pr.t_kv, page_size_of(pr), seed);
 }
 
-// The paged pool (06's construction): the harness's contiguous K/V copied block by block into a
-// shuffled pool whose every other slot holds NaN, and the block tables.
+// The variants' device buffers. Paged: the pool (06's construction: the harness's contiguous K/V
+// copied block by block into a shuffled pool whose every other slot holds NaN), the block tables
+// and the maps. ws-persistent: the job counter.
 struct PagedBuffers {
-  lab::DeviceBuffer k_pool, v_pool, tables, page_maps, last_page_maps;
+  lab::DeviceBuffer k_pool, v_pool, tables, page_maps, last_page_maps, job_counter;
 };
 
-template <class T, int HEAD_DIM, KvSource KV, bool OVERLAP, int CONS, bool PINGPONG, int KV_TILE>
+template <class T, int HEAD_DIM, KvSource KV, bool OVERLAP, int CONS, bool PINGPONG, int KV_TILE, bool PERSISTENT>
 void launch(const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map, const Params& p, dim3 grid,
             cudaStream_t st) {
   if constexpr (KV == KvSource::page_maps) {  // every page's maps first (k_map, v_map: the templates)
     edit_page_maps<<<dim3(unsigned(lab::ceil_div(p.t_kv, p.page_size)), grid.y / unsigned(p.h)), 32, 0, st>>>(k_map, v_map, p);
     CUDA_CHECK_LAST();
   }
-  ws_kernel<T, HEAD_DIM, OVERLAP, Hooks<KV>, CONS, PINGPONG, KV_TILE>
+  if constexpr (PERSISTENT) CUDA_CHECK(cudaMemsetAsync(p.job_counter, 0, sizeof(int), st));  // the queue starts over
+  ws_kernel<T, HEAD_DIM, OVERLAP, Hooks<KV>, CONS, PINGPONG, KV_TILE, PERSISTENT>
       <<<grid, (1 + CONS) * WG_THREADS, Tiles<HEAD_DIM, KV_TILE>::SMEM_BYTES, st>>>(q_map, k_map, v_map, p);
   CUDA_CHECK_LAST();
 }
 
 template <class T, int HEAD_DIM, KvSource KV, bool OVERLAP, int CONS = CONSUMERS, bool PINGPONG = false,
-          int KV_TILE = BLOCK_KV>
+          int KV_TILE = BLOCK_KV, bool PERSISTENT = false>
 std::function<void(cudaStream_t)> make_forward(const CUtensorMap& q_map, const CUtensorMap& k_map,
                                                const CUtensorMap& v_map, const Params& p, dim3 grid,
                                                std::shared_ptr<PagedBuffers> keep) {
-  CUDA_CHECK(cudaFuncSetAttribute(ws_kernel<T, HEAD_DIM, OVERLAP, Hooks<KV>, CONS, PINGPONG, KV_TILE>,
+  CUDA_CHECK(cudaFuncSetAttribute(ws_kernel<T, HEAD_DIM, OVERLAP, Hooks<KV>, CONS, PINGPONG, KV_TILE, PERSISTENT>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, Tiles<HEAD_DIM, KV_TILE>::SMEM_BYTES));
   return [=](cudaStream_t st) {
-    launch<T, HEAD_DIM, KV, OVERLAP, CONS, PINGPONG, KV_TILE>(q_map, k_map, v_map, p, grid, st);
-    (void)keep;  // the pool, the tables and the map workspace live as long as the forward
+    launch<T, HEAD_DIM, KV, OVERLAP, CONS, PINGPONG, KV_TILE, PERSISTENT>(q_map, k_map, v_map, p, grid, st);
+    (void)keep;  // the pool, the tables, the map workspace and the job counter live as long as the forward
   };
 }
 
@@ -432,13 +448,18 @@ std::function<void(cudaStream_t)> pick(const std::string& variant, int consumers
                                    : make_forward<T, HEAD_DIM, KvSource::contiguous, false, 1>(q_map, k_map, v_map, p, grid, keep);
   if constexpr (HEAD_DIM == 64)  // --consumers 3: the 192-row block (Q's slot holds it only at D = 64)
     if (consumers == 3)
-      return variant == "ws-pingpong"  ? make_forward<T, HEAD_DIM, KvSource::contiguous, true, 3, true>(q_map, k_map, v_map, p, grid, keep)
+      return variant == "ws-persistent"
+                 ? make_forward<T, HEAD_DIM, KvSource::contiguous, true, 3, true, BLOCK_KV, true>(q_map, k_map, v_map, p, grid, keep)
+             : variant == "ws-pingpong"  ? make_forward<T, HEAD_DIM, KvSource::contiguous, true, 3, true>(q_map, k_map, v_map, p, grid, keep)
              : variant == "ws-overlap" ? make_forward<T, HEAD_DIM, KvSource::contiguous, true, 3>(q_map, k_map, v_map, p, grid, keep)
                                        : make_forward<T, HEAD_DIM, KvSource::contiguous, false, 3>(q_map, k_map, v_map, p, grid, keep);
   if constexpr (HEAD_DIM == 128)  // --kv-tile 176 (ws-pingpong at D = 128)
     if (kv_tile == WIDE_BLOCK_KV)
       return make_forward<T, HEAD_DIM, KvSource::contiguous, true, CONSUMERS, true, WIDE_BLOCK_KV>(q_map, k_map, v_map, p,
                                                                                                    grid, keep);
+  if (variant == "ws-persistent")
+    return make_forward<T, HEAD_DIM, KvSource::contiguous, true, CONSUMERS, true, BLOCK_KV, true>(q_map, k_map, v_map, p,
+                                                                                                 grid, keep);
   if (variant == "ws-pingpong")
     return make_forward<T, HEAD_DIM, KvSource::contiguous, true, CONSUMERS, true>(q_map, k_map, v_map, p, grid, keep);
   if (variant == "paged") return make_forward<T, HEAD_DIM, KvSource::page_maps, false>(q_map, k_map, v_map, p, grid, keep);
@@ -583,7 +604,7 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   const int consumers = consumers_of(ctx.options, pr), block_q = consumers * WG_ROWS;
   const int kv_tile = kv_tile_of(ctx.options);  // keys per K/V tile: the box rows of the K/V maps
   const RingInfo ring = ring_info(pr.d, consumers, kv_tile);
-  const dim3 grid(unsigned(lab::ceil_div(pr.t_q, block_q)), unsigned(pr.b * pr.h));
+  dim3 grid(unsigned(lab::ceil_div(pr.t_q, block_q)), unsigned(pr.b * pr.h));
   const CUtensorMap q_map = make_map(pr, ctx.tensors.q, pr.h, pr.t_q, pr.b, block_q);
   CUtensorMap k_map, v_map;
   auto keep = std::make_shared<PagedBuffers>();
@@ -649,6 +670,17 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
       std::printf("08_tma_skeleton: paged K/V, page size %d (TMA boxes of %d rows), a pool of %d blocks\n", page, rows,
                   cache.num_blocks);
   }
+  if (ctx.variant == "ws-persistent") {  // a block per SM (one fits), each running jobs from the queue
+    int sms = 0, device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    p.q_tiles = int(grid.x);
+    p.jobs = int(grid.x * grid.y);
+    keep->job_counter = lab::DeviceBuffer(sizeof(int));
+    p.job_counter = keep->job_counter.as<int>();
+    grid = dim3(unsigned(std::min(p.jobs, sms)));
+    run.metrics["jobs"] = p.jobs;
+  }
   const bool f16 = pr.dtype == lab::DType::f16;
   if (pr.d == 64)
     run.forward = f16 ? pick<__half, 64>(ctx.variant, consumers, kv_tile, q_map, k_map, v_map, p, grid, keep)
@@ -667,7 +699,9 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   run.metrics["smem_bytes"] = ring.smem_bytes;
   run.metrics["producer_regs"] = ring.producer_regs;
   run.metrics["consumer_regs"] = ring.consumer_regs;
-  run.metrics["pingpong"] = ctx.variant == "ws-pingpong" ? 1 : 0;
+  run.metrics["pingpong"] = pingpong_schedule(ctx.variant) ? 1 : 0;
+  run.metrics["persistent"] = ctx.variant == "ws-persistent" ? 1 : 0;
+  run.metrics["grid_blocks"] = int(grid.x * grid.y);
   return run;
 }
 
@@ -888,18 +922,18 @@ int main(int argc, char** argv) {
   lab::Section s;
   s.name = "08_tma_skeleton";
   s.title = "Hopper: TMA, mbarrier ring, warp-specialised producer/consumer warpgroups, wgmma (§12.9.2, §12.12)";
-  s.variants = {"ws", "paged", "ws-overlap", "paged-pool", "ws-pingpong", "fp8"};
+  s.variants = {"ws", "paged", "ws-overlap", "paged-pool", "ws-pingpong", "ws-persistent", "fp8"};
   s.fp8_variants = {"fp8"};  // its check: 2x the error of unfused attention on the same e4m3 inputs, P in e4m3
   s.bugs = {"forget-descale"};  // fp8: S descaled by q_scale only (k_scale forgotten)
   s.dtypes = {lab::DType::bf16, lab::DType::f16};
   s.needs_sm90a = true;
   s.paged = true;  // --page-size applies (to --variant paged and paged-pool)
-  s.consumer_counts = {1, 2, 3};  // --consumers: consumer warpgroups per block (ws, ws-overlap, ws-pingpong)
-  s.consumer_default = "2; 3 for ws-pingpong at D = 64";
+  s.consumer_counts = {1, 2, 3};  // --consumers: consumer warpgroups per block (ws, ws-overlap, ws-pingpong, ws-persistent)
+  s.consumer_default = "2; 3 for ws-pingpong and ws-persistent at D = 64";
   s.kv_tiles = {BLOCK_KV, WIDE_BLOCK_KV};  // --kv-tile: keys per K/V tile (ws-pingpong)
   s.kv_tile_default = "128; 176 is FlashAttention-3's tile at D = 128, for the ablation";
   s.variants_of_option = {{"--kv-tile", {"ws-pingpong"}}};
-  s.supports_window = true;  // --window, with --variant ws, ws-overlap and ws-pingpong (masked; the skip is 07's)
+  s.supports_window = true;  // --window, with every variant but the paged ones (masked; the skip is 07's)
   s.default_problem.dtype = lab::DType::bf16;
   s.default_problem.b = 1;
   s.default_problem.h = 8;
@@ -910,13 +944,13 @@ int main(int argc, char** argv) {
     if (int64_t(p.b) * p.h > 65535) return "B*H must be <= 65535 (one grid dimension per head)";
     const bool paged = o.variant == "paged" || o.variant == "paged-pool";
     if (p.window > 0 && paged)
-      return "--window applies to --variant ws, ws-overlap, ws-pingpong and fp8 (the paged variants read whole sequences)";
+      return "--window applies to --variant ws, ws-overlap, ws-pingpong, ws-persistent and fp8 (the paged variants read whole sequences)";
     if (o.consumers == 1 && (paged || o.variant == "fp8"))
       return "--consumers 1 applies to --variant ws and ws-overlap";
-    if (o.consumers == 1 && o.variant == "ws-pingpong")
-      return "--consumers 1 with --variant ws-pingpong: ping-pong needs two consumer warpgroups at least";
+    if (o.consumers == 1 && pingpong_schedule(o.variant))
+      return "--consumers 1 with --variant " + o.variant + ": ping-pong needs two consumer warpgroups at least";
     if (o.consumers == 3 && (p.d != 64 || paged || o.variant == "fp8"))
-      return "--consumers 3 applies to --variant ws, ws-overlap and ws-pingpong at --d 64 (Q's shared memory holds 192 rows only there)";
+      return "--consumers 3 applies to --variant ws, ws-overlap, ws-pingpong and ws-persistent at --d 64 (Q's shared memory holds 192 rows only there)";
     if (o.kv_tile == WIDE_BLOCK_KV && p.d != 128)
       return "--kv-tile 176 applies at --d 128 (at D = 64 ws-pingpong's 192-row block has no registers for it)";
     if (o.bug == "forget-descale" && o.variant != "fp8")

@@ -50,11 +50,15 @@ lab_test(cpu_model.08_tma_skeleton.paged_prints_page_size cpu 0 MATCH "paged K/V
 lab_test(cpu_model.08_tma_skeleton.chunked_prefill cpu 0 MATCH "page size 64" "PASS"
          COMMAND ${S08} --cpu --variant paged-pool --page-size 64 --t 64 --t-kv 700 --causal --h 2)
 lab_test(bad_input.08_tma_skeleton.consumers4 cpu 2 MATCH "^bad input: --consumers 4 is not supported \\(1, 2, 3\\)" COMMAND ${S08} --consumers 4)
-lab_test(bad_input.08_tma_skeleton.consumers3_d128 cpu 2 MATCH "^bad input: --consumers 3 applies to --variant ws, ws-overlap and ws-pingpong at --d 64"
+lab_test(bad_input.08_tma_skeleton.consumers3_d128 cpu 2 MATCH "^bad input: --consumers 3 applies to --variant ws, ws-overlap, ws-pingpong and ws-persistent at --d 64"
          COMMAND ${S08} --consumers 3 --variant ws-pingpong --d 128)
 lab_test(bad_input.08_tma_skeleton.pingpong_one_consumer cpu 2 MATCH "^bad input: --consumers 1 with --variant ws-pingpong"
          COMMAND ${S08} --consumers 1 --variant ws-pingpong)
 lab_test(cpu_model.08_tma_skeleton.pingpong_192_rows cpu 0 MATCH "PASS" COMMAND ${S08} --cpu --variant ws-pingpong --d 64 --t 300 --t-kv 200 --causal --h 2)
+lab_test(bad_input.08_tma_skeleton.persistent_one_consumer cpu 2 MATCH "^bad input: --consumers 1 with --variant ws-persistent"
+         COMMAND ${S08} --consumers 1 --variant ws-persistent)
+lab_test(cpu_model.08_tma_skeleton.persistent cpu 0 MATCH "PASS"
+         COMMAND ${S08} --cpu --variant ws-persistent --t 300 --t-kv 200 --causal --h 4 --h-kv 2)
 lab_test(bad_input.08_tma_skeleton.consumers1_paged cpu 2 MATCH "^bad input: --consumers 1 applies to --variant ws and ws-overlap"
          COMMAND ${S08} --consumers 1 --variant paged)
 # ws-pingpong's K/V tile: 128 keys, or FlashAttention-3's 176 at D = 128 with --kv-tile 176 (the

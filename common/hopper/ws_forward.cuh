@@ -78,6 +78,9 @@ struct RegBudget {
 
 constexpr int SMEM_LIMIT = 227 * 1024;  // dynamic shared memory one block may have on sm_90
 
+// The end of a block's shared memory: its mbarriers and the job queue's two slots (BarrierArea).
+constexpr int BAR_BYTES = 256;
+
 // The tiles of one instantiation: D = HEAD_DIM, KV_TILE keys per K/V tile (its BLOCK_KV).
 template <int HEAD_DIM, int KV_TILE = BLOCK_KV>
 struct Tiles {
@@ -93,27 +96,25 @@ struct Tiles {
   static constexpr int KV_TILE_BYTES = COL_BOXES * KV_BOX_BYTES;  // what k_full / v_full wait for
   // K/V slots in the ring: as many as fit beside Q, the barriers and the alignment slack, at most 4
   // (4 at D = 64, 3 at D = 128; 2 with 176-key tiles at D = 128).
-  static constexpr int STAGES_FIT = (SMEM_LIMIT - Q_BYTES - 128 - 1024) / (2 * KV_TILE_BYTES);
+  static constexpr int STAGES_FIT = (SMEM_LIMIT - Q_BYTES - BAR_BYTES - 1024) / (2 * KV_TILE_BYTES);
   static constexpr int STAGES = STAGES_FIT < 4 ? STAGES_FIT : 4;
   // Shared memory, from a 1024-byte aligned base (the 128-byte swizzle repeats every 1024 bytes):
   //   Q [COL_BOXES][Q_SLOT_ROWS][64] | K [STAGES][COL_BOXES][BLOCK_KV][64] | V (same) | barriers
   static constexpr int OFF_K = Q_BYTES;
   static constexpr int OFF_V = OFF_K + STAGES * KV_TILE_BYTES;
   static constexpr int OFF_BAR = OFF_V + STAGES * KV_TILE_BYTES;
-  static constexpr int BARRIERS = 1 + 3 * STAGES;               // q_full, k_full[], v_full[], empty[]
-  static constexpr int SMEM_BYTES = OFF_BAR + 128 + 1024;      // + slack to align the base
+  static constexpr int SMEM_BYTES = OFF_BAR + BAR_BYTES + 1024;  // + slack to align the base
   static constexpr int D_STEPS = HEAD_DIM / 16;                 // k-steps of S = Q Kᵀ
   static constexpr int KV_STEPS = BLOCK_KV / 16;                // k-steps of O = P V
   static constexpr int S_REGS = BLOCK_KV / 2;                   // fp32 S accumulator per thread (64 x BLOCK_KV / 128)
   static constexpr int O_REGS = HEAD_DIM / 2;                   // fp32 O accumulator per thread
-  static_assert(BARRIERS * 8 <= 128, "the barriers fit their 128 bytes");
   static_assert(Q_BOX_BYTES % 1024 == 0 && KV_BOX_BYTES % 1024 == 0, "every box starts on a swizzle atom");
   static_assert(BLOCK_KV % 16 == 0 && BLOCK_KV <= 256, "k-steps of 16 keys for P V; a TMA box and a wgmma N of <= 256");
   static_assert(STAGES >= 2 && SMEM_BYTES <= SMEM_LIMIT, "a ring of two slots at least, and one block per SM");
 };
 static_assert(Tiles<64>::STAGES == 4 && Tiles<128>::STAGES == 3 && Tiles<128, WIDE_BLOCK_KV>::STAGES == 2,
               "the rings the handout describes");
-static_assert(Tiles<128, WIDE_BLOCK_KV>::SMEM_BYTES == 32768 + 2 * 2 * 45056 + 128 + 1024, "Q 32 KB + 2 x (K + V) 44 KB");
+static_assert(Tiles<128, WIDE_BLOCK_KV>::SMEM_BYTES == 32768 + 2 * 2 * 45056 + BAR_BYTES + 1024, "Q 32 KB + 2 x (K + V) 44 KB");
 static_assert(BLOCK_Q <= 256, "a TMA box has at most 256 rows");
 
 // ---------------------------------------------------------------------------------------------
@@ -153,21 +154,122 @@ struct Params {
   int pool_blocks;               // a block coordinate past the pool: the box reads as zeros
   int page_shift;                // log2(page_size) when it is a power of two, else -1 (both paged variants)
   const CUtensorMap* last_page_maps;  // [B][K, V]: the sequence's last page, its valid rows only
+  // The persistent kernel (section 08's ws-persistent): its jobs, Q tiles per (sequence, head), and
+  // the job counter (zeroed before each launch).
+  int jobs, q_tiles;
+  int* job_counter;
+};
+
+// The barriers and the job queue at the end of a kernel's shared memory (BAR_BYTES from `at`):
+//   q_full, q_empty | job_full[2], job_empty[2] | k_full[STAGES], v_full[STAGES], empty[STAGES] | job[2]
+// q_full / q_empty: Q's slot, loaded once per job (a persistent block reloads it for its next job
+// once every consumer warpgroup is done with it). job_*: the persistent kernel's queue (JobQueue).
+template <int STAGES>
+struct BarrierArea {
+  static constexpr int BARRIERS = 6 + 3 * STAGES;
+  static_assert(8 * BARRIERS + 2 * 4 <= BAR_BYTES, "the barriers and the job slots fit their bytes");
+  uint32_t at;    // shared-memory address of the area (8-byte aligned)
+  int* job_slot;  // the job queue's two slots, as a generic pointer
+  // The area at byte `offset` of the block's shared memory (address `base`, generic pointer `generic`).
+  __device__ BarrierArea(uint32_t base, uint8_t* generic, int offset)
+      : at(base + uint32_t(offset)), job_slot(reinterpret_cast<int*>(generic + offset + 8 * BARRIERS)) {}
+  __device__ uint32_t q_full() const { return at; }
+  __device__ uint32_t q_empty() const { return at + 8; }
+  __device__ uint32_t job_full(int i) const { return at + 16 + 8 * i; }
+  __device__ uint32_t job_empty(int i) const { return at + 32 + 8 * i; }
+  __device__ uint32_t k_full(int stage) const { return at + 48 + 8 * stage; }
+  __device__ uint32_t v_full(int stage) const { return at + 48 + 8 * (STAGES + stage); }
+  __device__ uint32_t empty(int stage) const { return at + 48 + 8 * (2 * STAGES + stage); }
+  // Thread 0, before the block's __syncthreads: a copy (or the producer's expect_tx) completes a
+  // full barrier; each consumer warpgroup releases a slot or Q once; every consumer thread reads a
+  // job slot, then arrives on its empty barrier.
+  __device__ void init(int consumers) const {
+    mbar_init(q_full(), 1);
+    mbar_init(q_empty(), consumers);
+    for (int i = 0; i < 2; ++i) {
+      mbar_init(job_full(i), 1);
+      mbar_init(job_empty(i), consumers * WG_THREADS);
+    }
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(k_full(s), 1);
+      mbar_init(v_full(s), 1);
+      mbar_init(empty(s), consumers);
+    }
+    fence_barrier_init();
+  }
 };
 
 // Shared-memory addresses of one block's buffers and barriers.
 template <int HEAD_DIM, int KV_TILE = BLOCK_KV>
-struct Smem {
+struct Smem : BarrierArea<Tiles<HEAD_DIM, KV_TILE>::STAGES> {
   using TL = Tiles<HEAD_DIM, KV_TILE>;
   uint32_t base;     // shared-memory address, 1024-byte aligned
-  uint8_t* generic;  // the same byte as a generic pointer (for ordinary stores)
+  __device__ Smem(uint32_t base_, uint8_t* generic)
+      : BarrierArea<TL::STAGES>(base_, generic, TL::OFF_BAR), base(base_) {}
   __device__ uint32_t q() const { return base; }
   __device__ uint32_t k(int stage) const { return base + TL::OFF_K + stage * TL::KV_TILE_BYTES; }
   __device__ uint32_t v(int stage) const { return base + TL::OFF_V + stage * TL::KV_TILE_BYTES; }
-  __device__ uint32_t q_full() const { return base + TL::OFF_BAR; }
-  __device__ uint32_t k_full(int stage) const { return q_full() + 8 * (1 + stage); }
-  __device__ uint32_t v_full(int stage) const { return q_full() + 8 * (1 + TL::STAGES + stage); }
-  __device__ uint32_t empty(int stage) const { return q_full() + 8 * (1 + 2 * TL::STAGES + stage); }
+};
+
+// ---------------------------------------------------------------------------------------------
+// A job: one Q tile (the block's CONS·64 rows) of one (sequence, head), and the K/V tiles its rows
+// see. A block runs one job (grid = the jobs), or, persistent, a job after another from the
+// JobQueue: its ring and Q's slot then run on across jobs, so a job also says where it starts in
+// them. Jobs are numbered in the order of the plain grid (x fastest): a (sequence, head) after
+// another, its Q tiles from the first (causal: from the last, the longest, first).
+struct Job {
+  int b, head, kv_head, q0;
+  int first_tile, n_tiles;  // the K/V tiles [first_tile, first_tile + n_tiles)
+  int fill0;                // the ring fill of its first K/V tile (the fills of the block's earlier jobs come first)
+  int q_load;               // Q loads of the block's earlier jobs: this job's Q is phase q_load of q_full
+  bool run;                 // false: the rules' begin_block stopped it (section 07's stub): nothing done, nothing written
+};
+
+// Job `index` of the problem (BLOCK_Q rows a Q tile, q_tiles Q tiles a (sequence, head)), after
+// the block's job `prev` (no_job() before the first: no fill, no Q load).
+template <class H, class KP>
+__device__ __forceinline__ Job job_at(const KP& p, int index, int q_tiles, int block_q, int block_kv, const Job& prev) {
+  Job j;
+  const int bh = index / q_tiles, q_tile = p.causal ? q_tiles - 1 - index % q_tiles : index % q_tiles;
+  j.b = bh / p.h;
+  j.head = bh % p.h;
+  j.kv_head = lab::kv_head_of(j.head, p.h, p.h_kv);
+  j.q0 = q_tile * block_q;
+  const TileSpan span = H::tile_span(j.q0, j.q0 + block_q, p, block_kv);
+  j.first_tile = span.first;
+  j.n_tiles = span.count();
+  j.run = H::begin_block(p, span);  // (section 07: counts its tiles; its stub's span stops here)
+  if (!j.run) j.n_tiles = 0;
+  j.fill0 = prev.fill0 + prev.n_tiles;
+  j.q_load = prev.q_load + (prev.n_tiles > 0 ? 1 : 0);
+  return j;
+}
+LAB_HD constexpr Job no_job() { return Job{0, 0, 0, 0, 0, 0, 0, 0, false}; }
+
+// The persistent kernel's job queue: the producer warp takes the next job index from a global
+// counter (atomicAdd: the block that is free first takes the next job, so causal Q tiles, longest
+// first, balance across SMs as the hardware's block scheduler balances a plain grid) and passes it
+// to the consumer warpgroups through two shared slots, a ring of two like the K/V ring: entry k
+// (k = 1, 2, ...: entry 0 is blockIdx.x) in slot (k - 1) % 2, its barriers' phase (k - 1) / 2.
+// An index >= p.jobs ends the block. The counter starts at 0 (the launch zeroes it) and hands out
+// gridDim.x + 0, 1, 2, ...
+struct JobQueue {
+  __device__ static RingSlot slot_of(int k) { return {(k - 1) & 1, uint32_t((k - 1) >> 1) & 1u}; }
+  template <class A>
+  __device__ static void publish(const A& bars, int k, int index) {  // lane 0 of the producer warp
+    const RingSlot s = slot_of(k);
+    mbar_wait(bars.job_empty(s.stage), s.parity ^ 1u);  // entry k - 2 has been read by every consumer thread
+    bars.job_slot[s.stage] = index;
+    mbar_arrive(bars.job_full(s.stage));  // release: the store above is visible to whoever waits on it
+  }
+  template <class A>
+  __device__ static int take(const A& bars, int k) {  // every consumer thread
+    const RingSlot s = slot_of(k);
+    mbar_wait(bars.job_full(s.stage), s.parity);
+    const int index = bars.job_slot[s.stage];  // after the wait (its asm is a compiler barrier too)
+    mbar_arrive(bars.job_empty(s.stage));
+    return index;
+  }
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -397,8 +499,8 @@ struct ConsumerTile {
 
 // The plain loop (variant ws), one tile at a time: wait K, S, softmax, wait V, O += P V, release.
 template <class T, int HEAD_DIM, class H, int KV_TILE>
-__device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEAD_DIM, KV_TILE>& sm, int b, int head,
-                                         int q0, int first_tile, int n_tiles) {
+__device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEAD_DIM, KV_TILE>& sm, const Job& job) {
+  const int b = job.b, head = job.head, q0 = job.q0, first_tile = job.first_tile, n_tiles = job.n_tiles;
   using TL = Tiles<HEAD_DIM, KV_TILE>;
   constexpr int STAGES = TL::STAGES;
   const int tid = threadIdx.x % WG_THREADS, warp = tid / 32, lane = tid % 32;
@@ -417,10 +519,10 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
   Tile c;
   c.begin(p, b, head);
 
-  if (n_tiles > 0) mbar_wait(sm.q_full(), 0);  // Q has landed (phase 0, its only one)
+  if (n_tiles > 0) mbar_wait(sm.q_full(), uint32_t(job.q_load) & 1u);  // Q has landed (a plain block: phase 0, its only one)
 
   for (int n = 0; n < n_tiles; ++n) {
-    const RingSlot slot = H::ring_slot(n, STAGES);
+    const RingSlot slot = H::ring_slot(job.fill0 + n, STAGES);
     const int tile = first_tile + n;
     const bool active = wg_span.has(tile);
     H::consumer_wait(sm.k_full(slot.stage), slot);
@@ -445,6 +547,7 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
     }
     H::consumer_release(sm.empty(slot.stage));
   }
+  if (n_tiles > 0) H::consumer_release(sm.q_empty());  // Q's slot is free for the block's next job
   c.finalize(p, b, head, row_g, t);
 }
 
@@ -472,18 +575,19 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
 // ws-overlap, FlashAttention-3's ping-pong order for ws-pingpong (PingPongTurns below). A
 // warpgroup takes one turn per fill and one for the last PV: n_tiles + 1, empty ones included.
 struct NoTurns {
+  __device__ __forceinline__ explicit NoTurns(int) {}
   __device__ __forceinline__ void take() const {}
-  __device__ __forceinline__ void pass() {}
+  __device__ __forceinline__ void pass() const {}
+  __device__ __forceinline__ void close() const {}
 };
-
 // Tile: the warpgroup's state and the steps of one K/V tile (ConsumerTile above, or the fp8
 // kernel's); KP: the kernel's parameters; SM: its shared memory (Smem, or fp8::Smem).
 template <class Tile, class KP, class SM, class Turns>
-__device__ __forceinline__ void consumer_overlapped(int wg, const KP& p, const SM& sm, int b, int head, int q0,
-                                                    int first_tile, int n_tiles, Turns& turns) {
+__device__ __forceinline__ void consumer_overlapped(int wg, const KP& p, const SM& sm, const Job& job, Turns& turns) {
   using H = typename Tile::Rules;
   constexpr int BLOCK_KV = Tile::BLOCK_KV;
   constexpr int STAGES = Tile::STAGES;
+  const int b = job.b, head = job.head, q0 = job.q0, first_tile = job.first_tile, n_tiles = job.n_tiles;
   const int tid = threadIdx.x % WG_THREADS, warp = tid / 32, lane = tid % 32;
   const int t = lane % 4;
   const int wg_q0 = q0 + wg * WG_ROWS;
@@ -501,12 +605,14 @@ __device__ __forceinline__ void consumer_overlapped(int wg, const KP& p, const S
   const int p0 = lab::imin(lab::imax(lab::ceil_div(whole_begin, BLOCK_KV) - first_tile, a), e);
   const int p1 = lab::imin(lab::imax(whole_end / BLOCK_KV - first_tile, p0), e);
 
+  auto fill_slot = [&](int n) { return H::ring_slot(job.fill0 + n, STAGES); };  // the job's fill n in the block's ring
+
   Tile c;
   c.begin(p, b, head);
-  if (n_tiles > 0) mbar_wait(sm.q_full(), 0);
+  if (n_tiles > 0) mbar_wait(sm.q_full(), uint32_t(job.q_load) & 1u);
 
   auto pass_over = [&](int n) {  // a fill only the other warpgroups need: wait, an empty turn, release
-    const RingSlot slot = H::ring_slot(n, STAGES);
+    const RingSlot slot = fill_slot(n);
     H::consumer_wait(sm.k_full(slot.stage), slot);
     H::consumer_wait(sm.v_full(slot.stage), slot);
     turns.take();
@@ -516,10 +622,10 @@ __device__ __forceinline__ void consumer_overlapped(int wg, const KP& p, const S
   // step(n): finish PV(n-2) (wait, release, rescale by alpha(n-1)), pack P(n-1), issue S(n) and
   // PV(n-1), wait for S(n) only, softmax(n) while PV(n-1) runs.
   auto step = [&](int n, auto masked) {
-    const RingSlot prev = H::ring_slot(n - 1, STAGES), cur = H::ring_slot(n, STAGES);
+    const RingSlot prev = fill_slot(n - 1), cur = fill_slot(n);
     wgmma_wait<0>();  // PV(n-2) is done
     c.fence_pv_operands();
-    if (n - 2 >= a) H::consumer_release(sm.empty(H::ring_slot(n - 2, STAGES).stage));
+    if (n - 2 >= a) H::consumer_release(sm.empty(fill_slot(n - 2).stage));
     c.rescale_o();  // by alpha(n-1) (fp8: PV(n-2) folded into O first)
     c.pack_p();     // P(n-1)
     H::consumer_wait(sm.k_full(cur.stage), cur);
@@ -539,7 +645,7 @@ __device__ __forceinline__ void consumer_overlapped(int wg, const KP& p, const S
 
   for (int n = 0; n < a; ++n) pass_over(n);
   if (a < e) {
-    const RingSlot first = H::ring_slot(a, STAGES);
+    const RingSlot first = fill_slot(a);
     H::consumer_wait(sm.k_full(first.stage), first);
     turns.take();  // S(a)
     wgmma_fence();
@@ -556,9 +662,10 @@ __device__ __forceinline__ void consumer_overlapped(int wg, const KP& p, const S
     for (; n < e; ++n) step(n, std::true_type{});
     wgmma_wait<0>();
     c.fence_pv_operands();
-    if (e - 2 >= a) H::consumer_release(sm.empty(H::ring_slot(e - 2, STAGES).stage));
+    if (e - 2 >= a) H::consumer_release(sm.empty(fill_slot(e - 2).stage));
+    H::consumer_release(sm.q_empty());  // S(e-1) is done: Q's slot is free for the block's next job
     c.rescale_o();
-    const RingSlot last = H::ring_slot(e - 1, STAGES);
+    const RingSlot last = fill_slot(e - 1);
     c.pack_p();
     H::consumer_wait(sm.v_full(last.stage), last);
     turns.take();  // the last PV
@@ -571,7 +678,8 @@ __device__ __forceinline__ void consumer_overlapped(int wg, const KP& p, const S
     H::consumer_release(sm.empty(last.stage));
   }
   for (int n = e; n < n_tiles; ++n) pass_over(n);
-  if (a == e && n_tiles > 0) {  // no fill computed on: the turn of the missing last PV, empty
+  if (a == e) {  // no fill computed on: the turn of the missing last PV, empty (a job with no tiles: its one turn)
+    if (n_tiles > 0) H::consumer_release(sm.q_empty());
     turns.take();
     turns.pass();
   }
@@ -590,9 +698,11 @@ __device__ __forceinline__ void consumer_overlapped(int wg, const KP& p, const S
 // for 2 warpgroups (256 threads): warpgroup w syncs on its own (waits for its turn), and the
 // previous warpgroup arrives on it (bar.arrive does not wait) when its turn ends.
 //   - Warpgroup CONS - 1 arrives once on warpgroup 0's barrier before any turn: warpgroup 0 starts.
-//   - Every warpgroup takes exactly n_tiles + 1 turns (consumer_overlapped: a turn per fill, empty
-//     where it has nothing to compute, and one for the last PV), so every sync has its arrival;
-//     the last turn of warpgroup CONS - 1 hands the turn to no one.
+//   - Every warpgroup takes exactly n_tiles + 1 turns per job (consumer_overlapped: a turn per
+//     fill, empty where it has nothing to compute, and one for the last PV; a job with no tile
+//     takes its one empty turn), so the turn goes round from one job into the next without a
+//     stop; after the block's last job warpgroup 0 takes back (close) the turn warpgroup
+//     CONS - 1 handed on: every sync has its arrival, and no arrival is left over.
 //   - Turns go round strictly: warpgroup w's arrival for its turn k + 1 cannot come before the
 //     turn has gone round once more, so a barrier never holds two arrivals of the same warpgroup.
 //   - No deadlock with the ring: a warpgroup waits for its tiles before it takes its turn (so a
@@ -605,17 +715,17 @@ template <int CONS>
 struct PingPongTurns {
   static_assert(CONS >= 2, "ping-pong needs two consumer warpgroups at least");
   uint32_t mine, next;
-  int turns, taken;
-  bool last_wg;
-  __device__ __forceinline__ PingPongTurns(int wg, int n_tiles)
-      : mine(TURN_BAR0 + uint32_t(wg)), next(TURN_BAR0 + uint32_t((wg + 1) % CONS)),
-        turns(n_tiles > 0 ? n_tiles + 1 : 0), taken(0), last_wg(wg == CONS - 1) {
-    if (last_wg && turns > 0) named_bar_arrive(TURN_BAR0, TURN_THREADS);  // warpgroup 0 goes first
+  bool first_wg;
+  __device__ __forceinline__ explicit PingPongTurns(int wg)
+      : mine(TURN_BAR0 + uint32_t(wg)), next(TURN_BAR0 + uint32_t((wg + 1) % CONS)), first_wg(wg == 0) {
+    if (wg == CONS - 1) named_bar_arrive(TURN_BAR0, TURN_THREADS);  // warpgroup 0 goes first
   }
   __device__ __forceinline__ void take() const { named_bar_sync(mine, TURN_THREADS); }
-  __device__ __forceinline__ void pass() {  // predicated, not a branch: it sits between GEMM issues and their waits
-    ++taken;
-    named_bar_arrive(next, TURN_THREADS, !(last_wg && taken == turns));
+  // bar.arrive, no branch: it sits between GEMM issues and their waits.
+  __device__ __forceinline__ void pass() const { named_bar_arrive(next, TURN_THREADS); }
+  // After the block's last job: warpgroup 0 takes back the turn the last warpgroup handed on.
+  __device__ __forceinline__ void close() const {
+    if (first_wg) take();
   }
 };
 
@@ -628,8 +738,14 @@ struct PingPongTurns {
 // implied). CONS = 3 (D = 64 only: Q_SLOT_ROWS) is the 192-row block of that schedule at D = 64.
 // KV_TILE: keys per K/V tile (BLOCK_KV = 128; WIDE_BLOCK_KV = 176 with 2 consumers at D = 128): the
 // ring's slots, the N of S = Q Kᵀ, the k-steps of O += P V and the register budget follow it.
+// PERSISTENT (with PINGPONG): grid = (one block per SM), and a block runs job after job from the
+// JobQueue (p.jobs of them, p.q_tiles Q tiles per (sequence, head)). Between two jobs nothing
+// stops: the producer loads the next job's Q as soon as the consumers are done with the last S of
+// this one and its K/V tiles as slots free up, the turn goes on round, and a warpgroup's epilogue
+// (O and LSE to memory) runs while the other still computes; a plain grid pays, per block, the
+// launch, the barriers' set-up, and the wait for Q and the first K/V tile with the tensor core idle.
 template <class T, int HEAD_DIM, bool OVERLAP, class H, int CONS = CONSUMERS, bool PINGPONG = false,
-          int KV_TILE = BLOCK_KV>
+          int KV_TILE = BLOCK_KV, bool PERSISTENT = false>
 __global__ void __launch_bounds__((1 + CONS) * WG_THREADS, 1)
 ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64, 1, CONS·64, 1)
           const __grid_constant__ CUtensorMap k_map,  // ws: (D, H_kv, T_kv, B), box (64, 1, KV_TILE, 1); paged: a page;
@@ -641,50 +757,57 @@ ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64
 #else
   using TL = Tiles<HEAD_DIM, KV_TILE>;
   using Budget = RegBudget<CONS, KV_TILE>;
+  static_assert(CONS >= 1 && CONS <= TL::MAX_CONSUMERS, "Q's shared memory holds the consumers' rows");
+  static_assert(!PERSISTENT || PINGPONG, "the persistent kernel runs the ping-pong schedule");
+  constexpr int ROWS = CONS * WG_ROWS;  // the block's query rows: a job's Q tile
   if (H::ring_slot(0, TL::STAGES).stage < 0) return;  // the ring-slot stub: no work, nothing written
 
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_addr(smem_raw), base = (raw + 1023u) & ~1023u;
   const Smem<HEAD_DIM, KV_TILE> sm{base, smem_raw + (base - raw)};
-
-  const int q_tile = p.causal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);  // heaviest first
-  const int bh = blockIdx.y, b = bh / p.h, head = bh % p.h;
-  const int kv_head = lab::kv_head_of(head, p.h, p.h_kv);
-  static_assert(CONS >= 1 && CONS <= TL::MAX_CONSUMERS, "Q's shared memory holds the consumers' rows");
-  const int q0 = q_tile * CONS * WG_ROWS;
-  // The K/V tiles any row of the block sees (causal: up to the diagonal; a window: from its start).
-  const TileSpan span = H::tile_span(q0, q0 + CONS * WG_ROWS, p, TL::BLOCK_KV);
-  const int first_tile = span.first, n_tiles = span.count();
-  if (!H::begin_block(p, span)) return;  // (section 07: counts its tiles; its stub's span stops here)
-
-  if (threadIdx.x == 0) {
-    mbar_init(sm.q_full(), 1);  // the producer's arrive.expect_tx; the copies complete the bytes
-    for (int s = 0; s < TL::STAGES; ++s) {
-      mbar_init(sm.k_full(s), 1);
-      mbar_init(sm.v_full(s), 1);
-      mbar_init(sm.empty(s), CONS);  // one arrival per consumer warpgroup
-    }
-    fence_barrier_init();
-  }
+  if (threadIdx.x == 0) sm.init(CONS);
   __syncthreads();  // the barriers are initialised before any thread waits on or arrives at them
+
+  // The block's jobs: the plain grid's one (x: its Q tile, y: its (sequence, head)), or the queue's.
+  const int q_tiles = PERSISTENT ? p.q_tiles : int(gridDim.x);
+  const int first = PERSISTENT ? int(blockIdx.x) : int(blockIdx.y * gridDim.x + blockIdx.x);
+  const int jobs = PERSISTENT ? p.jobs : first + 1;
 
   // The roles: one if/else on the warpgroup, each branch starting with its register budget.
   if (threadIdx.x / WG_THREADS == 0) {
     regs_release<Budget::producer>();
-    if (threadIdx.x / 32 == 0)
-      H::template produce<HEAD_DIM, CONS>(q_map, k_map, v_map, p, sm, b, head, kv_head, q0, first_tile, n_tiles);
+    if (threadIdx.x / 32 == 0) {
+      const int lane = threadIdx.x % 32;
+      // The index after the next, fetched a job ahead so that the atomic's latency stays off the path.
+      int next = PERSISTENT && lane == 0 ? int(gridDim.x) + atomicAdd(p.job_counter, 1) : jobs;
+      Job job = no_job();
+      for (int k = 0, index = first; index < jobs; ++k) {
+        job = job_at<H>(p, index, q_tiles, ROWS, TL::BLOCK_KV, job);
+        if (job.run) H::template produce<HEAD_DIM, CONS>(q_map, k_map, v_map, p, sm, job);
+        if constexpr (PERSISTENT) {
+          if (lane == 0) JobQueue::publish(sm, k + 1, next);
+          index = __shfl_sync(0xffffffffu, next, 0);
+          if (lane == 0 && index < jobs) next = int(gridDim.x) + atomicAdd(p.job_counter, 1);
+        } else {
+          index = jobs;
+        }
+      }
+    }
   } else {
     regs_claim<Budget::consumer>();
     const int wg = threadIdx.x / WG_THREADS - 1;
-    if constexpr (PINGPONG) {
-      PingPongTurns<CONS> turns(wg, n_tiles);
-      consumer_overlapped<ConsumerTile<T, HEAD_DIM, H, KV_TILE>>(wg, p, sm, b, head, q0, first_tile, n_tiles, turns);
-    } else if constexpr (OVERLAP) {
-      NoTurns turns;
-      consumer_overlapped<ConsumerTile<T, HEAD_DIM, H, KV_TILE>>(wg, p, sm, b, head, q0, first_tile, n_tiles, turns);
-    } else {
-      consumer<T, HEAD_DIM, H>(wg, p, sm, b, head, q0, first_tile, n_tiles);
+    using Tile = ConsumerTile<T, HEAD_DIM, H, KV_TILE>;
+    std::conditional_t<PINGPONG, PingPongTurns<CONS>, NoTurns> turns{wg};
+    Job job = no_job();
+    for (int k = 0, index = first; index < jobs; ++k) {
+      job = job_at<H>(p, index, q_tiles, ROWS, TL::BLOCK_KV, job);
+      if (job.run) {
+        if constexpr (OVERLAP || PINGPONG) consumer_overlapped<Tile>(wg, p, sm, job, turns);
+        else consumer<T, HEAD_DIM, H>(wg, p, sm, job);
+      }
+      index = PERSISTENT ? JobQueue::take(sm, k + 1) : jobs;
     }
+    turns.close();
   }
 #endif
 }

@@ -57,14 +57,13 @@ struct Tiles {
   static constexpr int OFF_K = Q_BYTES;
   static constexpr int OFF_V = OFF_K + STAGES * KV_TILE_BYTES;
   static constexpr int OFF_BAR = OFF_V + STAGES * KV_TILE_BYTES;
-  static constexpr int SMEM_BYTES = OFF_BAR + 128 + 1024;     // + slack to align the base
+  static constexpr int SMEM_BYTES = OFF_BAR + BAR_BYTES + 1024;  // + slack to align the base
   static constexpr int D_STEPS = HEAD_DIM / 32;                // k-steps of S = Q Kᵀ (K = 32 per fp8 wgmma)
   static constexpr int KV_STEPS = BLOCK_KV / 32;               // k-steps of O = P V
   static constexpr int S_REGS = BLOCK_KV / 2;                  // fp32 S accumulator per thread
   static constexpr int O_REGS = HEAD_DIM / 2;                  // fp32 O accumulator per thread
   static_assert(HEAD_DIM == 64 || HEAD_DIM == 128, "rows of 64 or 128 bytes: the 64- or 128-byte swizzle");
   static_assert(BLOCK_KV == 128, "a Vᵀ row of a tile is 128 keys = 128 bytes: one 128-byte swizzle row");
-  static_assert(1 + 3 * STAGES <= 16, "the barriers fit their 128 bytes");
   static_assert(SMEM_BYTES <= 227 * 1024, "fits one block per SM");
   static_assert(Q_BYTES % 1024 == 0 && KV_TILE_BYTES % 1024 == 0, "every tile starts on a swizzle atom");
 };
@@ -72,19 +71,15 @@ struct Tiles {
 // Shared-memory addresses of one block's buffers and barriers (the same accessors as ws's Smem,
 // so the producer loop of solutions/08_tma_skeleton.cu runs on it unchanged).
 template <int HEAD_DIM>
-struct Smem {
+struct Smem : BarrierArea<Tiles<HEAD_DIM>::STAGES> {
   using TL = Tiles<HEAD_DIM>;
   uint32_t base;
-  uint8_t* generic;
+  __device__ Smem(uint32_t base_, uint8_t* generic)
+      : BarrierArea<TL::STAGES>(base_, generic, TL::OFF_BAR), base(base_) {}
   __device__ uint32_t q() const { return base; }
   __device__ uint32_t k(int stage) const { return base + TL::OFF_K + stage * TL::KV_TILE_BYTES; }
   __device__ uint32_t v(int stage) const { return base + TL::OFF_V + stage * TL::KV_TILE_BYTES; }  // Vᵀ
-  __device__ uint32_t q_full() const { return base + TL::OFF_BAR; }
-  __device__ uint32_t k_full(int stage) const { return q_full() + 8 * (1 + stage); }
-  __device__ uint32_t v_full(int stage) const { return q_full() + 8 * (1 + TL::STAGES + stage); }
-  __device__ uint32_t empty(int stage) const { return q_full() + 8 * (1 + 2 * TL::STAGES + stage); }
 };
-
 // The kernel's parameters: ws's, and where the descale factors are.
 struct Params : lab::ws::Params {
   const float* scales;    // [3][B·H_kv]: q, k, v scales (x ≈ x8 · scale), written by the quantise pass
@@ -306,34 +301,21 @@ ws_fp8_kernel(const __grid_constant__ CUtensorMap q_map,   // Q8 (D, H, T_q, B),
   const uint32_t raw = smem_addr(smem_raw), base = (raw + 1023u) & ~1023u;
   const Smem<HEAD_DIM> sm{base, smem_raw + (base - raw)};
 
-  const int q_tile = p.causal ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);  // heaviest first
-  const int bh = blockIdx.y, b = bh / p.h, head = bh % p.h;
-  const int kv_head = lab::kv_head_of(head, p.h, p.h_kv);
-  const int q0 = q_tile * BLOCK_Q;
-  const TileSpan span = H::tile_span(q0, q0 + BLOCK_Q, p, BLOCK_KV);
-  const int first_tile = span.first, n_tiles = span.count();
-  if (!H::begin_block(p, span)) return;
-
-  if (threadIdx.x == 0) {
-    mbar_init(sm.q_full(), 1);
-    for (int s = 0; s < TL::STAGES; ++s) {
-      mbar_init(sm.k_full(s), 1);
-      mbar_init(sm.v_full(s), 1);
-      mbar_init(sm.empty(s), CONSUMERS);
-    }
-    fence_barrier_init();
-  }
+  if (threadIdx.x == 0) sm.init(CONSUMERS);
   __syncthreads();  // the barriers are initialised before any thread waits on or arrives at them
 
+  // The block's one job: x its Q tile, y its (sequence, head).
+  const Job job = job_at<H>(p, int(blockIdx.y * gridDim.x + blockIdx.x), int(gridDim.x), BLOCK_Q, BLOCK_KV, no_job());
+  if (!job.run) return;
   if (threadIdx.x / WG_THREADS == 0) {
     regs_release<PRODUCER_REGS>();
-    if (threadIdx.x / 32 == 0)
-      H::template produce<HEAD_DIM, CONSUMERS>(q_map, k_map, vt_map, p, sm, b, head, kv_head, q0, first_tile, n_tiles);
+    if (threadIdx.x / 32 == 0) H::template produce<HEAD_DIM, CONSUMERS>(q_map, k_map, vt_map, p, sm, job);
   } else {
     regs_claim<CONSUMER_REGS>();
     const int wg = threadIdx.x / WG_THREADS - 1;
-    PingPongTurns<CONSUMERS> turns(wg, n_tiles);
-    consumer_overlapped<ConsumerTile<T, HEAD_DIM, H>>(wg, p, sm, b, head, q0, first_tile, n_tiles, turns);
+    PingPongTurns<CONSUMERS> turns(wg);
+    consumer_overlapped<ConsumerTile<T, HEAD_DIM, H>>(wg, p, sm, job, turns);
+    turns.close();
   }
 #endif
 }
