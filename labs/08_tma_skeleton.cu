@@ -748,6 +748,45 @@ std::string check_ring(int stages, int fills) {
   return "";
 }
 
+// ws-persistent: a block's ring and Q's slot run on from one job into the next, by the job's
+// fill0 and q_load (job_at). check_jobs() replays that bookkeeping for blocks that run every
+// third job of the problem (the queue hands jobs out in order; which block gets which does not
+// change the rule): each job's first fill follows the block's last one, and Q's two barriers pass
+// and block where they must (the consumers never read a Q that has not landed, the producer never
+// loads the next one before both warpgroups have released the last), as check_ring does for K/V.
+std::string check_jobs(const lab::Problem& pr, int consumers, int block_kv, int stages) {
+  const Params p = params_of(pr, nullptr, nullptr);
+  const int rows = consumers * WG_ROWS, q_tiles = lab::ceil_div(pr.t_q, rows);
+  const int jobs = q_tiles * pr.b * pr.h, stride = 3;
+  for (int first = 0; first < std::min(stride, jobs); ++first) {
+    Job job = no_job();
+    int fills = 0, loads = 0;  // the block's fills and Q loads so far (q_full's phases; q_empty's once released)
+    for (int index = first; index < jobs; index += stride) {
+      job = job_at<StandardRules>(p, index, q_tiles, rows, block_kv, job);
+      const std::string at = "job " + std::to_string(index) + " of a block (fill0 " + std::to_string(job.fill0) +
+                             ", q_load " + std::to_string(job.q_load) + ")";
+      if (job.fill0 != fills) return at + ": its first fill must be the block's next, fill " + std::to_string(fills);
+      if (job.n_tiles > 0) {
+        if (job.q_load != loads) return at + ": the block has loaded Q " + std::to_string(loads) + " times before it";
+        const uint32_t full = uint32_t(job.q_load) & 1u;
+        if (wait_passes(loads, full))
+          return at + ": the consumers' wait on q_full would pass before its Q lands: they would read the last job's Q";
+        if (!wait_passes(loads + 1, full)) return at + ": the consumers' wait on q_full would never pass: a hang";
+        if (job.q_load > 0) {
+          const uint32_t empty = uint32_t(job.q_load - 1) & 1u;
+          if (wait_passes(loads - 1, empty))
+            return at + ": the producer's wait on q_empty would pass before the last job's Q is released: it would overwrite it";
+          if (!wait_passes(loads, empty)) return at + ": the producer's wait on q_empty would never pass: a hang";
+        }
+        ++loads;
+      }
+      fills += job.n_tiles;
+    }
+    if (std::string bad = check_ring(stages, fills); !bad.empty()) return "the ring over a block's jobs: " + bad;
+  }
+  return "";
+}
+
 // The fp8 kernel's arithmetic per row: Q, K, V quantised as the quantise pass does (harness/fp8.h,
 // the device's rule), S = Q8·K8 in fp32 over the warpgroup's tiles, the online softmax descaled by
 // q_scale·k_scale with P·2^8 rounded to e4m3 for P V and kept in fp32 for l, each tile's P V summed
@@ -815,6 +854,11 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
     run.failure = bad;
     return run;
   }
+  if (opt.variant == "ws-persistent")
+    if (std::string bad = check_jobs(pr, consumers_of(opt, pr), block_kv, stages); !bad.empty()) {
+      run.failure = bad;
+      return run;
+    }
   if (std::string(LAB_BUILD_KIND) == "lab") {  // your build: the rest of the protocol is yours, and GPU-only
     run.not_checked =
         "needs a GPU: ring_slot() passed its host check, but the producer loop, consumer_wait and "

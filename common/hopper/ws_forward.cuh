@@ -228,7 +228,7 @@ struct Job {
 // Job `index` of the problem (BLOCK_Q rows a Q tile, q_tiles Q tiles a (sequence, head)), after
 // the block's job `prev` (no_job() before the first: no fill, no Q load).
 template <class H, class KP>
-__device__ __forceinline__ Job job_at(const KP& p, int index, int q_tiles, int block_q, int block_kv, const Job& prev) {
+LAB_HD Job job_at(const KP& p, int index, int q_tiles, int block_q, int block_kv, const Job& prev) {
   Job j;
   const int bh = index / q_tiles, q_tile = p.causal ? q_tiles - 1 - index % q_tiles : index % q_tiles;
   j.b = bh / p.h;
@@ -304,7 +304,7 @@ struct StandardRules {
       for (int e = 0; e < 4; ++e)
         if (!keys[e >> 1].contains(kv0 + 8 * j + 2 * t + (e & 1))) s[4 * j + e] = -INFINITY;
   }
-  __device__ __forceinline__ static bool begin_block(const Params&, TileSpan) { return true; }
+  LAB_HD static bool begin_block(const Params&, TileSpan) { return true; }
 };
 
 // ---------------------------------------------------------------------------------------------
