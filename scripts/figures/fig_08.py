@@ -14,9 +14,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _stages(head_dim=128):
     text = (ROOT / "common/hopper/ws_forward.cuh").read_text()
-    m = re.search(r"STAGES = HEAD_DIM == 64 \? (\d+) : (\d+);", text)
+    # The ring's slots are computed from what fits; the header pins them in a static_assert.
+    m = re.search(r"Tiles<64>::STAGES == (\d+) && Tiles<128>::STAGES == (\d+)", text)
     if not m:
-        raise SystemExit("fig_08: STAGES not found in common/hopper/ws_forward.cuh")
+        raise SystemExit("fig_08: the STAGES static_assert not found in common/hopper/ws_forward.cuh")
     return int(m.group(1)) if head_dim == 64 else int(m.group(2))
 
 
@@ -88,12 +89,12 @@ def make(out_dir):
 
 
 def consumers_of(head_dim):
-    """The consumer warpgroups of ws-pingpong at head_dim, read from the section's source."""
-    text = (ROOT / "solutions/08_tma_skeleton.cu").read_text()
-    m = re.search(r'variant == "ws-pingpong" && pr\.d == 64 \? (\d+) : CONSUMERS', text)
+    """The consumer warpgroups of ws-pingpong at head_dim, read from the kernel's source."""
+    text = (ROOT / "common/hopper/ws_forward.cuh").read_text()
+    m = re.search(r'int pingpong_consumers\(int d\) \{ return d == 64 \? (\d+) : (\d+); \}', text)
     if not m:
-        raise SystemExit("fig_08: ws-pingpong's consumer count not found in solutions/08_tma_skeleton.cu")
-    return int(m.group(1)) if head_dim == 64 else 2
+        raise SystemExit("fig_08: pingpong_consumers() not found in common/hopper/ws_forward.cuh")
+    return int(m.group(1)) if head_dim == 64 else int(m.group(2))
 
 
 def schedule(wgs, steps, gemm, softmax, turns):

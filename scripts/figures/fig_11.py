@@ -43,7 +43,7 @@ def arrow(ax, a, b, colour, style="-|>", lw=1.2, ls="-"):
 
 def make(out_dir):
     require(SECTION, "dK, dV stay in registers while every Q tile of every query head of the group streams past")
-    require(SECTION, "atomicAdd(at, dq[nb][2 * r]);")
+    require(SECTION, "else atomic_add4(at, v4);")
     require(SECTION, "a second kernel, one block per Q tile,")
     block_q, block_kv = constant(SECTION, "BLOCK_Q"), constant(SECTION, "BLOCK_KV")
     blue, orange, red = "#9ecae1", "#fdd0a2", "#d62728"
