@@ -266,14 +266,14 @@ __device__ __forceinline__ void producer(const CUtensorMap& q_map, const CUtenso
     if (job.q_load > 0) mbar_wait(sm.q_empty(), uint32_t(job.q_load - 1) & 1u);
     load_q<HEAD_DIM, CONS>(q_map, sm, b, job.head, job.q0);
   }
-  // BEGIN EXERCISE producer-loop: fill the ring with the block's n_tiles K/V tiles, in order (fill n is tile first_tile + n).
+  // BEGIN EXERCISE producer-loop: fill the ring with the job's n_tiles K/V tiles, in order (its tile n is K/V tile first_tile + n).
   //   For each fill: wait until the consumers have given its slot back (producer_acquire on the
   //   slot's empty barrier: which phase?), then for K and then V: tell the slot's full barrier
   //   how many bytes are coming (mbar_arrive_expect_tx: the whole tile, TMA zero-fills rows past
   //   T_kv) and issue the copies (load_kv_tile: the whole warp calls it; lane 0, `leader`, does
   //   the barrier work). K first: the consumers start S = Q Kᵀ while V is in flight.
   //   A fresh barrier reports the phase before its first as complete: every slot starts free.
-  //   The job's fill n is the block's fill job.fill0 + n: that one names the slot and the phase.
+  //   The job's tile n is the block's fill job.fill0 + n: that fill names the slot and the phase.
   //   Stuck? ch12/hints/08_tma_skeleton.md has the four steps.
   // STUB: (void)leader; (void)k_map; (void)v_map; (void)kv_head; (void)STAGES; (void)first_tile;
   for (int n = 0; n < n_tiles; ++n) {
