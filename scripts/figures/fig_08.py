@@ -85,7 +85,7 @@ def make(out_dir):
     path = Path(out_dir) / "08_ring_timeline.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    return [path, pingpong(out_dir)]
+    return [path, pingpong(out_dir), persistent(out_dir)]
 
 
 def consumers_of(head_dim):
@@ -161,3 +161,65 @@ def pingpong(out_dir, steps=4):
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _job_order():
+    """The kernel's job order (job_at in common/hopper/ws_forward.cuh): job index -> (head, q_tile)."""
+    text = (ROOT / "common/hopper/ws_forward.cuh").read_text()
+    rule = "q_tile = p.causal ? q_tiles - 1 - index % q_tiles : index % q_tiles"
+    if rule not in text or "const int bh = index / q_tiles" not in text:
+        raise SystemExit("fig_08: job_at's order not found in common/hopper/ws_forward.cuh")
+    return lambda index, q_tiles: (index // q_tiles, q_tiles - 1 - index % q_tiles)  # causal
+
+
+def persistent(out_dir, sms=3, heads=2, q_tiles=6, setup=0.6, epilogue=0.25, handover=0.1):
+    """A causal problem (Q tile q sees q + 1 K/V tiles) on a few SMs, its jobs taken greedily in
+    the kernel's order: by the hardware's block scheduler (a block per job: each pays its start,
+    the launch, the barriers and the wait for Q and its first K/V tile, and its epilogue with the
+    tensor core idle) and by ws-persistent's queue (one start per SM; between jobs only what the
+    next Q's load does not hide under the last P V and the epilogue). Durations are illustrative
+    units (a K/V tile = 1); the measured difference is the handout's table."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    order = _job_order()
+    jobs = [order(i, q_tiles) for i in range(heads * q_tiles)]
+    colours = ["#3b6fb6", "#6aa84f", "#c27ba0", "#e69138"]
+    fig, axes = plt.subplots(2, 1, figsize=(10, 5.4), sharex=True)
+    for ax, plain in zip(axes, (True, False)):
+        free = [setup if not plain else 0.0] * sms
+        for head, q in jobs:
+            sm = min(range(sms), key=lambda s: free[s])  # the SM that is free first takes the next job
+            t = free[sm]
+            if plain:
+                ax.barh(sms - 1 - sm, setup, left=t, color="#dddddd", edgecolor="#888888", hatch="///", lw=0.5)
+                t += setup
+            elif t > setup:
+                t += handover
+            ax.barh(sms - 1 - sm, q + 1, left=t, color=colours[head % len(colours)], edgecolor="black", lw=0.5)
+            ax.text(t + (q + 1) / 2, sms - 1 - sm, f"h{head} q{q}", ha="center", va="center", fontsize=7, color="white")
+            t += q + 1
+            if plain:
+                ax.barh(sms - 1 - sm, epilogue, left=t, color="#eeeeee", edgecolor="#888888", lw=0.5)
+                t += epilogue
+            free[sm] = t
+        for sm in range(sms):
+            if not plain:
+                ax.barh(sms - 1 - sm, setup, left=0.0, color="#dddddd", edgecolor="#888888", hatch="///", lw=0.5)
+        span = max(free)
+        ax.set_yticks(range(sms))
+        ax.set_yticklabels([f"SM {s}" for s in reversed(range(sms))], fontsize=8)
+        what = ("plain grid (ws-pingpong): a block per job" if plain else
+                "ws-persistent: a block per SM, jobs from the queue")
+        ax.set_title(f"{what}: the last job ends at {span:.1f}", fontsize=9)
+    axes[-1].set_xlabel("time (illustrative units: one K/V tile = 1; a job at T = 4096 has up to 32 tiles)")
+    axes[-1].legend(handles=[Patch(facecolor="#dddddd", hatch="///", label="block start: launch, barriers, Q and first K/V in flight"),
+                            Patch(color="#eeeeee", label="epilogue (O, LSE to memory) with nothing behind it"),
+                            Patch(color=colours[0], label="a job's K/V tiles (h: head, q: Q tile, longest first)")],
+                   fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=3)
+    fig.tight_layout()
+    path = Path(out_dir) / "08_persistent_timeline.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
