@@ -5,18 +5,19 @@
 // for what the sections write:
 //
 //   the protocol (section 08's exercises, written in section 08's file, nowhere else):
-//       H::ring_slot(n, stages) -> RingSlot, H::produce(...) (Q once, then the producer loop),
+//       H::ring_slot(n, stages) -> RingSlot, H::produce(..., job) (the job's Q, then the producer loop),
 //       H::consumer_wait(full_bar, slot), H::consumer_release(empty_bar).
-//   the rules (which keys a row sees, which K/V tiles a block and a warpgroup walk, the mask of
-//       one S tile, and begin_block: a block may count its tiles, or stop). StandardRules below is
+//   the rules (which keys a row sees, which K/V tiles a job and a warpgroup walk, the mask of
+//       one S tile, and begin_block: a job may count its tiles, or stop). StandardRules below is
 //       08's: causal + window visibility, tiles from 0 to the diagonal (no window skip: skipping
 //       the tiles before a window is section 07's lesson, in section 07's rules).
 //   H::KernelParams: the kernel's parameter struct, Params or a struct derived from it that
 //       carries a section's own fields (07: its --bug switch and its tile counter).
 //
-// The kernel is ws_kernel<T, HEAD_DIM, OVERLAP, H, CONS, PINGPONG, KV_TILE>: CONS consumer
-// warpgroups (1, 2, or 3 at D = 64), PINGPONG for FlashAttention-3's schedule across them, and
-// KV_TILE keys per K/V tile (128; FlashAttention-3's 176 at D = 128 as section 08's --kv-tile 176).
+// The kernel is ws_kernel<T, HEAD_DIM, OVERLAP, H, CONS, PINGPONG, KV_TILE, PERSISTENT>: CONS
+// consumer warpgroups (1, 2, or 3 at D = 64), PINGPONG for FlashAttention-3's schedule across them,
+// KV_TILE keys per K/V tile (128; FlashAttention-3's 176 at D = 128 as section 08's --kv-tile 176),
+// and PERSISTENT for a block per SM running one job (a Q tile's work) after another (ws-persistent).
 #pragma once
 #include <climits>
 #include <cstdint>
