@@ -174,17 +174,10 @@ __device__ __forceinline__ void tensormap_acquire_host_written(const void* gmem_
 __device__ __forceinline__ void named_bar_sync(uint32_t id, uint32_t threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
-// Arrives only where `when` holds: a predicated instruction, not a branch (a branch between a
-// wgmma's issue and its wait makes ptxas wait at the branch).
-__device__ __forceinline__ void named_bar_arrive(uint32_t id, uint32_t threads, bool when = true) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %2, 0;\n"
-      "@p bar.arrive %0, %1;\n"
-      "}\n" ::"r"(id),
-      "r"(threads), "r"(uint32_t(when))
-      : "memory");
+// Arrives without waiting. One instruction, no branch: the ping-pong turn hands on with it between
+// a wgmma's issue and its wait, where a branch would make ptxas wait at the branch.
+__device__ __forceinline__ void named_bar_arrive(uint32_t id, uint32_t threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 // =============================================================================================
