@@ -404,13 +404,16 @@ int run_section(int argc, char** argv, const Section& s) {
     o = download(o_dev, p.q_elems(), p.dtype);
     if (s.writes_lse) lse = download(lse_dev, p.lse_elems(), DType::f32);
     if (run.after_check_run) run_failure = run.after_check_run(metrics);
-    if (run.graph_replay) o_dev.poison(stream);  // the timed runs must write O again ...
+    const bool recheck = run.graph_replay || run.carries_state;
+    if (recheck) o_dev.poison(stream);  // the timed runs must write O again ...
     timing = time_forward(run.forward, opt.warmup, opt.iters, opt.flush_l2, dev, stream, run.graph_replay);
     CUDA_CHECK_LAST();
-    if (run.graph_replay && timing.iters > 0 && run_failure.empty()) {  // ... the very O that was checked
+    if (recheck && timing.iters > 0 && run_failure.empty()) {  // ... the very O that was checked
       const std::vector<float> timed_o = download(o_dev, p.q_elems(), p.dtype);
       if (std::memcmp(timed_o.data(), o.data(), o.size() * sizeof(float)) != 0)
-        run_failure = "the timed runs (launched, then replayed from a CUDA graph) left another O than the checked run";
+        run_failure = run.graph_replay
+                          ? "the timed runs (launched, then replayed from a CUDA graph) left another O than the checked run"
+                          : "the timed runs left another O than the checked run (the state the forward keeps between launches)";
     }
     CUDA_CHECK(cudaStreamDestroy(stream));
   }

@@ -78,6 +78,10 @@ struct GpuRun {
   // and the faster kept (lab::time_forward): set by the µs-scale decode steps (05, 06), whose
   // PyTorch baselines are timed the same way.
   bool graph_replay = false;
+  // The forward keeps state on the device from one launch to the next (08's ws-persistent: a job
+  // counter that each launch must leave at 0). Its timed runs must then leave the very O that was
+  // checked, which is compared after timing, as it is after graph replay.
+  bool carries_state = false;
   int64_t extra_device_bytes = 0;             // workspace beyond Q, K, V, O, LSE
   int64_t hbm_bytes_model = -1;               // -1: fused_hbm_bytes(problem)
   nlohmann::json metrics = nlohmann::json::object();  // section-specific extras

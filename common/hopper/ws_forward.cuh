@@ -156,9 +156,9 @@ struct Params {
   int page_shift;                // log2(page_size) when it is a power of two, else -1 (both paged variants)
   const CUtensorMap* last_page_maps;  // [B][K, V]: the sequence's last page, its valid rows only
   // The persistent kernel (section 08's ws-persistent): its jobs, Q tiles per (sequence, head), and
-  // the job counter (zeroed before each launch).
+  // the job counter (JobQueue: zeroed once, back at 0 after every launch).
   int jobs, q_tiles;
-  int* job_counter;
+  unsigned* job_counter;
 };
 
 // The barriers and the job queue at the end of a kernel's shared memory (BAR_BYTES from `at`):
@@ -252,9 +252,12 @@ LAB_HD constexpr Job no_job() { return Job{0, 0, 0, 0, 0, 0, 0, 0, false}; }
 // first, balance across SMs as the hardware's block scheduler balances a plain grid) and passes it
 // to the consumer warpgroups through two shared slots, a ring of two like the K/V ring: entry k
 // (k = 1, 2, ...: entry 0 is blockIdx.x) in slot (k - 1) % 2, its barriers' phase (k - 1) / 2.
-// An index >= p.jobs ends the block. The counter starts at 0 (the launch zeroes it) and hands out
-// gridDim.x + 0, 1, 2, ...
+// An index >= p.jobs ends the block. The counter hands out gridDim.x + 0, 1, 2, ...: each block
+// fetches once at its start and once after each job it gets, so a launch makes exactly p.jobs
+// fetches (gridDim.x of them end a block), and atomicInc's wrap at p.jobs - 1 leaves the counter at
+// 0 for the next launch: it is zeroed once, when it is allocated, not before every launch.
 struct JobQueue {
+  __device__ static int fetch(const Params& p) { return int(gridDim.x) + int(atomicInc(p.job_counter, unsigned(p.jobs - 1))); }
   __device__ static RingSlot slot_of(int k) { return {(k - 1) & 1, uint32_t((k - 1) >> 1) & 1u}; }
   template <class A>
   __device__ static void publish(const A& bars, int k, int index) {  // lane 0 of the producer warp
@@ -780,7 +783,7 @@ ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64
     if (threadIdx.x / 32 == 0) {
       const int lane = threadIdx.x % 32;
       // The index after the next, fetched a job ahead so that the atomic's latency stays off the path.
-      int next = PERSISTENT && lane == 0 ? int(gridDim.x) + atomicAdd(p.job_counter, 1) : jobs;
+      int next = PERSISTENT && lane == 0 ? JobQueue::fetch(p) : jobs;
       Job job = no_job();
       for (int k = 0, index = first; index < jobs; ++k) {
         job = job_at<H>(p, index, q_tiles, ROWS, TL::BLOCK_KV, job);
@@ -788,7 +791,7 @@ ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64
         if constexpr (PERSISTENT) {
           if (lane == 0) JobQueue::publish(sm, k + 1, next);
           index = __shfl_sync(0xffffffffu, next, 0);
-          if (lane == 0 && index < jobs) next = int(gridDim.x) + atomicAdd(p.job_counter, 1);
+          if (lane == 0 && index < jobs) next = JobQueue::fetch(p);
         } else {
           index = jobs;
         }
