@@ -347,10 +347,6 @@ __device__ __forceinline__ void load_kv_tile_contiguous(const CUtensorMap& map, 
 // The row max and the row sum are CHAINS = 2 partial results per row, combined at the end: one running
 // max (or sum) would be a chain of BLOCK_KV / 4 dependent instructions per row, and with one warp
 // per scheduler in its softmax (the other warpgroup waits on its GEMMs) nothing hides their latency.
-// The running max m moves only when a tile's max passes it by more than SLACK (log2 units): a P may
-// then reach 2^SLACK, far inside fp16's and bf16's range, and on most tiles every row of a warp keeps
-// alpha = 1 exactly, so that warp skips O's rescale (ConsumerTile::rescale_o). The fp8 kernel's P
-// already fills e4m3's range (P_LOG2 = 8): no slack there.
 template <int P_LOG2 = 0, int S_REGS>
 __device__ __forceinline__ void online_softmax_rows(float (&s)[S_REGS], float (&m)[2], float (&l)[2], float (&alpha)[2],
                                                     float scale_log2) {
@@ -371,12 +367,10 @@ __device__ __forceinline__ void online_softmax_rows(float (&s)[S_REGS], float (&
     float tile_max = fmaxf(part[r][0], part[r][1]);
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-    constexpr float SLACK = P_LOG2 == 0 ? 8.f : 0.f;
-    const float m_old = m[r];
-    const bool moves = (tile_max - m_old) * scale_log2 > SLACK;  // m_old = -inf: moves to any key (inf > SLACK)
-    if (moves) m[r] = tile_max;
-    max_scaled[r] = m[r] == -INFINITY ? 0.f : m[r] * scale_log2;  // no key yet: never -inf - -inf
-    alpha[r] = moves ? fast_exp2(fmaf(m_old, scale_log2, -max_scaled[r])) : 1.f;
+    const float m_new = fmaxf(m[r], tile_max);
+    max_scaled[r] = m_new == -INFINITY ? 0.f : m_new * scale_log2;  // no key yet: never -inf - -inf
+    alpha[r] = fast_exp2(fmaf(m[r], scale_log2, -max_scaled[r]));
+    m[r] = m_new;
     bias[r] = P_LOG2 == 0 ? -max_scaled[r] : float(P_LOG2) - max_scaled[r];
   }
 #pragma unroll
@@ -483,7 +477,6 @@ struct ConsumerTile {
   // separate: the overlapped variant may only do it once the previous O += P V has completed.
   __device__ __forceinline__ void online_softmax(const Params& p) { online_softmax_rows(s, m, l, alpha, p.scale_log2); }
   __device__ __forceinline__ void rescale_o() {
-    if (__all_sync(0xffffffffu, alpha[0] == 1.f && alpha[1] == 1.f)) return;  // no row of the warp moved its max
 #pragma unroll
     for (int j = 0; j < TL::O_REGS / 4; ++j) {
       o_acc[4 * j + 0] *= alpha[0];
