@@ -93,6 +93,7 @@
 #include <array>
 #include <numeric>
 #include <type_traits>
+#include <vector>
 
 #include "decode/block_allocator.h"
 #include "decode/kv_cache.h"
@@ -790,6 +791,33 @@ std::string check_jobs(const lab::Problem& pr, int consumers, int block_kv, int 
       fills += job.n_tiles;
     }
     if (std::string bad = check_ring(stages, fills); !bad.empty()) return "the ring over a block's jobs: " + bad;
+  }
+  // The queue's counter (JobQueue): blocks fetch in a seeded random order, each once at its start
+  // and again after every job index it gets, from atomicInc's wrap at jobs - 1 (old >= jobs - 1 ?
+  // 0 : old + 1). Every index from gridDim.x on must be handed out once, and the counter must be
+  // back at 0 when the last block ends, where the next launch (the timed runs) starts.
+  for (int grid : {1, 7, std::min(jobs, 132)}) {
+    if (grid > jobs) continue;
+    unsigned counter = 0, seed = 12345u;
+    std::vector<int> handed(size_t(jobs), 0);
+    std::vector<int> fetches_due(size_t(grid), 1);  // a block's pending fetch: its first
+    for (int live = grid; live > 0;) {
+      seed = seed * 1664525u + 1013904223u;
+      int blk = int((seed >> 8) % unsigned(grid));
+      while (fetches_due[size_t(blk)] == 0) blk = (blk + 1) % grid;
+      const unsigned old = counter;
+      counter = old >= unsigned(jobs - 1) ? 0u : old + 1u;
+      const int index = grid + int(old);
+      if (index < jobs) ++handed[size_t(index)];  // the block runs it, then fetches again
+      else fetches_due[size_t(blk)] = 0, --live;  // past the last job: the block ends
+    }
+    for (int index = grid; index < jobs; ++index)
+      if (handed[size_t(index)] != 1)
+        return "the job queue over " + std::to_string(grid) + " blocks handed job " + std::to_string(index) + " out " +
+               std::to_string(handed[size_t(index)]) + " times";
+    if (counter != 0)
+      return "the job queue over " + std::to_string(grid) + " blocks left its counter at " + std::to_string(counter) +
+             ", not 0: the next launch would not start at its first job";
   }
   return "";
 }
