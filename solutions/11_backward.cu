@@ -72,10 +72,10 @@ constexpr float kLog2e = 1.4426950408889634f;
 // base 2: lse_log2 = LSE·log2 e), and dS from dP = dO·v and the row's D = rowsum(dO ∘ O).
 LAB_HD bool recompute_p_and_ds(float s, float dp, float lse_log2, float d_row, float scale_log2, float* p, float* ds) {
   // BEGIN EXERCISE dsdp: P = exp(s·scale − LSE), written in base 2; dS = P ∘ (dP − D).
-  //   scale_log2 = scale·log2(e) and lse_log2 = LSE·log2(e), so P = exp2f(s·scale_log2 − lse_log2):
-  //   one FFMA and one exp2. Then dS = P·(dP − D). Return true.
+  //   scale_log2 = scale·log2(e) and lse_log2 = LSE·log2(e), so P = lab::fast_exp2(s·scale_log2 −
+  //   lse_log2): one FFMA and one MUFU.EX2. Then dS = P·(dP − D). Return true.
   // STUB: (void)s; (void)dp; (void)lse_log2; (void)d_row; (void)scale_log2; *p = 0.f; *ds = 0.f; return false;
-  *p = exp2f(s * scale_log2 - lse_log2);
+  *p = lab::fast_exp2(s * scale_log2 - lse_log2);
   *ds = *p * (dp - d_row);
   return true;
   // END EXERCISE
@@ -287,17 +287,27 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
 
     // P and dS per element (the exercises), then the weights of dV and dK in place of them:
     // element e of n-block nb is key key_g + 8·(e / 2), query row q0 + 8·nb + 2t + (e % 2).
+    // Every element is computed; in a tile that crosses the causal diagonal or T_q, T_kv a masked
+    // one is then set to 0 by a select. No branch per element: the step stays straight-line code.
+    auto element_step = [&](auto masked) {
 #pragma unroll
-    for (int nb = 0; nb < BLOCK_Q / 8; ++nb)
+      for (int nb = 0; nb < BLOCK_Q / 8; ++nb)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int col = 8 * nb + 2 * t + (e & 1), i = q0 + col, j = key_g + 8 * (e >> 1);
-        const bool visible = vis == lab::TileVisibility::full ||
-                             (i < sh.t_q && lab::key_visible(i, j, sh.t_q, sh.t_kv, sh.causal, 0));
-        float p = 0.f, ds = 0.f;
-        if (visible) written &= recompute_p_and_ds(st[nb][e], dpt[nb][e], lse_smem[col], d_smem[col], sh.scale_log2, &p, &ds);
-        written &= dkdv_weights(p, ds, &st[nb][e], &dpt[nb][e]);
-      }
+        for (int e = 0; e < 4; ++e) {
+          const int col = 8 * nb + 2 * t + (e & 1);
+          float p, ds;
+          written &= recompute_p_and_ds(st[nb][e], dpt[nb][e], lse_smem[col], d_smem[col], sh.scale_log2, &p, &ds);
+          if constexpr (decltype(masked)::value) {
+            const int i = q0 + col, j = key_g + 8 * (e >> 1);
+            const bool visible = i < sh.t_q && lab::key_visible(i, j, sh.t_q, sh.t_kv, sh.causal, 0);
+            p = visible ? p : 0.f;
+            ds = visible ? ds : 0.f;
+          }
+          written &= dkdv_weights(p, ds, &st[nb][e], &dpt[nb][e]);
+        }
+    };
+    if (vis == lab::TileVisibility::full) element_step(std::false_type{});
+    else element_step(std::true_type{});
 
     // dV += Pᵀ dO and dK += dSᵀ Q   [16 keys x 64 rows] · [64 rows x D]: the C fragments of
     // n-blocks 2kk, 2kk+1 are the A fragment of k-step kk, rounded to T (as 04's P V).
@@ -495,17 +505,24 @@ dq_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict_
       }
     const lab::TileVisibility vis =
         lab::tile_visibility(q0, lab::imin(q0 + BLOCK_Q, sh.t_q), kv0, kv0 + BLOCK_KV, sh.t_q, sh.t_kv, sh.causal, 0);
+    auto element_step = [&](auto masked) {  // as in the main kernel: a select, not a branch, per element
 #pragma unroll
-    for (int nb = 0; nb < BLOCK_KV / 8; ++nb)
+      for (int nb = 0; nb < BLOCK_KV / 8; ++nb)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int i = row_g + 8 * (e >> 1), j = kv0 + 8 * nb + 2 * t + (e & 1);
-        const bool visible =
-            vis == lab::TileVisibility::full || (i < sh.t_q && lab::key_visible(i, j, sh.t_q, sh.t_kv, sh.causal, 0));
-        float p = 0.f, ds = 0.f, dv_weight;
-        if (visible) written &= recompute_p_and_ds(s[nb][e], dp[nb][e], lse_r[e >> 1], d_r[e >> 1], sh.scale_log2, &p, &ds);
-        written &= dkdv_weights(p, ds, &dv_weight, &s[nb][e]);  // s[nb][e] := the weight of K's row: dS
-      }
+        for (int e = 0; e < 4; ++e) {
+          float p, ds, dv_weight;
+          written &= recompute_p_and_ds(s[nb][e], dp[nb][e], lse_r[e >> 1], d_r[e >> 1], sh.scale_log2, &p, &ds);
+          if constexpr (decltype(masked)::value) {
+            const int i = row_g + 8 * (e >> 1), j = kv0 + 8 * nb + 2 * t + (e & 1);
+            const bool visible = i < sh.t_q && lab::key_visible(i, j, sh.t_q, sh.t_kv, sh.causal, 0);
+            p = visible ? p : 0.f;
+            ds = visible ? ds : 0.f;
+          }
+          written &= dkdv_weights(p, ds, &dv_weight, &s[nb][e]);  // s[nb][e] := the weight of K's row: dS
+        }
+    };
+    if (vis == lab::TileVisibility::full) element_step(std::false_type{});
+    else element_step(std::true_type{});
     if (sh.dq_store)  // --bug dq-no-accumulate: each K/V tile overwrites what the previous ones summed
       for (auto& blk : dq_acc) for (float& x : blk) x = 0.f;
     // dQ += dS K   [16 rows x 64 keys] · [64 keys x D]: dS's C fragments are the A fragments.

@@ -57,6 +57,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "lab.cuh"
 #include "toolbox/mma_sm80.cuh"  // 16-bit helpers: pack2, from_float2
@@ -394,28 +395,38 @@ dkdv_kernel(const __grid_constant__ CUtensorMap q_map,   // (D, H, T_q, B), box 
 
       // Pᵀ and dSᵀ per element (the exercises), then the weights of dV and dK in their place.
       // Element e of n-block j: key key_g + 8·(e / 2), query row q0 + 8j + 2t + (e % 2).
+      // Every element is computed, and a masked one is then set to 0 by a select: the step is
+      // straight-line code (FFMA, MUFU.EX2, FADD, FMUL), with no branch per element. Rows past T_q
+      // need no mask (P = exp2(−inf) = 0, dO = 0); the causal diagonal and T_kv do, and only the
+      // tiles that cross them take the masked copy of the loop.
       const bool whole = lab::tile_visibility(q0, lab::imin(q0 + BLOCK_Q, p.t_q), wg_k0, wg_k0 + WG_KEYS, p.t_q,
                                               p.t_kv, p.causal, 0) == lab::TileVisibility::full;
-      // Elsewhere key = key_g + 8·(e / 2) is visible from row i = q0 + 8j + 2t + (e % 2) when it
-      // exists (key < T_kv) and, causal, key − i <= T_kv − T_q (lab::key_visible, written with
-      // the thread's constants: diag − 8·(e / 2) + 8j + (e % 2) >= 0, keys_left > 8·(e / 2)).
+      // There key = key_g + 8·(e / 2) is visible from row i = q0 + 8j + 2t + (e % 2) when it exists
+      // (key < T_kv) and, causal, key − i <= T_kv − T_q (lab::key_visible, written with the
+      // thread's constants: diag − 8·(e / 2) + 8j + (e % 2) >= 0, keys_left > 8·(e / 2)).
       const int diag = p.causal ? p.t_kv - p.t_q - key_g + q0 + 2 * t : BLOCK_Q;
       const int keys_left = p.t_kv - key_g;
+      auto element_step = [&](auto masked) {
 #pragma unroll
-      for (int j = 0; j < BLOCK_Q / 8; ++j) {
-        const float2 lse2 = *reinterpret_cast<const float2*>(lse_s + 8 * j + 2 * t);
-        const float2 d2 = *reinterpret_cast<const float2*>(d_s + 8 * j + 2 * t);
+        for (int j = 0; j < BLOCK_Q / 8; ++j) {
+          const float2 lse2 = *reinterpret_cast<const float2*>(lse_s + 8 * j + 2 * t);
+          const float2 d2 = *reinterpret_cast<const float2*>(d_s + 8 * j + 2 * t);
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          // Rows past T_q need no test (P = exp2(−inf) = 0); the causal diagonal and T_kv do.
-          const bool visible = whole || (8 * (e >> 1) - 8 * j - (e & 1) <= diag && 8 * (e >> 1) < keys_left);
-          float pe = 0.f, dse = 0.f;
-          if (visible)
+          for (int e = 0; e < 4; ++e) {
+            float pe, dse;
             written &= Ex::p_and_ds(st[4 * j + e], dpt[4 * j + e], (e & 1) ? lse2.y : lse2.x, (e & 1) ? d2.y : d2.x,
                                     p.scale_log2, &pe, &dse);
-          written &= Ex::weights(pe, dse, &st[4 * j + e], &dpt[4 * j + e]);
+            if constexpr (decltype(masked)::value) {
+              const bool visible = 8 * (e >> 1) - 8 * j - (e & 1) <= diag && 8 * (e >> 1) < keys_left;
+              pe = visible ? pe : 0.f;
+              dse = visible ? dse : 0.f;
+            }
+            written &= Ex::weights(pe, dse, &st[4 * j + e], &dpt[4 * j + e]);
+          }
         }
-      }
+      };
+      if (whole) element_step(std::false_type{});
+      else element_step(std::true_type{});
       // The weights, 16-bit, as the A registers of k-step kk (rows 16kk .. 16kk + 15) = n-blocks
       // 2kk and 2kk + 1 of the accumulator (sm90.cuh: the layouts match).
       uint32_t pa[TL::Q_STEPS][4], dsa[TL::Q_STEPS][4];

@@ -26,6 +26,19 @@ LAB_HD int ceil_div(int a, int b) { return (a + b - 1) / b; }
 constexpr float kLog2e = 1.4426950408889634f;  // log2(e)
 constexpr float kLn2 = 0.6931471805599453f;    // ln(2) = 1 / log2(e)
 
+// 2^x as the kernels take it: on the GPU one MUFU.EX2 (ex2.approx.ftz: about 2 ulp, results below
+// 2^-126 flushed to 0, 2^-inf = 0). exp2f costs a compare and two multiplies around the same
+// MUFU.EX2 to keep those subnormal results, which a probability never needs. On the CPU, exp2f.
+LAB_HD float fast_exp2(float x) {
+#if defined(__CUDA_ARCH__)
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return std::exp2(x);
+#endif
+}
+
 // Keys [begin, end) that query row `i` may attend to; begin == end when it sees none.
 struct KeyRange {
   int begin;

@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "toolbox/attention_math.h"  // fast_exp2
+
 namespace lab::sm80 {
 
 // ---- 16-bit elements: T is __half or __nv_bfloat16; Vec2<T> packs two of them in 32 bits.
@@ -44,11 +46,7 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {  // lo in the lo
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
-__device__ __forceinline__ float fast_exp2(float x) {  // MUFU.EX2; exp2(-inf) = 0
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
+using lab::fast_exp2;  // attention_math.h: one MUFU.EX2
 
 // ---- Shared memory.
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
