@@ -347,7 +347,11 @@ __device__ __forceinline__ void load_kv_tile_contiguous(const CUtensorMap& map, 
 // The row max and the row sum are CHAINS = 2 partial results per row, combined at the end: one running
 // max (or sum) would be a chain of BLOCK_KV / 4 dependent instructions per row, and with one warp
 // per scheduler in its softmax (the other warpgroup waits on its GEMMs) nothing hides their latency.
-template <int P_LOG2 = 0, int S_REGS>
+// SLACK_LOG2 > 0: the running max m moves only when a tile's max passes it by more than SLACK_LOG2
+// (log2 units). A P may then reach 2^SLACK_LOG2, far inside fp16's and bf16's range, and on most
+// tiles every row of a warp keeps alpha = 1 exactly, so the warp skips O's rescale
+// (ConsumerTile::rescale_o). LSE = m·scale + log(l) holds for any m the sums were taken against.
+template <int P_LOG2 = 0, int SLACK_LOG2 = 0, int S_REGS>
 __device__ __forceinline__ void online_softmax_rows(float (&s)[S_REGS], float (&m)[2], float (&l)[2], float (&alpha)[2],
                                                     float scale_log2) {
   constexpr int NB = S_REGS / 4;  // 8-key n-blocks: the thread holds keys 2t, 2t + 1 of each, per row
@@ -367,10 +371,18 @@ __device__ __forceinline__ void online_softmax_rows(float (&s)[S_REGS], float (&
     float tile_max = fmaxf(part[r][0], part[r][1]);
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-    const float m_new = fmaxf(m[r], tile_max);
-    max_scaled[r] = m_new == -INFINITY ? 0.f : m_new * scale_log2;  // no key yet: never -inf - -inf
-    alpha[r] = fast_exp2(fmaf(m[r], scale_log2, -max_scaled[r]));
-    m[r] = m_new;
+    if constexpr (SLACK_LOG2 == 0) {
+      const float m_new = fmaxf(m[r], tile_max);
+      max_scaled[r] = m_new == -INFINITY ? 0.f : m_new * scale_log2;  // no key yet: never -inf - -inf
+      alpha[r] = fast_exp2(fmaf(m[r], scale_log2, -max_scaled[r]));
+      m[r] = m_new;
+    } else {
+      const float m_old = m[r];
+      const bool moves = (tile_max - m_old) * scale_log2 > float(SLACK_LOG2);  // m_old = -inf: any key moves it
+      if (moves) m[r] = tile_max;
+      max_scaled[r] = m[r] == -INFINITY ? 0.f : m[r] * scale_log2;
+      alpha[r] = moves ? fast_exp2(fmaf(m_old, scale_log2, -max_scaled[r])) : 1.f;
+    }
     bias[r] = P_LOG2 == 0 ? -max_scaled[r] : float(P_LOG2) - max_scaled[r];
   }
 #pragma unroll
@@ -475,8 +487,15 @@ struct ConsumerTile {
   }
   // The tile's online softmax (online_softmax_rows). The O rescale by alpha is rescale_o(),
   // separate: the overlapped variant may only do it once the previous O += P V has completed.
-  __device__ __forceinline__ void online_softmax(const Params& p) { online_softmax_rows(s, m, l, alpha, p.scale_log2); }
+  // At D = 128 with a slack of 8 (online_softmax_rows): fewer rescales of O's 64 registers a
+  // thread. At D = 64 the rescale is half as long and the slack's test costs more than it saves.
+  static constexpr int MAX_SLACK_LOG2 = HEAD_DIM == 128 ? 8 : 0;
+  __device__ __forceinline__ void online_softmax(const Params& p) {
+    online_softmax_rows<0, MAX_SLACK_LOG2>(s, m, l, alpha, p.scale_log2);
+  }
   __device__ __forceinline__ void rescale_o() {
+    if constexpr (MAX_SLACK_LOG2 > 0)
+      if (__all_sync(0xffffffffu, alpha[0] == 1.f && alpha[1] == 1.f)) return;  // no row of the warp moved its max
 #pragma unroll
     for (int j = 0; j < TL::O_REGS / 4; ++j) {
       o_acc[4 * j + 0] *= alpha[0];
