@@ -189,7 +189,7 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
   app.add_option("--json", o.json_path, "Append the result record to this JSON file");
   app.add_option("--dump", o.dump_dir, "Write inputs and outputs as .npy files to this folder");
   app.add_flag("--cpu", o.cpu, "Run the CPU model of the algorithm (not your kernel)");
-  app.add_flag("--quiet", o.quiet, "Print only the verdict line");
+  app.add_flag("--quiet", o.quiet, "Print only the verdict line (after a failure, the check's reason above it)");
   // Modes the section parses itself (06: --simulate), then examples that a test runs (with --cpu).
   std::string footer;
   if (!s.extra_help.empty()) {
@@ -450,6 +450,7 @@ int run_section(int argc, char** argv, const Section& s) {
     std::printf("  memory   %s %s beyond Q, K, V, O (%s)\n", format_bytes(double(extra_bytes)).c_str(),
                 s.workspace_what.c_str(), format_bytes(double(fused_hbm_bytes(p))).c_str());
   }
+  if (opt.quiet && !check.passed) std::printf("  check    %s\n", check.verdict.c_str());  // why, even when quiet
   std::printf("%s: %s %s%s\n", check.passed ? "PASS" : "FAIL", s.name.c_str(), opt.variant.c_str(),
               opt.cpu ? " (CPU model)" : "");
 

@@ -132,7 +132,7 @@ def parser_for(s):
     add("--json", default="", help="Append the result record to this JSON file")
     add("--dump", default="", help="Write inputs and outputs as .npy files to this folder")
     add("--cpu", action="store_true", help="Run " + s.cpu_what)
-    add("--quiet", action="store_true", help="Print only the verdict line")
+    add("--quiet", action="store_true", help="Print only the verdict line (after a failure, the check's reason above it)")
     if s.extra_options:
         s.extra_options(p)
     return p

@@ -134,6 +134,8 @@ def run(s, forward, argv):
         for key, val in ctx.metrics.items():
             if key in getattr(s, "print_metrics", ()):
                 print(f"  {key:<8} {val}")
+    if o.quiet and not c["passed"]:  # why, even when quiet
+        print(f"  check    {c['verdict']}")
     print(f"{'PASS' if c['passed'] else 'FAIL'}: {s.name} {o.variant}{' (CPU)' if cpu else ''}")
 
     if o.json:
