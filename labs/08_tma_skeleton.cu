@@ -787,9 +787,9 @@ std::string check_jobs(const lab::Problem& pr, int consumers, int block_kv, int 
     if (std::string bad = check_ring(stages, fills); !bad.empty()) return "the ring over a block's jobs: " + bad;
   }
   // The queue's counter (JobQueue): blocks fetch in a seeded random order, each once at its start
-  // and again after every job index it gets, from atomicInc's wrap at jobs - 1 (old >= jobs - 1 ?
-  // 0 : old + 1). Every index from gridDim.x on must be handed out once, and the counter must be
-  // back at 0 when the last block ends, where the next launch (the timed runs) starts.
+  // and again after every job index it gets, with atomicInc's wrap at JobQueue::counter_limit.
+  // Every index from gridDim.x on must be handed out once, and the counter must be back at 0 when
+  // the last block ends, where the next launch (the timed runs) starts.
   for (int grid : {1, 7, std::min(jobs, 132)}) {
     if (grid > jobs) continue;
     unsigned counter = 0, seed = 12345u;
@@ -800,8 +800,8 @@ std::string check_jobs(const lab::Problem& pr, int consumers, int block_kv, int 
       int blk = int((seed >> 8) % unsigned(grid));
       while (fetches_due[size_t(blk)] == 0) blk = (blk + 1) % grid;
       const unsigned old = counter;
-      counter = old >= unsigned(jobs - 1) ? 0u : old + 1u;
-      const int index = grid + int(old);
+      counter = old >= JobQueue::counter_limit(jobs) ? 0u : old + 1u;  // atomicInc
+      const int index = JobQueue::index_of(grid, old);
       if (index < jobs) ++handed[size_t(index)];  // the block runs it, then fetches again
       else fetches_due[size_t(blk)] = 0, --live;  // past the last job: the block ends
     }

@@ -248,7 +248,7 @@ LAB_HD Job job_at(const KP& p, int index, int q_tiles, int block_q, int block_kv
 LAB_HD constexpr Job no_job() { return Job{0, 0, 0, 0, 0, 0, 0, 0, false}; }
 
 // The persistent kernel's job queue: the producer warp takes the next job index from a global
-// counter (atomicAdd: the block that is free first takes the next job, so causal Q tiles, longest
+// counter (atomicInc: the block that is free first takes the next job, so causal Q tiles, longest
 // first, balance across SMs as the hardware's block scheduler balances a plain grid) and passes it
 // to the consumer warpgroups through two shared slots, a ring of two like the K/V ring: entry k
 // (k = 1, 2, ...: entry 0 is blockIdx.x) in slot (k - 1) % 2, its barriers' phase (k - 1) / 2.
@@ -257,7 +257,13 @@ LAB_HD constexpr Job no_job() { return Job{0, 0, 0, 0, 0, 0, 0, 0, false}; }
 // fetches (gridDim.x of them end a block), and atomicInc's wrap at p.jobs - 1 leaves the counter at
 // 0 for the next launch: it is zeroed once, when it is allocated, not before every launch.
 struct JobQueue {
-  __device__ static int fetch(const Params& p) { return int(gridDim.x) + int(atomicInc(p.job_counter, unsigned(p.jobs - 1))); }
+  // The counter's wrap (atomicInc's limit: old >= limit ? 0 : old + 1) and the index a fetch of
+  // counter value `old` hands out, written once for the kernel and the CPU model (check_jobs).
+  LAB_HD static unsigned counter_limit(int jobs) { return unsigned(jobs - 1); }
+  LAB_HD static int index_of(int grid, unsigned old) { return grid + int(old); }
+  __device__ static int fetch(const Params& p) {
+    return index_of(int(gridDim.x), atomicInc(p.job_counter, counter_limit(p.jobs)));
+  }
   __device__ static RingSlot slot_of(int k) { return {(k - 1) & 1, uint32_t((k - 1) >> 1) & 1u}; }
   template <class A>
   __device__ static void publish(const A& bars, int k, int index) {  // lane 0 of the producer warp
