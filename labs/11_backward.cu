@@ -112,8 +112,10 @@ struct Tiles {
   static constexpr int D_BLOCKS = HEAD_DIM / 8;            // n-blocks over D
   static constexpr int DS_BYTES = BLOCK_KV * BLOCK_Q * 2;  // dSᵀ [64 keys][64 rows]
   static constexpr int STAGES = 2;                         // Q/dO ring of the main kernel
-  // Main kernel: K, V, then STAGES x (Q, dO), dSᵀ, then STAGES x the Q tile's LSE·log2 e and D.
-  static constexpr int SMEM_BYTES = (2 + 2 * STAGES) * TILE_BYTES + DS_BYTES + STAGES * 2 * BLOCK_Q * 4;
+  static constexpr int DQ_STAGE_BYTES = NUM_WARPS * 8 * 32 * 4;  // atomic: a warp's 8 rows x 32 fp32 of dQ
+  // Main kernel: K, V, then STAGES x (Q, dO), dSᵀ, STAGES x the Q tile's LSE·log2 e and D, dQ's staging.
+  static constexpr int SMEM_BYTES =
+      (2 + 2 * STAGES) * TILE_BYTES + DS_BYTES + STAGES * 2 * BLOCK_Q * 4 + DQ_STAGE_BYTES;
   static constexpr int DQ_STAGES = 2;                      // K/V ring of the dQ kernel
   static constexpr int DQ_SMEM_BYTES = (2 + 2 * DQ_STAGES) * TILE_BYTES;  // dQ kernel: Q, dO, DQ_STAGES x (K, V)
   // Two blocks per SM (of 227 KB) cover each other's barriers; a third tile stage would cost one.
@@ -357,20 +359,39 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
         }
       }
       // Many blocks (one per K/V tile) add into the same dQ rows: fp32 atomics, in whatever
-      // order the blocks arrive. Lanes t and t ^ 1 swap halves of their C fragments so that each
-      // holds 4 consecutive columns of one row (even t: row g, odd t: row g + 8), then one
-      // 16-byte atomic per n-block. --bug dq-no-accumulate stores instead: the last block wins.
-      const int i = q0 + warp * ROWS_PER_WARP + g + 8 * (t & 1);
-      float* row = dq_acc + (int64_t(b) * sh.t_q + i) * q_stride + int64_t(head) * HEAD_DIM + 4 * (t >> 1);
+      // order the blocks arrive. The L2 pays per cache line that an atomic instruction touches,
+      // and a C fragment gives a lane two columns of two rows, so the warp first trades values
+      // through shared memory: per 8 rows x 32 columns, each lane stores its pairs, then reads
+      // back 4 consecutive columns of one row, and one 16-byte atomic a lane covers 4 whole
+      // 128-byte lines (fragment order would touch 16). A 16-byte chunk of a staged row sits at
+      // chunk ^ row, so that neither the stores nor the loads collide on a bank.
+      // --bug dq-no-accumulate stores instead of adding: the last block wins.
+      float* stage = reinterpret_cast<float*>(smem + TL::SMEM_BYTES - TL::DQ_STAGE_BYTES) + warp * (8 * 32);
 #pragma unroll
-      for (int nb = 0; nb < TL::D_BLOCKS; ++nb) {
-        const float4 v4 = row_quad_of(dq[nb], t);
-        float4* at = reinterpret_cast<float4*>(row + 8 * nb);
-        if (written && i < sh.t_q) {
-          if (sh.dq_store) *at = v4;
-          else atomic_add4(at, v4);
+      for (int half = 0; half < 2; ++half)  // fragment rows g (half 0) or g + 8 (half 1)
+#pragma unroll
+        for (int c = 0; c < HEAD_DIM / 32; ++c) {  // columns 32c .. 32c + 31: n-blocks 4c .. 4c + 3
+#pragma unroll
+          for (int n = 0; n < 4; ++n) {  // this lane's columns 8n + 2t, +1 of the 32: chunk 2n + t/2
+            const int chunk = (2 * n + (t >> 1)) ^ g;
+            *reinterpret_cast<float2*>(stage + g * 32 + chunk * 4 + 2 * (t & 1)) =
+                make_float2(dq[4 * c + n][2 * half], dq[4 * c + n][2 * half + 1]);
+          }
+          __syncwarp();
+#pragma unroll
+          for (int quad = 0; quad < 2; ++quad) {  // staged rows 4·quad + lane / 8, chunk lane % 8
+            const int r = 4 * quad + lane / 8, chunk = lane % 8;
+            const float4 v4 = *reinterpret_cast<const float4*>(stage + r * 32 + (chunk ^ r) * 4);
+            const int i = q0 + warp * ROWS_PER_WARP + 8 * half + r;
+            float4* at = reinterpret_cast<float4*>(dq_acc + (int64_t(b) * sh.t_q + i) * q_stride +
+                                                   int64_t(head) * HEAD_DIM + 32 * c + 4 * chunk);
+            if (written && i < sh.t_q) {
+              if (sh.dq_store) *at = v4;
+              else atomic_add4(at, v4);
+            }
+          }
+          __syncwarp();  // the stage is read before the next 32 columns overwrite it
         }
-      }
     }
   }
   cp_async_wait<0>();  // a block whose tile no query row sees still has K, V copies in flight

@@ -143,14 +143,4 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// ---- An 8-column block of an fp32 accumulator (mma.sync's C fragment, or 8 columns of a wgmma
-// accumulator: c[0..1] row g, columns 2t, 2t + 1; c[2..3] the same of row g + 8) as 4 consecutive
-// columns of one row, for one 16-byte store or atomic: lanes t and t ^ 1 swap halves, so even t
-// holds row g and odd t row g + 8, columns 4·(t / 2) .. + 3 of the block. The whole warp calls it.
-__device__ __forceinline__ float4 row_quad_of(const float* c, int t) {
-  const float s0 = (t & 1) ? c[0] : c[2], s1 = (t & 1) ? c[1] : c[3];  // the half the partner needs
-  const float r0 = __shfl_xor_sync(0xffffffffu, s0, 1), r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
-  return (t & 1) ? make_float4(r0, r1, c[2], c[3]) : make_float4(c[0], c[1], r0, r1);
-}
-
 }  // namespace lab::sm80
