@@ -360,11 +360,11 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
         }
       }
       // Many blocks (one per K/V tile) add into the same dQ rows: fp32 atomics, in whatever
-      // order the blocks arrive. The L2 pays per cache line that an atomic instruction touches,
-      // and a C fragment gives a lane two columns of two rows, so the warp first trades values
-      // through shared memory: per 8 rows x 32 columns, each lane stores its pairs, then reads
-      // back 4 consecutive columns of one row, and one 16-byte atomic a lane covers 4 whole
-      // 128-byte lines (fragment order would touch 16). A 16-byte chunk of a staged row sits at
+      // order the blocks arrive. Each 128-byte line an atomic instruction touches is a request of
+      // its own to the L2, and a C fragment gives a lane two columns of two rows (16 lines per
+      // instruction). So the warp trades values through shared memory first: per 8 rows x 32
+      // columns, each lane stores its pairs, then reads back 4 consecutive columns of one row, and
+      // one 16-byte atomic a lane covers 4 whole lines. A 16-byte chunk of a staged row sits at
       // chunk ^ row, so that neither the stores nor the loads collide on a bank.
       // --bug dq-no-accumulate stores instead of adding: the last block wins.
       float* stage = reinterpret_cast<float*>(smem + TL::SMEM_BYTES - TL::DQ_STAGE_BYTES) + warp * (8 * 32);
