@@ -108,7 +108,7 @@ __global__ void init_state_kernel(float* __restrict__ o_run,  // [B·H, T_q, D]
 //                 bottom-right aligned causal test of attention_math.h.
 //   The code shape of each is in ch12/hints/02_v1_tile.md.
 // TODO(ragged): your code here. Until it is written this part does nothing,
-// and the self-check reports the output as not written.
+// and the self-check fails.
 LAB_HD int rows_in_tile(int, int, int) { return 0; }
 LAB_HD float4 tile_load(const float*, int64_t, int, int, int) { return make_float4(0.f, 0.f, 0.f, 0.f); }
 LAB_HD bool score_kept(int, int, const Shape&) { return false; }
@@ -123,7 +123,7 @@ LAB_HD bool score_kept(int, int, const Shape&) { return false; }
 //   exp(-inf - -inf) = NaN). The formulas are in the header above; the shape of the code in
 //   ch12/hints/02_v1_tile.md.
 // TODO(online-rescale): your code here. Until it is written this part does nothing,
-// and the self-check reports the output as not written.
+// and the self-check fails.
 template <int HEAD_DIM>
 LAB_HD void online_update(float (&)[BLOCK_KV], const float (*)[HEAD_DIM], float*, float&, float&) {}
 

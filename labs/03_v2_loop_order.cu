@@ -238,7 +238,7 @@ struct KvSpan {
 //   the last tile.
 //   The code shape: ch12/hints/03_v2_loop_order.md.
 // TODO(loop-order): your code here. Until it is written this part does nothing,
-// and the self-check reports the output as not written.
+// and the self-check fails.
 LAB_HD KvSpan kv_span(int, int, const Shape&, int) { return {0, 0, 0}; }
 #pragma nv_exec_check_disable
 template <class Step, class Finish>
@@ -257,7 +257,7 @@ struct RowEnd {
 //   a backward pass want ln). A row that saw no key (l == 0) gets O = 0 and LSE = -INFINITY.
 //   Use lab::kLn2 / lab::kLog2e (attention_math.h) rather than typed constants.
 // TODO(deferred-normalisation): your code here. Until it is written this part does nothing,
-// and the self-check reports the output as not written.
+// and the self-check fails.
 LAB_HD RowEnd row_end(float, float) { return {NAN, NAN}; }
 
 // ---------------------------------------------------------------------------------------------

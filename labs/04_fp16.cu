@@ -165,7 +165,7 @@ __device__ __forceinline__ void load_rows(T* smem, const T* gmem /* row 0 */, in
 //   (__hmul2/__hfma2) would round every product and every partial sum to 11 (fp16) or 8 (bf16)
 //   significant bits. Code shape: ch12/hints/04_fp16.md.
 // TODO(scalar-scores): your code here. Until it is written this part does nothing,
-// and the self-check reports the output as not written.
+// and the self-check fails.
 template <class T>
 LAB_HD float dot_f32(const T*, const T*, int) { return NAN; }
 
@@ -175,7 +175,7 @@ LAB_HD float dot_f32(const T*, const T*, int) { return NAN; }
 //   V, 16-bit) to acc[2u], acc[2u + 1], widening V to float first. acc is an Acc: a float, or a
 //   type that behaves as one (the --bug fp16-accum accumulator): add with +=.
 // TODO(scalar-pv): your code here. Until it is written this part does nothing,
-// and the self-check reports the output as not written.
+// and the self-check fails.
 template <class T, class Acc>
 LAB_HD void pv_add(Acc*, float, const T*, int, int) {}
 
@@ -184,7 +184,7 @@ LAB_HD void pv_add(Acc*, float, const T*, int, int) {}
 //   whole sum of p. Return the factor that normalises O and the row's LSE (natural log). A row
 //   that saw no key (l == 0) gets O = 0 and LSE = -INFINITY.
 // TODO(scalar-store): your code here. Until it is written this part does nothing,
-// and the self-check reports the output as not written.
+// and the self-check fails.
 LAB_HD RowEnd row_end(float, float) { return {NAN, NAN}; }
 
 template <class T, int HEAD_DIM, bool ACC16>
@@ -500,7 +500,7 @@ mma_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
     //      (l[r] is a float, or the --bug fp16-accum accumulator: use *= and +=). P stays in s:
     //      the PV step below packs it. Code shape: ch12/hints/04_fp16.md.
     // TODO(mma-online-softmax): your code here. Until it is written this part does nothing,
-    // and the self-check reports the output as not written.
+    // and the self-check fails.
     (void)m; (void)l; (void)scale_log2;
 
     // O += P V   [16 x BLOCK_KV] · [BLOCK_KV x D]. The A fragment of k-step kk (keys 16kk..16kk+15)
@@ -529,7 +529,7 @@ mma_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
   //   one Vec2<T> (from_float2<T>), row g+8 from o_acc[nb][2], [3]; one lane of the quad
   //   (t == 0) writes LSE = m·scale + log(l) (natural log: m is a raw score Q·K).
   // TODO(mma-finalize): your code here. Until it is written this part does nothing,
-  // and the self-check reports the output as not written.
+  // and the self-check fails.
   (void)o; (void)lse; (void)o_acc;
 }
 

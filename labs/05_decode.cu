@@ -59,7 +59,7 @@ struct Decode05 {
     //   heads. Which run belongs to kv_head, and which head of it is row r? (ch12/hints/05_decode.md)
     //   Until this returns a head >= 0, every block skips its work and writes nothing.
     // TODO(gqa): your code here. Until it is written this part does nothing,
-    // and the self-check reports the output as not written.
+    // and the self-check fails.
     (void)kv_head; (void)r; (void)group;
     return -1;
   }
@@ -76,7 +76,7 @@ struct Decode05 {
   //   and nothing may become NaN. A split that saw no key must weigh nothing in the merge.
   //   online_step returns true (the stub returns false: its block stops and writes nothing).
   // TODO(split-state): your code here. Until it is written this part does nothing,
-  // and the self-check reports the output as not written.
+  // and the self-check fails.
   static LAB_HD bool online_step(float, float&, float&, float&, float&) { return false; }
   static LAB_HD float split_lse(float, float) { return -INFINITY; }
 
@@ -96,7 +96,7 @@ struct Decode05 {
   //   every part seen so far is empty. Worked example with numbers: ch12/05_decode.md; formulas:
   //   ch12/hints/05_decode.md. The stubs give NaN: the rows they touch are reported unwritten.
   // TODO(split-merge): your code here. Until it is written this part does nothing,
-  // and the self-check reports the output as not written.
+  // and the self-check fails.
   static LAB_HD float merged_lse(const float*, int, int) { return NAN; }
   static LAB_HD float partial_weight(float, float) { return 0.f; }
   struct LseFold {

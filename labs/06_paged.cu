@@ -73,7 +73,7 @@ LAB_HD int64_t kv_row_offset(const int* block_table, int table_stride, int page_
   //   slot, D]). A large pool has more than 2^31 elements. (ch12/hints/06_paged.md)
   //   Until this returns an offset >= 0, every block skips its work and writes nothing.
   // TODO(block-table): your code here. Until it is written this part does nothing,
-  // and the self-check reports the output as not written.
+  // and the self-check fails.
   (void)block_table; (void)table_stride; (void)page_size; (void)n_kv_heads; (void)head_dim;
   (void)b; (void)j; (void)kv_head;
   return -1;
@@ -94,7 +94,7 @@ namespace lab {
 //     A partly filled block is not shared. A prefix outside the parent: std::invalid_argument.
 //   Checked by the unit tests (ctest -R exercises.06) and by `06_paged --simulate`.
 // TODO(allocator): your code here. Until it is written this part does nothing,
-// and the self-check reports the output as not written.
+// and the self-check fails.
 bool append_tokens(BlockAllocator&, SequenceBlocks&, int) { return false; }
 void free_sequence(BlockAllocator&, SequenceBlocks&) {}
 SequenceBlocks fork_prefix(BlockAllocator&, const SequenceBlocks&, int) { return {}; }

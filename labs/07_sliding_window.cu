@@ -141,7 +141,7 @@ LAB_HD TileSpan kv_tile_span(int q_begin, int q_end, const Shape& sh, bool skip,
   //   Until this returns a span with end >= first, the kernel and the CPU model write nothing.
   //   Stuck? ch12/hints/07_sliding_window.md has the formula.
   // TODO(tile-span): your code here. Until it is written this part does nothing,
-  // and the self-check reports the output as not written.
+  // and the self-check fails.
   (void)q_begin; (void)q_end; (void)sh; (void)skip; (void)block_kv;
   return {0, -1};
 }
@@ -163,7 +163,7 @@ LAB_HD void mask_edges(float (&s)[N_BLOCKS][4], int kv0, int row_g, int t, int w
   //   window open at the bottom: every row would see all the keys before it.
   //   Stuck? ch12/hints/07_sliding_window.md has the test and the loop's shape.
   // TODO(edge-mask): your code here. Until it is written this part does nothing,
-  // and the self-check reports the output as not written.
+  // and the self-check fails.
   (void)s; (void)kv0; (void)row_g; (void)t; (void)whole_begin; (void)whole_end; (void)sh;
 }
 
@@ -267,7 +267,7 @@ window_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
     //   added). One case matters more here: a row can meet a tile in which it attends no key (at the
     //   window's start the block visits a tile for its later rows), so its max can still be -inf.
     // TODO(mma-online-softmax): your code here. Until it is written this part does nothing,
-    // and the self-check reports the output as not written.
+    // and the self-check fails.
     (void)m; (void)l; (void)scale_log2;
 
     // O += P V   [16 x BLOCK_KV] · [BLOCK_KV x D]: P from the S registers, V by ldmatrix.trans.

@@ -127,7 +127,7 @@ LAB_HD RingSlot ring_slot(int n, int stages) {
   //   nothing (so the stub fails cleanly instead of waiting forever on a barrier).
   //   Stuck? ch12/hints/08_tma_skeleton.md.
   // TODO(ring-slot): your code here. Until it is written this part does nothing,
-  // and the self-check reports the output as not written.
+  // and the self-check fails.
   (void)n; (void)stages;
   return {-1, 0u};
 }
@@ -280,7 +280,7 @@ __device__ __forceinline__ void producer(const CUtensorMap& q_map, const CUtenso
   //   The job's tile n is the block's fill job.fill0 + n: that fill names the slot and the phase.
   //   Stuck? ch12/hints/08_tma_skeleton.md has the four steps.
   // TODO(producer-loop): your code here. Until it is written this part does nothing,
-  // and the self-check reports the output as not written.
+  // and the self-check fails.
   (void)leader; (void)k_map; (void)v_map; (void)kv_head; (void)STAGES; (void)first_tile;
 }
 
@@ -291,7 +291,7 @@ __device__ __forceinline__ void consumer_wait(uint32_t full_bar, RingSlot slot) 
   //   Every thread of the warpgroup waits (each one's wgmma reads the tile). A warpgroup with
   //   nothing to compute on a tile still waits: its release must be for THAT fill, not run ahead.
   // TODO(consumer-wait): your code here. Until it is written this part does nothing,
-  // and the self-check reports the output as not written.
+  // and the self-check fails.
   (void)full_bar; (void)slot;
 }
 
@@ -302,7 +302,7 @@ __device__ __forceinline__ void consumer_release(uint32_t empty_bar) {
   //   threads: who arrives? Call sites make sure the wgmmas reading the slot have completed
   //   (wgmma_wait) first: the producer overwrites it next.
   // TODO(consumer-release): your code here. Until it is written this part does nothing,
-  // and the self-check reports the output as not written.
+  // and the self-check fails.
   (void)empty_bar;
 }
 

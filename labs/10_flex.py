@@ -45,12 +45,12 @@ def make_score_mod(variant, torch, p, cap, slopes):
         # EXERCISE alibi: ALiBi, score + slope[h]·(kv_idx - position of q_idx); 0 on the diagonal.
         #   The query's key position is q_idx + shift (bottom-right alignment).
         # TODO(alibi): your code here. Until it is written this part does nothing,
-        # and the self-check reports the output as not written.
+        # and the self-check fails.
         return None
     if variant == "softcap":
         # EXERCISE softcap: the soft cap, cap·tanh(score / cap), with cap a captured TENSOR.
         # TODO(softcap): your code here. Until it is written this part does nothing,
-        # and the self-check reports the output as not written.
+        # and the self-check fails.
         return None
     return None
 
@@ -61,13 +61,13 @@ def make_mask_mod(variant, torch, p, doc_ids):
     if variant == "window":
         # EXERCISE window: causal sliding window of W keys ending at the query's position.
         # TODO(window): your code here. Until it is written this part does nothing,
-        # and the self-check reports the output as not written.
+        # and the self-check fails.
         return None
     if variant == "document":
         # EXERCISE document: same document as the query's position (doc_ids, a tensor over key
         #   positions; clamp the position into [0, T_kv) to index it), and causal if p.causal.
         # TODO(document): your code here. Until it is written this part does nothing,
-        # and the self-check reports the output as not written.
+        # and the self-check fails.
         return None
     if p.causal:
         return lambda b, h, q_idx, kv_idx: kv_idx <= q_idx + shift

@@ -78,7 +78,7 @@ LAB_HD bool recompute_p_and_ds(float s, float dp, float lse_log2, float d_row, f
   //   scale_log2 = scale·log2(e) and lse_log2 = LSE·log2(e), so P = lab::fast_exp2(s·scale_log2 −
   //   lse_log2): one FFMA and one MUFU.EX2. Then dS = P·(dP − D). Return true.
   // TODO(dsdp): your code here. Until it is written this part does nothing,
-  // and the self-check reports the output as not written.
+  // and the self-check fails.
   (void)s; (void)dp; (void)lse_log2; (void)d_row; (void)scale_log2; *p = 0.f; *ds = 0.f; return false;
 }
 
@@ -89,7 +89,7 @@ LAB_HD bool dkdv_weights(float p, float ds, float* dv_weight, float* dk_weight) 
   //   The kernel packs dv_weight into the A operand of the mma with dO's rows, dk_weight into the
   //   one with Q's rows; the CPU model adds weight·row. Return true.
   // TODO(accumulate): your code here. Until it is written this part does nothing,
-  // and the self-check reports the output as not written.
+  // and the self-check fails.
   (void)p; (void)ds; *dv_weight = 0.f; *dk_weight = 0.f; return false;
 }
 

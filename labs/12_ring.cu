@@ -64,7 +64,7 @@ enum class Layout : int { contiguous = 0, zigzag = 1 };
 //   T/(2N) rows; rank r holds chunk r, then chunk 2N-1-r. Worked example: ch12/12_ring.md.
 //   The stubs return -1: no row is scattered or gathered, and every pair is skipped.
 // TODO(shard-map): your code here. Until it is written this part does nothing,
-// and the self-check reports the output as not written.
+// and the self-check fails.
 LAB_HD int shard_row(int, int, int, int, Layout) { return -1; }
 LAB_HD int block_at(int, int, int) { return -1; }
 
@@ -80,7 +80,7 @@ struct RowMerge {
 //   the running state as it is. Formulas: ch12/hints/12_ring.md.
 //   The stub's NaN weights leave NaN in every row the ring touches.
 // TODO(ring-merge): your code here. Until it is written this part does nothing,
-// and the self-check reports the output as not written.
+// and the self-check fails.
 LAB_HD RowMerge merge_rows(float, float) { return {NAN, NAN, NAN}; }
 
 // --bug no-merge-rescale: the partials added as they come, O_run + O_part, no e^LSE weights (the
@@ -231,7 +231,7 @@ __global__ void __launch_bounds__(THREADS) pair_kernel(const PairArgs a) {
     //   you wrote it in 04 (EXERCISE mma-online-softmax there: this kernel is 04's, with global
     //   positions). A row can meet a block in which it attends no key yet, so its max can be -inf.
     // TODO(mma-online-softmax): your code here. Until it is written this part does nothing,
-    // and the self-check reports the output as not written.
+    // and the self-check fails.
     (void)m; (void)l;
     // O += P V, P from the S registers (the C layout of two n-blocks is one A fragment).
 #pragma unroll

@@ -12,8 +12,10 @@ A Python section (solutions/NN_name.py) marks its regions the same way with `#` 
 keeps the first `#!` line first and names its build "lab" (its Section's build="solution").
 
 The stub keeps the hint, says what to do, and keeps only the STUB lines, so it compiles and
-leaves the section's output unwritten: the self-check then fails with "output not written",
-never with a crash. Nobody edits labs/ by hand; CI checks that it matches solutions/.
+fails its self-check, never crashes: most stubs leave the output unwritten ("output not written");
+where a stub's part feeds given code (01's P, 02's tile state, 04's scalar scores) the output comes
+out all NaN or all 0, and the verdict says that and asks whether an exercise is still the stub.
+Nobody edits labs/ by hand; CI checks that it matches solutions/.
 """
 import re
 import sys
@@ -80,7 +82,7 @@ def make_stub(text, source_name):
         if i == len(lines):
             raise ExerciseError(f"{source_name}:{start + 1}: BEGIN EXERCISE {ident} has no END EXERCISE")
         out.append(f"{indent}{c} TODO({ident}): your code here. Until it is written this part does nothing,")
-        out.append(f"{indent}{c} and the self-check reports the output as not written.")
+        out.append(f"{indent}{c} and the self-check fails.")
         out.extend(stub)
         i += 1  # skip END
     if not found:

@@ -1,13 +1,17 @@
 # Sections 01-04: an untouched stub never passes without a GPU. Each stub's CPU model runs the
 # stub's own exercise functions (shared with its kernel), so it fails (exit 1) as the kernel
 # would; where the exercises run only on a GPU (04's mma fragments) it says "needs a GPU" (77).
-# The solutions' CPU models passing over their case lists is driver.check_NN_cpu_model.
+# The solutions' CPU models passing over their case lists is driver.check_NN_cpu_model. The
+# verdict names the stub's look: 01's P and 04's scores stay NaN (all of O is NaN), 02's tile
+# state is never updated (all of O is 0), 03's output is never written.
+set(STUB_NAN "all [0-9]+ elements of O are NaN or inf.*still the stub")
 foreach(v kernels cublas)
-  lab_test(cpu_model.01.stub_fails_${v} cpu 1 MATCH "FAIL" COMMAND ${BIN}/lab_01_naive --cpu --variant ${v} --t 65)
+  lab_test(cpu_model.01.stub_fails_${v} cpu 1 MATCH "FAIL" "${STUB_NAN}" COMMAND ${BIN}/lab_01_naive --cpu --variant ${v} --t 65)
 endforeach()
-lab_test(cpu_model.02.stub_fails cpu 1 MATCH "FAIL" COMMAND ${BIN}/lab_02_v1_tile --cpu --t 65 --causal)
-lab_test(cpu_model.03.stub_fails cpu 1 MATCH "FAIL" COMMAND ${BIN}/lab_03_v2_loop_order --cpu --t 65 --causal)
-lab_test(cpu_model.04.stub_fails_scalar cpu 1 MATCH "FAIL" COMMAND ${BIN}/lab_04_fp16 --cpu --variant scalar --t 65)
+lab_test(cpu_model.02.stub_fails cpu 1 MATCH "FAIL" "every one of the [0-9]+ elements checked is 0.*still the stub"
+         COMMAND ${BIN}/lab_02_v1_tile --cpu --t 65 --causal)
+lab_test(cpu_model.03.stub_fails cpu 1 MATCH "FAIL" "output not written" COMMAND ${BIN}/lab_03_v2_loop_order --cpu --t 65 --causal)
+lab_test(cpu_model.04.stub_fails_scalar cpu 1 MATCH "FAIL" "${STUB_NAN}" COMMAND ${BIN}/lab_04_fp16 --cpu --variant scalar --t 65)
 foreach(v mma mma-no-ldmatrix mma-no-cp-async)
   lab_test(cpu_model.04.stub_needs_gpu_${v} cpu 77 MATCH "^not checked here: needs a GPU" COMMAND ${BIN}/lab_04_fp16 --cpu --variant ${v} --t 65)
 endforeach()

@@ -75,7 +75,29 @@ TEST_CASE("compare fails an all-zero output", "[compare]") {
   const CheckResult r = f.check();
   CHECK_FALSE(r.passed);
   CHECK(r.verdict.find("too far from fp64") != std::string::npos);
+  CHECK(r.verdict.find("every one of the 8192 elements checked is 0") != std::string::npos);
   CHECK_FALSE(r.details.empty());
+}
+
+TEST_CASE("compare says when every element checked is NaN, and counts them when some are", "[compare]") {
+  Fixture f;
+  std::fill(f.o.begin(), f.o.end(), std::nanf(""));
+  CheckResult r = f.check();
+  CHECK_FALSE(r.passed);
+  CHECK(r.verdict.find("all 8192 elements of O are NaN or inf") != std::string::npos);
+  Fixture g;
+  g.o[5] = INFINITY;
+  r = g.check();
+  CHECK_FALSE(r.passed);
+  CHECK(r.verdict.find("1 elements of O are NaN or inf") == 0);
+}
+
+TEST_CASE("compare keeps a partly zero output a plain distance verdict", "[compare]") {
+  Fixture f;
+  std::fill(f.o.begin(), f.o.begin() + 64, 0.f);  // one row zeroed
+  const CheckResult r = f.check();
+  CHECK_FALSE(r.passed);
+  CHECK(r.verdict.find("O too far from fp64: max error") == 0);
 }
 
 TEST_CASE("compare fails a transposed output (T and D swapped within a head)", "[compare]") {

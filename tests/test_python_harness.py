@@ -121,7 +121,16 @@ class Reference(unittest.TestCase):
             out = inputs.round_to(p.dtype, o.astype(np.float32))
             rows = reference.all_rows(p)
             self.assertTrue(reference.check(p, q, k, v, rows, out, lse.astype(np.float32))["passed"])
-            self.assertFalse(reference.check(p, q, k, v, rows, np.zeros_like(out), lse.astype(np.float32))["passed"])
+            c = reference.check(p, q, k, v, rows, np.zeros_like(out), lse.astype(np.float32))
+            self.assertFalse(c["passed"])
+            self.assertIn(f"every one of the {out.size} elements checked is 0", c["verdict"])
+            c = reference.check(p, q, k, v, rows, np.full_like(out, np.nan), lse.astype(np.float32))
+            self.assertFalse(c["passed"])
+            self.assertIn(f"all {out.size} elements of O are NaN or inf", c["verdict"])
+            nan_one = out.copy()
+            nan_one[0, -1, 0, 3] = np.nan
+            c = reference.check(p, q, k, v, rows, nan_one, lse.astype(np.float32))
+            self.assertTrue(c["verdict"].startswith("1 elements of O are NaN or inf"), c["verdict"])
             c = reference.check(p, q, k, v, rows, inputs.from_storage(inputs.poisoned(out.shape, p.dtype), p.dtype),
                                 lse.astype(np.float32))
             self.assertFalse(c["passed"])

@@ -68,7 +68,7 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
   r.rows_checked = int64_t(rows.size());
 
   double same_err = 0, same_lse_err = 0, diff2 = 0, ref2 = 0;
-  int64_t lse_nan = 0;
+  int64_t lse_nan = 0, o_zero = 0;  // o_zero: elements exactly 0 (a stub that never adds leaves O so)
   const int d = p.d;
   auto worst = [](double a, double b) { return std::isnan(b) ? INFINITY : std::max(a, b); };
   for (size_t n = 0; n < rows.size(); ++n) {
@@ -79,6 +79,7 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
       const double err = std::fabs(double(o[c]) - ref);
       same_err = std::max(same_err, std::fabs(same.o[n * size_t(d) + size_t(c)] - ref));
       if (!std::isfinite(o[c])) ++r.o_nan;
+      o_zero += o[c] == 0.f;
       r.max_abs_err = worst(r.max_abs_err, err);
       if (std::isfinite(o[c])) diff2 += err * err;
       ref2 += ref * ref;
@@ -121,15 +122,21 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
   const bool lse_ok = out_lse.empty() ||
                       (r.lse_unwritten == 0 && lse_nan == 0 && r.lse_max_abs_err <= r.lse_err_bound);
   r.passed = o_ok && lse_ok;
-  const int64_t o_total = int64_t(out_o.size());
+  const int64_t o_total = int64_t(out_o.size()), o_checked = int64_t(rows.size()) * d;
   std::ostringstream v;
   if (r.o_unwritten == o_total) {
     v << "output not written: all " << o_total << " elements of O still hold the poison";
   } else if (r.o_unwritten) {
     v << "output partly not written: " << r.o_unwritten << " of " << o_total
       << " elements of O still hold the poison";
+  } else if (r.o_nan == o_checked) {  // the look of an exercise left as its stub (or of a NaN everywhere)
+    v << "all " << o_checked << " elements of O are NaN or inf on the rows checked: nothing finite came out "
+      << "(an exercise still the stub, or a NaN or overflow that reached every row)";
   } else if (r.o_nan) {
     v << r.o_nan << " elements of O are NaN or inf on the rows checked (a reference value is finite)";
+  } else if (!o_ok && o_zero == o_checked) {
+    v << "O too far from fp64: every one of the " << o_checked << " elements checked is 0 "
+      << "(nothing was accumulated: an exercise still the stub?)";
   } else if (!o_ok) {
     v << "O too far from fp64: max error " << fmt("%.3g", r.max_abs_err) << " > bound "
       << fmt("%.3g", r.ref_err_bound) << " (" << r.rule << ")";

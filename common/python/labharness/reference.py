@@ -144,7 +144,7 @@ def check(p, q, k, v, rows, out_o, out_lse, mods=None):
     same = reference_rows(p, q, k, v, rows, True, mods)
     same_err = same_lse_err = diff2 = ref2 = 0.0
     max_err = lse_err = 0.0
-    o_nan = lse_bad = 0
+    o_nan = lse_bad = o_zero = o_checked = 0
     n_rows = 0
     bad = []
     for (b, h), idx in rows.items():
@@ -155,6 +155,8 @@ def check(p, q, k, v, rows, out_o, out_lse, mods=None):
         same_err = max(same_err, float(np.max(np.abs(same[(b, h)][0] - ref_o))))
         fin = np.isfinite(got)
         o_nan += int((~fin).sum())
+        o_zero += int((got == 0).sum())
+        o_checked += got.size
         max_err = math.inf if not fin.all() else max(max_err, float(err.max()))
         diff2 += float((np.where(fin, err, 0) ** 2).sum())
         ref2 += float((ref_o ** 2).sum())
@@ -193,8 +195,14 @@ def check(p, q, k, v, rows, out_o, out_lse, mods=None):
         verdict = f"output not written: all {o_total} elements of O still hold the poison"
     elif o_unwritten:
         verdict = f"output partly not written: {o_unwritten} of {o_total} elements of O still hold the poison"
+    elif o_nan == o_checked:  # the look of an exercise left as its stub (or of a NaN everywhere)
+        verdict = (f"all {o_checked} elements of O are NaN or inf on the rows checked: nothing finite came out "
+                   "(an exercise still the stub, or a NaN or overflow that reached every row)")
     elif o_nan:
         verdict = f"{o_nan} elements of O are NaN or inf on the rows checked (a reference value is finite)"
+    elif not o_ok and o_zero == o_checked:
+        verdict = (f"O too far from fp64: every one of the {o_checked} elements checked is 0 "
+                   "(nothing was accumulated: an exercise still the stub?)")
     elif not o_ok:
         verdict = f"O too far from fp64: max error {_g(max_err)} > bound {_g(bound)} ({r['rule']})"
     elif not lse_ok:
