@@ -363,8 +363,7 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
       // its own to the L2, and a C fragment gives a lane two columns of two rows (16 lines per
       // instruction). So the warp trades values through shared memory first: per 8 rows x 32
       // columns, each lane stores its pairs, then reads back 4 consecutive columns of one row, and
-      // one 16-byte atomic a lane covers 4 whole lines. A 16-byte chunk of a staged row sits at
-      // chunk ^ row, so that neither the stores nor the loads collide on a bank.
+      // one 16-byte atomic a lane covers 4 whole lines (the stage's layout: row_stage_word).
       // --bug dq-no-accumulate stores instead of adding: the last block wins.
       float* stage = reinterpret_cast<float*>(smem + TL::SMEM_BYTES - TL::DQ_STAGE_BYTES) + warp * (8 * 32);
 #pragma unroll
@@ -372,16 +371,14 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
 #pragma unroll
         for (int c = 0; c < HEAD_DIM / 32; ++c) {  // columns 32c .. 32c + 31: n-blocks 4c .. 4c + 3
 #pragma unroll
-          for (int n = 0; n < 4; ++n) {  // this lane's columns 8n + 2t, +1 of the 32: chunk 2n + t/2
-            const int chunk = (2 * n + (t >> 1)) ^ g;
-            *reinterpret_cast<float2*>(stage + g * 32 + chunk * 4 + 2 * (t & 1)) =
+          for (int n = 0; n < 4; ++n)  // this lane's columns 8n + 2t, +1 of the 32: chunk 2n + t/2
+            *reinterpret_cast<float2*>(stage + row_stage_word(g, 2 * n + (t >> 1), 2 * (t & 1))) =
                 make_float2(dq[4 * c + n][2 * half], dq[4 * c + n][2 * half + 1]);
-          }
           __syncwarp();
 #pragma unroll
           for (int quad = 0; quad < 2; ++quad) {  // staged rows 4·quad + lane / 8, chunk lane % 8
             const int r = 4 * quad + lane / 8, chunk = lane % 8;
-            const float4 v4 = *reinterpret_cast<const float4*>(stage + r * 32 + (chunk ^ r) * 4);
+            const float4 v4 = *reinterpret_cast<const float4*>(stage + row_stage_word(r, chunk, 0));
             const int i = q0 + warp * ROWS_PER_WARP + 8 * half + r;
             float4* at = reinterpret_cast<float4*>(dq_acc + (int64_t(b) * sh.t_q + i) * q_stride +
                                                    int64_t(head) * HEAD_DIM + 32 * c + 4 * chunk);

@@ -49,3 +49,10 @@ lab_test(torch_op.bad_inputs cpu 0 MATCH "PASS: 9 of 9 bad inputs refused"
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/torch_op_check.py --bad-inputs)
 lab_test(gpu.torch_op.gradients gpu 0 MATCH "PASS: lab attention op"
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/torch_op_check.py --gpu)
+
+# The atomic variant's dQ restaging (lab::sm80::row_stage_word): every word of the stage written
+# once, the row loads get the fragments' values, no bank conflicts; lane by lane, on the host.
+add_executable(test_row_stage test_row_stage.cu)
+target_link_libraries(test_row_stage PRIVATE lab_common)
+set_target_properties(test_row_stage PROPERTIES CUDA_ARCHITECTURES "${LAB_CUDA_ARCHITECTURES}")
+lab_test(unit.11.row_stage cpu 0 MATCH "^PASS: " COMMAND ${BIN}/test_row_stage)

@@ -143,4 +143,11 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// ---- A warp's fp32 C fragments restaged as whole rows, for atomics that add whole 128-byte lines
+// (11's atomic dQ): the word of an [8 rows][32 floats] stage that holds row r, 16-byte chunk k
+// (columns 4k .. 4k + 3), word w of the chunk. Chunk k of row r sits at k ^ r, so that neither the
+// fragment stores (lane 4g + t: row g, columns 2t, 2t + 1 of each 8) nor the row loads (8 lanes a
+// row, a chunk each) share a bank.
+__host__ __device__ constexpr int row_stage_word(int r, int k, int w) { return r * 32 + (k ^ r) * 4 + w; }
+
 }  // namespace lab::sm80

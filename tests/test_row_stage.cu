@@ -1,0 +1,74 @@
+// The layout of 11's dQ restaging (lab::sm80::row_stage_word): a warp stores its C fragments into
+// an [8 rows][32 floats] stage and loads them back as whole rows, 4 columns a lane, for atomics
+// that add whole 128-byte lines. Checked on the host, lane by lane, as the kernel's loops run:
+//   the 32 lanes' fragment stores (4 n-blocks x a float2) fill every word of the stage once;
+//   the row loads (2 instructions x a float4) give lane l of load q row 4q + l/8, columns
+//     4(l%8) .. +3 of the 32, the very values the fragments held there;
+//   no access conflicts: a 32-lane store of 8-byte pairs needs 2 wavefronts, a load of 16-byte
+//     chunks 4 (the fewest the bytes allow), counting per bank the distinct words touched.
+// Exit 0 when every check passes, 1 otherwise (each failure printed with its line).
+#include <cstdio>
+#include <set>
+#include <vector>
+
+#include "toolbox/mma_sm80.cuh"
+
+using lab::sm80::row_stage_word;
+
+static int g_checks = 0, g_failed = 0;
+static void check(bool ok, const char* what, int line) {
+  ++g_checks;
+  if (!ok) {
+    ++g_failed;
+    std::printf("  failed (line %d): %s\n", line, what);
+  }
+}
+#define CHECK(x) check((x), #x, __LINE__)
+
+// Wavefronts an access needs: the largest number of distinct 4-byte words that fall in one bank.
+static int wavefronts(const std::vector<int>& words) {
+  std::vector<std::set<int>> bank(32);
+  for (int w : words) bank[w % 32].insert(w);
+  size_t most = 0;
+  for (const auto& b : bank) most = std::max(most, b.size());
+  return int(most);
+}
+
+int main() {
+  std::vector<int> stage(8 * 32, -1);  // the value a word holds: row * 32 + column, -1 unwritten
+  int writes = 0;
+  for (int n = 0; n < 4; ++n) {  // one store instruction per n-block
+    std::vector<int> words;
+    for (int lane = 0; lane < 32; ++lane) {
+      const int g = lane / 4, t = lane % 4, col = 8 * n + 2 * t;  // the fragment's row g, columns col, col + 1
+      const int w = row_stage_word(g, col / 4, col % 4);  // as the kernel: chunk 2n + t/2, word 2(t%2)
+      CHECK(w == row_stage_word(g, 2 * n + t / 2, 2 * (t % 2)));
+      CHECK(w % 2 == 0);  // a float2 store is 8-byte aligned
+      for (int e = 0; e < 2; ++e) {
+        CHECK(w + e >= 0 && w + e < 8 * 32);
+        if (w + e < 0 || w + e >= 8 * 32) continue;
+        CHECK(stage[size_t(w + e)] == -1);  // no word written twice
+        stage[size_t(w + e)] = g * 32 + col + e;
+        words.push_back(w + e);
+        ++writes;
+      }
+    }
+    CHECK(wavefronts(words) == 2);
+  }
+  CHECK(writes == 8 * 32);
+  for (int quad = 0; quad < 2; ++quad) {  // one load instruction per 4 rows
+    std::vector<int> words;
+    for (int lane = 0; lane < 32; ++lane) {
+      const int r = 4 * quad + lane / 8, chunk = lane % 8;
+      const int w = row_stage_word(r, chunk, 0);
+      CHECK(w % 4 == 0);  // a float4 load is 16-byte aligned
+      for (int e = 0; e < 4; ++e) {
+        CHECK(stage[size_t(w + e)] == r * 32 + 4 * chunk + e);  // the value of row r, that column
+        words.push_back(w + e);
+      }
+    }
+    CHECK(wavefronts(words) == 4);
+  }
+  std::printf("%s: %d of %d checks of row_stage_word\n", g_failed ? "FAIL" : "PASS", g_checks - g_failed, g_checks);
+  return g_failed ? 1 : 0;
+}
