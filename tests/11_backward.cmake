@@ -55,4 +55,4 @@ lab_test(gpu.torch_op.gradients gpu 0 MATCH "PASS: lab attention op"
 add_executable(test_row_stage test_row_stage.cu)
 target_link_libraries(test_row_stage PRIVATE lab_common)
 set_target_properties(test_row_stage PROPERTIES CUDA_ARCHITECTURES "${LAB_CUDA_ARCHITECTURES}")
-lab_test(unit.11.row_stage cpu 0 MATCH "^PASS: " COMMAND ${BIN}/test_row_stage)
+lab_test(unit.11.row_stage cpu 0 MATCH "^PASS: 0 of" COMMAND ${BIN}/test_row_stage)

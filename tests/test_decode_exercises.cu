@@ -24,15 +24,7 @@ using Hooks = Decode05;
 #include "decode/block_allocator.h"
 #endif
 
-static int g_checks = 0, g_failed = 0;
-static void check(bool ok, const char* what, int line) {
-  ++g_checks;
-  if (!ok) {
-    ++g_failed;
-    std::printf("FAIL line %d: %s\n", line, what);
-  }
-}
-#define CHECK(x) check((x), #x, __LINE__)
+#include "host_checks.h"
 #define REQUIRE(x)             \
   do {                         \
     const bool ok_ = (x);      \
@@ -265,6 +257,5 @@ int main() {
   test_allocator();
   test_simulation();
 #endif
-  std::printf("%s: %d of %d checks failed\n", g_failed ? "FAIL" : "PASS", g_failed, g_checks);
-  return g_failed ? 1 : 0;
+  return finish();
 }

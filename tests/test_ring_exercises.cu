@@ -14,15 +14,7 @@
 #define LAB_RING12_NO_MAIN
 #include LAB_EXERCISE_SOURCE
 
-static int g_checks = 0, g_failed = 0;
-static void check(bool ok, const char* what, int line) {
-  ++g_checks;
-  if (!ok) {
-    ++g_failed;
-    std::printf("  failed (line %d): %s\n", line, what);
-  }
-}
-#define CHECK(x) check((x), #x, __LINE__)
+#include "host_checks.h"
 static bool near(float a, float b, float tol = 1e-5f) { return std::fabs(a - b) <= tol; }
 
 int main() {
@@ -99,6 +91,5 @@ int main() {
     }
     CHECK(near(o, o_whole, 1e-4f) && near(lse, lse_whole, 1e-5f));
   }
-  std::printf("%s: %d of %d checks failed\n", g_failed ? "FAIL" : "PASS", g_failed, g_checks);
-  return g_failed ? 1 : 0;
+  return finish();
 }

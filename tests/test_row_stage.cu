@@ -15,15 +15,7 @@
 
 using lab::sm80::row_stage_word;
 
-static int g_checks = 0, g_failed = 0;
-static void check(bool ok, const char* what, int line) {
-  ++g_checks;
-  if (!ok) {
-    ++g_failed;
-    std::printf("  failed (line %d): %s\n", line, what);
-  }
-}
-#define CHECK(x) check((x), #x, __LINE__)
+#include "host_checks.h"
 
 // Wavefronts an access needs: the largest number of distinct 4-byte words that fall in one bank.
 static int wavefronts(const std::vector<int>& words) {
@@ -69,6 +61,5 @@ int main() {
     }
     CHECK(wavefronts(words) == 4);
   }
-  std::printf("%s: %d of %d checks of row_stage_word\n", g_failed ? "FAIL" : "PASS", g_checks - g_failed, g_checks);
-  return g_failed ? 1 : 0;
+  return finish();
 }
