@@ -7,6 +7,7 @@
 //   no access conflicts: a 32-lane store of 8-byte pairs needs 2 wavefronts, a load of 16-byte
 //     chunks 4 (the fewest the bytes allow), counting per bank the distinct words touched.
 // Exit 0 when every check passes, 1 otherwise (each failure printed with its line).
+#include <algorithm>
 #include <cstdio>
 #include <set>
 #include <vector>

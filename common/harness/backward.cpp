@@ -485,9 +485,7 @@ int run_backward_section(int argc, char** argv, const BackwardSection& s) {
                   timing.median_ms, timing.iters, timing.min_ms, timing.max_ms, tflops);
     std::printf("  memory   %s workspace beyond the inputs and gradients\n", format_bytes(double(extra_bytes)).c_str());
   }
-  if (opt.quiet && !check.passed) std::printf("  check    %s\n", check.verdict.c_str());  // why, even when quiet
-  std::printf("%s: %s %s%s\n", check.passed ? "PASS" : "FAIL", s.name.c_str(), opt.variant.c_str(),
-              opt.cpu ? " (CPU model)" : "");
+  print_verdict(check.passed, check.verdict, opt.quiet, s.name, opt.variant, opt.cpu);
 
   if (!opt.json_path.empty()) {
     const char* sha = std::getenv("LAB_GIT_SHA");

@@ -25,6 +25,12 @@
 namespace lab {
 using json = nlohmann::json;
 
+void print_verdict(bool passed, const std::string& reason, bool quiet, const std::string& name,
+                   const std::string& variant, bool cpu) {
+  if (quiet && !passed) std::printf("  check    %s\n", reason.c_str());
+  std::printf("%s: %s %s%s\n", passed ? "PASS" : "FAIL", name.c_str(), variant.c_str(), cpu ? " (CPU model)" : "");
+}
+
 std::string format_bytes(double bytes) {
   const char* units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
   int u = 0;
@@ -450,9 +456,7 @@ int run_section(int argc, char** argv, const Section& s) {
     std::printf("  memory   %s %s beyond Q, K, V, O (%s)\n", format_bytes(double(extra_bytes)).c_str(),
                 s.workspace_what.c_str(), format_bytes(double(fused_hbm_bytes(p))).c_str());
   }
-  if (opt.quiet && !check.passed) std::printf("  check    %s\n", check.verdict.c_str());  // why, even when quiet
-  std::printf("%s: %s %s%s\n", check.passed ? "PASS" : "FAIL", s.name.c_str(), opt.variant.c_str(),
-              opt.cpu ? " (CPU model)" : "");
+  print_verdict(check.passed, check.verdict, opt.quiet, s.name, opt.variant, opt.cpu);
 
   if (!opt.json_path.empty()) {
     const char* sha = std::getenv("LAB_GIT_SHA");

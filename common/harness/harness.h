@@ -154,6 +154,11 @@ int parse_options(int argc, const char* const* argv, const Section& section, Opt
 
 std::string format_bytes(double bytes);  // "17.2 GB"
 
+// The line every program ends with ("FAIL: 01_naive kernels (CPU model)"); under --quiet a failure
+// prints the check's reason above it, so that a quiet run still says why.
+void print_verdict(bool passed, const std::string& reason, bool quiet, const std::string& name,
+                   const std::string& variant, bool cpu);
+
 // What a program checks before it makes its inputs: under --cpu, that the CPU model's `host_bytes`
 // fit in this machine's memory; else that there is a GPU (Hopper where `needs_sm90a`) with
 // `device_bytes` free, `dev` filled. Returns kExitPass, or, after printing its one line, the exit
