@@ -25,9 +25,13 @@
 //     cudaMemcpyAsync on a comm stream (the ranks' compute runs one after another: a model of the
 //     protocol, not a speed-up); nccl drives one GPU per rank from this one process (ncclCommInitAll,
 //     ncclSend/ncclRecv in a group per step, a comm stream per GPU), --ranks = the GPU count.
-// The partial kernel is 04's mma.sync forward (split-Q warps, 2-stage cp.async K/V ring, swizzled
-// shared memory) with two changes: positions come from the shard map, and the epilogue merges
-// into the running state instead of writing O.
+// The partial kernel is the lab's fastest forward for the GPU, with two changes: positions come
+// from the shard map, and the epilogue merges into the running state instead of writing O.
+//   ring       on an H100/H200, section 08's warp-specialised kernel (TMA, wgmma, ping-pong)
+//              with this section's rules and epilogue (section 08's protocol written: it comes
+//              from 08's file); elsewhere pair_kernel below. metrics.kernel says which.
+//   ring-mma   pair_kernel everywhere: 04's mma.sync forward (split-Q warps, 2-stage cp.async K/V
+//              ring, swizzled shared memory), the kernel of your mma-online-softmax exercise.
 // Exercises (ch12/12_ring.md; hints: ch12/hints/12_ring.md): the shard map and the ring schedule
 // (EXERCISE shard-map) and the merge of a partial into the running state (EXERCISE ring-merge).
 // The kernels, the scatter/gather and the CPU model (--cpu) all call them.
@@ -42,7 +46,20 @@
 #include <type_traits>
 
 #include "lab.cuh"
-#include "toolbox/mma_sm80.cuh"  // 16-bit helpers, swizzle, cp.async, ldmatrix, mma.sync wrappers
+#include "toolbox/mma_sm80.cuh"   // 16-bit helpers, swizzle, cp.async, ldmatrix, mma.sync wrappers
+#include "hopper/ws_forward.cuh"  // section 08's Hopper kernel, run with this section's rules (variant ring)
+
+// Section 08's ring protocol, as written in section 08's file beside this one (yours, in labs/):
+// the Hopper partial runs on it. Without that file, or until its ring_slot() is written, `ring`
+// runs the mma partial and says so.
+#if __has_include("08_tma_skeleton.cu")
+#define LAB_RING_PROTOCOL_ONLY
+#include "08_tma_skeleton.cu"
+#undef LAB_RING_PROTOCOL_ONLY
+#define LAB_HAVE_RING_PROTOCOL 1
+#else
+#define LAB_HAVE_RING_PROTOCOL 0
+#endif
 
 #ifdef LAB_HAVE_NCCL
 #include <nccl.h>
@@ -282,6 +299,122 @@ __global__ void __launch_bounds__(THREADS) pair_kernel(const PairArgs a) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The partial on Hopper (variant ring on an H100/H200): section 08's warp-specialised forward
+// (common/hopper/ws_forward.cuh in its ws-pingpong schedule: TMA into an mbarrier ring, wgmma, two
+// consumer warpgroups taking turns at the tensor core, three at D = 64) run with this section's
+// rules, as section 07 runs its window on it. The rules say which keys of the block in hand a row
+// sees (global positions, through the shard map); the tile's epilogue is pair_kernel's merge. The
+// ring protocol (slots, phases, producer loop) is section 08's exercise and comes from its file.
+namespace ws = lab::ws;
+
+// The kernel's parameters: ws::Params over the pair (t_q = t_kv = T_local; its o and lse unused)
+// and the pair's own fields.
+struct RingParams : ws::Params {
+  PairMap map;
+  float* run_o;    // [B, T_local, H, D] fp32, normalised running O
+  float* run_lse;  // [B, H, T_local]   running LSE (natural log)
+  int no_rescale_bug;
+};
+
+// How many keys of the block in hand local row `row` sees. Positions grow with the local row in
+// both layouts (and under --bug local-causal), so the keys a row sees are a prefix [0, n) of the
+// block: n is found by bisection on the map, log2(T_local) calls of shard_row.
+LAB_HD int keys_seen(const PairMap& m, bool causal, int row, int t_local) {
+  if (!causal) return t_local;
+  const int pos = m.q_pos(lab::imin(row, t_local - 1));
+  int lo = 0, hi = t_local;  // k_pos(j) <= pos for every j < lo, > pos for every j >= hi
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (m.k_pos(mid) <= pos) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+#if LAB_HAVE_RING_PROTOCOL
+template <class T, int HEAD_DIM, int KV_TILE>
+struct RingTile;
+struct RingRules : ring::Protocol<ring::KvSource::contiguous> {
+  using KernelParams = RingParams;
+  template <class T, int HEAD_DIM, int KV_TILE>
+  using Tile = RingTile<T, HEAD_DIM, KV_TILE>;
+  LAB_HD static const RingParams& own(const ws::Params& p) { return static_cast<const RingParams&>(p); }
+  LAB_HD static lab::KeyRange visible_keys(int row, const ws::Params& p) {
+    return {0, keys_seen(own(p).map, p.causal, row, p.t_kv)};
+  }
+  // The tiles a block or a warpgroup walks: up to the last key its last row sees (none: a job with
+  // no tile, whose epilogue merges an empty partial, a no-op).
+  LAB_HD static ws::TileSpan tile_span(int q_begin, int q_end, const ws::Params& p, int block_kv) {
+    if (q_begin >= p.t_q) return {0, 0};  // a warpgroup whose rows are all past T_local
+    return {0, lab::ceil_div(visible_keys(lab::imin(q_end, p.t_q) - 1, p).end, block_kv)};
+  }
+  // Key kv0 + 8j + 2t + (e & 1) of row row_g (e < 2) or row_g + 8 is masked past that row's prefix.
+  // A tile within what the warp's first row sees (warp_keys_end) is seen whole by all its rows.
+  template <int S_REGS>
+  __device__ __forceinline__ static void mask_tile(float (&s)[S_REGS], const ws::Params& p, int kv0, int row_g, int t,
+                                                   int /*warp_keys_begin*/, int warp_keys_end) {
+    constexpr int block_kv = 2 * S_REGS;
+    if (kv0 + block_kv <= warp_keys_end) return;
+    const int seen[2] = {visible_keys(row_g, p).end, visible_keys(row_g + 8, p).end};
+#pragma unroll
+    for (int j = 0; j < block_kv / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (kv0 + 8 * j + 2 * t + (e & 1) >= seen[e >> 1]) s[4 * j + e] = -INFINITY;
+  }
+  LAB_HD static bool begin_block(const ws::Params&, ws::TileSpan) { return true; }
+};
+
+// Section 08's consumer tile with pair_kernel's epilogue: the partial row (O / l, LSE) merged into
+// the running state. o_acc[4j + 2r + c] is row row_g + 8r, column 8j + 2t + c (the wgmma layout).
+template <class T, int HEAD_DIM, int KV_TILE>
+struct RingTile : ws::ConsumerTile<T, HEAD_DIM, RingRules, KV_TILE> {
+  __device__ __forceinline__ void finalize(const ws::Params& p, int b, int head, int row_g, int t) {
+    const RingParams& a = RingRules::own(p);
+    const int64_t bh = int64_t(b) * p.h + head;
+    RowMerge w[2];
+    float inv_l[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float row_sum = this->l[r];
+      row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 1);
+      row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 2);
+      const int i = row_g + 8 * r;
+      const float lse_part = row_sum > 0.f ? this->m[r] * p.scale + logf(row_sum) : -INFINITY;
+      const float lse_run = i < p.t_q ? a.run_lse[bh * p.t_q + i] : -INFINITY;
+      w[r] = merge_of(lse_run, lse_part, a.no_rescale_bug != 0);
+      inv_l[r] = row_sum > 0.f ? 1.f / row_sum : 0.f;
+    }
+    __syncwarp();  // every lane of the quad has read its rows' running LSE before lane 0 writes it
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int i = row_g + 8 * r;
+      if (i >= p.t_q) continue;
+      float* o_row = a.run_o + ((int64_t(b) * p.t_q + i) * p.h + head) * HEAD_DIM;
+#pragma unroll
+      for (int j = 0; j < HEAD_DIM / 8; ++j) {
+        float2* at = reinterpret_cast<float2*>(o_row + 8 * j + 2 * t);
+        const float2 run = *at;
+        *at = make_float2(w[r].w_run * run.x + w[r].w_part * this->o_acc[4 * j + 2 * r] * inv_l[r],
+                          w[r].w_run * run.y + w[r].w_part * this->o_acc[4 * j + 2 * r + 1] * inv_l[r]);
+      }
+      if (t == 0) a.run_lse[bh * p.t_q + i] = w[r].lse;
+    }
+  }
+};
+#endif
+
+// The Hopper partial's shape: the ws-pingpong block of section 08 at this D.
+template <int HEAD_DIM>
+struct HopperTiles {
+  static constexpr int CONS = ws::pingpong_consumers(HEAD_DIM);  // consumer warpgroups: 3 at D = 64, else 2
+  static constexpr int BLOCK_Q = CONS * ws::WG_ROWS;             // 192 or 128 query rows
+  static constexpr int BLOCK_KV = ws::BLOCK_KV;                  // 128 keys
+  static constexpr int THREADS = (1 + CONS) * ws::WG_THREADS;
+  static constexpr int SMEM_BYTES = ws::Tiles<HEAD_DIM>::SMEM_BYTES;
+};
+
+// ---------------------------------------------------------------------------------------------
 // Scatter and gather: the whole-sequence tensors <-> a rank's shard, row by row through the shard
 // map. One thread moves 16 bytes; `row_elems` = heads·D elements of one position.
 template <class T>
@@ -405,6 +538,7 @@ struct DeviceMem {
 struct Rank {
   int device = 0;
   DeviceMem q, kv[2], run_o, run_lse;     // on `device`
+  CUtensorMap q_map, k_map[2], v_map[2];  // the Hopper partial's TMA maps over q and the two slots
   DeviceMem q_stage, kv_stage, o_stage, lse_stage;  // nccl: staging on device 0 (local: unused)
   cudaStream_t compute = nullptr, comm = nullptr;   // local: the harness's stream and one shared comm stream
   std::vector<cudaEvent_t> comp_begin, comp_end, xfer_begin, xfer_end;  // [step]
@@ -416,6 +550,7 @@ struct Ring {
   lab::Problem p;
   RingOptions ro;
   bool nccl = false, no_rescale_bug = false, local_bug = false;
+  bool hopper = false;  // the partial: the Hopper kernel (else pair_kernel)
   int t_local = 0;
   int64_t q_elems = 0, kv_elems = 0, lse_elems = 0;  // per shard (kv: one of K, V)
   std::vector<Rank> ranks;
@@ -488,6 +623,42 @@ void launch_pair_kernel(const PairArgs& a, int batch, cudaStream_t stream) {
   CUDA_CHECK_LAST();
 }
 
+// The Hopper partial: its parameters for one pair, its maps, its launch.
+RingParams ring_params(const lab::Problem& p, int t_local, const PairMap& map, float* run_o, float* run_lse,
+                       bool no_rescale_bug) {
+  lab::Problem pair = p;
+  pair.t_q = pair.t_kv = t_local;
+  return RingParams{ws::params_of(pair, nullptr, nullptr), map, run_o, run_lse, no_rescale_bug ? 1 : 0};
+}
+
+// Maps over a [B, rows, H, D] Q (boxes of the block's query rows) and a [B, rows, H_kv, D] K and V.
+template <int HEAD_DIM>
+void make_maps(const lab::Problem& p, const void* q, const void* k, const void* v, int rows, CUtensorMap* q_map,
+               CUtensorMap* k_map, CUtensorMap* v_map) {
+  if (q) *q_map = ws::make_map(p, q, p.h, rows, p.b, HopperTiles<HEAD_DIM>::BLOCK_Q);
+  *k_map = ws::make_map(p, k, p.h_kv, rows, p.b, HopperTiles<HEAD_DIM>::BLOCK_KV);
+  *v_map = ws::make_map(p, v, p.h_kv, rows, p.b, HopperTiles<HEAD_DIM>::BLOCK_KV);
+}
+
+#if LAB_HAVE_RING_PROTOCOL
+template <class T, int HEAD_DIM>
+constexpr auto hopper_partial = ws::ws_kernel<T, HEAD_DIM, true, RingRules, HopperTiles<HEAD_DIM>::CONS, true>;
+#endif
+
+template <class T, int HEAD_DIM>
+void launch_hopper_partial(const RingParams& a, const CUtensorMap& q_map, const CUtensorMap& k_map,
+                           const CUtensorMap& v_map, int batch, cudaStream_t stream) {
+#if LAB_HAVE_RING_PROTOCOL
+  using HT = HopperTiles<HEAD_DIM>;
+  const dim3 grid(unsigned(lab::ceil_div(a.t_q, HT::BLOCK_Q)), unsigned(batch * a.h));
+  hopper_partial<T, HEAD_DIM><<<grid, HT::THREADS, HT::SMEM_BYTES, stream>>>(q_map, k_map, v_map, a);
+  CUDA_CHECK_LAST();
+#else
+  (void)a, (void)q_map, (void)k_map, (void)v_map, (void)batch, (void)stream;
+  lab::cuda_fail(cudaErrorInvalidDeviceFunction, "the Hopper partial needs section 08's protocol", __FILE__, __LINE__);
+#endif
+}
+
 template <class T, int HEAD_DIM>
 void launch_pair(Ring& ring, int r, int step) {
   Rank& rk = ring.ranks[size_t(r)];
@@ -496,6 +667,12 @@ void launch_pair(Ring& ring, int r, int step) {
   const PairMap map{ring.ro.ranks, ring.p.t_q, ring.ro.layout, r, blk, ring.local_bug};
   // A pair whose keys all come after its queries contributes nothing: nothing is launched.
   if (pair_tile(map, ring.p.causal, 0, ring.t_local, 0, ring.t_local) == lab::TileVisibility::none) return;
+  if (ring.hopper) {
+    launch_hopper_partial<T, HEAD_DIM>(ring_params(ring.p, ring.t_local, map, rk.run_o.as<float>(), rk.run_lse.as<float>(),
+                                                   ring.no_rescale_bug),
+                                       rk.q_map, rk.k_map[step % 2], rk.v_map[step % 2], ring.p.b, rk.compute);
+    return;
+  }
   const T* kv = static_cast<const T*>(rk.kv[step % 2].ptr);  // K, then V
   launch_pair_kernel<T, HEAD_DIM>(pair_args(ring.p, rk.q.ptr, kv, kv + ring.kv_elems, rk.run_o.as<float>(),
                                             rk.run_lse.as<float>(), ring.t_local, map, ring.no_rescale_bug),
@@ -684,6 +861,9 @@ double single_gpu_ms(const Ring& ring, const lab::DeviceTensors& io, cudaStream_
   run_lse.alloc(0, size_t(lse_elems) * 4);
   const PairMap whole{1, p.t_q, Layout::contiguous, 0, 0, false};
   const PairArgs a = pair_args(p, io.q, io.k, io.v, run_o.as<float>(), run_lse.as<float>(), p.t_q, whole, false);
+  const RingParams rp = ring_params(p, p.t_q, whole, run_o.as<float>(), run_lse.as<float>(), false);
+  CUtensorMap q_map, k_map, v_map;
+  if (ring.hopper) make_maps<HEAD_DIM>(p, io.q, io.k, io.v, p.t_q, &q_map, &k_map, &v_map);
   cudaEvent_t begin, end;
   CUDA_CHECK(cudaEventCreate(&begin));
   CUDA_CHECK(cudaEventCreate(&end));
@@ -692,7 +872,8 @@ double single_gpu_ms(const Ring& ring, const lab::DeviceTensors& io, cudaStream_
     init_running<<<blocks_for(o_elems, 256), 256, 0, stream>>>(run_o.as<float>(), run_lse.as<float>(), o_elems, lse_elems);
     CUDA_CHECK_LAST();
     CUDA_CHECK(cudaEventRecord(begin, stream));
-    launch_pair_kernel<T, HEAD_DIM>(a, p.b, stream);
+    if (ring.hopper) launch_hopper_partial<T, HEAD_DIM>(rp, q_map, k_map, v_map, p.b, stream);
+    else launch_pair_kernel<T, HEAD_DIM>(a, p.b, stream);
     CUDA_CHECK(cudaEventRecord(end, stream));
     CUDA_CHECK(cudaEventSynchronize(end));
     float x = 0.f;
@@ -703,6 +884,31 @@ double single_gpu_ms(const Ring& ring, const lab::DeviceTensors& io, cudaStream_
   CUDA_CHECK(cudaEventDestroy(end));
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
+}
+
+// The ring protocol is there: section 08's file is beside this one and its ring_slot() is written.
+bool ring_protocol_written() {
+#if LAB_HAVE_RING_PROTOCOL
+  return ring::ring_slot(0, 3).stage >= 0;
+#else
+  return false;
+#endif
+}
+
+// The Hopper partial runs here: a compute capability 9.0 GPU, sm_90a code in this binary, and
+// section 08's ring protocol written (else `ring` says so and runs pair_kernel).
+bool hopper_partial_runs(const lab::DeviceInfo& dev, bool quiet) {
+  if (dev.cc_major != 9 || dev.cc_minor != 0) return false;
+#if LAB_HAVE_RING_PROTOCOL
+  cudaFuncAttributes attr{};
+  CUDA_CHECK(cudaFuncGetAttributes(&attr, hopper_partial<__nv_bfloat16, 64>));
+  if (attr.binaryVersion != 90) return false;
+#endif
+  if (ring_protocol_written()) return true;
+  if (!quiet)
+    std::printf("12_ring: the Hopper partial needs section 08's ring protocol (write it in 08_tma_skeleton.cu "
+                "first); running the mma partial\n");
+  return false;
 }
 
 template <class T, int HEAD_DIM>
@@ -719,6 +925,7 @@ lab::GpuRun setup_ring(const lab::RunContext& ctx) {
   ring->q_elems = int64_t(p.b) * ring->t_local * p.h * p.d;
   ring->kv_elems = int64_t(p.b) * ring->t_local * p.h_kv * p.d;
   ring->lse_elems = int64_t(p.b) * p.h * ring->t_local;
+  ring->hopper = ctx.variant == "ring" && hopper_partial_runs(ctx.device, ctx.options.quiet);
   constexpr int smem = Tiles<HEAD_DIM>::SMEM_BYTES;
   if (!ring->nccl) {
     CUDA_CHECK(cudaStreamCreateWithFlags(&ring->local_comm, cudaStreamNonBlocking));
@@ -736,8 +943,17 @@ lab::GpuRun setup_ring(const lab::RunContext& ctx) {
     rk.device = ring->nccl ? r : 0;
     CUDA_CHECK(cudaSetDevice(rk.device));
     CUDA_CHECK(cudaFuncSetAttribute(pair_kernel<T, HEAD_DIM>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+#if LAB_HAVE_RING_PROTOCOL
+    if (ring->hopper)
+      CUDA_CHECK(cudaFuncSetAttribute(hopper_partial<T, HEAD_DIM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      HopperTiles<HEAD_DIM>::SMEM_BYTES));
+#endif
     rk.q.alloc(rk.device, size_t(ring->q_elems) * tb);
     for (auto& slot : rk.kv) slot.alloc(rk.device, size_t(2 * ring->kv_elems) * tb);
+    if (ring->hopper)
+      for (int i = 0; i < 2; ++i)  // K, then V, in one slot
+        make_maps<HEAD_DIM>(p, i == 0 ? rk.q.ptr : nullptr, rk.kv[i].ptr, static_cast<T*>(rk.kv[i].ptr) + ring->kv_elems,
+                            ring->t_local, &rk.q_map, &rk.k_map[i], &rk.v_map[i]);
     rk.run_o.alloc(rk.device, size_t(ring->q_elems) * 4);
     rk.run_lse.alloc(rk.device, size_t(ring->lse_elems) * 4);
     for (auto* list : {&rk.comp_begin, &rk.comp_end, &rk.xfer_begin, &rk.xfer_end}) {
@@ -781,8 +997,9 @@ lab::GpuRun setup_ring(const lab::RunContext& ctx) {
   run.metrics["transport"] = g_ring.transport;
   run.metrics["kv_bytes_per_rank"] = kv_rank_bytes;
   run.metrics["kv_bytes_total"] = kv_rank_bytes * n;
-  run.metrics["block_q"] = BLOCK_Q;
-  run.metrics["block_kv"] = BLOCK_KV;
+  run.metrics["kernel"] = ring->hopper ? "hopper (wgmma, TMA, warp-specialised)" : "mma (mma.sync, cp.async)";
+  run.metrics["block_q"] = ring->hopper ? HopperTiles<HEAD_DIM>::BLOCK_Q : BLOCK_Q;
+  run.metrics["block_kv"] = ring->hopper ? HopperTiles<HEAD_DIM>::BLOCK_KV : BLOCK_KV;
   const bool print = !ctx.options.quiet;
   run.after_check_run = [ring, work, kv_rank_bytes, print, io](nlohmann::json& metrics) {
     if (print) {
@@ -1005,7 +1222,7 @@ int main(int argc, char** argv) {
   lab::Section s;
   s.name = "12_ring";
   s.title = "ring attention: Q, K, V sharded along T over ranks, K/V passed around a ring, LSE merge (§12.10.5)";
-  s.variants = {"ring"};
+  s.variants = {"ring", "ring-mma"};
   s.bugs = {"no-merge-rescale", "local-causal"};
   s.dtypes = {lab::DType::f16, lab::DType::bf16};
   s.default_problem.b = 1;

@@ -4,6 +4,8 @@
 //   shard-map: every layout and rank count gives each global row to exactly one (rank, local row),
 //     in increasing order within a shard; the worked example of ch12/12_ring.md; over N steps a
 //     rank holds every block once, and what it holds at step s + 1 is what rank r - 1 held at s.
+//   keys_seen (given: the Hopper partial's rule, built on the shard map): for every pair of every
+//     layout, a row's visible keys are a prefix of the block, as long as a count over the block says.
 //   ring-merge: the worked example (2.0 and 1.0), empty states (-inf) weigh nothing and never give
 //     a NaN, and merging three partials in either order gives the same state as the whole softmax.
 // Exit 0 when every check passes, 1 otherwise (each failure printed with its line).
@@ -61,6 +63,29 @@ int main() {
     CHECK(each_once);
     CHECK(moves);
   }
+  // keys_seen: a row sees a prefix of the block in hand, of the length a count says (both layouts,
+  // every pair, causal; local positions for --bug local-causal; every key without a mask).
+  for (Layout layout : {Layout::contiguous, Layout::zigzag})
+    for (int n = 1; n <= 8; ++n) {
+      const int unit = layout == Layout::zigzag ? 2 * n : n, t = unit * 7, tl = t / n;
+      bool counted = true, all_without_mask = true;
+      for (int r = 0; r < n; ++r)
+        for (int blk = 0; blk < n; ++blk)
+          for (int local = 0; local < 2; ++local) {
+            const PairMap m{n, t, layout, r, blk, local == 1};
+            for (int i = 0; i < tl; ++i) {
+              int count = 0;
+              for (int j = 0; j < tl; ++j) count += m.k_pos(j) <= m.q_pos(i);
+              const int seen = keys_seen(m, true, i, tl);
+              bool prefix = true;
+              for (int j = 0; j < tl; ++j) prefix = prefix && ((j < seen) == (m.k_pos(j) <= m.q_pos(i)));
+              counted = counted && seen == count && prefix;
+              all_without_mask = all_without_mask && keys_seen(m, false, i, tl) == tl;
+            }
+          }
+      CHECK(counted);
+      CHECK(all_without_mask);
+    }
   // ring-merge: the worked example.
   const RowMerge m = merge_rows(2.0f, 1.0f);
   CHECK(near(m.w_run, 0.7310586f) && near(m.w_part, 0.2689414f) && near(m.lse, 2.3132617f));

@@ -13,6 +13,9 @@
 //       the tiles before a window is section 07's lesson, in section 07's rules).
 //   H::KernelParams: the kernel's parameter struct, Params or a struct derived from it that
 //       carries a section's own fields (07: its --bug switch and its tile counter).
+//   H::Tile<T, HEAD_DIM, KV_TILE> (optional): the consumers' tile, a ConsumerTile with a step of
+//       its own (12: the epilogue merges into a running state instead of writing O); without
+//       it, ConsumerTile.
 //
 // The kernel is ws_kernel<T, HEAD_DIM, OVERLAP, H, CONS, PINGPONG, KV_TILE, PERSISTENT>: CONS
 // consumer warpgroups (1, 2, or 3 at D = 64), PINGPONG for FlashAttention-3's schedule across them,
@@ -526,6 +529,16 @@ struct ConsumerTile {
   }
 };
 
+// The tile the consumers run: H::Tile where the rules name one, else ConsumerTile.
+template <class H, class T, int HEAD_DIM, int KV_TILE, class = void>
+struct TileOf {
+  using type = ConsumerTile<T, HEAD_DIM, H, KV_TILE>;
+};
+template <class H, class T, int HEAD_DIM, int KV_TILE>
+struct TileOf<H, T, HEAD_DIM, KV_TILE, std::void_t<typename H::template Tile<T, HEAD_DIM, KV_TILE>>> {
+  using type = typename H::template Tile<T, HEAD_DIM, KV_TILE>;
+};
+
 // The plain loop (variant ws), one tile at a time: wait K, S, softmax, wait V, O += P V, release.
 template <class T, int HEAD_DIM, class H, int KV_TILE>
 __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEAD_DIM, KV_TILE>& sm, const Job& job) {
@@ -542,7 +555,7 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
   const int warp_keys_end = H::visible_keys(wg_q0 + 16 * warp, p).end;
   const int warp_last_row = lab::imin(wg_q0 + 16 * warp + 15, p.t_q - 1);
   const int warp_keys_begin = H::visible_keys(warp_last_row, p).begin;
-  using Tile = ConsumerTile<T, HEAD_DIM, H, KV_TILE>;
+  using Tile = typename TileOf<H, T, HEAD_DIM, KV_TILE>::type;
   const uint32_t q_rows = Tile::q_rows(sm.q(), wg);  // this warpgroup's 64 rows of Q
 
   Tile c;
@@ -825,7 +838,7 @@ ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64
   } else {
     regs_claim<Budget::consumer>();
     const int wg = threadIdx.x / WG_THREADS - 1;
-    using Tile = ConsumerTile<T, HEAD_DIM, H, KV_TILE>;
+    using Tile = typename TileOf<H, T, HEAD_DIM, KV_TILE>::type;
     std::conditional_t<PINGPONG, PingPongTurns<CONS>, NoTurns> turns{wg};
     Job job = no_job();
     for (int k = 0, index = first; index < jobs; ++k) {
