@@ -571,7 +571,6 @@ struct Rank {
   int device = 0;
   DeviceMem q, kv[2], run_o, run_lse;     // on `device`
   CUtensorMap q_map, k_map[2], v_map[2];  // the Hopper partial's TMA maps over q and the two slots
-  DeviceMem job_counter;                  // the Hopper partial's job queue (zeroed once, left at 0 by every launch)
   DeviceMem q_stage, kv_stage, o_stage, lse_stage;  // nccl: staging on device 0 (local: unused)
   cudaStream_t compute = nullptr, comm = nullptr;   // local: the harness's stream and one shared comm stream
   std::vector<cudaEvent_t> comp_begin, comp_end, xfer_begin, xfer_end;  // [step]
@@ -584,7 +583,6 @@ struct Ring {
   RingOptions ro;
   bool nccl = false, no_rescale_bug = false, local_bug = false;
   bool hopper = false;  // the partial: the Hopper kernel (else pair_kernel)
-  int sms = 0;          // the persistent Hopper partial's grid: a block per SM
   int t_local = 0;
   int64_t q_elems = 0, kv_elems = 0, lse_elems = 0;  // per shard (kv: one of K, V)
   std::vector<Rank> ranks;
@@ -674,30 +672,21 @@ void make_maps(const lab::Problem& p, const void* q, const void* k, const void* 
   *v_map = ws::make_map(p, v, p.h_kv, rows, p.b, HopperTiles<HEAD_DIM>::BLOCK_KV);
 }
 
-// Persistent (section 08's ws-persistent): a block per SM runs one Q tile's job after another, so
-// the epilogue of one (the merge: a read and a write of the fp32 running O) runs while the other
-// warpgroup computes, and a launch pays its set-up once per SM, not once per Q tile: the pairs of a
-// ring are short launches (T/N rows against T/N keys), where those costs weigh most.
 #if LAB_HAVE_RING_PROTOCOL
 template <class T, int HEAD_DIM>
-constexpr auto hopper_partial =
-    ws::ws_kernel<T, HEAD_DIM, true, RingRules, HopperTiles<HEAD_DIM>::CONS, true, ws::BLOCK_KV, true>;
+constexpr auto hopper_partial = ws::ws_kernel<T, HEAD_DIM, true, RingRules, HopperTiles<HEAD_DIM>::CONS, true>;
 #endif
 
 template <class T, int HEAD_DIM>
-void launch_hopper_partial(const RingParams& pair, const CUtensorMap& q_map, const CUtensorMap& k_map,
-                           const CUtensorMap& v_map, int batch, int sms, unsigned* job_counter, cudaStream_t stream) {
+void launch_hopper_partial(const RingParams& a, const CUtensorMap& q_map, const CUtensorMap& k_map,
+                           const CUtensorMap& v_map, int batch, cudaStream_t stream) {
 #if LAB_HAVE_RING_PROTOCOL
   using HT = HopperTiles<HEAD_DIM>;
-  RingParams a = pair;
-  a.q_tiles = lab::ceil_div(a.t_q, HT::BLOCK_Q);
-  a.jobs = a.q_tiles * batch * a.h;
-  a.job_counter = job_counter;
-  const dim3 grid(unsigned(lab::imin(a.jobs, sms)));
+  const dim3 grid(unsigned(lab::ceil_div(a.t_q, HT::BLOCK_Q)), unsigned(batch * a.h));
   hopper_partial<T, HEAD_DIM><<<grid, HT::THREADS, HT::SMEM_BYTES, stream>>>(q_map, k_map, v_map, a);
   CUDA_CHECK_LAST();
 #else
-  (void)pair, (void)q_map, (void)k_map, (void)v_map, (void)batch, (void)sms, (void)job_counter, (void)stream;
+  (void)a, (void)q_map, (void)k_map, (void)v_map, (void)batch, (void)stream;
   lab::cuda_fail(cudaErrorInvalidDeviceFunction, "the Hopper partial needs section 08's protocol", __FILE__, __LINE__);
 #endif
 }
@@ -713,8 +702,7 @@ void launch_pair(Ring& ring, int r, int step) {
   if (ring.hopper) {
     launch_hopper_partial<T, HEAD_DIM>(ring_params(ring.p, ring.t_local, map, rk.run_o.as<float>(), rk.run_lse.as<float>(),
                                                    ring.no_rescale_bug),
-                                       rk.q_map, rk.k_map[step % 2], rk.v_map[step % 2], ring.p.b, ring.sms,
-                                       rk.job_counter.as<unsigned>(), rk.compute);
+                                       rk.q_map, rk.k_map[step % 2], rk.v_map[step % 2], ring.p.b, rk.compute);
     return;
   }
   const T* kv = static_cast<const T*>(rk.kv[step % 2].ptr);  // K, then V
@@ -907,12 +895,7 @@ double single_gpu_ms(const Ring& ring, const lab::DeviceTensors& io, cudaStream_
   const PairArgs a = pair_args(p, io.q, io.k, io.v, run_o.as<float>(), run_lse.as<float>(), p.t_q, whole, false);
   const RingParams rp = ring_params(p, p.t_q, whole, run_o.as<float>(), run_lse.as<float>(), false);
   CUtensorMap q_map, k_map, v_map;
-  DeviceMem counter;
-  if (ring.hopper) {
-    make_maps<HEAD_DIM>(p, io.q, io.k, io.v, p.t_q, &q_map, &k_map, &v_map);
-    counter.alloc(0, sizeof(unsigned));
-    CUDA_CHECK(cudaMemset(counter.ptr, 0, sizeof(unsigned)));
-  }
+  if (ring.hopper) make_maps<HEAD_DIM>(p, io.q, io.k, io.v, p.t_q, &q_map, &k_map, &v_map);
   cudaEvent_t begin, end;
   CUDA_CHECK(cudaEventCreate(&begin));
   CUDA_CHECK(cudaEventCreate(&end));
@@ -921,7 +904,7 @@ double single_gpu_ms(const Ring& ring, const lab::DeviceTensors& io, cudaStream_
     init_running<<<blocks_for(o_elems, 256), 256, 0, stream>>>(run_o.as<float>(), run_lse.as<float>(), o_elems, lse_elems);
     CUDA_CHECK_LAST();
     CUDA_CHECK(cudaEventRecord(begin, stream));
-    if (ring.hopper) launch_hopper_partial<T, HEAD_DIM>(rp, q_map, k_map, v_map, p.b, ring.sms, counter.as<unsigned>(), stream);
+    if (ring.hopper) launch_hopper_partial<T, HEAD_DIM>(rp, q_map, k_map, v_map, p.b, stream);
     else launch_pair_kernel<T, HEAD_DIM>(a, p.b, stream);
     CUDA_CHECK(cudaEventRecord(end, stream));
     CUDA_CHECK(cudaEventSynchronize(end));
@@ -975,7 +958,6 @@ lab::GpuRun setup_ring(const lab::RunContext& ctx) {
   ring->kv_elems = int64_t(p.b) * ring->t_local * p.h_kv * p.d;
   ring->lse_elems = int64_t(p.b) * p.h * ring->t_local;
   ring->hopper = ctx.variant == "ring" && hopper_partial_runs(ctx.device, ctx.options.quiet);
-  ring->sms = ctx.device.sms;
   constexpr int smem = Tiles<HEAD_DIM>::SMEM_BYTES;
   if (!ring->nccl) {
     CUDA_CHECK(cudaStreamCreateWithFlags(&ring->local_comm, cudaStreamNonBlocking));
@@ -1000,13 +982,10 @@ lab::GpuRun setup_ring(const lab::RunContext& ctx) {
 #endif
     rk.q.alloc(rk.device, size_t(ring->q_elems) * tb);
     for (auto& slot : rk.kv) slot.alloc(rk.device, size_t(2 * ring->kv_elems) * tb);
-    if (ring->hopper) {
+    if (ring->hopper)
       for (int i = 0; i < 2; ++i)  // K, then V, in one slot
         make_maps<HEAD_DIM>(p, i == 0 ? rk.q.ptr : nullptr, rk.kv[i].ptr, static_cast<T*>(rk.kv[i].ptr) + ring->kv_elems,
                             ring->t_local, &rk.q_map, &rk.k_map[i], &rk.v_map[i]);
-      rk.job_counter.alloc(rk.device, sizeof(unsigned));
-      CUDA_CHECK(cudaMemset(rk.job_counter.ptr, 0, sizeof(unsigned)));  // once: every launch leaves it at 0
-    }
     rk.run_o.alloc(rk.device, size_t(ring->q_elems) * 4);
     rk.run_lse.alloc(rk.device, size_t(ring->lse_elems) * 4);
     for (auto* list : {&rk.comp_begin, &rk.comp_end, &rk.xfer_begin, &rk.xfer_end}) {
@@ -1032,7 +1011,6 @@ lab::GpuRun setup_ring(const lab::RunContext& ctx) {
 
   lab::GpuRun run;
   const lab::DeviceTensors io = ctx.tensors;
-  run.carries_state = ring->hopper;  // the job counters: the timed runs must leave the checked O
   run.forward = [ring, io](cudaStream_t stream) {
     if (!ring->nccl)
       for (Rank& rk : ring->ranks) rk.compute = stream;  // local: every rank computes on the harness's stream
