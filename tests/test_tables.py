@@ -519,7 +519,7 @@ class RingTable(unittest.TestCase):
                 "problem": {"b": 1, "h": 16, "h_kv": 16, "t_q": 16384, "t_kv": 16384, "d": 128, "dtype": "bf16",
                             "causal": True, "window": None, "page_size": None},
                 "check": {"passed": True}, "timing": {"median_ms": 2.0 * ranks},
-                "metrics": {"ranks": ranks, "layout": layout, "transport": transport, "ring_ms": 1.5,
+                "metrics": {"ranks": ranks, "layout": layout, "transport": transport, "kernel": "hopper (wgmma)", "ring_ms": 1.5,
                             "compute_ms": 1.4, "transfer_ms": 0.2, "overlap": 0.5, "work_max_over_mean": 1.71,
                             eff_key: eff}}
 
@@ -527,7 +527,7 @@ class RingTable(unittest.TestCase):
         rows = tables.ring_table([self.record(4, "contiguous", "local", "sharding_efficiency", 0.8),
                                   self.record(8, "zigzag", "nccl", "scaling_efficiency", 0.93)]).splitlines()
         self.assertEqual(len(rows), 4)
-        self.assertIn("| 4 | contiguous | local | 8 |", rows[2])
+        self.assertIn("| ring (hopper) | 4 | contiguous | local | 8 |", rows[2])
         self.assertIn("| 50% | 1.71 | 0.80 | pass |", rows[2])
         self.assertIn("| 8 | zigzag | nccl | 16 |", rows[3])
         self.assertIn("| 0.93 | pass |", rows[3])
