@@ -1236,14 +1236,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cannot run here: built without NCCL (--transport local runs the ring on one GPU)\n");
     return lab::kExitCannotRun;
 #else
-    // One process drives every GPU of the host, one rank each: --ranks must be their number, checked
-    // before any NCCL call. NVLink SHARP (multicast) stays off unless the environment asks for it.
+    // One process drives one GPU per rank, GPUs 0 .. N-1 (a host of 8 runs N = 2, 4 and 8): --ranks
+    // may not exceed the visible GPUs, checked before any NCCL call. NVLink SHARP (multicast) stays
+    // off unless the environment asks for it.
     int gpus = 0;
     if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus == 0) {
       std::fprintf(stderr, "cannot run here: no CUDA GPU; add --cpu to run the CPU model of 12_ring instead\n");
       return lab::kExitCannotRun;
     }
-    if (gpus != g_ring.ranks) {
+    if (g_ring.ranks > gpus) {
       std::fprintf(stderr, "bad input: --transport nccl runs one rank per GPU: --ranks %d, but %d GPU%s visible\n",
                    g_ring.ranks, gpus, gpus == 1 ? " is" : "s are");
       return lab::kExitBadInput;
@@ -1264,9 +1265,9 @@ int main(int argc, char** argv) {
   s.default_problem.t_kv = 4096;
   s.default_problem.d = 128;
   s.default_problem.dtype = lab::DType::bf16;
-  s.extra_help = {{"--ranks N", "ranks of the ring (default 4); with --transport nccl, the number of GPUs"},
+  s.extra_help = {{"--ranks N", "ranks of the ring (default 4); with --transport nccl, GPUs 0 .. N-1"},
                   {"--layout L", "contiguous (default) or zigzag (2N chunks: rank r holds chunks r and 2N-1-r)"},
-                  {"--transport X", "local (default: every rank on one GPU, cudaMemcpyAsync passes) or nccl (one GPU a rank)"}};
+                  {"--transport X", "local (default: every rank on one GPU, cudaMemcpyAsync passes) or nccl (rank r on GPU r)"}};
   s.workspace_bytes = [](const lab::Problem& p, const std::string&) {
     // Q shards, two K/V slots, the fp32 running state: about Q + 2(K + V) + 2·fp32 O over all ranks.
     return int64_t(p.q_elems()) * (2 + 4) + 4 * p.kv_elems() * 2 + p.lse_elems() * 4;
