@@ -374,29 +374,16 @@ VariantConfig config_of(const std::string& variant, bool hopper, int d) {
   return {k, 4, true, d};
 }
 
-// The ring protocol is there: section 08's file is beside this one and its ring_slot() is written.
-bool ring_protocol_written() {
-#if LAB_HAVE_RING_PROTOCOL
-  return ring::ring_slot(0, 3).stage >= 0;
-#else
-  return false;
-#endif
-}
-
-// The Hopper kernel runs here: a compute capability 9.0 GPU, sm_90a code in this binary, and
-// section 08's ring protocol written (else `window` and `full` say so and run the mma kernel).
+// The Hopper kernel runs here: an H100/H200, sm_90a code in this binary, and section 08's ring
+// protocol written (its file beside this one, its ring_slot() no longer the stub); else `window`
+// and `full` say so and run the mma kernel.
 bool hopper_kernel_runs(const lab::DeviceInfo& dev, bool quiet) {
-  if (dev.cc_major != 9 || dev.cc_minor != 0) return false;
 #if LAB_HAVE_RING_PROTOCOL
-  cudaFuncAttributes attr{};
-  CUDA_CHECK(cudaFuncGetAttributes(&attr, ws::ws_kernel<__nv_bfloat16, 64, true, HopperRules<true>, 3, true>));
-  if (attr.binaryVersion != 90) return false;
+  return ws::hopper_kernel_runs(dev, ws::ws_kernel<__nv_bfloat16, 64, true, HopperRules<true>, 3, true>,
+                                ring::ring_slot(0, 3).stage >= 0, "07_sliding_window", quiet);
+#else
+  return ws::hopper_kernel_runs(dev, nullptr, false, "07_sliding_window", quiet);
 #endif
-  if (ring_protocol_written()) return true;
-  if (!quiet)
-    std::printf("07_sliding_window: the Hopper kernel needs section 08's ring protocol (write it in "
-                "08_tma_skeleton.cu first); running the mma kernel\n");
-  return false;
 }
 
 // The K/V tiles a variant must visit, by lab::tile_visibility over every (Q tile, K/V tile) pair

@@ -918,29 +918,16 @@ double single_gpu_ms(const Ring& ring, const lab::DeviceTensors& io, cudaStream_
   return times[times.size() / 2];
 }
 
-// The ring protocol is there: section 08's file is beside this one and its ring_slot() is written.
-bool ring_protocol_written() {
-#if LAB_HAVE_RING_PROTOCOL
-  return ring::ring_slot(0, 3).stage >= 0;
-#else
-  return false;
-#endif
-}
-
-// The Hopper partial runs here: a compute capability 9.0 GPU, sm_90a code in this binary, and
-// section 08's ring protocol written (else `ring` says so and runs pair_kernel).
+// The Hopper partial runs here: an H100/H200, sm_90a code in this binary, and section 08's ring
+// protocol written (its file beside this one, its ring_slot() no longer the stub); else `ring`
+// says so and runs pair_kernel.
 bool hopper_partial_runs(const lab::DeviceInfo& dev, bool quiet) {
-  if (dev.cc_major != 9 || dev.cc_minor != 0) return false;
 #if LAB_HAVE_RING_PROTOCOL
-  cudaFuncAttributes attr{};
-  CUDA_CHECK(cudaFuncGetAttributes(&attr, hopper_partial<__nv_bfloat16, 64>));
-  if (attr.binaryVersion != 90) return false;
+  return ws::hopper_kernel_runs(dev, hopper_partial<__nv_bfloat16, 64>, ring::ring_slot(0, 3).stage >= 0, "12_ring",
+                                quiet);
+#else
+  return ws::hopper_kernel_runs(dev, nullptr, false, "12_ring", quiet);
 #endif
-  if (ring_protocol_written()) return true;
-  if (!quiet)
-    std::printf("12_ring: the Hopper partial needs section 08's ring protocol (write it in 08_tma_skeleton.cu "
-                "first); running the mma partial\n");
-  return false;
 }
 
 template <class T, int HEAD_DIM>

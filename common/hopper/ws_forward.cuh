@@ -854,6 +854,27 @@ ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64
 #endif
 }
 
+// Whether a section that runs this kernel with its own rules (07's window, 12's ring) can use it
+// here: a compute capability 9.0 GPU, sm_90a code for `kernel` in this binary, and section 08's
+// ring protocol written (protocol_written: its ring_slot() no longer the stub; kernel = nullptr
+// when 08's file is not there to build it). If the protocol is all that is missing, says so on one
+// line (unless quiet): the section then runs its mma kernel.
+template <class Kernel>
+inline bool hopper_kernel_runs(const lab::DeviceInfo& dev, Kernel kernel, bool protocol_written, const char* section,
+                               bool quiet) {
+  if (dev.cc_major != 9 || dev.cc_minor != 0) return false;
+  if constexpr (!std::is_same_v<Kernel, std::nullptr_t>) {
+    cudaFuncAttributes attr{};
+    CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+    if (attr.binaryVersion != 90) return false;
+  }
+  if (protocol_written) return true;
+  if (!quiet)
+    std::printf("%s: the Hopper kernel needs section 08's ring protocol (write it in 08_tma_skeleton.cu first); "
+                "running the mma kernel\n", section);
+  return false;
+}
+
 // The fields of Params every variant sets, from the problem; the paged fields stay 0.
 inline Params params_of(const lab::Problem& pr, void* o, float* lse) {
   Params p{};

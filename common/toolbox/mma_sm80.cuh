@@ -145,9 +145,13 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
 
 // ---- A warp's fp32 C fragments restaged as whole rows, for atomics that add whole 128-byte lines
 // (11's atomic dQ): the word of an [8 rows][32 floats] stage that holds row r, 16-byte chunk k
-// (columns 4k .. 4k + 3), word w of the chunk. Chunk k of row r sits at k ^ r, so that neither the
-// fragment stores (lane 4g + t: row g, columns 2t, 2t + 1 of each 8) nor the row loads (8 lanes a
-// row, a chunk each) share a bank.
-__host__ __device__ constexpr int row_stage_word(int r, int k, int w) { return r * 32 + (k ^ r) * 4 + w; }
+// (columns 4k .. 4k + 3), word w of the chunk. Shared memory serves a warp's 8-byte accesses a
+// half-warp at a time and its 16-byte ones a quarter-warp at a time; within each, no two lanes may
+// touch one bank in different words. The fragment stores (lane 4g + t: row g, columns 2t, 2t + 1 of
+// each 8, a float2) put rows 0-3 in one half-warp, two chunks of each; the row loads (a float4)
+// put one row's 8 chunks in one quarter-warp. Chunk k of row r sits at k ^ 2(r % 4): the four rows
+// of a half-warp spread their chunk pairs over all 8 positions, and a row's chunks stay a
+// permutation.
+__host__ __device__ constexpr int row_stage_word(int r, int k, int w) { return r * 32 + (k ^ (2 * (r & 3))) * 4 + w; }
 
 }  // namespace lab::sm80
