@@ -62,7 +62,6 @@ constexpr int THREADS = 32 * NUM_WARPS;
 constexpr int ROWS_PER_WARP = 16;  // one m16 tile: keys (main kernel) or query rows (dQ kernel)
 static_assert(BLOCK_KV == NUM_WARPS * ROWS_PER_WARP && BLOCK_Q == NUM_WARPS * ROWS_PER_WARP, "one m16 tile a warp");
 static_assert(BLOCK_Q % 16 == 0 && BLOCK_KV % 16 == 0, "whole k-steps of 16");
-constexpr float kLog2e = 1.4426950408889634f;
 
 // =============================================================================================
 // The exercises. Each returns true once written (the stub returns false, and then no gradient is
@@ -173,7 +172,7 @@ __global__ void preprocess_kernel(const T* __restrict__ o, const T* __restrict__
   if (!exists || chunk != 0) return;
   const float l = real ? lse[(int64_t(b) * h + head) * t_q + i] : -INFINITY;
   d_rows[row] = real ? sum : 0.f;
-  lse_log2[row] = l == -INFINITY ? INFINITY : l * kLog2e;
+  lse_log2[row] = l == -INFINITY ? INFINITY : l * lab::kLog2e;
 }
 
 // dst[0..3] += v. One 16-byte atomic (red.global.add.v4.f32) on sm_90 and later, four 4-byte ones before.
@@ -605,7 +604,7 @@ inline int64_t workspace_floats(int b, int h, int t_q, int d, bool atomic, bool 
 
 inline Shape make_shape(const BackwardArgs& a, const std::string& bug) {
   const float scale = 1.0f / std::sqrt(float(a.d));
-  return Shape{a.t_q, a.t_kv, a.h, a.h_kv, a.causal, scale, bug == "unscaled-p" ? kLog2e : scale * kLog2e,
+  return Shape{a.t_q, a.t_kv, a.h, a.h_kv, a.causal, scale, bug == "unscaled-p" ? lab::kLog2e : scale * lab::kLog2e,
                bug == "dq-no-accumulate", row_stride_of(a.t_q, a.hopper)};
 }
 
@@ -779,7 +778,7 @@ std::string run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
         for (int c = 0; c < d; ++c) sum += opt.bug == "d-without-do" ? o[c] : d_o[c] * o[c];
         const size_t row = size_t(pr.lse_index(b, h, i));
         d_rows[row] = sum;
-        lse_log2[row] = in.lse[row] == -INFINITY ? INFINITY : in.lse[row] * kLog2e;
+        lse_log2[row] = in.lse[row] == -INFINITY ? INFINITY : in.lse[row] * lab::kLog2e;
       }
   std::vector<float> dq_acc(size_t(pr.q_elems()), 0.f);
   std::atomic<bool> written{true};
