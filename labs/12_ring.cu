@@ -152,6 +152,47 @@ LAB_HD lab::TileVisibility pair_tile(const PairMap& m, bool causal, int q0, int 
   return m.k_pos(k1 - 1) <= m.q_pos(q0) ? lab::TileVisibility::full : lab::TileVisibility::partial;
 }
 
+// The epilogue of both partial kernels: a thread's rows row_g and row_g + 8 of a pair's partial,
+// (O / l, LSE), merged into the running state. o_acc[4j + 2r + c] is row row_g + 8r, column
+// 8j + 2t + c: the C layout of mma.sync's n-blocks and of wgmma's accumulator alike. m is a row's
+// max of the raw scores, l this thread's part of its sum. The 4 lanes of a quad share a row: all
+// read its running LSE before lane t == 0 writes the new one.
+template <int HEAD_DIM>
+__device__ __forceinline__ void merge_into_running(const float (&o_acc)[HEAD_DIM / 2], const float (&m)[2],
+                                                   const float (&l)[2], float scale, bool no_rescale_bug,
+                                                   float* run_o, float* run_lse, int b, int head, int heads,
+                                                   int t_local, int row_g, int t) {
+  const int64_t bh = int64_t(b) * heads + head;
+  RowMerge w[2];
+  float inv_l[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float row_sum = l[r];
+    row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 1);
+    row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 2);
+    const int i = row_g + 8 * r;
+    const float lse_part = row_sum > 0.f ? m[r] * scale + logf(row_sum) : -INFINITY;
+    const float lse_run = i < t_local ? run_lse[bh * t_local + i] : -INFINITY;
+    w[r] = merge_of(lse_run, lse_part, no_rescale_bug);
+    inv_l[r] = row_sum > 0.f ? 1.f / row_sum : 0.f;
+  }
+  __syncwarp();  // every lane has read its rows' running LSE
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int i = row_g + 8 * r;
+    if (i >= t_local) continue;
+    float* o_row = run_o + ((int64_t(b) * t_local + i) * heads + head) * HEAD_DIM;
+#pragma unroll
+    for (int j = 0; j < HEAD_DIM / 8; ++j) {
+      float2* at = reinterpret_cast<float2*>(o_row + 8 * j + 2 * t);
+      const float2 run = *at;
+      *at = make_float2(w[r].w_run * run.x + w[r].w_part * o_acc[4 * j + 2 * r] * inv_l[r],
+                        w[r].w_run * run.y + w[r].w_part * o_acc[4 * j + 2 * r + 1] * inv_l[r]);
+    }
+    if (t == 0) run_lse[bh * t_local + i] = w[r].lse;
+  }
+}
+
 struct PairArgs {
   const void* q;   // [B, T_local, H, D]     this rank's Q shard
   const void* k;   // [B, T_local, H_kv, D]  the K/V block in hand
@@ -266,36 +307,9 @@ __global__ void __launch_bounds__(THREADS) pair_kernel(const PairArgs a) {
     }
   }
 
-  // Epilogue: this pair's partial row (O / l, LSE) merged into the running state. The 4 lanes of
-  // a quad share a row: all read its running LSE before lane t == 0 writes the new one.
-  RowMerge w[2];
-  float inv_l[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float row_sum = l[r];
-    row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 1);
-    row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 2);
-    const int i = row_g + 8 * r;
-    const float lse_part = row_sum > 0.f ? m[r] * a.scale + logf(row_sum) : -INFINITY;
-    const float lse_run = i < a.t_local ? a.run_lse[int64_t(bh) * a.t_local + i] : -INFINITY;
-    w[r] = merge_of(lse_run, lse_part, a.no_rescale_bug);
-    inv_l[r] = row_sum > 0.f ? 1.f / row_sum : 0.f;
-  }
-  __syncwarp();  // every lane has read its rows' running LSE
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int i = row_g + 8 * r;
-    if (i >= a.t_local) continue;
-    float* o_row = a.run_o + (int64_t(b) * a.t_local + i) * q_stride + int64_t(head) * HEAD_DIM;
-#pragma unroll
-    for (int nb = 0; nb < TL::O_BLOCKS; ++nb) {
-      float2* at = reinterpret_cast<float2*>(o_row + 8 * nb + 2 * t);
-      const float2 run = *at;
-      *at = make_float2(w[r].w_run * run.x + w[r].w_part * o_acc[nb][2 * r] * inv_l[r],
-                        w[r].w_run * run.y + w[r].w_part * o_acc[nb][2 * r + 1] * inv_l[r]);
-    }
-    if (t == 0) a.run_lse[int64_t(bh) * a.t_local + i] = w[r].lse;
-  }
+  // Epilogue: this pair's partial merged into the running state.
+  merge_into_running<HEAD_DIM>(reinterpret_cast<const float(&)[HEAD_DIM / 2]>(o_acc), m, l, a.scale, a.no_rescale_bug,
+                               a.run_o, a.run_lse, b, head, a.h, a.t_local, row_g, t);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -365,44 +379,22 @@ struct RingRules : ring::Protocol<ring::KvSource::contiguous> {
   LAB_HD static bool begin_block(const ws::Params&, ws::TileSpan) { return true; }
 };
 
-// Section 08's consumer tile with pair_kernel's epilogue: the partial row (O / l, LSE) merged into
-// the running state. o_acc[4j + 2r + c] is row row_g + 8r, column 8j + 2t + c (the wgmma layout).
+// Section 08's consumer tile with pair_kernel's epilogue (merge_into_running) instead of O's store.
 template <class T, int HEAD_DIM, int KV_TILE>
 struct RingTile : ws::ConsumerTile<T, HEAD_DIM, RingRules, KV_TILE> {
   __device__ __forceinline__ void finalize(const ws::Params& p, int b, int head, int row_g, int t) {
     const RingParams& a = RingRules::own(p);
-    const int64_t bh = int64_t(b) * p.h + head;
-    RowMerge w[2];
-    float inv_l[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float row_sum = this->l[r];
-      row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 1);
-      row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 2);
-      const int i = row_g + 8 * r;
-      const float lse_part = row_sum > 0.f ? this->m[r] * p.scale + logf(row_sum) : -INFINITY;
-      const float lse_run = i < p.t_q ? a.run_lse[bh * p.t_q + i] : -INFINITY;
-      w[r] = merge_of(lse_run, lse_part, a.no_rescale_bug != 0);
-      inv_l[r] = row_sum > 0.f ? 1.f / row_sum : 0.f;
-    }
-    __syncwarp();  // every lane of the quad has read its rows' running LSE before lane 0 writes it
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int i = row_g + 8 * r;
-      if (i >= p.t_q) continue;
-      float* o_row = a.run_o + ((int64_t(b) * p.t_q + i) * p.h + head) * HEAD_DIM;
-#pragma unroll
-      for (int j = 0; j < HEAD_DIM / 8; ++j) {
-        float2* at = reinterpret_cast<float2*>(o_row + 8 * j + 2 * t);
-        const float2 run = *at;
-        *at = make_float2(w[r].w_run * run.x + w[r].w_part * this->o_acc[4 * j + 2 * r] * inv_l[r],
-                          w[r].w_run * run.y + w[r].w_part * this->o_acc[4 * j + 2 * r + 1] * inv_l[r]);
-      }
-      if (t == 0) a.run_lse[bh * p.t_q + i] = w[r].lse;
-    }
+    merge_into_running<HEAD_DIM>(this->o_acc, this->m, this->l, p.scale, a.no_rescale_bug != 0, a.run_o, a.run_lse, b,
+                                 head, p.h, p.t_q, row_g, t);
   }
 };
 #endif
+
+// The Hopper partial's TMA maps: Q [B, rows, H, D] in boxes of the block's query rows; K and V
+// [B, rows, H_kv, D] in boxes of a K/V tile.
+struct PartialMaps {
+  CUtensorMap q, k, v;
+};
 
 // The Hopper partial's shape: the ws-pingpong block of section 08 at this D.
 template <int HEAD_DIM>
@@ -538,7 +530,7 @@ struct DeviceMem {
 struct Rank {
   int device = 0;
   DeviceMem q, kv[2], run_o, run_lse;     // on `device`
-  CUtensorMap q_map, k_map[2], v_map[2];  // the Hopper partial's TMA maps over q and the two slots
+  PartialMaps maps[2];                    // the Hopper partial's TMA maps: q with slot 0, q with slot 1
   DeviceMem q_stage, kv_stage, o_stage, lse_stage;  // nccl: staging on device 0 (local: unused)
   cudaStream_t compute = nullptr, comm = nullptr;   // local: the harness's stream and one shared comm stream
   std::vector<cudaEvent_t> comp_begin, comp_end, xfer_begin, xfer_end;  // [step]
@@ -631,13 +623,11 @@ RingParams ring_params(const lab::Problem& p, int t_local, const PairMap& map, f
   return RingParams{ws::params_of(pair, nullptr, nullptr), map, run_o, run_lse, no_rescale_bug ? 1 : 0};
 }
 
-// Maps over a [B, rows, H, D] Q (boxes of the block's query rows) and a [B, rows, H_kv, D] K and V.
 template <int HEAD_DIM>
-void make_maps(const lab::Problem& p, const void* q, const void* k, const void* v, int rows, CUtensorMap* q_map,
-               CUtensorMap* k_map, CUtensorMap* v_map) {
-  if (q) *q_map = ws::make_map(p, q, p.h, rows, p.b, HopperTiles<HEAD_DIM>::BLOCK_Q);
-  *k_map = ws::make_map(p, k, p.h_kv, rows, p.b, HopperTiles<HEAD_DIM>::BLOCK_KV);
-  *v_map = ws::make_map(p, v, p.h_kv, rows, p.b, HopperTiles<HEAD_DIM>::BLOCK_KV);
+PartialMaps partial_maps(const lab::Problem& p, const void* q, const void* k, const void* v, int rows) {
+  return {ws::make_map(p, q, p.h, rows, p.b, HopperTiles<HEAD_DIM>::BLOCK_Q),
+          ws::make_map(p, k, p.h_kv, rows, p.b, HopperTiles<HEAD_DIM>::BLOCK_KV),
+          ws::make_map(p, v, p.h_kv, rows, p.b, HopperTiles<HEAD_DIM>::BLOCK_KV)};
 }
 
 #if LAB_HAVE_RING_PROTOCOL
@@ -646,15 +636,14 @@ constexpr auto hopper_partial = ws::ws_kernel<T, HEAD_DIM, true, RingRules, Hopp
 #endif
 
 template <class T, int HEAD_DIM>
-void launch_hopper_partial(const RingParams& a, const CUtensorMap& q_map, const CUtensorMap& k_map,
-                           const CUtensorMap& v_map, int batch, cudaStream_t stream) {
+void launch_hopper_partial(const RingParams& a, const PartialMaps& maps, int batch, cudaStream_t stream) {
 #if LAB_HAVE_RING_PROTOCOL
   using HT = HopperTiles<HEAD_DIM>;
   const dim3 grid(unsigned(lab::ceil_div(a.t_q, HT::BLOCK_Q)), unsigned(batch * a.h));
-  hopper_partial<T, HEAD_DIM><<<grid, HT::THREADS, HT::SMEM_BYTES, stream>>>(q_map, k_map, v_map, a);
+  hopper_partial<T, HEAD_DIM><<<grid, HT::THREADS, HT::SMEM_BYTES, stream>>>(maps.q, maps.k, maps.v, a);
   CUDA_CHECK_LAST();
 #else
-  (void)a, (void)q_map, (void)k_map, (void)v_map, (void)batch, (void)stream;
+  (void)a, (void)maps, (void)batch, (void)stream;
   lab::cuda_fail(cudaErrorInvalidDeviceFunction, "the Hopper partial needs section 08's protocol", __FILE__, __LINE__);
 #endif
 }
@@ -670,7 +659,7 @@ void launch_pair(Ring& ring, int r, int step) {
   if (ring.hopper) {
     launch_hopper_partial<T, HEAD_DIM>(ring_params(ring.p, ring.t_local, map, rk.run_o.as<float>(), rk.run_lse.as<float>(),
                                                    ring.no_rescale_bug),
-                                       rk.q_map, rk.k_map[step % 2], rk.v_map[step % 2], ring.p.b, rk.compute);
+                                       rk.maps[step % 2], ring.p.b, rk.compute);
     return;
   }
   const T* kv = static_cast<const T*>(rk.kv[step % 2].ptr);  // K, then V
@@ -862,8 +851,8 @@ double single_gpu_ms(const Ring& ring, const lab::DeviceTensors& io, cudaStream_
   const PairMap whole{1, p.t_q, Layout::contiguous, 0, 0, false};
   const PairArgs a = pair_args(p, io.q, io.k, io.v, run_o.as<float>(), run_lse.as<float>(), p.t_q, whole, false);
   const RingParams rp = ring_params(p, p.t_q, whole, run_o.as<float>(), run_lse.as<float>(), false);
-  CUtensorMap q_map, k_map, v_map;
-  if (ring.hopper) make_maps<HEAD_DIM>(p, io.q, io.k, io.v, p.t_q, &q_map, &k_map, &v_map);
+  PartialMaps maps{};
+  if (ring.hopper) maps = partial_maps<HEAD_DIM>(p, io.q, io.k, io.v, p.t_q);
   cudaEvent_t begin, end;
   CUDA_CHECK(cudaEventCreate(&begin));
   CUDA_CHECK(cudaEventCreate(&end));
@@ -872,7 +861,7 @@ double single_gpu_ms(const Ring& ring, const lab::DeviceTensors& io, cudaStream_
     init_running<<<blocks_for(o_elems, 256), 256, 0, stream>>>(run_o.as<float>(), run_lse.as<float>(), o_elems, lse_elems);
     CUDA_CHECK_LAST();
     CUDA_CHECK(cudaEventRecord(begin, stream));
-    if (ring.hopper) launch_hopper_partial<T, HEAD_DIM>(rp, q_map, k_map, v_map, p.b, stream);
+    if (ring.hopper) launch_hopper_partial<T, HEAD_DIM>(rp, maps, p.b, stream);
     else launch_pair_kernel<T, HEAD_DIM>(a, p.b, stream);
     CUDA_CHECK(cudaEventRecord(end, stream));
     CUDA_CHECK(cudaEventSynchronize(end));
@@ -938,9 +927,9 @@ lab::GpuRun setup_ring(const lab::RunContext& ctx) {
     rk.q.alloc(rk.device, size_t(ring->q_elems) * tb);
     for (auto& slot : rk.kv) slot.alloc(rk.device, size_t(2 * ring->kv_elems) * tb);
     if (ring->hopper)
-      for (int i = 0; i < 2; ++i)  // K, then V, in one slot
-        make_maps<HEAD_DIM>(p, i == 0 ? rk.q.ptr : nullptr, rk.kv[i].ptr, static_cast<T*>(rk.kv[i].ptr) + ring->kv_elems,
-                            ring->t_local, &rk.q_map, &rk.k_map[i], &rk.v_map[i]);
+      for (int i = 0; i < 2; ++i)  // a slot holds K, then V
+        rk.maps[i] = partial_maps<HEAD_DIM>(p, rk.q.ptr, rk.kv[i].ptr, static_cast<T*>(rk.kv[i].ptr) + ring->kv_elems,
+                                            ring->t_local);
     rk.run_o.alloc(rk.device, size_t(ring->q_elems) * 4);
     rk.run_lse.alloc(rk.device, size_t(ring->lse_elems) * 4);
     for (auto* list : {&rk.comp_begin, &rk.comp_end, &rk.xfer_begin, &rk.xfer_end}) {

@@ -317,14 +317,15 @@ def is_ring(records):
 
 def ring_table(records):
     """A ring's sweep (12): one row per record (ranks, layout and transport are options, not variants):
-    the variant and the partial kernel it ran (metrics.kernel, its first word), the forward's time, the ring's span split into compute and pass, the share of the pass hidden,
-    the causal work balance, and the efficiency against the single-GPU forward (local transport:
-    the cost of sharding on one GPU; nccl: the scaling over the GPUs)."""
+    the variant and the partial kernel it ran (metrics.kernel, its first word), the forward's time,
+    the ring's span split into compute and pass, the share of the pass hidden, the causal work
+    balance, and the efficiency against the single-GPU forward (local transport: the cost of sharding
+    on one GPU; nccl: the scaling over the GPUs)."""
     ours = [r for r in records if r["build"] != "baseline" and r["timing"].get("median_ms")]
     if not ours:
         return NO_RECORDS
-    head = ["shape", "variant", "ranks", "layout", "transport", "forward ms", "ring ms", "compute ms", "pass ms", "pass hidden",
-            "work max/mean", "efficiency", "check"]
+    head = ["shape", "variant", "ranks", "layout", "transport", "forward ms", "ring ms", "compute ms", "pass ms",
+            "pass hidden", "work max/mean", "efficiency", "check"]
     out = ["| " + " | ".join(head) + " |", "|---|---|---:|---|---|" + "---:|" * (len(head) - 6) + "---|"]
     key = lambda r: (sort_order(r), r["variant"], r["metrics"].get("transport", ""), r["metrics"].get("layout", ""),
                      r["metrics"].get("ranks", 0))
@@ -334,7 +335,8 @@ def ring_table(records):
         overlap = m.get("overlap")
         kernel = str(m.get("kernel") or "").split(" ")[0]
         out.append("| " + " | ".join([
-            shape(r), r["variant"] + (f" ({kernel})" if kernel else ""), str(m.get("ranks", "–")), str(m.get("layout", "–")), str(m.get("transport", "–")),
+            shape(r), r["variant"] + (f" ({kernel})" if kernel else ""), str(m.get("ranks", "–")),
+            str(m.get("layout", "–")), str(m.get("transport", "–")),
             num(r["timing"]["median_ms"], ".4g"), num(m.get("ring_ms"), ".4g"), num(m.get("compute_ms"), ".4g"),
             num(m.get("transfer_ms"), ".3g"), "–" if overlap is None else f"{100 * overlap:.0f}%",
             num(m.get("work_max_over_mean"), ".2f"), num(eff, ".2f"),
