@@ -12,12 +12,13 @@
 // rowsum(dP ∘ P) (the softmax's Jacobian term) but costs one pass over dO and O, done first (the
 // same pass zeroes the atomic variants' fp32 dQ).
 //
-// Loop order (FlashAttention-2's backward): one block per K/V tile (64 keys) and K/V head; its
+// Loop order (FlashAttention-2's backward): one block per K/V tile (128 keys) and K/V head; its
 // dK, dV stay in registers while every Q tile of every query head of the group streams past
 // (GQA: dK, dV sum over the group's heads with no atomics); the Q and dO tiles stream through a
 // two-stage cp.async ring (with their rows' LSE and D), the next one in flight during the current
-// one's math. A block has 4 warps, so that two blocks share an SM and one computes while the other
-// waits at a barrier. dQ is the problem: each Q tile gets a contribution from every K/V tile, i.e.
+// one's math. The 8 warps of a block split each GEMM's output in 2-D tiles (32 keys x 32 rows for
+// the scores), so P and dS pass through shared memory once, and every warp reads only the
+// operand rows of its own tile: the kernel is bound by shared-memory reads. dQ is the problem: each Q tile gets a contribution from every K/V tile, i.e.
 // from every block. Two variants:
 //   atomic         each block adds its dS K into an fp32 dQ buffer with 16-byte atomics; a last
 //                  pass scales and rounds it. Fast, but the order of the fp32 additions varies from
@@ -58,13 +59,26 @@
 
 using namespace lab::sm80;
 
-constexpr int BLOCK_KV = 64;       // keys per block (main kernel) and per step (dQ kernel)
+// Main kernel (dK, dV; dQ by atomics): one block of 8 warps per 128-key tile, 64 query rows a step.
+// Each of its GEMM steps splits its output among the warps in 2-D tiles (FlashAttention-2's warp
+// layout), so that a warp reads from shared memory only the rows of both operands its own tile
+// needs: a warp that owned 16 keys against all 64 rows would read every Q and dO row once per 16
+// keys, and the kernel was bound by shared-memory reads, not by the Tensor Cores.
+constexpr int BLOCK_KV = 128;      // keys per block of the main kernel
 constexpr int BLOCK_Q = 64;        // query rows per step (main kernel) and per block (dQ kernel)
-constexpr int NUM_WARPS = 4;
+constexpr int NUM_WARPS = 8;
 constexpr int THREADS = 32 * NUM_WARPS;
-constexpr int ROWS_PER_WARP = 16;  // one m16 tile: keys (main kernel) or query rows (dQ kernel)
-static_assert(BLOCK_KV == NUM_WARPS * ROWS_PER_WARP && BLOCK_Q == NUM_WARPS * ROWS_PER_WARP, "one m16 tile a warp");
-static_assert(BLOCK_Q % 16 == 0 && BLOCK_KV % 16 == 0, "whole k-steps of 16");
+constexpr int KEY_WARPS = 4;                                 // Sᵀ, dPᵀ and dK, dV: 4 warps along the keys
+constexpr int WARP_KEYS = BLOCK_KV / KEY_WARPS;              // 32 keys a warp
+constexpr int WARP_ROWS = BLOCK_Q / (NUM_WARPS / KEY_WARPS);  // Sᵀ, dPᵀ: x 32 query rows a warp
+static_assert(WARP_KEYS == 32 && WARP_ROWS == 32, "two m16 tiles of keys x four n8 blocks of rows a warp");
+// dQ kernel (deterministic variant): one block of 4 warps per 64-row Q tile, 64 keys a step.
+constexpr int DQ_BLOCK_KV = 64;
+constexpr int DQ_WARPS = 4;
+constexpr int DQ_THREADS = 32 * DQ_WARPS;
+constexpr int ROWS_PER_WARP = 16;  // one m16 tile of query rows a warp
+static_assert(BLOCK_Q == DQ_WARPS * ROWS_PER_WARP && DQ_BLOCK_KV == BLOCK_Q, "one m16 tile a warp; square tiles");
+static_assert(BLOCK_Q % 16 == 0 && BLOCK_KV % 16 == 0 && DQ_BLOCK_KV % 16 == 0, "whole k-steps of 16");
 
 // =============================================================================================
 // The exercises. Each returns true once written (the stub returns false, and then no gradient is
@@ -106,20 +120,34 @@ template <int HEAD_DIM>
 struct Tiles {
   static constexpr int CHUNKS = HEAD_DIM / 8;              // 16-byte chunks per row
   static constexpr int ROW_BYTES = HEAD_DIM * 2;
-  static constexpr int TILE_BYTES = 64 * ROW_BYTES;        // a [64][D] tile of K, V, Q or dO
   static constexpr int D_STEPS = HEAD_DIM / 16;            // k-steps over D
   static constexpr int D_BLOCKS = HEAD_DIM / 8;            // n-blocks over D
-  static constexpr int DS_BYTES = BLOCK_KV * BLOCK_Q * 2;  // dSᵀ [64 keys][64 rows]
-  static constexpr int STAGES = 2;                         // Q/dO ring of the main kernel
-  static constexpr int DQ_STAGE_BYTES = NUM_WARPS * 8 * 32 * 4;  // atomic: a warp's 8 rows x 32 fp32 of dQ
-  // Main kernel: K, V, then STAGES x (Q, dO), dSᵀ, STAGES x the Q tile's LSE·log2 e and D, dQ's staging.
-  static constexpr int SMEM_BYTES =
-      (2 + 2 * STAGES) * TILE_BYTES + DS_BYTES + STAGES * 2 * BLOCK_Q * 4 + DQ_STAGE_BYTES;
-  static constexpr int DQ_STAGES = 2;                      // K/V ring of the dQ kernel
-  static constexpr int DQ_SMEM_BYTES = (2 + 2 * DQ_STAGES) * TILE_BYTES;  // dQ kernel: Q, dO, DQ_STAGES x (K, V)
-  // Two blocks per SM (of 227 KB) cover each other's barriers; a third tile stage would cost one.
+  // Main kernel's shared memory: K, V [128 keys][D]; STAGES x (Q, dO) [64 rows][D]; Pᵀ and dSᵀ
+  // [128 keys][64 rows], the scores every warp's dV, dK and dQ steps read; STAGES x the Q tile's
+  // LSE·log2 e and D; dQ's staging for the atomics, a warp's 8 rows x 32 fp32.
+  static constexpr int KV_TILE_BYTES = BLOCK_KV * ROW_BYTES;
+  static constexpr int Q_TILE_BYTES = BLOCK_Q * ROW_BYTES;
+  static constexpr int SCORE_BYTES = BLOCK_KV * BLOCK_Q * 2;
+  static constexpr int STAGES = 2;                         // the Q/dO ring
+  static constexpr int K_AT = 0, V_AT = KV_TILE_BYTES, Q_AT = 2 * KV_TILE_BYTES;  // Q_AT + (2 stage + 0|1)·Q_TILE_BYTES
+  static constexpr int PT_AT = Q_AT + 2 * STAGES * Q_TILE_BYTES, DST_AT = PT_AT + SCORE_BYTES;
+  static constexpr int ROWS_AT = DST_AT + SCORE_BYTES;     // [STAGES][LSE·log2 e, D][BLOCK_Q] fp32
+  static constexpr int DQ_STAGE_AT = ROWS_AT + STAGES * 2 * BLOCK_Q * 4;
+  static constexpr int SMEM_BYTES = DQ_STAGE_AT + NUM_WARPS * 8 * 32 * 4;
+  // The warp grids of the steps after the scores: dK, dV as 4 x 2 warps of 32 keys x D/2; dQ as
+  // warps of 32 columns (D/32 of them) x the rows that leaves (D = 128: 2 x 4 warps of 32 rows;
+  // D = 64: 4 x 2 warps of 16 rows), so that every warp stages and adds dQ in 8-row x 32-column pieces.
+  static constexpr int DKV_COLS = HEAD_DIM / 2;
+  static constexpr int DQ_COL_WARPS = HEAD_DIM / 32;
+  static constexpr int DQ_WARP_ROWS = BLOCK_Q * DQ_COL_WARPS / NUM_WARPS;
+  static_assert(DQ_WARP_ROWS % 16 == 0, "whole m16 tiles of dQ rows a warp");
+  // dQ kernel: Q, dO [64 rows][D], DQ_STAGES x (K, V) [64 keys][D].
+  static constexpr int DQ_TILE_BYTES = DQ_BLOCK_KV * ROW_BYTES;  // = BLOCK_Q rows of Q, dO
+  static constexpr int DQ_STAGES = 2;
+  static constexpr int DQ_SMEM_BYTES = (2 + 2 * DQ_STAGES) * DQ_TILE_BYTES;
   static_assert(STAGES == 2 && DQ_STAGES == 2, "the rings alternate two stages (stage ^ 1)");
-  static_assert(2 * SMEM_BYTES <= 227 * 1024 && 2 * DQ_SMEM_BYTES <= 227 * 1024, "two blocks per SM");
+  // One main block an SM (D = 128: 169 KB); two dQ blocks an SM cover each other's barriers.
+  static_assert(SMEM_BYTES <= 227 * 1024 && 2 * DQ_SMEM_BYTES <= 227 * 1024, "fits an SM");
 };
 constexpr uint32_t ROWS16(int row_bytes) { return uint32_t(16 * row_bytes); }
 
@@ -186,15 +214,19 @@ __device__ __forceinline__ void atomic_add4(float4* dst, float4 v) {
 #endif
 }
 
-// ---- pass 2: one block per (K/V tile, K/V head). Warp w owns keys kv0 + 16w .. 16w + 15 and
-// their dK, dV rows (C fragments in registers) for the whole kernel.
+// ---- pass 2: one block per (K/V tile of 128 keys, K/V head); its dK, dV stay in registers while
+// every Q tile of the group streams past. Per Q tile, three steps with a barrier between them:
+//   scores   Sᵀ = K Qᵀ, dPᵀ = V dOᵀ (4 x 2 warps of 32 keys x 32 rows); P and dS per element
+//            (the exercises), then the dV and dK weights to shared memory as Pᵀ and dSᵀ, rounded to T
+//   dK, dV   dV += Pᵀ dO, dK += dSᵀ Q (4 x 2 warps of 32 keys x D/2)
+//   dQ       (atomic) dQ[rows] += dS K (warps of 32 columns), added to the fp32 dQ by atomics
 // ldmatrix row addresses of this lane (byte offsets in a swizzled tile; k-step kk: ^ 32·kk):
-//   A operand, rows r0..r0+15 of a [rows][D] tile (K, V):  row r0 + lane % 16, chunk lane / 16
-//   B operand from a [n][k] tile (Q, dO as Qᵀ, dOᵀ):      row (lane % 8) + 8·(lane / 16), chunk (lane / 8) % 2
-//   B operand from a [k][n] tile, .trans (Q, dO, K):      row lane % 16, chunk lane / 16 (n-block pair: ^ 32·pair)
-//   A operand from a [k][m] tile, .trans (dSᵀ as dS):      row (lane % 8) + 8·(lane / 16), chunk 2·m_tile + (lane / 8) % 2
+//   A operand, rows r0..r0+15 of a [rows][k] tile (K, V, Pᵀ, dSᵀ):  row r0 + lane % 16, chunk lane / 16
+//   B operand from a [n][k] tile (Q, dO as Qᵀ, dOᵀ):              row (lane % 8) + 8·(lane / 16), chunk (lane / 8) % 2
+//   B operand from a [k][n] tile, .trans (Q, dO, K):              row lane % 16, chunk lane / 16 (n-block pair: ^ 32·pair)
+//   A operand from a [k][m] tile, .trans (dSᵀ as dS):              row (lane % 8) + 8·(lane / 16), chunk m0 / 8 + (lane / 8) % 2
 template <class T, int HEAD_DIM, bool ATOMIC_DQ>
-__global__ void __launch_bounds__(THREADS)
+__global__ void __launch_bounds__(THREADS, 1)
 dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,  // Q [B,T_q,H,D]; K, V [B,T_kv,H_kv,D]
             const T* __restrict__ d_o,                                                 // [B, T_q, H, D]
             const float* __restrict__ lse_log2, const float* __restrict__ d_rows,      // [B, H, row_stride]
@@ -202,16 +234,21 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
             T* __restrict__ dk, T* __restrict__ dv,                                    // [B, T_kv, H_kv, D]
             Shape sh) {
   using TL = Tiles<HEAD_DIM>;
-  constexpr uint32_t R16 = ROWS16(TL::ROW_BYTES);
+  constexpr uint32_t R16 = ROWS16(TL::ROW_BYTES);  // 16 rows of a [rows][D] tile
+  constexpr uint32_t S16 = ROWS16(BLOCK_Q * 2);    // 16 key rows of Pᵀ or dSᵀ
+  constexpr int SCORE_CHUNKS = BLOCK_Q / 8;        // 16-byte chunks per key row of Pᵀ, dSᵀ
   extern __shared__ __align__(128) unsigned char smem[];
-  const uint32_t k_tile = smem_addr(smem), v_tile = k_tile + TL::TILE_BYTES;
-  auto q_tile_of = [&](int stage) { return v_tile + uint32_t((1 + 2 * stage) * TL::TILE_BYTES); };
-  auto do_tile_of = [&](int stage) { return v_tile + uint32_t((2 + 2 * stage) * TL::TILE_BYTES); };
-  const uint32_t ds_tile = k_tile + uint32_t((2 + 2 * TL::STAGES) * TL::TILE_BYTES);
-  const float* rows_smem = reinterpret_cast<const float*>(smem + (2 + 2 * TL::STAGES) * TL::TILE_BYTES + TL::DS_BYTES);
-  // [STAGES][LSE·log2 e, D][BLOCK_Q]
+  const uint32_t base = smem_addr(smem);
+  const uint32_t k_tile = base + TL::K_AT, v_tile = base + TL::V_AT;
+  auto q_tile_of = [&](int stage) { return base + uint32_t(TL::Q_AT + 2 * stage * TL::Q_TILE_BYTES); };
+  auto do_tile_of = [&](int stage) { return base + uint32_t(TL::Q_AT + (2 * stage + 1) * TL::Q_TILE_BYTES); };
+  const uint32_t pt_tile = base + TL::PT_AT, dst_tile = base + TL::DST_AT;
+  const float* rows_smem = reinterpret_cast<const float*>(smem + TL::ROWS_AT);  // [STAGES][LSE·log2 e, D][BLOCK_Q]
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int key_warp = warp % KEY_WARPS;  // scores, dK, dV: keys WARP_KEYS·key_warp ..
+  const int row_warp = warp / KEY_WARPS;  // scores: query rows WARP_ROWS·row_warp .. of the Q tile
+  const int col_warp = warp / KEY_WARPS;  // dK, dV: columns DKV_COLS·col_warp ..
   const int kv0 = blockIdx.x * BLOCK_KV, bhk = blockIdx.y, b = bhk / sh.h_kv, hk = bhk % sh.h_kv;
   const int group = sh.h / sh.h_kv;
   const int64_t q_stride = int64_t(sh.h) * HEAD_DIM, kv_stride = int64_t(sh.h_kv) * HEAD_DIM;
@@ -220,16 +257,18 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
   load_tile_swizzled<BLOCK_KV, TL::CHUNKS, THREADS>(v_tile, v + kv_base + kv0 * kv_stride, kv_stride, sh.t_kv - kv0);
   cp_async_commit();
 
-  const uint32_t a_lane = swizzle<TL::CHUNKS>(warp * ROWS_PER_WARP + (lane & 15), lane >> 4);
-  const uint32_t bn_lane = swizzle<TL::CHUNKS>((lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1);
+  const uint32_t a_lane = swizzle<TL::CHUNKS>(WARP_KEYS * key_warp + (lane & 15), lane >> 4);
+  const uint32_t bn_lane = swizzle<TL::CHUNKS>(WARP_ROWS * row_warp + (lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1);
   const uint32_t bt_lane = swizzle<TL::CHUNKS>(lane & 15, lane >> 4);
+  const uint32_t score_lane = swizzle<SCORE_CHUNKS>(WARP_KEYS * key_warp + (lane & 15), lane >> 4);
 
-  float dk_acc[TL::D_BLOCKS][4] = {}, dv_acc[TL::D_BLOCKS][4] = {};
+  float dk_acc[2][TL::DKV_COLS / 8][4] = {}, dv_acc[2][TL::DKV_COLS / 8][4] = {};  // [m-tile of keys][n-block]
   bool written = true;  // false while an exercise is still the stub
   // The first query row that sees key kv0 (causal, bottom-right aligned: i + T_kv − T_q >= j).
   const int first_row = sh.causal ? lab::imax(0, kv0 - (sh.t_kv - sh.t_q)) : 0;
   const int kv_end = kv0 + BLOCK_KV;  // past T_kv: tile_visibility calls the tile partial (masked)
-  const int key_g = kv0 + warp * ROWS_PER_WARP + g;  // this lane's keys: key_g and key_g + 8
+  const int key_g = kv0 + WARP_KEYS * key_warp + g;  // this lane's keys: key_g + 16·m-tile + 8·(e / 2)
+  const int col_g = WARP_ROWS * row_warp + 2 * t;    // this lane's rows of the Q tile: col_g + 8·n-block + e % 2
 
   // The (query head, Q tile) pairs this block visits: every head of the group, and per head the Q
   // tiles from the first that sees key kv0 to the last (causal: all of them see some key of the tile).
@@ -256,8 +295,8 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
   for (int item = 0; item < items; ++item) {
     const int stage = item & 1, head = head_of(item), q0 = q0_of(item);
     cp_async_wait<0>();  // this thread's copies of this item (and, the first time, of K, V) have landed ...
-    __syncthreads();     // ... and everyone's; every warp is done with the previous item, whose
-                         // stage the next line refills, and with dSᵀ
+    __syncthreads();     // ... and everyone's; every warp is done with the previous item: with its
+                         // stage, which the next line refills, and with Pᵀ, dSᵀ, which this item rewrites
     if (item + 1 < items) load_q_tile(stage ^ 1, item + 1);  // in flight during this item's math
     cp_async_commit();
     const uint32_t q_tile = q_tile_of(stage), do_tile = do_tile_of(stage);
@@ -266,95 +305,124 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
     const lab::TileVisibility vis =
         lab::tile_visibility(q0, lab::imin(q0 + BLOCK_Q, sh.t_q), kv0, kv_end, sh.t_q, sh.t_kv, sh.causal, 0);
 
-    // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ   [16 keys x 64 rows] per warp, fp32.
-    float st[BLOCK_Q / 8][4] = {}, dpt[BLOCK_Q / 8][4] = {};
+    // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ   [32 keys x 32 rows] per warp, fp32.
+    float st[2][WARP_ROWS / 8][4] = {}, dpt[2][WARP_ROWS / 8][4] = {};
 #pragma unroll
     for (int kk = 0; kk < TL::D_STEPS; ++kk) {
-      uint32_t ka[4], va[4];
-      ldmatrix_x4(ka, k_tile + (a_lane ^ (32u * kk)));
-      ldmatrix_x4(va, v_tile + (a_lane ^ (32u * kk)));
+      uint32_t ka[2][4], va[2][4];
 #pragma unroll
-      for (int nb2 = 0; nb2 < BLOCK_Q / 16; ++nb2) {
+      for (int mt = 0; mt < 2; ++mt) {
+        ldmatrix_x4(ka[mt], k_tile + mt * R16 + (a_lane ^ (32u * kk)));
+        ldmatrix_x4(va[mt], v_tile + mt * R16 + (a_lane ^ (32u * kk)));
+      }
+#pragma unroll
+      for (int nb2 = 0; nb2 < WARP_ROWS / 16; ++nb2) {
         uint32_t qb[4], ob[4];
         ldmatrix_x4(qb, q_tile + nb2 * R16 + (bn_lane ^ (32u * kk)));
         ldmatrix_x4(ob, do_tile + nb2 * R16 + (bn_lane ^ (32u * kk)));
-        mma_16816<T>(st[2 * nb2], ka, qb[0], qb[1]);
-        mma_16816<T>(st[2 * nb2 + 1], ka, qb[2], qb[3]);
-        mma_16816<T>(dpt[2 * nb2], va, ob[0], ob[1]);
-        mma_16816<T>(dpt[2 * nb2 + 1], va, ob[2], ob[3]);
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt) {
+          mma_16816<T>(st[mt][2 * nb2], ka[mt], qb[0], qb[1]);
+          mma_16816<T>(st[mt][2 * nb2 + 1], ka[mt], qb[2], qb[3]);
+          mma_16816<T>(dpt[mt][2 * nb2], va[mt], ob[0], ob[1]);
+          mma_16816<T>(dpt[mt][2 * nb2 + 1], va[mt], ob[2], ob[3]);
+        }
       }
     }
 
     // P and dS per element (the exercises), then the weights of dV and dK in place of them:
-    // element e of n-block nb is key key_g + 8·(e / 2), query row q0 + 8·nb + 2t + (e % 2).
-    // Every element is computed; in a tile that crosses the causal diagonal or T_q, T_kv a masked
-    // one is then set to 0 by a select. No branch per element: the step stays straight-line code.
+    // element e of (m-tile mt, n-block nb) is key key_g + 16·mt + 8·(e / 2), query row
+    // q0 + col_g + 8·nb + e % 2. Every element is computed; in a tile that crosses the causal
+    // diagonal or T_q, T_kv a masked one is then set to 0 by a select. No branch per element: the
+    // step stays straight-line code.
     auto element_step = [&](auto masked) {
 #pragma unroll
-      for (int nb = 0; nb < BLOCK_Q / 8; ++nb)
+      for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int col = 8 * nb + 2 * t + (e & 1);
-          float p, ds;
-          written &= recompute_p_and_ds(st[nb][e], dpt[nb][e], lse_smem[col], d_smem[col], sh.scale_log2, &p, &ds);
-          if constexpr (decltype(masked)::value) {
-            const int i = q0 + col, j = key_g + 8 * (e >> 1);
-            const bool visible = i < sh.t_q && lab::key_visible(i, j, sh.t_q, sh.t_kv, sh.causal, 0);
-            p = visible ? p : 0.f;
-            ds = visible ? ds : 0.f;
+        for (int nb = 0; nb < WARP_ROWS / 8; ++nb)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int col = col_g + 8 * nb + (e & 1);
+            float p, ds;
+            written &= recompute_p_and_ds(st[mt][nb][e], dpt[mt][nb][e], lse_smem[col], d_smem[col], sh.scale_log2,
+                                          &p, &ds);
+            if constexpr (decltype(masked)::value) {
+              const int i = q0 + col, j = key_g + 16 * mt + 8 * (e >> 1);
+              const bool visible = i < sh.t_q && lab::key_visible(i, j, sh.t_q, sh.t_kv, sh.causal, 0);
+              p = visible ? p : 0.f;
+              ds = visible ? ds : 0.f;
+            }
+            written &= dkdv_weights(p, ds, &st[mt][nb][e], &dpt[mt][nb][e]);
           }
-          written &= dkdv_weights(p, ds, &st[nb][e], &dpt[nb][e]);
-        }
     };
     if (vis == lab::TileVisibility::full) element_step(std::false_type{});
     else element_step(std::true_type{});
+    // Pᵀ and dSᵀ to shared memory, rounded to T: the dV and dK steps need them by key row across
+    // the row warps, dQ by query row across the key warps. Each lane stores a pair of neighbouring
+    // rows (one 32-bit word) of key rows g and g + 8; the swizzle puts a warp's 32 words in 32 banks.
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int nb = 0; nb < WARP_ROWS / 8; ++nb)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int key = WARP_KEYS * key_warp + 16 * mt + g + 8 * r, col = col_g + 8 * nb;
+          const uint32_t at = swizzle<SCORE_CHUNKS>(key, col / 8) + uint32_t(col % 8) * 2;
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(pt_tile + at), "r"(pack2<T>(st[mt][nb][2 * r], st[mt][nb][2 * r + 1]))
+                       : "memory");
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(dst_tile + at), "r"(pack2<T>(dpt[mt][nb][2 * r], dpt[mt][nb][2 * r + 1]))
+                       : "memory");
+        }
+    __syncthreads();  // Pᵀ and dSᵀ of every warp are in shared memory
 
-    // dV += Pᵀ dO and dK += dSᵀ Q   [16 keys x 64 rows] · [64 rows x D]: the C fragments of
-    // n-blocks 2kk, 2kk+1 are the A fragment of k-step kk, rounded to T (as 04's P V).
+    // dV += Pᵀ dO and dK += dSᵀ Q   [32 keys x 64 rows] · [64 rows x D/2] per warp.
 #pragma unroll
     for (int kk = 0; kk < BLOCK_Q / 16; ++kk) {
-      const uint32_t pa[4] = {pack2<T>(st[2 * kk][0], st[2 * kk][1]), pack2<T>(st[2 * kk][2], st[2 * kk][3]),
-                              pack2<T>(st[2 * kk + 1][0], st[2 * kk + 1][1]), pack2<T>(st[2 * kk + 1][2], st[2 * kk + 1][3])};
-      const uint32_t sa[4] = {pack2<T>(dpt[2 * kk][0], dpt[2 * kk][1]), pack2<T>(dpt[2 * kk][2], dpt[2 * kk][3]),
-                              pack2<T>(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]), pack2<T>(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3])};
+      uint32_t pa[2][4], sa[2][4];
 #pragma unroll
-      for (int db2 = 0; db2 < TL::D_BLOCKS / 2; ++db2) {
-        uint32_t ob[4], qb[4];
-        ldmatrix_x4_trans(ob, do_tile + kk * R16 + (bt_lane ^ (32u * db2)));
-        ldmatrix_x4_trans(qb, q_tile + kk * R16 + (bt_lane ^ (32u * db2)));
-        mma_16816<T>(dv_acc[2 * db2], pa, ob[0], ob[1]);
-        mma_16816<T>(dv_acc[2 * db2 + 1], pa, ob[2], ob[3]);
-        mma_16816<T>(dk_acc[2 * db2], sa, qb[0], qb[1]);
-        mma_16816<T>(dk_acc[2 * db2 + 1], sa, qb[2], qb[3]);
+      for (int mt = 0; mt < 2; ++mt) {
+        ldmatrix_x4(pa[mt], pt_tile + mt * S16 + (score_lane ^ (32u * kk)));
+        ldmatrix_x4(sa[mt], dst_tile + mt * S16 + (score_lane ^ (32u * kk)));
       }
-      if constexpr (ATOMIC_DQ) {  // dSᵀ to shared memory: dQ needs it by query row, across warps
 #pragma unroll
-        for (int half = 0; half < 2; ++half)
+      for (int db2 = 0; db2 < TL::DKV_COLS / 16; ++db2) {
+        const uint32_t pair = uint32_t(col_warp * (TL::DKV_COLS / 16) + db2);  // columns 16·pair ..
+        uint32_t ob[4], qb[4];
+        ldmatrix_x4_trans(ob, do_tile + kk * R16 + (bt_lane ^ (32u * pair)));
+        ldmatrix_x4_trans(qb, q_tile + kk * R16 + (bt_lane ^ (32u * pair)));
 #pragma unroll
-          for (int r = 0; r < 2; ++r) {  // key rows g, g + 8; query columns 16kk + 8·half + 2t, +1
-            const int key = warp * ROWS_PER_WARP + g + 8 * r, col = 16 * kk + 8 * half + 2 * t;
-            const uint32_t at = ds_tile + swizzle<BLOCK_Q / 8>(key, col / 8) + uint32_t(col % 8) * 2;
-            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(sa[2 * half + r]) : "memory");
-          }
+        for (int mt = 0; mt < 2; ++mt) {
+          mma_16816<T>(dv_acc[mt][2 * db2], pa[mt], ob[0], ob[1]);
+          mma_16816<T>(dv_acc[mt][2 * db2 + 1], pa[mt], ob[2], ob[3]);
+          mma_16816<T>(dk_acc[mt][2 * db2], sa[mt], qb[0], qb[1]);
+          mma_16816<T>(dk_acc[mt][2 * db2 + 1], sa[mt], qb[2], qb[3]);
+        }
       }
     }
 
     if constexpr (ATOMIC_DQ) {
-      __syncthreads();  // dSᵀ of every warp is in shared memory
-      // dQ[rows] += dS K   [16 rows x 64 keys] · [64 keys x D] for warp w's rows q0 + 16w ..;
+      // dQ[rows] += dS K   [DQ_WARP_ROWS rows x 128 keys] · [128 keys x 32 columns] per warp;
       // dS is read transposed out of dSᵀ (ldmatrix.trans), K as the B operand (.trans).
-      float dq[TL::D_BLOCKS][4] = {};
-      const uint32_t dsa_lane = swizzle<BLOCK_Q / 8>((lane & 7) + ((lane >> 4) << 3), 2 * warp + ((lane >> 3) & 1));
+      constexpr int MT = TL::DQ_WARP_ROWS / 16;
+      const int dq_row0 = TL::DQ_WARP_ROWS * (warp / TL::DQ_COL_WARPS), dq_col0 = 32 * (warp % TL::DQ_COL_WARPS);
+      float dq[MT][4][4] = {};
 #pragma unroll
       for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
-        uint32_t dsa[4];
-        ldmatrix_x4_trans(dsa, ds_tile + kk * 16 * (BLOCK_Q * 2) + dsa_lane);
+        uint32_t dsa[MT][4];
 #pragma unroll
-        for (int db2 = 0; db2 < TL::D_BLOCKS / 2; ++db2) {
+        for (int mt = 0; mt < MT; ++mt)
+          ldmatrix_x4_trans(dsa[mt], dst_tile + kk * S16 +
+                                         swizzle<SCORE_CHUNKS>((lane & 7) + ((lane >> 4) << 3),
+                                                               (dq_row0 + 16 * mt) / 8 + ((lane >> 3) & 1)));
+#pragma unroll
+        for (int db2 = 0; db2 < 2; ++db2) {
           uint32_t kb[4];
-          ldmatrix_x4_trans(kb, k_tile + kk * R16 + (bt_lane ^ (32u * db2)));
-          mma_16816<T>(dq[2 * db2], dsa, kb[0], kb[1]);
-          mma_16816<T>(dq[2 * db2 + 1], dsa, kb[2], kb[3]);
+          ldmatrix_x4_trans(kb, k_tile + kk * R16 + (bt_lane ^ (32u * uint32_t(dq_col0 / 16 + db2))));
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma_16816<T>(dq[mt][2 * db2], dsa[mt], kb[0], kb[1]);
+            mma_16816<T>(dq[mt][2 * db2 + 1], dsa[mt], kb[2], kb[3]);
+          }
         }
       }
       // Many blocks (one per K/V tile) add into the same dQ rows: fp32 atomics, in whatever
@@ -364,49 +432,52 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
       // columns, each lane stores its pairs, then reads back 4 consecutive columns of one row, and
       // one 16-byte atomic a lane covers 4 whole lines (the stage's layout: row_stage_word).
       // --bug dq-no-accumulate stores instead of adding: the last block wins.
-      float* stage = reinterpret_cast<float*>(smem + TL::SMEM_BYTES - TL::DQ_STAGE_BYTES) + warp * (8 * 32);
+      float* stage_words = reinterpret_cast<float*>(smem + TL::DQ_STAGE_AT) + warp * (8 * 32);
 #pragma unroll
-      for (int half = 0; half < 2; ++half)  // fragment rows g (half 0) or g + 8 (half 1)
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int c = 0; c < HEAD_DIM / 32; ++c) {  // columns 32c .. 32c + 31: n-blocks 4c .. 4c + 3
+        for (int half = 0; half < 2; ++half) {  // fragment rows g (half 0) or g + 8 (half 1)
 #pragma unroll
           for (int n = 0; n < 4; ++n)  // this lane's columns 8n + 2t, +1 of the 32: chunk 2n + t/2
-            *reinterpret_cast<float2*>(stage + row_stage_word(g, 2 * n + (t >> 1), 2 * (t & 1))) =
-                make_float2(dq[4 * c + n][2 * half], dq[4 * c + n][2 * half + 1]);
+            *reinterpret_cast<float2*>(stage_words + row_stage_word(g, 2 * n + (t >> 1), 2 * (t & 1))) =
+                make_float2(dq[mt][n][2 * half], dq[mt][n][2 * half + 1]);
           __syncwarp();
 #pragma unroll
           for (int quad = 0; quad < 2; ++quad) {  // staged rows 4·quad + lane / 8, chunk lane % 8
             const int r = 4 * quad + lane / 8, chunk = lane % 8;
-            const float4 v4 = *reinterpret_cast<const float4*>(stage + row_stage_word(r, chunk, 0));
-            const int i = q0 + warp * ROWS_PER_WARP + 8 * half + r;
+            const float4 v4 = *reinterpret_cast<const float4*>(stage_words + row_stage_word(r, chunk, 0));
+            const int i = q0 + dq_row0 + 16 * mt + 8 * half + r;
             float4* at = reinterpret_cast<float4*>(dq_acc + (int64_t(b) * sh.t_q + i) * q_stride +
-                                                   int64_t(head) * HEAD_DIM + 32 * c + 4 * chunk);
+                                                   int64_t(head) * HEAD_DIM + dq_col0 + 4 * chunk);
             if (written && i < sh.t_q) {
               if (sh.dq_store) *at = v4;
               else atomic_add4(at, v4);
             }
           }
-          __syncwarp();  // the stage is read before the next 32 columns overwrite it
+          __syncwarp();  // the stage is read before the next 8 rows overwrite it
         }
     }
   }
   cp_async_wait<0>();  // a block whose tile no query row sees still has K, V copies in flight
 
   if (!written) return;
-  // dK = scale·(dSᵀ Q), dV = Pᵀ dO: this warp's 16 key rows, one 32-bit pair per C-fragment half.
+  // dK = scale·(dSᵀ Q), dV = Pᵀ dO: this warp's 32 key rows x D/2 columns, one 32-bit pair per C-fragment half.
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int j = key_g + 8 * r;
-    if (j >= sh.t_kv) continue;
-    T* dk_row = dk + kv_base + j * kv_stride;
-    T* dv_row = dv + kv_base + j * kv_stride;
+  for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-    for (int nb = 0; nb < TL::D_BLOCKS; ++nb) {
-      const int c = 8 * nb + 2 * t;
-      *reinterpret_cast<Vec2<T>*>(dk_row + c) = from_float2<T>(dk_acc[nb][2 * r] * sh.scale, dk_acc[nb][2 * r + 1] * sh.scale);
-      *reinterpret_cast<Vec2<T>*>(dv_row + c) = from_float2<T>(dv_acc[nb][2 * r], dv_acc[nb][2 * r + 1]);
+    for (int r = 0; r < 2; ++r) {
+      const int j = key_g + 16 * mt + 8 * r;
+      if (j >= sh.t_kv) continue;
+      T* dk_row = dk + kv_base + j * kv_stride;
+      T* dv_row = dv + kv_base + j * kv_stride;
+#pragma unroll
+      for (int nb = 0; nb < TL::DKV_COLS / 8; ++nb) {
+        const int c = TL::DKV_COLS * col_warp + 8 * nb + 2 * t;
+        *reinterpret_cast<Vec2<T>*>(dk_row + c) =
+            from_float2<T>(dk_acc[mt][nb][2 * r] * sh.scale, dk_acc[mt][nb][2 * r + 1] * sh.scale);
+        *reinterpret_cast<Vec2<T>*>(dv_row + c) = from_float2<T>(dv_acc[mt][nb][2 * r], dv_acc[mt][nb][2 * r + 1]);
+      }
     }
-  }
 }
 
 // ---- atomic variants, pass 3: dQ = scale · dq_acc, rounded to T, four elements a thread.
@@ -441,34 +512,34 @@ __global__ void dq_convert_wgmma_kernel(const float* __restrict__ dq_acc, T* __r
 // dP = dO Vᵀ, dQ += dS K. The K/V tiles stream through a two-stage cp.async ring: the next one
 // is in flight during the current one's math.
 template <class T, int HEAD_DIM>
-__global__ void __launch_bounds__(THREADS)
+__global__ void __launch_bounds__(DQ_THREADS)
 dq_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v, const T* __restrict__ d_o,
           const float* __restrict__ lse_log2, const float* __restrict__ d_rows, T* __restrict__ dq, Shape sh) {
   using TL = Tiles<HEAD_DIM>;
   constexpr uint32_t R16 = ROWS16(TL::ROW_BYTES);
   extern __shared__ __align__(128) unsigned char smem[];
-  const uint32_t q_tile = smem_addr(smem), do_tile = q_tile + TL::TILE_BYTES;
-  auto k_tile_of = [&](int stage) { return q_tile + uint32_t((2 + 2 * stage) * TL::TILE_BYTES); };
-  auto v_tile_of = [&](int stage) { return q_tile + uint32_t((3 + 2 * stage) * TL::TILE_BYTES); };
+  const uint32_t q_tile = smem_addr(smem), do_tile = q_tile + TL::DQ_TILE_BYTES;
+  auto k_tile_of = [&](int stage) { return q_tile + uint32_t((2 + 2 * stage) * TL::DQ_TILE_BYTES); };
+  auto v_tile_of = [&](int stage) { return q_tile + uint32_t((3 + 2 * stage) * TL::DQ_TILE_BYTES); };
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int q0 = blockIdx.x * BLOCK_Q, bh = blockIdx.y, b = bh / sh.h, head = bh % sh.h;
   const int hk = lab::kv_head_of(head, sh.h, sh.h_kv);
   const int64_t q_stride = int64_t(sh.h) * HEAD_DIM, kv_stride = int64_t(sh.h_kv) * HEAD_DIM;
   const int64_t q_base = (int64_t(b) * sh.t_q * sh.h + head) * HEAD_DIM;
   const int64_t kv_base = (int64_t(b) * sh.t_kv * sh.h_kv + hk) * HEAD_DIM;
-  load_tile_swizzled<BLOCK_Q, TL::CHUNKS, THREADS>(q_tile, q + q_base + q0 * q_stride, q_stride, sh.t_q - q0);
-  load_tile_swizzled<BLOCK_Q, TL::CHUNKS, THREADS>(do_tile, d_o + q_base + q0 * q_stride, q_stride, sh.t_q - q0);
+  load_tile_swizzled<BLOCK_Q, TL::CHUNKS, DQ_THREADS>(q_tile, q + q_base + q0 * q_stride, q_stride, sh.t_q - q0);
+  load_tile_swizzled<BLOCK_Q, TL::CHUNKS, DQ_THREADS>(do_tile, d_o + q_base + q0 * q_stride, q_stride, sh.t_q - q0);
   cp_async_commit();
 
   const lab::KeyRange block_keys =
       lab::visible_keys_of_rows(q0, lab::imin(q0 + BLOCK_Q, sh.t_q), sh.t_q, sh.t_kv, sh.causal, 0);
-  const int tile_begin = block_keys.begin / BLOCK_KV;
-  const int tile_end = block_keys.empty() ? tile_begin : lab::ceil_div(block_keys.end, BLOCK_KV);
+  const int tile_begin = block_keys.begin / DQ_BLOCK_KV;
+  const int tile_end = block_keys.empty() ? tile_begin : lab::ceil_div(block_keys.end, DQ_BLOCK_KV);
   auto load_kv_tile = [&](int stage, int tile) {
-    const int kv0 = tile * BLOCK_KV;
-    load_tile_swizzled<BLOCK_KV, TL::CHUNKS, THREADS>(k_tile_of(stage), k + kv_base + kv0 * kv_stride, kv_stride,
+    const int kv0 = tile * DQ_BLOCK_KV;
+    load_tile_swizzled<DQ_BLOCK_KV, TL::CHUNKS, DQ_THREADS>(k_tile_of(stage), k + kv_base + kv0 * kv_stride, kv_stride,
                                                       sh.t_kv - kv0);
-    load_tile_swizzled<BLOCK_KV, TL::CHUNKS, THREADS>(v_tile_of(stage), v + kv_base + kv0 * kv_stride, kv_stride,
+    load_tile_swizzled<DQ_BLOCK_KV, TL::CHUNKS, DQ_THREADS>(v_tile_of(stage), v + kv_base + kv0 * kv_stride, kv_stride,
                                                       sh.t_kv - kv0);
   };
   if (tile_begin < tile_end) load_kv_tile(0, tile_begin);
@@ -498,7 +569,7 @@ dq_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict_
   float dq_acc[TL::D_BLOCKS][4] = {};
   bool written = true;
   for (int tile = tile_begin; tile < tile_end; ++tile) {
-    const int kv0 = tile * BLOCK_KV, stage = (tile - tile_begin) & 1;
+    const int kv0 = tile * DQ_BLOCK_KV, stage = (tile - tile_begin) & 1;
     cp_async_wait<0>();  // this thread's copies of this K/V tile have landed ...
     __syncthreads();     // ... and everyone's; every warp is done with the previous tile, whose stage
                          // the next line refills
@@ -506,9 +577,9 @@ dq_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict_
     cp_async_commit();
     const uint32_t k_tile = k_tile_of(stage), v_tile = v_tile_of(stage);
 
-    float s[BLOCK_KV / 8][4] = {}, dp[BLOCK_KV / 8][4] = {};
+    float s[DQ_BLOCK_KV / 8][4] = {}, dp[DQ_BLOCK_KV / 8][4] = {};
 #pragma unroll
-    for (int nb2 = 0; nb2 < BLOCK_KV / 16; ++nb2)
+    for (int nb2 = 0; nb2 < DQ_BLOCK_KV / 16; ++nb2)
 #pragma unroll
       for (int kk = 0; kk < TL::D_STEPS; ++kk) {
         uint32_t kb[4], vb[4];
@@ -520,10 +591,10 @@ dq_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict_
         mma_16816<T>(dp[2 * nb2 + 1], oa[kk], vb[2], vb[3]);
       }
     const lab::TileVisibility vis =
-        lab::tile_visibility(q0, lab::imin(q0 + BLOCK_Q, sh.t_q), kv0, kv0 + BLOCK_KV, sh.t_q, sh.t_kv, sh.causal, 0);
+        lab::tile_visibility(q0, lab::imin(q0 + BLOCK_Q, sh.t_q), kv0, kv0 + DQ_BLOCK_KV, sh.t_q, sh.t_kv, sh.causal, 0);
     auto element_step = [&](auto masked) {  // as in the main kernel: a select, not a branch, per element
 #pragma unroll
-      for (int nb = 0; nb < BLOCK_KV / 8; ++nb)
+      for (int nb = 0; nb < DQ_BLOCK_KV / 8; ++nb)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           float p, ds, dv_weight;
@@ -543,7 +614,7 @@ dq_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict_
       for (auto& blk : dq_acc) for (float& x : blk) x = 0.f;
     // dQ += dS K   [16 rows x 64 keys] · [64 keys x D]: dS's C fragments are the A fragments.
 #pragma unroll
-    for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
+    for (int kk = 0; kk < DQ_BLOCK_KV / 16; ++kk) {
       const uint32_t sa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
                               pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
@@ -654,7 +725,7 @@ void launch_backward_hopper(const BackwardArgs& a, const Shape& sh, const float*
     hb::dkdv_kernel<T, HEAD_DIM, false, Exercises><<<grid, hb::THREADS, smem, st>>>(q_map, do_map, k_map, v_map, p);
     CUDA_CHECK_LAST();
     const dim3 q_grid(unsigned(lab::ceil_div(a.t_q, BLOCK_Q)), unsigned(a.b * a.h));
-    dq_kernel<T, HEAD_DIM><<<q_grid, THREADS, dq_smem, st>>>(
+    dq_kernel<T, HEAD_DIM><<<q_grid, DQ_THREADS, dq_smem, st>>>(
         static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<const T*>(a.v), static_cast<const T*>(a.d_o),
         lse_log2, d_rows, static_cast<T*>(a.dq), sh);
   }
@@ -700,7 +771,7 @@ void launch_backward(const BackwardArgs& a, const std::string& bug, cudaStream_t
     dkdv_kernel<T, HEAD_DIM, false><<<kv_grid, THREADS, smem, st>>>(q, k, v, d_o, lse_log2, d_rows, nullptr, dk, dv, sh);
     CUDA_CHECK_LAST();
     const dim3 q_grid(unsigned(lab::ceil_div(a.t_q, BLOCK_Q)), unsigned(a.b * a.h));
-    dq_kernel<T, HEAD_DIM><<<q_grid, THREADS, dq_smem, st>>>(q, k, v, d_o, lse_log2, d_rows, dq, sh);
+    dq_kernel<T, HEAD_DIM><<<q_grid, DQ_THREADS, dq_smem, st>>>(q, k, v, d_o, lse_log2, d_rows, dq, sh);
   }
   CUDA_CHECK_LAST();
 }
