@@ -59,26 +59,26 @@
 
 using namespace lab::sm80;
 
-// Main kernel (dK, dV; dQ by atomics): one block of 8 warps per 128-key tile, 64 query rows a step.
+// Main kernel (dK, dV; dQ by atomics): one block of 8 warps per 128-key tile, Tiles::BLOCK_Q query
+// rows a step (64 at D = 128, 128 at D = 64).
 // Each of its GEMM steps splits its output among the warps in 2-D tiles (FlashAttention-2's warp
 // layout), so that a warp reads from shared memory only the rows of both operands its own tile
 // needs: a warp that owned 16 keys against all 64 rows would read every Q and dO row once per 16
 // keys, and the kernel was bound by shared-memory reads, not by the Tensor Cores.
 constexpr int BLOCK_KV = 128;      // keys per block of the main kernel
-constexpr int BLOCK_Q = 64;        // query rows per step (main kernel) and per block (dQ kernel)
 constexpr int NUM_WARPS = 8;
 constexpr int THREADS = 32 * NUM_WARPS;
 constexpr int KEY_WARPS = 4;                                 // Sᵀ, dPᵀ and dK, dV: 4 warps along the keys
 constexpr int WARP_KEYS = BLOCK_KV / KEY_WARPS;              // 32 keys a warp
-constexpr int WARP_ROWS = BLOCK_Q / (NUM_WARPS / KEY_WARPS);  // Sᵀ, dPᵀ: x 32 query rows a warp
-static_assert(WARP_KEYS == 32 && WARP_ROWS == 32, "two m16 tiles of keys x four n8 blocks of rows a warp");
+static_assert(WARP_KEYS == 32, "two m16 tiles of keys a warp");
 // dQ kernel (deterministic variant): one block of 4 warps per 64-row Q tile, 64 keys a step.
+constexpr int DQ_BLOCK_Q = 64;
 constexpr int DQ_BLOCK_KV = 64;
 constexpr int DQ_WARPS = 4;
 constexpr int DQ_THREADS = 32 * DQ_WARPS;
 constexpr int ROWS_PER_WARP = 16;  // one m16 tile of query rows a warp
-static_assert(BLOCK_Q == DQ_WARPS * ROWS_PER_WARP && DQ_BLOCK_KV == BLOCK_Q, "one m16 tile a warp; square tiles");
-static_assert(BLOCK_Q % 16 == 0 && BLOCK_KV % 16 == 0 && DQ_BLOCK_KV % 16 == 0, "whole k-steps of 16");
+static_assert(DQ_BLOCK_Q == DQ_WARPS * ROWS_PER_WARP && DQ_BLOCK_KV == DQ_BLOCK_Q, "one m16 tile a warp; square tiles");
+static_assert(BLOCK_KV % 16 == 0 && DQ_BLOCK_KV % 16 == 0, "whole k-steps of 16");
 
 // =============================================================================================
 // The exercises. Each returns true once written (the stub returns false, and then no gradient is
@@ -122,8 +122,14 @@ struct Tiles {
   static constexpr int ROW_BYTES = HEAD_DIM * 2;
   static constexpr int D_STEPS = HEAD_DIM / 16;            // k-steps over D
   static constexpr int D_BLOCKS = HEAD_DIM / 8;            // n-blocks over D
-  // Main kernel's shared memory: K, V [128 keys][D]; STAGES x (Q, dO) [64 rows][D]; Pᵀ and dSᵀ
-  // [128 keys][64 rows], the scores every warp's dV, dK and dQ steps read; STAGES x the Q tile's
+  // Main kernel: query rows a step. At D = 64 the dK, dV accumulators take half the registers they
+  // take at D = 128, and the scores take them instead: twice the rows, so every K or V fragment a
+  // warp reads meets twice the Q and dO rows.
+  static constexpr int BLOCK_Q = HEAD_DIM == 64 ? 128 : 64;
+  static constexpr int WARP_ROWS = BLOCK_Q / (NUM_WARPS / KEY_WARPS);  // scores: 32 keys x WARP_ROWS rows a warp
+  static_assert(BLOCK_Q % 16 == 0 && WARP_ROWS % 16 == 0, "whole k-steps and n-block pairs");
+  // Main kernel's shared memory: K, V [128 keys][D]; STAGES x (Q, dO) [BLOCK_Q rows][D]; Pᵀ and dSᵀ
+  // [128 keys][BLOCK_Q rows], the scores every warp's dV, dK and dQ steps read; STAGES x the Q tile's
   // LSE·log2 e and D; dQ's staging for the atomics, a warp's 8 rows x 32 fp32.
   static constexpr int KV_TILE_BYTES = BLOCK_KV * ROW_BYTES;
   static constexpr int Q_TILE_BYTES = BLOCK_Q * ROW_BYTES;
@@ -135,18 +141,19 @@ struct Tiles {
   static constexpr int DQ_STAGE_AT = ROWS_AT + STAGES * 2 * BLOCK_Q * 4;
   static constexpr int SMEM_BYTES = DQ_STAGE_AT + NUM_WARPS * 8 * 32 * 4;
   // The warp grids of the steps after the scores: dK, dV as 4 x 2 warps of 32 keys x D/2; dQ as
-  // warps of 32 columns (D/32 of them) x the rows that leaves (D = 128: 2 x 4 warps of 32 rows;
-  // D = 64: 4 x 2 warps of 16 rows), so that every warp stages and adds dQ in 8-row x 32-column pieces.
+  // warps of 32 columns (D/32 of them) x the rows that leaves (32 rows: 2 x 4 warps at D = 128,
+  // 4 x 2 at D = 64), so that every warp stages and adds dQ in 8-row x 32-column pieces.
   static constexpr int DKV_COLS = HEAD_DIM / 2;
   static constexpr int DQ_COL_WARPS = HEAD_DIM / 32;
   static constexpr int DQ_WARP_ROWS = BLOCK_Q * DQ_COL_WARPS / NUM_WARPS;
   static_assert(DQ_WARP_ROWS % 16 == 0, "whole m16 tiles of dQ rows a warp");
   // dQ kernel: Q, dO [64 rows][D], DQ_STAGES x (K, V) [64 keys][D].
-  static constexpr int DQ_TILE_BYTES = DQ_BLOCK_KV * ROW_BYTES;  // = BLOCK_Q rows of Q, dO
+  static constexpr int DQ_TILE_BYTES = DQ_BLOCK_KV * ROW_BYTES;  // = DQ_BLOCK_Q rows of Q, dO
   static constexpr int DQ_STAGES = 2;
   static constexpr int DQ_SMEM_BYTES = (2 + 2 * DQ_STAGES) * DQ_TILE_BYTES;
   static_assert(STAGES == 2 && DQ_STAGES == 2, "the rings alternate two stages (stage ^ 1)");
-  // One main block an SM (D = 128: 169 KB); two dQ blocks an SM cover each other's barriers.
+  // One main block an SM (169 KB at D = 128, 170 KB at D = 64); two dQ blocks an SM cover each
+  // other's barriers.
   static_assert(SMEM_BYTES <= 227 * 1024 && 2 * DQ_SMEM_BYTES <= 227 * 1024, "fits an SM");
 };
 constexpr uint32_t ROWS16(int row_bytes) { return uint32_t(16 * row_bytes); }
@@ -235,19 +242,19 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
             Shape sh) {
   using TL = Tiles<HEAD_DIM>;
   constexpr uint32_t R16 = ROWS16(TL::ROW_BYTES);  // 16 rows of a [rows][D] tile
-  constexpr uint32_t S16 = ROWS16(BLOCK_Q * 2);    // 16 key rows of Pᵀ or dSᵀ
-  constexpr int SCORE_CHUNKS = BLOCK_Q / 8;        // 16-byte chunks per key row of Pᵀ, dSᵀ
+  constexpr uint32_t S16 = ROWS16(TL::BLOCK_Q * 2);    // 16 key rows of Pᵀ or dSᵀ
+  constexpr int SCORE_CHUNKS = TL::BLOCK_Q / 8;        // 16-byte chunks per key row of Pᵀ, dSᵀ
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t base = smem_addr(smem);
   const uint32_t k_tile = base + TL::K_AT, v_tile = base + TL::V_AT;
   auto q_tile_of = [&](int stage) { return base + uint32_t(TL::Q_AT + 2 * stage * TL::Q_TILE_BYTES); };
   auto do_tile_of = [&](int stage) { return base + uint32_t(TL::Q_AT + (2 * stage + 1) * TL::Q_TILE_BYTES); };
   const uint32_t pt_tile = base + TL::PT_AT, dst_tile = base + TL::DST_AT;
-  const float* rows_smem = reinterpret_cast<const float*>(smem + TL::ROWS_AT);  // [STAGES][LSE·log2 e, D][BLOCK_Q]
+  const float* rows_smem = reinterpret_cast<const float*>(smem + TL::ROWS_AT);  // [STAGES][LSE·log2 e, D][TL::BLOCK_Q]
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int key_warp = warp % KEY_WARPS;  // scores, dK, dV: keys WARP_KEYS·key_warp ..
-  const int row_warp = warp / KEY_WARPS;  // scores: query rows WARP_ROWS·row_warp .. of the Q tile
+  const int row_warp = warp / KEY_WARPS;  // scores: query rows TL::WARP_ROWS·row_warp .. of the Q tile
   const int col_warp = warp / KEY_WARPS;  // dK, dV: columns DKV_COLS·col_warp ..
   const int kv0 = blockIdx.x * BLOCK_KV, bhk = blockIdx.y, b = bhk / sh.h_kv, hk = bhk % sh.h_kv;
   const int group = sh.h / sh.h_kv;
@@ -258,7 +265,7 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
   cp_async_commit();
 
   const uint32_t a_lane = swizzle<TL::CHUNKS>(WARP_KEYS * key_warp + (lane & 15), lane >> 4);
-  const uint32_t bn_lane = swizzle<TL::CHUNKS>(WARP_ROWS * row_warp + (lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1);
+  const uint32_t bn_lane = swizzle<TL::CHUNKS>(TL::WARP_ROWS * row_warp + (lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1);
   const uint32_t bt_lane = swizzle<TL::CHUNKS>(lane & 15, lane >> 4);
   const uint32_t score_lane = swizzle<SCORE_CHUNKS>(WARP_KEYS * key_warp + (lane & 15), lane >> 4);
 
@@ -268,25 +275,25 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
   const int first_row = sh.causal ? lab::imax(0, kv0 - (sh.t_kv - sh.t_q)) : 0;
   const int kv_end = kv0 + BLOCK_KV;  // past T_kv: tile_visibility calls the tile partial (masked)
   const int key_g = kv0 + WARP_KEYS * key_warp + g;  // this lane's keys: key_g + 16·m-tile + 8·(e / 2)
-  const int col_g = WARP_ROWS * row_warp + 2 * t;    // this lane's rows of the Q tile: col_g + 8·n-block + e % 2
+  const int col_g = TL::WARP_ROWS * row_warp + 2 * t;    // this lane's rows of the Q tile: col_g + 8·n-block + e % 2
 
   // The (query head, Q tile) pairs this block visits: every head of the group, and per head the Q
   // tiles from the first that sees key kv0 to the last (causal: all of them see some key of the tile).
-  const int qt_begin = first_row / BLOCK_Q, qt_count = lab::imax(0, lab::ceil_div(sh.t_q, BLOCK_Q) - qt_begin);
+  const int qt_begin = first_row / TL::BLOCK_Q, qt_count = lab::imax(0, lab::ceil_div(sh.t_q, TL::BLOCK_Q) - qt_begin);
   const int items = group * qt_count;
   auto head_of = [&](int item) { return hk * group + item / qt_count; };
-  auto q0_of = [&](int item) { return (qt_begin + item % qt_count) * BLOCK_Q; };
+  auto q0_of = [&](int item) { return (qt_begin + item % qt_count) * TL::BLOCK_Q; };
   auto load_q_tile = [&](int stage, int item) {  // Q, dO and the rows' LSE·log2 e, D, all by cp.async
     const int head = head_of(item), q0 = q0_of(item);
     const int64_t at = (int64_t(b) * sh.t_q * sh.h + head) * HEAD_DIM + q0 * q_stride;
-    load_tile_swizzled<BLOCK_Q, TL::CHUNKS, THREADS>(q_tile_of(stage), q + at, q_stride, sh.t_q - q0);
-    load_tile_swizzled<BLOCK_Q, TL::CHUNKS, THREADS>(do_tile_of(stage), d_o + at, q_stride, sh.t_q - q0);
+    load_tile_swizzled<TL::BLOCK_Q, TL::CHUNKS, THREADS>(q_tile_of(stage), q + at, q_stride, sh.t_q - q0);
+    load_tile_swizzled<TL::BLOCK_Q, TL::CHUNKS, THREADS>(do_tile_of(stage), d_o + at, q_stride, sh.t_q - q0);
     // A copy, not a load and a store: no thread waits for these rows before the tile's math.
-    constexpr int ROW_CHUNKS = BLOCK_Q / 4;  // 16-byte chunks of a tile's LSE (or D) row
+    constexpr int ROW_CHUNKS = TL::BLOCK_Q / 4;  // 16-byte chunks of a tile's LSE (or D) row
     if (threadIdx.x < 2 * ROW_CHUNKS) {      // the padding to row_stride makes every chunk exist (LSE +inf: P = 0)
       const int which = threadIdx.x / ROW_CHUNKS, chunk = threadIdx.x % ROW_CHUNKS;
       const float* src = (which == 0 ? lse_log2 : d_rows) + (int64_t(b) * sh.h + head) * sh.row_stride + q0 + 4 * chunk;
-      cp_async_16(smem_addr(rows_smem + stage * 2 * BLOCK_Q) + uint32_t(threadIdx.x * 16), src, true);
+      cp_async_16(smem_addr(rows_smem + stage * 2 * TL::BLOCK_Q) + uint32_t(threadIdx.x * 16), src, true);
     }
   };
   if (items > 0) load_q_tile(0, 0);
@@ -300,13 +307,13 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
     if (item + 1 < items) load_q_tile(stage ^ 1, item + 1);  // in flight during this item's math
     cp_async_commit();
     const uint32_t q_tile = q_tile_of(stage), do_tile = do_tile_of(stage);
-    const float* lse_smem = rows_smem + stage * 2 * BLOCK_Q;
-    const float* d_smem = lse_smem + BLOCK_Q;
+    const float* lse_smem = rows_smem + stage * 2 * TL::BLOCK_Q;
+    const float* d_smem = lse_smem + TL::BLOCK_Q;
     const lab::TileVisibility vis =
-        lab::tile_visibility(q0, lab::imin(q0 + BLOCK_Q, sh.t_q), kv0, kv_end, sh.t_q, sh.t_kv, sh.causal, 0);
+        lab::tile_visibility(q0, lab::imin(q0 + TL::BLOCK_Q, sh.t_q), kv0, kv_end, sh.t_q, sh.t_kv, sh.causal, 0);
 
     // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ   [32 keys x 32 rows] per warp, fp32.
-    float st[2][WARP_ROWS / 8][4] = {}, dpt[2][WARP_ROWS / 8][4] = {};
+    float st[2][TL::WARP_ROWS / 8][4] = {}, dpt[2][TL::WARP_ROWS / 8][4] = {};
 #pragma unroll
     for (int kk = 0; kk < TL::D_STEPS; ++kk) {
       uint32_t ka[2][4], va[2][4];
@@ -316,7 +323,7 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
         ldmatrix_x4(va[mt], v_tile + mt * R16 + (a_lane ^ (32u * kk)));
       }
 #pragma unroll
-      for (int nb2 = 0; nb2 < WARP_ROWS / 16; ++nb2) {
+      for (int nb2 = 0; nb2 < TL::WARP_ROWS / 16; ++nb2) {
         uint32_t qb[4], ob[4];
         ldmatrix_x4(qb, q_tile + nb2 * R16 + (bn_lane ^ (32u * kk)));
         ldmatrix_x4(ob, do_tile + nb2 * R16 + (bn_lane ^ (32u * kk)));
@@ -339,7 +346,7 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-        for (int nb = 0; nb < WARP_ROWS / 8; ++nb)
+        for (int nb = 0; nb < TL::WARP_ROWS / 8; ++nb)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int col = col_g + 8 * nb + (e & 1);
@@ -363,7 +370,7 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-      for (int nb = 0; nb < WARP_ROWS / 8; ++nb)
+      for (int nb = 0; nb < TL::WARP_ROWS / 8; ++nb)
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           const int key = WARP_KEYS * key_warp + 16 * mt + g + 8 * r, col = col_g + 8 * nb;
@@ -377,7 +384,7 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
 
     // dV += Pᵀ dO and dK += dSᵀ Q   [32 keys x 64 rows] · [64 rows x D/2] per warp.
 #pragma unroll
-    for (int kk = 0; kk < BLOCK_Q / 16; ++kk) {
+    for (int kk = 0; kk < TL::BLOCK_Q / 16; ++kk) {
       uint32_t pa[2][4], sa[2][4];
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) {
@@ -522,17 +529,17 @@ dq_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict_
   auto k_tile_of = [&](int stage) { return q_tile + uint32_t((2 + 2 * stage) * TL::DQ_TILE_BYTES); };
   auto v_tile_of = [&](int stage) { return q_tile + uint32_t((3 + 2 * stage) * TL::DQ_TILE_BYTES); };
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int q0 = blockIdx.x * BLOCK_Q, bh = blockIdx.y, b = bh / sh.h, head = bh % sh.h;
+  const int q0 = blockIdx.x * DQ_BLOCK_Q, bh = blockIdx.y, b = bh / sh.h, head = bh % sh.h;
   const int hk = lab::kv_head_of(head, sh.h, sh.h_kv);
   const int64_t q_stride = int64_t(sh.h) * HEAD_DIM, kv_stride = int64_t(sh.h_kv) * HEAD_DIM;
   const int64_t q_base = (int64_t(b) * sh.t_q * sh.h + head) * HEAD_DIM;
   const int64_t kv_base = (int64_t(b) * sh.t_kv * sh.h_kv + hk) * HEAD_DIM;
-  load_tile_swizzled<BLOCK_Q, TL::CHUNKS, DQ_THREADS>(q_tile, q + q_base + q0 * q_stride, q_stride, sh.t_q - q0);
-  load_tile_swizzled<BLOCK_Q, TL::CHUNKS, DQ_THREADS>(do_tile, d_o + q_base + q0 * q_stride, q_stride, sh.t_q - q0);
+  load_tile_swizzled<DQ_BLOCK_Q, TL::CHUNKS, DQ_THREADS>(q_tile, q + q_base + q0 * q_stride, q_stride, sh.t_q - q0);
+  load_tile_swizzled<DQ_BLOCK_Q, TL::CHUNKS, DQ_THREADS>(do_tile, d_o + q_base + q0 * q_stride, q_stride, sh.t_q - q0);
   cp_async_commit();
 
   const lab::KeyRange block_keys =
-      lab::visible_keys_of_rows(q0, lab::imin(q0 + BLOCK_Q, sh.t_q), sh.t_q, sh.t_kv, sh.causal, 0);
+      lab::visible_keys_of_rows(q0, lab::imin(q0 + DQ_BLOCK_Q, sh.t_q), sh.t_q, sh.t_kv, sh.causal, 0);
   const int tile_begin = block_keys.begin / DQ_BLOCK_KV;
   const int tile_end = block_keys.empty() ? tile_begin : lab::ceil_div(block_keys.end, DQ_BLOCK_KV);
   auto load_kv_tile = [&](int stage, int tile) {
@@ -591,7 +598,7 @@ dq_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict_
         mma_16816<T>(dp[2 * nb2 + 1], oa[kk], vb[2], vb[3]);
       }
     const lab::TileVisibility vis =
-        lab::tile_visibility(q0, lab::imin(q0 + BLOCK_Q, sh.t_q), kv0, kv0 + DQ_BLOCK_KV, sh.t_q, sh.t_kv, sh.causal, 0);
+        lab::tile_visibility(q0, lab::imin(q0 + DQ_BLOCK_Q, sh.t_q), kv0, kv0 + DQ_BLOCK_KV, sh.t_q, sh.t_kv, sh.causal, 0);
     auto element_step = [&](auto masked) {  // as in the main kernel: a select, not a branch, per element
 #pragma unroll
       for (int nb = 0; nb < DQ_BLOCK_KV / 8; ++nb)
@@ -655,15 +662,15 @@ struct BackwardArgs {
   bool hopper = false;    // the wgmma variants (sm_90a)
 };
 
-// The row arrays' row length: T_q rounded up to a whole Q tile of the kernel that reads them, so
-// that a tile's rows are whole, aligned 16-byte copies (cp.async, or one bulk copy on Hopper). It
+// The row arrays' row length: T_q rounded up to a whole Q tile of the kernel that reads them (the
+// larger of the main kernel's two, for either D), so that a tile's rows are whole, aligned 16-byte copies (cp.async, or one bulk copy on Hopper). It
 // also keeps the fp32 dQ that follows them in the workspace 16-byte aligned, for its float4 atomics
 // (mma.sync) or bulk reductions (wgmma).
 inline int row_stride_of(int t_q, bool hopper) {
-  const int pad = hopper ? lab::wsbwd::ROW_PAD : BLOCK_Q;
+  const int pad = hopper ? lab::wsbwd::ROW_PAD : lab::imax(Tiles<64>::BLOCK_Q, Tiles<128>::BLOCK_Q);
   return lab::ceil_div(t_q, pad) * pad;
 }
-static_assert(BLOCK_Q % 4 == 0 && lab::wsbwd::ROW_PAD % 4 == 0, "row arrays of whole 16-byte chunks");
+static_assert(Tiles<64>::BLOCK_Q % 4 == 0 && Tiles<128>::BLOCK_Q % 4 == 0 && lab::wsbwd::ROW_PAD % 4 == 0, "row arrays of whole 16-byte chunks");
 
 // D and LSE·log2 e per row; the atomic variants' fp32 dQ (wgmma: t_pad rows a head, whole 64-row
 // blocks of lab::wsbwd::dq_acc_index).
@@ -724,7 +731,7 @@ void launch_backward_hopper(const BackwardArgs& a, const Shape& sh, const float*
   } else {
     hb::dkdv_kernel<T, HEAD_DIM, false, Exercises><<<grid, hb::THREADS, smem, st>>>(q_map, do_map, k_map, v_map, p);
     CUDA_CHECK_LAST();
-    const dim3 q_grid(unsigned(lab::ceil_div(a.t_q, BLOCK_Q)), unsigned(a.b * a.h));
+    const dim3 q_grid(unsigned(lab::ceil_div(a.t_q, DQ_BLOCK_Q)), unsigned(a.b * a.h));
     dq_kernel<T, HEAD_DIM><<<q_grid, DQ_THREADS, dq_smem, st>>>(
         static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<const T*>(a.v), static_cast<const T*>(a.d_o),
         lse_log2, d_rows, static_cast<T*>(a.dq), sh);
@@ -770,7 +777,7 @@ void launch_backward(const BackwardArgs& a, const std::string& bug, cudaStream_t
   } else {
     dkdv_kernel<T, HEAD_DIM, false><<<kv_grid, THREADS, smem, st>>>(q, k, v, d_o, lse_log2, d_rows, nullptr, dk, dv, sh);
     CUDA_CHECK_LAST();
-    const dim3 q_grid(unsigned(lab::ceil_div(a.t_q, BLOCK_Q)), unsigned(a.b * a.h));
+    const dim3 q_grid(unsigned(lab::ceil_div(a.t_q, DQ_BLOCK_Q)), unsigned(a.b * a.h));
     dq_kernel<T, HEAD_DIM><<<q_grid, DQ_THREADS, dq_smem, st>>>(q, k, v, d_o, lse_log2, d_rows, dq, sh);
   }
   CUDA_CHECK_LAST();
@@ -809,7 +816,7 @@ lab::BackwardGpuRun make_run(const lab::BackwardContext& ctx) {
     launch_backward_any(args, f16, bug, st);
   };
   run.extra_device_bytes = workspace_bytes(pr, ctx.variant);
-  run.metrics = {{"block_q", BLOCK_Q}, {"block_kv", BLOCK_KV}, {"warps", NUM_WARPS}, {"stages", Tiles<64>::STAGES},
+  run.metrics = {{"block_q", pr.d == 64 ? Tiles<64>::BLOCK_Q : Tiles<128>::BLOCK_Q}, {"block_kv", BLOCK_KV}, {"warps", NUM_WARPS}, {"stages", Tiles<64>::STAGES},
                  {"smem_bytes", pr.d == 64 ? Tiles<64>::SMEM_BYTES : Tiles<128>::SMEM_BYTES},
                  {"dq", is_atomic(ctx.variant) ? "fp32 atomics" : "separate pass"}};
   if (is_hopper(ctx.variant)) {
@@ -837,6 +844,7 @@ std::string run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
                           pr.b, pr.h, pr.h_kv, pr.t_q, pr.t_kv, pr.d, pr.causal, is_atomic(opt.variant)};
   const Shape sh = make_shape(dims, opt.bug);
   const int d = pr.d, group = pr.h / pr.h_kv;
+  const int block_q = d == 64 ? Tiles<64>::BLOCK_Q : Tiles<128>::BLOCK_Q;  // the main kernel's Q tile
   // D and LSE·log2 e per row, as the preprocessing pass.
   std::vector<float> d_rows(size_t(pr.lse_elems())), lse_log2(d_rows.size());
   for (int b = 0; b < pr.b; ++b)
@@ -854,14 +862,14 @@ std::string run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
   std::atomic<bool> written{true};
   lab::parallel_for(int64_t(pr.b) * pr.h_kv, [&](int64_t bhk) {  // a (b, K/V head) owns its group's dQ rows
     const int b = int(bhk / pr.h_kv), hk = int(bhk % pr.h_kv);
-    std::vector<float> dk_acc(size_t(BLOCK_KV) * d), dv_acc(dk_acc.size()), tile_dq(size_t(BLOCK_Q) * d);
+    std::vector<float> dk_acc(size_t(BLOCK_KV) * d), dv_acc(dk_acc.size()), tile_dq(size_t(block_q) * d);
     for (int kv0 = 0; kv0 < pr.t_kv; kv0 += BLOCK_KV) {
       std::fill(dk_acc.begin(), dk_acc.end(), 0.f);
       std::fill(dv_acc.begin(), dv_acc.end(), 0.f);
       const int first_row = sh.causal ? std::max(0, kv0 - (pr.t_kv - pr.t_q)) : 0;
       for (int h = hk * group; h < (hk + 1) * group; ++h)
-        for (int q0 = first_row / BLOCK_Q * BLOCK_Q; q0 < pr.t_q; q0 += BLOCK_Q) {
-          const auto vis = lab::tile_visibility(q0, std::min(q0 + BLOCK_Q, pr.t_q), kv0, kv0 + BLOCK_KV, pr.t_q, pr.t_kv,
+        for (int q0 = first_row / block_q * block_q; q0 < pr.t_q; q0 += block_q) {
+          const auto vis = lab::tile_visibility(q0, std::min(q0 + block_q, pr.t_q), kv0, kv0 + BLOCK_KV, pr.t_q, pr.t_kv,
                                                 pr.causal, 0);
           if (vis == lab::TileVisibility::none) continue;
           std::fill(tile_dq.begin(), tile_dq.end(), 0.f);
@@ -869,7 +877,7 @@ std::string run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
             const int j = kv0 + jj;
             const float* kr = &in.qkv.k[size_t(pr.kv_index(b, j, hk))];
             const float* vr = &in.qkv.v[size_t(pr.kv_index(b, j, hk))];
-            for (int i = q0; i < std::min(q0 + BLOCK_Q, pr.t_q); ++i) {
+            for (int i = q0; i < std::min(q0 + block_q, pr.t_q); ++i) {
               if (!lab::key_visible(i, j, pr.t_q, pr.t_kv, pr.causal, 0)) continue;
               const float* qr = &in.qkv.q[size_t(pr.q_index(b, i, h))];
               const float* dor = &in.d_o[size_t(pr.q_index(b, i, h))];
@@ -895,7 +903,7 @@ std::string run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
               }
             }
           }
-          for (int i = q0; i < std::min(q0 + BLOCK_Q, pr.t_q); ++i) {  // this K/V tile's part of dQ
+          for (int i = q0; i < std::min(q0 + block_q, pr.t_q); ++i) {  // this K/V tile's part of dQ
             float* acc = &dq_acc[size_t(pr.q_index(b, i, h))];
             const float* part = &tile_dq[size_t(i - q0) * d];
             for (int c = 0; c < d; ++c) acc[c] = sh.dq_store ? part[c] : acc[c] + part[c];
