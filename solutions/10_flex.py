@@ -29,7 +29,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common" / "python"))
-from labharness import Section, main, mods, record  # noqa: E402
+try:
+    from labharness import Section, main, mods, record  # noqa: E402
+except ModuleNotFoundError as missing:  # one line and exit 77 (cannot run here), not a traceback
+    print(f"10_flex: cannot run here: the Python package '{missing.name}' is missing "
+          f"(scripts/lab run 10 installs what the section needs)")
+    sys.exit(77)
 
 ROOT = Path(__file__).resolve().parents[1]
 

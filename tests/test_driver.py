@@ -185,6 +185,16 @@ class Cases(unittest.TestCase):
             sizes = [kv_megabytes(s) for s in cases.sanitize_shapes(student.load_cases(section))]
             self.assertTrue(any(mb > 50 for mb in sizes) and any(mb < 50 for mb in sizes), (section, sizes))
 
+    def test_a_python_lab_copied_out_of_the_tree_finds_the_harness(self):
+        # The grader runs each submission's copy from a folder of its own, not from labs/.
+        with tempfile.TemporaryDirectory() as tmp:
+            for s in ("09_triton", "10_flex"):
+                Path(tmp, f"{s}.py").write_text((ROOT / "labs" / f"{s}.py").read_text())
+                code, out, _ = common.run_limited(common.program(s, False, labs_dir=tmp) + ["--help"], 120)
+                self.assertEqual(code, 0, out)
+                self.assertIn("--variant", out)
+                self.assertNotIn("Traceback", out)
+
     def test_sections_resolve_by_number(self):
         self.assertEqual(common.resolve("1"), "01_naive")
         self.assertEqual(common.resolve("01"), "01_naive")

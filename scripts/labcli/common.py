@@ -88,7 +88,12 @@ def program(section, solution, build_dir=None, labs_dir=None):
     """The command line that runs a section's program: a built binary, or [python3, FILE]."""
     if is_python(section):
         folder = ROOT / "solutions" if solution else Path(labs_dir or ROOT / "labs")
-        return [sys.executable, folder / f"{section}.py"]
+        if solution or labs_dir is None:
+            return [sys.executable, folder / f"{section}.py"]
+        # A section finds its harness (common/python) from the tree it sits in; a copy graded
+        # elsewhere is told where the lab's is, ahead of whatever else the user's path holds.
+        path = os.pathsep.join(filter(None, [str(ROOT / "common" / "python"), os.environ.get("PYTHONPATH")]))
+        return ["env", f"PYTHONPATH={path}", sys.executable, folder / f"{section}.py"]
     bin_dir = Path(build_dir or BUILD) / "bin"
     return [bin_dir / (section if solution else f"lab_{section}")]
 
