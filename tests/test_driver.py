@@ -195,6 +195,14 @@ class Cases(unittest.TestCase):
                 self.assertIn("--variant", out)
                 self.assertNotIn("Traceback", out)
 
+    def test_a_solution_handed_in_as_a_lab_says_so(self):
+        # The grading example's full-marks submission: the grader counts only a lab's records.
+        py = student.handed_in(ROOT / "solutions" / "09_triton.py")
+        self.assertIn('build="lab",', py)
+        self.assertNotIn('build="solution"', py)
+        cu = ROOT / "solutions" / "01_naive.cu"
+        self.assertEqual(student.handed_in(cu), cu.read_text())  # the build system marks a compiled lab
+
     def test_sections_resolve_by_number(self):
         self.assertEqual(common.resolve("1"), "01_naive")
         self.assertEqual(common.resolve("01"), "01_naive")
