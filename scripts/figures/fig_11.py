@@ -4,10 +4,12 @@ streaming past in order, dK and dV of the tile accumulating in the block's regis
 variant each visit also adds its piece of dQ into an fp32 buffer with atomicAdd, from every block
 at once. Right, the deterministic variant's separate dQ pass: one block per Q tile, the K/V tiles
 in a fixed order, dQ in registers."""
+import re
+
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
-from _common import constant, require, visible_keys
+from _common import ROOT, constant, require, visible_keys
 
 SECTION = "11_backward"
 TILES = 5  # tiles a side of the drawn problem (T = TILES x the tile size)
@@ -41,11 +43,23 @@ def arrow(ax, a, b, colour, style="-|>", lw=1.2, ls="-"):
     ax.add_patch(FancyArrowPatch(a, b, arrowstyle=style, mutation_scale=11, color=colour, lw=lw, linestyle=ls))
 
 
+def main_q_tiles():
+    """The main kernel's Q tile per head dimension, (rows at D = 64, rows at D = 128), from Tiles."""
+    text = (ROOT / "solutions" / f"{SECTION}.cu").read_text()
+    m = re.search(r"static constexpr int BLOCK_Q = HEAD_DIM == 64 \? (\d+) : (\d+);", text)
+    if not m:
+        raise SystemExit(f"figures: solutions/{SECTION}.cu no longer sets Tiles::BLOCK_Q per D: update the figure")
+    return int(m.group(1)), int(m.group(2))
+
+
 def make(out_dir):
     require(SECTION, "dK, dV stay in registers while every Q tile of every query head of the group streams past")
     require(SECTION, "else atomic_add4(at, v4);")
     require(SECTION, "a second kernel, one block per Q tile,")
-    block_q, block_kv = constant(SECTION, "BLOCK_Q"), constant(SECTION, "BLOCK_KV")
+    block_kv = constant(SECTION, "BLOCK_KV")
+    q_d64, q_d128 = main_q_tiles()
+    block_q = q_d64  # drawn at D = 64, where the main kernel's tiles are square
+    dq_q, dq_kv = constant(SECTION, "DQ_BLOCK_Q"), constant(SECTION, "DQ_BLOCK_KV")
     blue, orange, red = "#9ecae1", "#fdd0a2", "#d62728"
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5.6))
 
@@ -67,15 +81,16 @@ def make(out_dir):
             arrow(left, (j + 0.8, y + 0.5), (buf_x, y + 0.5), red, lw=0.9, ls="--")
     left.text(buf_x + 0.35, TILES + 0.15, "fp32 dQ, atomicAdd\nfrom every block,\nin any order", ha="center",
               va="bottom", fontsize=8, color=red)
-    left.set_title(f"atomic: one block per K/V tile ({block_kv} keys), Q tiles ({block_q} rows) stream past;\n"
-                   "dQ added by fp32 atomics from every block, then scaled and rounded", fontsize=10)
+    left.set_title(f"atomic: one block per K/V tile ({block_kv} keys), Q tiles ({block_q} rows at D = 64, "
+                   f"{q_d128} at D = 128)\nstream past; dQ added by fp32 atomics from every block, then scaled "
+                   "and rounded", fontsize=10)
     left.set_xlim(-0.9, buf_x + 1.1)
     left.set_ylim(-1.4, TILES + 1.0)
 
     # Right: the deterministic variant's dQ pass, block i = 3 highlighted, K/V tiles in a fixed order.
     i = 3
-    row_order = {kj: n + 1 for n, kj in enumerate(k for k in range(TILES) if visible(i, k, block_q, block_kv))}
-    grid(right, block_q, block_kv, lambda qi, kj: (orange, f"{row_order[kj]}") if qi == i else None)
+    row_order = {kj: n + 1 for n, kj in enumerate(k for k in range(TILES) if visible(i, k, dq_q, dq_kv))}
+    grid(right, dq_q, dq_kv, lambda qi, kj: (orange, f"{row_order[kj]}") if qi == i else None)
     y = TILES - 1 - i
     right.add_patch(Rectangle((0, y), len(row_order), 1, fill=False, edgecolor="#a63603", lw=2.2))
     arrow(right, (0.1, y + 0.15), (len(row_order) - 0.1, y + 0.15), "#a63603", lw=1.8)  # the fixed order
@@ -84,8 +99,8 @@ def make(out_dir):
     right.text(TILES / 2, -0.3, "K/V tiles in a fixed order: the same sums, the same bits, every run.\n"
                "dK, dV: the main kernel of the left without its dQ;\nthis pass recomputes P and dS "
                "(S and dP computed twice)", ha="center", va="top", fontsize=8.5)
-    right.set_title("deterministic: a second kernel, one block per Q tile,\nsums dQ over the K/V tiles it sees",
-                    fontsize=10)
+    right.set_title(f"deterministic: a second kernel, one block per Q tile ({dq_q} rows),\nsums dQ over the "
+                    f"K/V tiles ({dq_kv} keys) it sees", fontsize=10)
     right.set_xlim(-0.9, TILES + 2.3)
     right.set_ylim(-1.4, TILES + 1.0)
 
