@@ -63,8 +63,8 @@ using namespace lab::sm80;
 // rows a step (64 at D = 128, 128 at D = 64).
 // Each of its GEMM steps splits its output among the warps in 2-D tiles (FlashAttention-2's warp
 // layout), so that a warp reads from shared memory only the rows of both operands its own tile
-// needs: a warp that owned 16 keys against all 64 rows would read every Q and dO row once per 16
-// keys, and the kernel was bound by shared-memory reads, not by the Tensor Cores.
+// needs. Shared-memory reads, not the Tensor Cores, bound this kernel: a warp that owned 16 keys
+// against all 64 rows would read every Q and dO row once per 16 keys.
 constexpr int BLOCK_KV = 128;      // keys per block of the main kernel
 constexpr int NUM_WARPS = 8;
 constexpr int THREADS = 32 * NUM_WARPS;
