@@ -32,6 +32,11 @@ class Handouts(unittest.TestCase):
         sections = {p.stem for p in (ROOT / "labs").iterdir() if p.suffix in (".cu", ".py")}
         self.assertEqual({p.stem for p in HANDOUTS}, sections)
 
+    def test_each_has_its_second_level_hints(self):
+        # ch12/README.md promises hints/NN_<name>.md for every section
+        for path in HANDOUTS:
+            self.assertTrue((ROOT / "ch12" / "hints" / path.name).exists(), f"ch12/hints/{path.name} is missing")
+
     def test_each_opens_with_the_box(self):
         for path in HANDOUTS:
             box = "\n".join(line for line in path.read_text().splitlines()[:20] if line.startswith(">"))
