@@ -271,8 +271,8 @@ __device__ __forceinline__ void producer(const CUtensorMap& q_map, const CUtenso
     load_q<HEAD_DIM, CONS>(q_map, sm, b, job.head, job.q0);
   }
   // EXERCISE producer-loop: fill the ring with the job's n_tiles K/V tiles, in order (its tile n is K/V tile first_tile + n).
-  //   For each fill: wait until the consumers have given its slot back (producer_acquire on the
-  //   slot's empty barrier: which phase?), then for K and then V: tell the slot's full barrier
+  //   For each fill: wait until the consumers have given its slot back (FA3's producer_acquire:
+  //   mbar_wait on the slot's empty barrier: which phase?), then for K and then V: tell the slot's full barrier
   //   how many bytes are coming (mbar_arrive_expect_tx: the whole tile, TMA zero-fills rows past
   //   T_kv) and issue the copies (load_kv_tile: the whole warp calls it; lane 0, `leader`, does
   //   the barrier work). K first: the consumers start S = Q Kᵀ while V is in flight.

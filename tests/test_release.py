@@ -4,8 +4,11 @@
 Writes a release into a temporary folder and checks that it has no solutions/ and no instructor key
 (ch12/key/), and that no exercise region of solutions/ appears in any of its files: the text
 between a `BEGIN EXERCISE` and its `END EXERCISE` (`//` or `#` comments), minus the comment lines
-that open it (the hint, which the stub keeps) and the STUB lines, whitespace-normalised. Regions of fewer than 2 lines or 40 characters are too short to tell an
-answer from ordinary code and are left out. Each answer found is named by file and region.
+that open it (the hint, which the stub keeps) and the STUB lines, whitespace-normalised. Regions of
+fewer than 2 lines or 40 characters are too short to tell an answer from ordinary code and are left
+out. The prose (Markdown: handouts, hints) is held to more: no single answer line of 25 characters
+or more, so that a hint gives the formula and the code's shape, never the code. Each answer found
+is named by file and region.
 Then configures the release with CMake (no build), which fails when a target of the tests names
 a file of solutions/. Prints "ok: ..." and exits 0, else one FAIL line per finding and exits 1.
 """
@@ -22,6 +25,7 @@ END = re.compile(r"^\s*(//|#) END EXERCISE\s*$")
 STUB = re.compile(r"^\s*(//|#) STUB: ")
 COMMENT = re.compile(r"^\s*(//|#)")
 MIN_LINES, MIN_CHARS = 2, 40
+MIN_LINE_CHARS = 25  # one answer line this long, in a Markdown file, is a copy of the answer
 
 
 def normalise(text):
@@ -55,6 +59,26 @@ def answers(path):
     return out
 
 
+def answer_lines(path):
+    """(label, normalised line) of every answer line of a solution file's exercise regions that is
+    long enough to be told from ordinary prose."""
+    out, ident, start, leading = [], None, 0, False
+    for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        m = BEGIN.match(line)
+        if m:
+            ident, start, leading = m.group(2), n, True
+        elif ident is not None and END.match(line):
+            ident = None
+        elif ident is not None and leading and COMMENT.match(line):
+            continue
+        elif ident is not None:
+            leading = False
+            text = normalise(line)
+            if not STUB.match(line) and not COMMENT.match(line) and len(text.replace(" ", "")) >= MIN_LINE_CHARS:
+                out.append((f"{path.relative_to(ROOT)}:{n} exercise {ident}", text))
+    return out
+
+
 def configure_problems(rel):
     """The release must configure: a CMake target or test that names a file of solutions/ without
     `if(EXISTS ...)` breaks every student's first build. Configure only (seconds); a configure that
@@ -76,6 +100,7 @@ def configure_problems(rel):
 
 def main():
     regions = [r for f in sorted((ROOT / "solutions").glob("[0-9][0-9]_*")) for r in answers(f)]
+    lines = [r for f in sorted((ROOT / "solutions").glob("[0-9][0-9]_*")) for r in answer_lines(f)]
     problems = []
     with tempfile.TemporaryDirectory() as tmp:
         rel = Path(tmp) / "release"
@@ -96,6 +121,10 @@ def main():
             for label, answer in regions:
                 if answer in text:
                     problems.append(f"{f.relative_to(rel)} holds the answer of {label}: {answer[:100]}...")
+            if f.suffix == ".md":
+                for label, line in lines:
+                    if line in text:
+                        problems.append(f"{f.relative_to(rel)} holds an answer line of {label}: {line[:100]}")
         problems += configure_problems(rel)
     for p in problems:
         print("FAIL:", p)
