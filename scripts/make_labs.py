@@ -41,6 +41,15 @@ class ExerciseError(Exception):
     pass
 
 
+PY_BUILD_LINE = re.compile(r'^(\s*)build="solution",', re.M)
+
+
+def as_lab(text):
+    """A Python section names its build in its Section(...): the same file run as a lab (its stub,
+    or a solution handed in to the grader) reports "lab"."""
+    return PY_BUILD_LINE.sub(r'\1build="lab",', text)
+
+
 def make_stub(text, source_name):
     c = "#" if source_name.endswith(".py") else "//"
     BEGIN, END, STUB, COMMENT = SYNTAX[".py" if c == "#" else ".cu"]
@@ -50,15 +59,13 @@ def make_stub(text, source_name):
     lines = text.splitlines()
     if c == "#" and lines and lines[0].startswith("#!"):  # the interpreter line stays the first line
         out.insert(0, lines.pop(0))
-    build_line = re.compile(r'^(\s*)build="solution",')
     i, found = 0, 0
     while i < len(lines):
         m = BEGIN.match(lines[i])
         if not m:
             if END.match(lines[i]) or STUB.match(lines[i]):
                 raise ExerciseError(f"{source_name}:{i + 1}: END EXERCISE or STUB outside a region")
-            # a Python section names its build in its Section(...): the stub reports "lab"
-            out.append(build_line.sub(r'\1build="lab",', lines[i]) if c == "#" else lines[i])
+            out.append(as_lab(lines[i]) if c == "#" else lines[i])
             i += 1
             continue
         indent, ident, hint = m.groups()

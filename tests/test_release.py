@@ -32,51 +32,48 @@ def normalise(text):
     return " ".join(text.split())
 
 
-def answers(path):
-    """(label, normalised answer text) of each exercise region of a solution file: the runs of
-    answer lines between its STUB lines, each long enough to be told from ordinary code."""
-    out, chunks, start, ident, leading = [], None, 0, "", False
+def exercise_regions(path):
+    """(ident, first line number, parts) of each exercise region of a solution file; a part is a
+    run of (line number, answer line) between its STUB lines, the opening hint comments left out."""
+    out, parts, start, ident, leading = [], None, 0, "", False
     for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
         m = BEGIN.match(line)
         if m:
-            chunks, start, ident, leading = [[]], n, m.group(2), True
-        elif chunks is not None and END.match(line):
-            for part, lines in enumerate(chunks):
-                lines = [l for l in lines if l.strip()]
-                text = normalise("\n".join(lines))
-                if len(lines) >= MIN_LINES and len(text.replace(" ", "")) >= MIN_CHARS:
-                    label = f"{path.relative_to(ROOT)}:{start} exercise {ident}" + (f" (part {part + 1})" if len(chunks) > 1 else "")
-                    out.append((label, text))
-            chunks = None
-        elif chunks is not None and leading and COMMENT.match(line):
+            parts, start, ident, leading = [[]], n, m.group(2), True
+        elif parts is not None and END.match(line):
+            out.append((ident, start, parts))
+            parts = None
+        elif parts is not None and leading and COMMENT.match(line):
             continue  # the comment lines that open a region are its hint, kept in the stub
-        elif chunks is not None:
+        elif parts is not None:
             leading = False
             if STUB.match(line):
-                chunks.append([])
+                parts.append([])
             else:
-                chunks[-1].append(line)
+                parts[-1].append((n, line))
+    return out
+
+
+def answers(path):
+    """(label, normalised answer text) of each exercise region of a solution file: the runs of
+    answer lines between its STUB lines, each long enough to be told from ordinary code."""
+    out = []
+    for ident, start, parts in exercise_regions(path):
+        for part, numbered in enumerate(parts):
+            lines = [l for _, l in numbered if l.strip()]
+            text = normalise("\n".join(lines))
+            if len(lines) >= MIN_LINES and len(text.replace(" ", "")) >= MIN_CHARS:
+                label = f"{path.relative_to(ROOT)}:{start} exercise {ident}" + (f" (part {part + 1})" if len(parts) > 1 else "")
+                out.append((label, text))
     return out
 
 
 def answer_lines(path):
     """(label, normalised line) of every answer line of a solution file's exercise regions that is
     long enough to be told from ordinary prose."""
-    out, ident, start, leading = [], None, 0, False
-    for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-        m = BEGIN.match(line)
-        if m:
-            ident, start, leading = m.group(2), n, True
-        elif ident is not None and END.match(line):
-            ident = None
-        elif ident is not None and leading and COMMENT.match(line):
-            continue
-        elif ident is not None:
-            leading = False
-            text = normalise(line)
-            if not STUB.match(line) and not COMMENT.match(line) and len(text.replace(" ", "")) >= MIN_LINE_CHARS:
-                out.append((f"{path.relative_to(ROOT)}:{n} exercise {ident}", text))
-    return out
+    return [(f"{path.relative_to(ROOT)}:{n} exercise {ident}", normalise(line))
+            for ident, _, parts in exercise_regions(path) for numbered in parts for n, line in numbered
+            if not COMMENT.match(line) and len(normalise(line).replace(" ", "")) >= MIN_LINE_CHARS]
 
 
 def configure_problems(rel):
