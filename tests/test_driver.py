@@ -1,5 +1,7 @@
 """Unit tests of scripts/lab (its labcli modules) and scripts/make_labs.py (no GPU, no build needed)."""
+import contextlib
 import importlib.machinery
+import io
 import json
 import importlib.util
 import sys
@@ -202,6 +204,35 @@ class Cases(unittest.TestCase):
         self.assertNotIn('build="solution"', py)
         cu = ROOT / "solutions" / "01_naive.cu"
         self.assertEqual(student.handed_in(cu), cu.read_text())  # the build system marks a compiled lab
+
+    def test_the_grading_example_checks_the_solutions_speed(self):
+        # A copy of the solution that does not time as the solution (or not at all) is a grader fault.
+        names = ["01_naive", "10_flex", "11_backward"]
+        c01 = student.load_cases("01_naive")["cases"]
+
+        def verdicts(speeds):
+            def step(title, cmd, timeout):
+                grades = Path(cmd[cmd.index("--out") + 1])
+                def write(sub, sections):
+                    (grades / sub).mkdir(parents=True, exist_ok=True)
+                    (grades / sub / "grade.json").write_text(json.dumps({"gpu": "NVIDIA H200", "total": 0.0, "sections": sections}))
+                write("solutions", {s: {"correctness": 100.0, "speed_ratio": speeds[s]} for s in names})
+                write("stubs", {s: {"correctness": 0.0, "unmodified_stub": True} for s in names})
+                bug = lambda c: "wrong answer" if "--magnitude" in c.get("args", []) else "pass"
+                write("planted-bug", {"01_naive": {"cases": [{"case": c["name"], "status": bug(c)} for c in c01]}})
+                hung = lambda c: "timeout" if "65" in c.get("args", []) else "pass"
+                write("hang", {"01_naive": {"cases": [{"case": c["name"], "status": hung(c)} for c in c01]}})
+                return common.EXIT_PASS
+            with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()) as said:
+                code = student.grading_example(Path(tmp, "ge"), names, ["lab"], step)
+            return code, said.getvalue()
+
+        code, said = verdicts({"01_naive": 1.0, "10_flex": 0.98, "11_backward": 1.03})
+        self.assertEqual(code, common.EXIT_PASS, said)
+        code, said = verdicts({"01_naive": 1.0, "10_flex": 0.72, "11_backward": None})
+        self.assertEqual(code, common.EXIT_FAIL, said)
+        self.assertIn("10_flex timed at 0.72x the solution", said)
+        self.assertIn("11_backward was not timed", said)
 
     def test_sections_resolve_by_number(self):
         self.assertEqual(common.resolve("1"), "01_naive")

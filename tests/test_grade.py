@@ -183,5 +183,32 @@ class GradeTriage(unittest.TestCase):
             self.assertIn(b"stub,not run (no GPU),not run (no GPU)", csv_text)
 
 
+class PerfRun(unittest.TestCase):
+    """The timing run behind the speed bonus: a command the program accepts, and the graded
+    variant's time read back even when the run records another kernel after it."""
+
+    def test_no_option_is_given_twice(self):
+        for path in sorted((ROOT / "tests" / "cases").glob("*.json")):
+            shape = grade.perf_shape(json.loads(path.read_text()))
+            if not shape:
+                continue
+            variant, args = shape
+            cmd = [str(a) for a in grade.perf_command(["prog"], variant, args, "perf.json")]
+            options = [a for a in cmd if a.startswith("--")]
+            self.assertEqual(len(options), len(set(options)), f"{path.name}: {cmd}")
+            self.assertEqual(cmd[cmd.index("--variant") + 1], variant, path.name)
+
+    def test_the_graded_variant_is_timed(self):
+        def run_limited(cmd, timeout):  # a program that records its kernel, then another (10's --against-07)
+            rec = Path(cmd[cmd.index("--json") + 1])
+            rec.write_text(json.dumps([{"variant": "window", "timing": {"median_ms": 0.3}},
+                                       {"variant": "07-window", "timing": {"median_ms": 0.2}}]))
+            return 0, "", 0.1
+        g = grade.Grader(ROOT, ROOT / "build", run_limited, None, None, None, None, print)
+        with tempfile.TemporaryDirectory() as tmp:
+            self.assertEqual(g.median_ms(["prog"], "window", ["--t", "64"], 10, Path(tmp)), 0.3)
+            self.assertIsNone(g.median_ms(["prog"], "softcap", ["--t", "64"], 10, Path(tmp)))  # no record of it
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -359,11 +359,15 @@ def handed_in(path):
     return make_labs.as_lab(text) if Path(path).suffix == ".py" else text
 
 
+SAME_SPEED = (0.8, 1.25)  # the range of speed ratios a copy of the solution may show
+
+
 def grading_example(out, names, lab, step, gpus=1):
     """Grades four submissions made from the repository and checks the grader's verdicts:
     the solutions (full marks), the stubs (zero), a copy of 01 with the max subtraction removed
     (loses exactly its large-score cases) and a copy of 01 that hangs at T = 65 (stopped by the
-    time limit, every other case still graded)."""
+    time limit, every other case still graded). The solutions must also time as the solution does."""
+    import grade
     subs = out / "submissions"
     shutil.rmtree(out, ignore_errors=True)
     for name, folder in (("solutions", "solutions"), ("stubs", "labs")):
@@ -398,6 +402,11 @@ def grading_example(out, names, lab, step, gpus=1):
             problems.append(f"stubs: {s} correctness {stub['sections'][s]['correctness']}")
         if not stub["sections"][s].get("unmodified_stub"):
             problems.append(f"stubs: {s} not recognised as the unmodified stub")
+        # the same code as the solution: its speed is the solution's, up to the noise of one timing
+        ratio = sol["sections"][s].get("speed_ratio")
+        if grade.perf_shape(load_cases(s)) and not (ratio and SAME_SPEED[0] <= ratio <= SAME_SPEED[1]):
+            problems.append(f"solutions: {s} " + ("was not timed" if ratio is None else
+                            f"timed at {ratio:.2f}x the solution, expected {SAME_SPEED[0]}-{SAME_SPEED[1]}x"))
     lost = sorted({c["case"] for c in bug["sections"]["01_naive"]["cases"] if c["status"] != "pass"})
     expected = sorted({c["name"] for c in load_cases("01_naive")["cases"] if "--magnitude" in c.get("args", [])})
     if lost != expected:
