@@ -444,8 +444,8 @@ def cmd_grading_example(a):
 
 # -------------------------------------------------------------------------------------- release
 # What a course hands out leaves these behind: the answers (solutions/, the instructor key and
-# notes) and the graded copies of the solutions in the grading example.
-RELEASE_EXCLUDED = ("solutions/", "ch12/key/", "ch12/INSTRUCTORS.md", "results/grading-example/")
+# notes). The grading example's reports stay: they hold verdicts and timings, no code.
+RELEASE_EXCLUDED = ("solutions/", "ch12/key/", "ch12/INSTRUCTORS.md")
 
 
 def tree_files(root):
