@@ -37,6 +37,13 @@ class Handouts(unittest.TestCase):
         for path in HANDOUTS:
             self.assertTrue((ROOT / "ch12" / "hints" / path.name).exists(), f"ch12/hints/{path.name} is missing")
 
+    def test_the_instructors_notes_link_every_answer_key(self):
+        notes = ROOT / "ch12" / "INSTRUCTORS.md"
+        if not notes.exists():
+            self.skipTest("a student release: no instructor notes")
+        linked = set(re.findall(r"\(key/(\d\d_\w+)\.md\)", notes.read_text()))
+        self.assertEqual(linked, {p.stem for p in HANDOUTS})
+
     def test_each_opens_with_the_box(self):
         for path in HANDOUTS:
             box = "\n".join(line for line in path.read_text().splitlines()[:20] if line.startswith(">"))
