@@ -97,6 +97,16 @@ def make_stub(text, source_name):
     return "\n".join(out) + "\n"
 
 
+def is_untouched_stub(lab):
+    """Whether a lab file is still the stub generated from its solution; None where there is no
+    solution to generate it from (a student release)."""
+    lab = Path(lab)
+    solution = lab.resolve().parent.parent / "solutions" / lab.name
+    if not solution.exists():
+        return None
+    return lab.exists() and lab.read_text() == make_stub(solution.read_text(), solution.name)
+
+
 def generate_all(solutions, labs, check_only=False):
     """Returns the names of the lab files that differ (and, unless check_only, rewrites them)."""
     changed = []

@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import make_labs  # noqa: E402
 
 
 def run(prog, args, timeout):
@@ -72,8 +74,11 @@ def main():
         for c in data.get("bugs", []):
             if not a.cpu or c.get("cpu", True):
                 expect(f"--bug {c['bug']} {c['name']}", sol, c["args"] + ["--bug", c["bug"]], 1, "FAIL")
-    for c in cases[:3]:
-        expect(f"stub {c['name']}", lab, c["args"], 1, "output not written")
+    if make_labs.is_untouched_stub(lab):  # once the lab holds a student's work there is no stub to test
+        for c in cases[:3]:
+            expect(f"stub {c['name']}", lab, c["args"], 1, "output not written")
+    else:
+        print(f"skip  the stub cases: {lab.relative_to(ROOT)} is not the generated stub")
     print(f"{passed} passed, {len(failed)} failed")
     sys.exit(1 if failed else 0)
 

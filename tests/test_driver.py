@@ -3,7 +3,9 @@ import contextlib
 import importlib.machinery
 import io
 import json
+import re
 import importlib.util
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -233,6 +235,46 @@ class Cases(unittest.TestCase):
         self.assertEqual(code, common.EXIT_FAIL, said)
         self.assertIn("10_flex timed at 0.72x the solution", said)
         self.assertIn("11_backward was not timed", said)
+
+    def test_a_failed_case_is_shown_as_a_command_to_run_alone(self):
+        exe = [ROOT / "build" / "bin" / "lab_01_naive"]
+        self.assertEqual(student.rerun_line(exe + ["--variant", "kernels", "--quiet", "--t", "1", "--dump", "/tmp/a b"]),
+                         "build/bin/lab_01_naive --variant kernels --t 1 --dump '/tmp/a b'")
+        self.assertEqual(student.rerun_line([sys.executable, ROOT / "labs" / "09_triton.py", "--cpu"]),
+                         "python3 labs/09_triton.py --cpu")
+
+    def test_stub_tests_stand_down_once_a_lab_is_filled(self):
+        # A student's finished lab must not turn `scripts/lab test` red: the tests that want a
+        # lab to fail hold only for the untouched stub (expect_exit.py --stub skips them after).
+        expect = [sys.executable, str(ROOT / "tests" / "expect_exit.py"), "--code", "1"]
+        fails = ["--", sys.executable, "-c", "import sys; sys.exit(1)"]
+        with tempfile.TemporaryDirectory() as tmp:
+            sol, lab = Path(tmp, "solutions", "01_naive.cu"), Path(tmp, "labs", "01_naive.cu")
+            sol.parent.mkdir()
+            lab.parent.mkdir()
+            sol.write_text((ROOT / "solutions" / "01_naive.cu").read_text())
+            lab.write_text(make_labs.make_stub(sol.read_text(), sol.name))
+            self.assertTrue(make_labs.is_untouched_stub(lab))
+            self.assertEqual(subprocess.run(expect + ["--stub", str(lab)] + fails, capture_output=True).returncode, 0)
+            lab.write_text(sol.read_text())  # the student's work
+            self.assertFalse(make_labs.is_untouched_stub(lab))
+            r = subprocess.run(expect + ["--stub", str(lab)] + fails, capture_output=True, text=True)
+            self.assertEqual(r.returncode, 77, r.stdout)
+            self.assertIn("not the generated stub", r.stdout)
+            sol.unlink()  # a student release
+            self.assertIsNone(make_labs.is_untouched_stub(lab))
+
+    def test_every_test_that_wants_a_lab_to_fail_is_a_stub_test(self):
+        ctest = common.BUILD / "tests" / "CTestTestfile.cmake"
+        if not ctest.exists():
+            self.skipTest(f"no configured tests in {common.BUILD}")
+        for line in ctest.read_text().splitlines():
+            if not line.startswith("add_test("):
+                continue
+            runs_lab = re.search(r'"[^"]*/(bin/lab_[0-9]|labs/[0-9][0-9]_)', line) or '"--expect-fail"' in line
+            wants_failure = '"--code" "1"' in line or '"--expect-fail"' in line
+            if runs_lab and wants_failure and "_filled" not in line:
+                self.assertIn('"--stub"', line, line[:160])
 
     def test_sections_resolve_by_number(self):
         self.assertEqual(common.resolve("1"), "01_naive")

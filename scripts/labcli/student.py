@@ -4,6 +4,7 @@ import concurrent.futures
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -75,6 +76,17 @@ def gpu_available(section, solution, timeout):
     return code != EXIT_CANNOT_RUN, no_gpu_reason(out)
 
 
+def rerun_line(cmd):
+    """A case's command as typed from the repository's root: its paths relative to the root, the
+    interpreter as `python3`, and no --quiet (run alone, the program's whole report is wanted)."""
+    def shown(x):
+        if str(x) == sys.executable:
+            return "python3"
+        path = Path(str(x))
+        return str(path.relative_to(ROOT)) if path.is_absolute() and ROOT in path.parents else str(x)
+    return " ".join(shlex.quote(shown(x)) for x in cmd if str(x) != "--quiet")
+
+
 def check_section(section, a):
     data = load_cases(section, a.cases)
     exe = program(section, a.solution)
@@ -121,7 +133,8 @@ def check_section(section, a):
             for line in out.strip().splitlines()[-8:]:
                 say(f"           | {line}")
         results.append({"section": section, "case": name, "variant": variant, "expect": expect, "exit": code,
-                        "ok": ok, "seconds": round(secs, 2), "weight": weight, "command": " ".join(map(str, cmd))})
+                        "ok": ok, "seconds": round(secs, 2), "weight": weight, "command": " ".join(map(str, cmd)),
+                        "rerun": rerun_line(cmd)})
     pool.shutdown()
     passed = sum(r["ok"] for r in results)
     say(f"== {section}: {passed} passed, {len(results) - passed} failed ({time.time() - t0:.0f} s)")
@@ -145,6 +158,7 @@ def cmd_check(a):
     say(f"{len(results) - len(failed)} passed, {len(failed)} failed"
         + (f"; not checked here: {', '.join(unchecked)}" if unchecked else ""))
     if failed:
+        say(f"the first failure, to run it alone: {failed[0]['rerun']}")
         return EXIT_FAIL
     return EXIT_CANNOT_RUN if unchecked else EXIT_PASS
 
