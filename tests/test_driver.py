@@ -276,6 +276,36 @@ class Cases(unittest.TestCase):
             if runs_lab and wants_failure and "_filled" not in line:
                 self.assertIn('"--stub"', line, line[:160])
 
+    def test_make_labs_never_overwrites_a_students_work_unasked(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            (root / "solutions").mkdir()
+            (root / "solutions" / "01_naive.cu").write_text((ROOT / "solutions" / "01_naive.cu").read_text())
+            make_labs.generate_all(root / "solutions", root / "labs")
+            git = lambda *args: subprocess.run(["git", "-C", str(root), *args], capture_output=True, check=True)
+            git("init", "-q")
+            git("-c", "user.name=t", "-c", "user.email=t@t", "add", ".")
+            git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "stubs")
+            lab = root / "labs" / "01_naive.cu"
+            quiet = contextlib.redirect_stdout(io.StringIO())
+            with quiet:
+                self.assertEqual(student.update_labs(root, True, False, root / "backup"), common.EXIT_PASS)
+            lab.write_text(lab.read_text() + "// my softmax\n")  # the student's work
+            with quiet:
+                self.assertEqual(student.update_labs(root, True, False, root / "backup"), common.EXIT_PASS)  # not stale
+            with self.assertRaises(common.BadInput):
+                student.update_labs(root, False, False, root / "backup")
+            self.assertIn("my softmax", lab.read_text())  # nothing written
+            with quiet:
+                student.update_labs(root, False, True, root / "backup")  # --force: copied aside, then the stub
+            self.assertNotIn("my softmax", lab.read_text())
+            self.assertIn("my softmax", next((root / "backup").glob("*/01_naive.cu")).read_text())
+            git("checkout", "-q", "labs")
+            sol = root / "solutions" / "01_naive.cu"
+            sol.write_text(sol.read_text().replace("// BEGIN EXERCISE softmax", "// given code changed\n  // BEGIN EXERCISE softmax", 1))
+            with quiet:  # a committed stub the solution has moved past is stale
+                self.assertEqual(student.update_labs(root, True, False, root / "backup"), common.EXIT_FAIL)
+
     def test_sections_resolve_by_number(self):
         self.assertEqual(common.resolve("1"), "01_naive")
         self.assertEqual(common.resolve("01"), "01_naive")

@@ -158,7 +158,8 @@ def cmd_check(a):
     say(f"{len(results) - len(failed)} passed, {len(failed)} failed"
         + (f"; not checked here: {', '.join(unchecked)}" if unchecked else ""))
     if failed:
-        say(f"the first failure, to run it alone: {failed[0]['rerun']}")
+        if failed[0].get("rerun"):
+            say(f"the first failure, to run it alone: {failed[0]['rerun']}")
         return EXIT_FAIL
     return EXIT_CANNOT_RUN if unchecked else EXIT_PASS
 
@@ -178,19 +179,57 @@ def cmd_test(a):
     return EXIT_PASS
 
 
-def cmd_make_labs(a):
-    if not (ROOT / "solutions").is_dir():
-        raise LabError("make-labs needs solutions/ (this is a student release, whose labs/ are already made)")
+def changed_since_commit(root, folder):
+    """Names of the files of `folder` that git says differ from the commit (edited, staged or new):
+    in labs/, a student's work. None where git cannot tell (no git, not a checkout)."""
     try:
-        changed = make_labs.generate_all(ROOT / "solutions", ROOT / "labs", check_only=a.check)
+        r = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "-z", "--untracked-files=all", "--",
+                            str(folder.relative_to(root))], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if r.returncode != 0:
+        return None
+    return {Path(entry[3:]).name for entry in r.stdout.split("\0") if len(entry) > 3}
+
+
+def cmd_make_labs(a):
+    return update_labs(ROOT, a.check, a.force, BUILD / "labs-backup")
+
+
+def update_labs(root, check, force, backups):
+    """make-labs in the tree `root`: labs/ regenerated from solutions/ (check: only compared)."""
+    if not (root / "solutions").is_dir():
+        raise LabError("make-labs needs solutions/ (this is a student release, whose labs/ are already made)")
+    labs = root / "labs"
+    try:
+        differ = make_labs.generate_all(root / "solutions", labs, check_only=True)
     except make_labs.ExerciseError as e:
         raise LabError(f"make-labs: {e}")
-    if a.check:
-        if changed:
-            say("lab: labs/ is out of date with solutions/ (run scripts/lab make-labs): " + ", ".join(changed))
+    mine = changed_since_commit(root, labs)
+    # A lab file changed since the commit is a student's work: never compared as a stale stub, and
+    # never overwritten unless asked (then copied aside first).
+    work = [f for f in differ if mine is None or f in mine]
+    if check:
+        if work:
+            say("lab: not compared (your work: changed since the commit): " + ", ".join(work))
+        stale = [f for f in differ if f not in work]
+        if stale:
+            say("lab: labs/ is out of date with solutions/ (run scripts/lab make-labs): " + ", ".join(stale))
             return EXIT_FAIL
-        say("lab: labs/ matches solutions/")
+        say("lab: labs/ matches solutions/" + (" (but for your work)" if work else ""))
         return EXIT_PASS
+    if work and not force:
+        raise BadInput("make-labs would overwrite your work in " + ", ".join(f"labs/{f}" for f in work) +
+                       " (changed since the commit); nothing written. --force starts them over "
+                       "(your files are copied to build/labs-backup/ first)")
+    if work:
+        backup = backups / time.strftime("%Y%m%d-%H%M%S")
+        backup.mkdir(parents=True, exist_ok=True)
+        for f in work:
+            if (labs / f).exists():
+                shutil.copy2(labs / f, backup / f)
+        say(f"lab: your work in {', '.join(work)} copied to {backup}")
+    changed = make_labs.generate_all(root / "solutions", labs)
     say("lab: wrote " + (", ".join(changed) if changed else "nothing (labs/ already up to date)"))
     return EXIT_PASS
 
