@@ -10,7 +10,8 @@ out. The prose (Markdown: handouts, hints) is held to more: no single answer lin
 or more, so that a hint gives the formula and the code's shape, never the code. Each answer found
 is named by file and region.
 Then configures the release with CMake (no build), which fails when a target of the tests names
-a file of solutions/. Prints "ok: ..." and exits 0, else one FAIL line per finding and exits 1.
+a file of solutions/. Prints "ok: ..." and exits 0, else one FAIL line per finding and exits 1;
+exits 77 (skipped) in a tree whose labs/ hold someone's edits, where there is no release to make.
 """
 import re
 import shutil
@@ -96,6 +97,14 @@ def configure_problems(rel):
 
 
 def main():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import make_labs
+    from labcli.student import changed_since_commit
+    edited = set(make_labs.generate_all(ROOT / "solutions", ROOT / "labs", check_only=True)) & \
+        (changed_since_commit(ROOT, ROOT / "labs") or set())
+    if edited:  # a student's tree: the release is made from the generated stubs, not from their work
+        print(f"SKIP: labs/ holds edits ({', '.join(sorted(edited))}): a release is made from the generated stubs")
+        return 77
     regions = [r for f in sorted((ROOT / "solutions").glob("[0-9][0-9]_*")) for r in answers(f)]
     lines = [r for f in sorted((ROOT / "solutions").glob("[0-9][0-9]_*")) for r in answer_lines(f)]
     problems = []

@@ -522,8 +522,10 @@ def cmd_release(a):
         raise BadInput(f"release: {a.dir} exists and is not an empty folder")
     if not (ROOT / "solutions").is_dir():
         raise LabError("release: this tree is already a release (it has no solutions/)")
-    if subprocess.run([sys.executable, ROOT / "scripts" / "lab", "make-labs", "--check"], capture_output=True).returncode:
-        raise LabError("release: labs/ is out of date with solutions/; run scripts/lab make-labs first")
+    differ = make_labs.generate_all(ROOT / "solutions", ROOT / "labs", check_only=True)
+    if differ:  # edited labs (someone's work, perhaps the answers) never go out, nor stale stubs
+        raise LabError("release: labs/ is not the stubs generated from solutions/ (" + ", ".join(differ) +
+                       "); run scripts/lab make-labs --force first")
     files = [f for f in tree_files(ROOT) if not f.startswith(RELEASE_EXCLUDED) and (ROOT / f).is_file()]
     for f in files:
         out = dest / f
