@@ -268,13 +268,18 @@ class Cases(unittest.TestCase):
         ctest = common.BUILD / "tests" / "CTestTestfile.cmake"
         if not ctest.exists():
             self.skipTest(f"no configured tests in {common.BUILD}")
-        for line in ctest.read_text().splitlines():
+        text = ctest.read_text()
+        for line in text.splitlines():
             if not line.startswith("add_test("):
                 continue
             runs_lab = re.search(r'"[^"]*/(bin/lab_[0-9]|labs/[0-9][0-9]_)', line) or '"--expect-fail"' in line
             wants_failure = '"--code" "1"' in line or '"--expect-fail"' in line
             if runs_lab and wants_failure and "_filled" not in line:
                 self.assertIn('"--stub"', line, line[:160])
+            if '"--stub"' in line:  # its skip (77) must count as skipped, not failed
+                name = re.match(r"add_test\((\[=\[.*?\]=\])", line).group(1)
+                props = next(l for l in text.splitlines() if l.startswith(f"set_tests_properties({name} "))
+                self.assertIn('SKIP_RETURN_CODE "77"', props, name)
 
     def test_make_labs_never_overwrites_a_students_work_unasked(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import cases  # noqa: E402
 import grade  # noqa: E402
+import make_labs  # noqa: E402
 
 
 def recorded_report():
@@ -154,7 +155,8 @@ class GradeTriage(unittest.TestCase):
             (subs / "broken").mkdir(parents=True)
             (subs / "broken" / "01_naive.cu").write_text('#include "lab.cuh"\nint main(int argc, char** argv) { return lab::missing(argc); }\n')
             (subs / "stub").mkdir()
-            (subs / "stub" / "01_naive.cu").write_text((ROOT / "labs" / "01_naive.cu").read_text())
+            solution = ROOT / "solutions" / "01_naive.cu"  # the stub as generated (labs/ may hold a student's work)
+            (subs / "stub" / "01_naive.cu").write_text(make_labs.make_stub(solution.read_text(), solution.name))
             (subs / "unknown").mkdir()
             (subs / "unknown" / "notes.txt").write_text("hi")
             (subs / "unknown" / "naive.cu").write_text("x")
