@@ -283,33 +283,41 @@ class Cases(unittest.TestCase):
 
     def test_make_labs_never_overwrites_a_students_work_unasked(self):
         with tempfile.TemporaryDirectory() as tmp:
-            root = Path(tmp)
+            root, build_dir = Path(tmp), Path(tmp, "build")
             (root / "solutions").mkdir()
-            (root / "solutions" / "01_naive.cu").write_text((ROOT / "solutions" / "01_naive.cu").read_text())
-            make_labs.generate_all(root / "solutions", root / "labs")
-            git = lambda *args: subprocess.run(["git", "-C", str(root), *args], capture_output=True, check=True)
-            git("init", "-q")
-            git("-c", "user.name=t", "-c", "user.email=t@t", "add", ".")
-            git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "stubs")
-            lab = root / "labs" / "01_naive.cu"
-            quiet = contextlib.redirect_stdout(io.StringIO())
-            with quiet:
-                self.assertEqual(student.update_labs(root, True, False, root / "backup"), common.EXIT_PASS)
-            lab.write_text(lab.read_text() + "// my softmax\n")  # the student's work
-            with quiet:
-                self.assertEqual(student.update_labs(root, True, False, root / "backup"), common.EXIT_PASS)  # not stale
-            with self.assertRaises(common.BadInput):
-                student.update_labs(root, False, False, root / "backup")
-            self.assertIn("my softmax", lab.read_text())  # nothing written
-            with quiet:
-                student.update_labs(root, False, True, root / "backup")  # --force: copied aside, then the stub
-            self.assertNotIn("my softmax", lab.read_text())
-            self.assertIn("my softmax", next((root / "backup").glob("*/01_naive.cu")).read_text())
-            git("checkout", "-q", "labs")
             sol = root / "solutions" / "01_naive.cu"
-            sol.write_text(sol.read_text().replace("// BEGIN EXERCISE softmax", "// given code changed\n  // BEGIN EXERCISE softmax", 1))
-            with quiet:  # a committed stub the solution has moved past is stale
-                self.assertEqual(student.update_labs(root, True, False, root / "backup"), common.EXIT_FAIL)
+            sol.write_text((ROOT / "solutions" / "01_naive.cu").read_text())
+            make_labs.generate_all(root / "solutions", root / "labs")
+            git = lambda *args: subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                                               capture_output=True, check=True)
+            git("init", "-q")
+            git("add", "solutions", "labs")
+            git("commit", "-q", "-m", "stubs")
+            lab = root / "labs" / "01_naive.cu"
+            update = lambda check, force=False: student.update_labs(root, check, force, build_dir)
+            edit_given_code = lambda n: sol.write_text(sol.read_text().replace(
+                "  // BEGIN EXERCISE softmax", f"  // given code, edit {n}\n  // BEGIN EXERCISE softmax", 1))
+            with contextlib.redirect_stdout(io.StringIO()):
+                self.assertEqual(update(True), common.EXIT_PASS)
+                lab.write_text(lab.read_text() + "// my softmax\n")  # a student's work
+                self.assertEqual(update(True), common.EXIT_PASS)  # not a stale stub
+                with self.assertRaises(common.BadInput):
+                    update(False)
+                self.assertIn("my softmax", lab.read_text())  # nothing written
+                update(False, force=True)  # copied aside, then the stub
+                self.assertNotIn("my softmax", lab.read_text())
+                self.assertIn("my softmax", next(build_dir.glob("labs-backup/*/01_naive.cu")).read_text())
+                git("checkout", "-q", "labs")
+                edit_given_code(1)  # a maintainer's edit: the committed stub is stale, then rewritten
+                self.assertEqual(update(True), common.EXIT_FAIL)
+                self.assertEqual(update(False), common.EXIT_PASS)
+                edit_given_code(2)  # and again, before any commit: the lab is as make-labs wrote it
+                self.assertEqual(update(True), common.EXIT_FAIL)
+                self.assertEqual(update(False), common.EXIT_PASS)
+                self.assertIn("edit 2", lab.read_text())
+                lab.write_text(lab.read_text() + "// my softmax again\n")  # work on a stub make-labs wrote
+                with self.assertRaises(common.BadInput):
+                    update(False)
 
     def test_sections_resolve_by_number(self):
         self.assertEqual(common.resolve("1"), "01_naive")

@@ -1,6 +1,7 @@
 """The commands of students and instructors: run, check, test, compare, make-labs, grade,
 grading-example and release."""
 import concurrent.futures
+import hashlib
 import json
 import os
 import re
@@ -193,10 +194,10 @@ def changed_since_commit(root, folder):
 
 
 def cmd_make_labs(a):
-    return update_labs(ROOT, a.check, a.force, BUILD / "labs-backup")
+    return update_labs(ROOT, a.check, a.force, BUILD)
 
 
-def update_labs(root, check, force, backups):
+def update_labs(root, check, force, build_dir):
     """make-labs in the tree `root`: labs/ regenerated from solutions/ (check: only compared)."""
     if not (root / "solutions").is_dir():
         raise LabError("make-labs needs solutions/ (this is a student release, whose labs/ are already made)")
@@ -206,9 +207,15 @@ def update_labs(root, check, force, backups):
     except make_labs.ExerciseError as e:
         raise LabError(f"make-labs: {e}")
     mine = changed_since_commit(root, labs)
-    # A lab file changed since the commit is a student's work: never compared as a stale stub, and
-    # never overwritten unless asked (then copied aside first).
-    work = [f for f in differ if mine is None or f in mine]
+    written = build_dir / "labs-generated.json"  # what make-labs last wrote: a stub, not anyone's work
+    try:
+        stubs = json.loads(written.read_text())
+    except (OSError, ValueError):
+        stubs = {}
+    digest = lambda f: hashlib.sha256((labs / f).read_bytes()).hexdigest() if (labs / f).exists() else None
+    # A lab file changed since the commit, and not as make-labs wrote it, is a student's work: never
+    # compared as a stale stub, never overwritten unless asked (then copied aside first).
+    work = [f for f in differ if (mine is None or f in mine) and digest(f) != stubs.get(f)]
     if check:
         if work:
             say("lab: not compared (your work: changed since the commit): " + ", ".join(work))
@@ -223,13 +230,15 @@ def update_labs(root, check, force, backups):
                        " (changed since the commit); nothing written. --force starts them over "
                        "(your files are copied to build/labs-backup/ first)")
     if work:
-        backup = backups / time.strftime("%Y%m%d-%H%M%S")
+        backup = build_dir / "labs-backup" / time.strftime("%Y%m%d-%H%M%S")
         backup.mkdir(parents=True, exist_ok=True)
         for f in work:
             if (labs / f).exists():
                 shutil.copy2(labs / f, backup / f)
         say(f"lab: your work in {', '.join(work)} copied to {backup}")
     changed = make_labs.generate_all(root / "solutions", labs)
+    build_dir.mkdir(parents=True, exist_ok=True)
+    written.write_text(json.dumps({f.name: digest(f.name) for f in sorted(labs.glob("[0-9][0-9]_*"))}, indent=1) + "\n")
     say("lab: wrote " + (", ".join(changed) if changed else "nothing (labs/ already up to date)"))
     return EXIT_PASS
 
