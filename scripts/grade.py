@@ -223,7 +223,7 @@ def perf_shape(data):
 
 def perf_command(exe, variant, args, rec):
     """The timing run of a section's perf shape: the graded variant, a sample check unless the
-    shape names its own (11's says none: its check would time the CPU reference), quiet, a record.
+    shape names its own (11's says none: its fp64 gradients take minutes on a CPU), quiet, a record.
     The programs refuse an option given twice, so the shape's own --variant gives way."""
     rest, i = [], 0
     while i < len(args):
@@ -294,7 +294,8 @@ class Grader:
     def median_ms(self, exe, variant, args, timeout, workdir):
         rec = workdir / "perf.json"
         rec.unlink(missing_ok=True)
-        code, out, _ = self.run_limited(self.on_device(perf_command(exe, variant, args, rec), self.devices[0]), timeout)  # alone on its GPU
+        cmd = perf_command(exe, variant, args, rec)
+        code, out, _ = self.run_limited(self.on_device(cmd, self.devices[0]), timeout)  # alone on its GPU
         if code != 0 or not rec.exists():
             return None
         try:  # the graded variant's record: a run may add others (10's --against-07 adds 07's kernel)

@@ -531,10 +531,13 @@ def cmd_release(a):
         raise BadInput(f"release: {a.dir} exists and is not an empty folder")
     if not (ROOT / "solutions").is_dir():
         raise LabError("release: this tree is already a release (it has no solutions/)")
-    differ = make_labs.generate_all(ROOT / "solutions", ROOT / "labs", check_only=True)
+    try:
+        differ = make_labs.generate_all(ROOT / "solutions", ROOT / "labs", check_only=True)
+    except make_labs.ExerciseError as e:
+        raise LabError(f"release: {e}")
     if differ:  # edited labs (someone's work, perhaps the answers) never go out, nor stale stubs
         raise LabError("release: labs/ is not the stubs generated from solutions/ (" + ", ".join(differ) +
-                       "); run scripts/lab make-labs --force first")
+                       "); run scripts/lab make-labs first (--force where a lab holds edits)")
     files = [f for f in tree_files(ROOT) if not f.startswith(RELEASE_EXCLUDED) and (ROOT / f).is_file()]
     for f in files:
         out = dest / f
