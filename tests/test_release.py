@@ -10,9 +10,11 @@ out. The prose (Markdown: handouts, hints) is held to more: no single answer lin
 or more, so that a hint gives the formula and the code's shape, never the code. Each answer found
 is named by file and region.
 Then configures the release with CMake (no build), which fails when a target of the tests names
-a file of solutions/. Prints "ok: ..." and exits 0, else one FAIL line per finding and exits 1;
+a file of solutions/, and runs the release's own unit tests that need no build. Prints "ok: ..."
+and exits 0, else one FAIL line per finding and exits 1;
 exits 77 (skipped) in a tree whose labs/ hold someone's edits, where there is no release to make.
 """
+import os
 import re
 import shutil
 import subprocess
@@ -96,6 +98,19 @@ def configure_problems(rel):
     return []
 
 
+def own_tests_problems(rel):
+    """The release's own unit tests that need no build (the driver, the grader's, the handouts')
+    pass there: a test that reads solutions/ must stand down in a release, not fail."""
+    env = dict(os.environ, LAB_NO_BUILD="1", LAB_BUILD_DIR=str(rel / "build"))
+    r = subprocess.run([sys.executable, "-m", "unittest", "test_driver", "test_grade.Reports", "test_grade.CaseFiles",
+                        "test_grade.PerfRun", "test_handouts"], cwd=rel / "tests", env=env,
+                       capture_output=True, text=True, timeout=900)
+    if r.returncode == 0:
+        return []
+    failed = [line for line in r.stderr.splitlines() if line.startswith(("ERROR:", "FAIL:"))]
+    return ["the release's own unit tests fail: " + ("; ".join(failed) or r.stderr.strip()[-300:])]
+
+
 def main():
     sys.path.insert(0, str(ROOT / "scripts"))
     import make_labs
@@ -132,6 +147,7 @@ def main():
                     if line in text:
                         problems.append(f"{f.relative_to(rel)} holds an answer line of {label}: {line[:100]}")
         problems += configure_problems(rel)
+        problems += own_tests_problems(rel)
     for p in problems:
         print("FAIL:", p)
     if not regions:
