@@ -11,17 +11,14 @@ foreach(args "" "--variant window-mma --t 256 --h 1 --causal --window 66" "--var
         "--t 300 --t-kv 100 --causal --window 37 --d 128" "--t 200 --causal --window 37 --bug inverted-window")
   string(MAKE_C_IDENTIFIER "x${args}" id)
   separate_arguments(argv UNIX_COMMAND "${args}")
-  add_test(NAME no_gpu.07_sliding_window.stub_never_passes${id} COMMAND ${EXPECT} --code 1 --match "FAIL: 07_sliding_window" --stub ${LAB_LABS_DIR}/07_sliding_window.cu -- ${L07} --cpu ${argv})
-  set_tests_properties(no_gpu.07_sliding_window.stub_never_passes${id} PROPERTIES LABELS cpu TIMEOUT 300 SKIP_RETURN_CODE 77)
+  lab_test(no_gpu.07_sliding_window.stub_never_passes${id} cpu 1 MATCH "FAIL: 07_sliding_window" COMMAND ${L07} --cpu ${argv})
 endforeach()
 foreach(args "" "--variant ws-overlap --t 300 --causal --window 65 --h 2" "--consumers 1 --t 200 --h 2"
         "--variant paged --page-size 64 --t 200 --causal --h 2" "--variant paged-pool --t 64 --t-kv 700 --causal --h 2")
   string(MAKE_C_IDENTIFIER "x${args}" id)
   separate_arguments(argv UNIX_COMMAND "${args}")
-  add_test(NAME no_gpu.08_tma_skeleton.stub_never_passes${id}
-           COMMAND ${EXPECT} --code 1 --code 77 "--match=FAIL: 08_tma_skeleton|^not checked here: needs a GPU"
-                   --stub ${LAB_LABS_DIR}/08_tma_skeleton.cu -- ${L08} --cpu ${argv})
-  set_tests_properties(no_gpu.08_tma_skeleton.stub_never_passes${id} PROPERTIES LABELS cpu TIMEOUT 300 SKIP_RETURN_CODE 77)
+  lab_test(no_gpu.08_tma_skeleton.stub_never_passes${id} cpu "1;77" MATCH "FAIL: 08_tma_skeleton|^not checked here: needs a GPU"
+           COMMAND ${L08} --cpu ${argv})
 endforeach()
 
 # 08's protocol filled in, built as a student's build: the CPU can check only ring_slot(), so it
@@ -108,10 +105,8 @@ lab_test(bad_input.08_tma_skeleton.fp8_consumers1 cpu 2 MATCH "^bad input: --con
          COMMAND ${S08} --variant fp8 --consumers 1 --t 64)
 lab_test(bad_input.08_tma_skeleton.forget_descale_ws cpu 2 MATCH "^bad input: --bug forget-descale applies to --variant fp8"
          COMMAND ${S08} --bug forget-descale --t 64)
-add_test(NAME no_gpu.08_tma_skeleton.stub_never_passes_fp8
-         COMMAND ${EXPECT} --code 1 --code 77 "--match=FAIL: 08_tma_skeleton|^not checked here: needs a GPU"
-                   --stub ${LAB_LABS_DIR}/08_tma_skeleton.cu -- ${L08} --cpu --variant fp8 --t 200 --h 2)
-set_tests_properties(no_gpu.08_tma_skeleton.stub_never_passes_fp8 PROPERTIES LABELS cpu TIMEOUT 300 SKIP_RETURN_CODE 77)
+lab_test(no_gpu.08_tma_skeleton.stub_never_passes_fp8 cpu "1;77" MATCH "FAIL: 08_tma_skeleton|^not checked here: needs a GPU"
+         COMMAND ${L08} --cpu --variant fp8 --t 200 --h 2)
 # On a GPU: the fp8 kernel passes its rule (D = 128 and 64) and the forgotten descale is caught.
 lab_test(gpu.08_tma_skeleton.fp8 gpu 0 MATCH "PASS" COMMAND ${S08} --variant fp8 --t 1000 --t-kv 1100 --causal --h 4 --h-kv 2 --iters 0)
 lab_test(gpu.08_tma_skeleton.fp8_d64 gpu 0 MATCH "PASS" COMMAND ${S08} --variant fp8 --t 700 --d 64 --h 2 --iters 0)

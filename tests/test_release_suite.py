@@ -17,15 +17,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
-import make_labs  # noqa: E402
-from labcli.student import changed_since_commit  # noqa: E402
+from labcli.common import BUILD  # noqa: E402
+from labcli.student import lab_states  # noqa: E402
 
 
 def main():
-    edited = set(make_labs.generate_all(ROOT / "solutions", ROOT / "labs", check_only=True)) & \
-        (changed_since_commit(ROOT, ROOT / "labs") or set())
-    if edited:
-        print(f"SKIP: labs/ holds edits ({', '.join(sorted(edited))}): a release is made from the generated stubs")
+    work = lab_states(ROOT, BUILD)[1]
+    if work:
+        print(f"SKIP: labs/ holds edits ({', '.join(work)}): a release is made from the generated stubs")
         return 77
     # The release builds in its own build/: nothing of this tree's test environment may leak in.
     env = {k: v for k, v in os.environ.items() if k not in ("LAB_NO_BUILD", "LAB_BUILD_DIR")}

@@ -197,29 +197,41 @@ def cmd_make_labs(a):
     return update_labs(ROOT, a.check, a.force, BUILD)
 
 
-def update_labs(root, check, force, build_dir):
-    """make-labs in the tree `root`: labs/ regenerated from solutions/ (check: only compared)."""
-    if not (root / "solutions").is_dir():
-        raise LabError("make-labs needs solutions/ (this is a student release, whose labs/ are already made)")
+GENERATED_STUBS = "labs-generated.json"  # in the build folder: the digests of the stubs make-labs wrote
+
+
+def lab_digest(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
+
+
+def lab_states(root, build_dir):
+    """(stale, work): the lab files of `root` that differ from the stubs its solutions/ generate,
+    split in two. Work: changed since the commit, and not as make-labs last wrote them (their
+    digests in build_dir/labs-generated.json), so a student's; never called stale, never
+    overwritten unasked. Stale: the rest, stubs the solutions have moved past."""
     labs = root / "labs"
     try:
         differ = make_labs.generate_all(root / "solutions", labs, check_only=True)
     except make_labs.ExerciseError as e:
         raise LabError(f"make-labs: {e}")
     mine = changed_since_commit(root, labs)
-    written = build_dir / "labs-generated.json"  # what make-labs last wrote: a stub, not anyone's work
     try:
-        stubs = json.loads(written.read_text())
+        stubs = json.loads((build_dir / GENERATED_STUBS).read_text())
     except (OSError, ValueError):
         stubs = {}
-    digest = lambda f: hashlib.sha256((labs / f).read_bytes()).hexdigest() if (labs / f).exists() else None
-    # A lab file changed since the commit, and not as make-labs wrote it, is a student's work: never
-    # compared as a stale stub, never overwritten unless asked (then copied aside first).
-    work = [f for f in differ if (mine is None or f in mine) and digest(f) != stubs.get(f)]
+    work = [f for f in differ if (mine is None or f in mine) and lab_digest(labs / f) != stubs.get(f)]
+    return [f for f in differ if f not in work], work
+
+
+def update_labs(root, check, force, build_dir):
+    """make-labs in the tree `root`: labs/ regenerated from solutions/ (check: only compared)."""
+    if not (root / "solutions").is_dir():
+        raise LabError("make-labs needs solutions/ (this is a student release, whose labs/ are already made)")
+    labs = root / "labs"
+    stale, work = lab_states(root, build_dir)
     if check:
         if work:
             say("lab: not compared (your work: changed since the commit): " + ", ".join(work))
-        stale = [f for f in differ if f not in work]
         if stale:
             say("lab: labs/ is out of date with solutions/ (run scripts/lab make-labs): " + ", ".join(stale))
             return EXIT_FAIL
@@ -238,7 +250,8 @@ def update_labs(root, check, force, build_dir):
         say(f"lab: your work in {', '.join(work)} copied to {backup}")
     changed = make_labs.generate_all(root / "solutions", labs)
     build_dir.mkdir(parents=True, exist_ok=True)
-    written.write_text(json.dumps({f.name: digest(f.name) for f in sorted(labs.glob("[0-9][0-9]_*"))}, indent=1) + "\n")
+    (build_dir / GENERATED_STUBS).write_text(
+        json.dumps({f.name: lab_digest(f) for f in sorted(labs.glob("[0-9][0-9]_*"))}, indent=1) + "\n")
     say("lab: wrote " + (", ".join(changed) if changed else "nothing (labs/ already up to date)"))
     return EXIT_PASS
 
