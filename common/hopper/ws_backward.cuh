@@ -351,7 +351,8 @@ dkdv_kernel(const __grid_constant__ CUtensorMap q_map,   // (D, H, T_q, B), box 
     // ---- consumers
     regs_claim<CONSUMER_REGS>();
     const auto [group, qt_begin, qt_count, items] = work_of();
-    const int wg = threadIdx.x / WG_THREADS - 1, tid = threadIdx.x % WG_THREADS;
+    // wg read through a shuffle so the compiler knows it is warp-uniform (desc_advance says why).
+    const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x / WG_THREADS) - 1, 0), tid = threadIdx.x % WG_THREADS;
     const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     const int wg_k0 = kv0 + wg * WG_KEYS;         // this warpgroup's first key
     const int key_g = wg_k0 + 16 * warp + g;      // this thread's keys: key_g and key_g + 8
@@ -375,18 +376,20 @@ dkdv_kernel(const __grid_constant__ CUtensorMap q_map,   // (D, H, T_q, B), box 
       // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ   [64 keys x 64 rows]: walk D in k-steps of 16 columns (32
       // bytes along a box row), then on to the next 64-column box.
       float st[TL::S_REGS], dpt[TL::S_REGS];
+      const uint64_t k_desc = desc_k_major_sw128(k_rows), q_desc = desc_k_major_sw128(sm.q(stage));
+      const uint64_t v_desc = desc_k_major_sw128(v_rows), do_desc = desc_k_major_sw128(sm.d_o(stage));
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < TL::D_STEPS; ++kk) {
         const uint32_t col = uint32_t((kk % 4) * 32), box = uint32_t(kk / 4);
-        wgmma_ss<T, BLOCK_Q>(st, desc_k_major_sw128(k_rows + box * TL::KV_BOX_BYTES + col),
-                             desc_k_major_sw128(sm.q(stage) + box * TL::Q_BOX_BYTES + col), kk > 0);
+        wgmma_ss<T, BLOCK_Q>(st, desc_advance(k_desc, box * TL::KV_BOX_BYTES + col),
+                             desc_advance(q_desc, box * TL::Q_BOX_BYTES + col), kk > 0);
       }
 #pragma unroll
       for (int kk = 0; kk < TL::D_STEPS; ++kk) {
         const uint32_t col = uint32_t((kk % 4) * 32), box = uint32_t(kk / 4);
-        wgmma_ss<T, BLOCK_Q>(dpt, desc_k_major_sw128(v_rows + box * TL::KV_BOX_BYTES + col),
-                             desc_k_major_sw128(sm.d_o(stage) + box * TL::Q_BOX_BYTES + col), kk > 0);
+        wgmma_ss<T, BLOCK_Q>(dpt, desc_advance(v_desc, box * TL::KV_BOX_BYTES + col),
+                             desc_advance(do_desc, box * TL::Q_BOX_BYTES + col), kk > 0);
       }
       wgmma_commit();
       wgmma_wait<0>();
@@ -449,11 +452,13 @@ dkdv_kernel(const __grid_constant__ CUtensorMap q_map,   // (D, H, T_q, B), box 
       // dV += Pᵀ dO and dK += dSᵀ Q   [64 keys x 64 rows] · [64 rows x D]: dO and Q as MN-major
       // B operands (D contiguous): 16 rows (two 8-row groups, SBO = 1024) per k-step, the D
       // columns in 64-column boxes (LBO = one box).
+      const uint64_t do_mn = desc_mn_major_sw128(sm.d_o(stage), TL::Q_BOX_BYTES);
+      const uint64_t q_mn = desc_mn_major_sw128(sm.q(stage), TL::Q_BOX_BYTES);
       wgmma_fence();  // pa, dsa written since the last wgmma
 #pragma unroll
       for (int kk = 0; kk < TL::Q_STEPS; ++kk) {
-        wgmma_rs_mn<T, HEAD_DIM>(dv_acc, pa[kk], desc_mn_major_sw128(sm.d_o(stage) + uint32_t(kk * 16 * ROW_BYTES), TL::Q_BOX_BYTES));
-        wgmma_rs_mn<T, HEAD_DIM>(dk_acc, dsa[kk], desc_mn_major_sw128(sm.q(stage) + uint32_t(kk * 16 * ROW_BYTES), TL::Q_BOX_BYTES));
+        wgmma_rs_mn<T, HEAD_DIM>(dv_acc, pa[kk], desc_advance(do_mn, uint32_t(kk * 16 * ROW_BYTES)));
+        wgmma_rs_mn<T, HEAD_DIM>(dk_acc, dsa[kk], desc_advance(q_mn, uint32_t(kk * 16 * ROW_BYTES)));
       }
       wgmma_commit();
 
@@ -479,12 +484,13 @@ dkdv_kernel(const __grid_constant__ CUtensorMap q_map,   // (D, H, T_q, B), box 
         // queued behind dV and dK at once: the Tensor Cores go on from one to the other while this
         // warpgroup waits for the first batch only to release the slot.
         float dq[32];
+        const uint64_t ds_desc = desc_mn_major_sw128(sm.ds(buf) + dq_row_box * TL::DS_BOX_BYTES, TL::DS_BOX_BYTES);
+        const uint64_t k_mn = desc_mn_major_sw128(sm.k() + dq_col_box * TL::KV_BOX_BYTES, TL::KV_BOX_BYTES);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BLOCK_KV / 16; ++kk) {
           const uint32_t key_off = uint32_t(16 * kk * ROW_BYTES);
-          wgmma_ss_tt_n64<T>(dq, desc_mn_major_sw128(sm.ds(buf) + dq_row_box * TL::DS_BOX_BYTES + key_off, TL::DS_BOX_BYTES),
-                             desc_mn_major_sw128(sm.k() + dq_col_box * TL::KV_BOX_BYTES + key_off, TL::KV_BOX_BYTES), kk > 0);
+          wgmma_ss_tt_n64<T>(dq, desc_advance(ds_desc, key_off), desc_advance(k_mn, key_off), kk > 0);
         }
         wgmma_commit();
         wgmma_wait<1>();  // dV and dK are done (dQ may still run): the slot and pa, dsa may be reused

@@ -463,21 +463,22 @@ struct ConsumerTile {
   // S = Q K_tileᵀ: D/16 wgmmas of m64n{BLOCK_KV}k16, both operands K-major in shared memory. The
   // descriptors walk 16 columns (32 bytes) along a box row, then move to the next 64-column box.
   __device__ __forceinline__ void issue_s(uint32_t q_rows, uint32_t k_slot) {
+    const uint64_t a0 = desc_k_major_sw128(q_rows), b0 = desc_k_major_sw128(k_slot);
 #pragma unroll
     for (int kk = 0; kk < TL::D_STEPS; ++kk) {
       const uint32_t col = uint32_t((kk % 4) * 32);
-      const uint64_t a = desc_k_major_sw128(q_rows + (kk / 4) * TL::Q_BOX_BYTES + col);
-      const uint64_t b = desc_k_major_sw128(k_slot + (kk / 4) * TL::KV_BOX_BYTES + col);
+      const uint64_t a = desc_advance(a0, (kk / 4) * TL::Q_BOX_BYTES + col);
+      const uint64_t b = desc_advance(b0, (kk / 4) * TL::KV_BOX_BYTES + col);
       wgmma_ss<T, BLOCK_KV>(s, a, b, kk > 0);
     }
   }
   // O += P V: BLOCK_KV/16 wgmmas of m64n{D}k16, P from registers, V MN-major: 16 keys (two 8-row
   // groups, SBO = 1024) per k-step, the D columns in 64-column boxes (LBO = one box).
   __device__ __forceinline__ void issue_pv(uint32_t v_slot) {
+    const uint64_t v0 = desc_mn_major_sw128(v_slot, TL::KV_BOX_BYTES);
 #pragma unroll
     for (int kk = 0; kk < TL::KV_STEPS; ++kk)
-      wgmma_rs_mn<T, HEAD_DIM>(o_acc, p_frag[kk],
-                               desc_mn_major_sw128(v_slot + uint32_t(kk * 16 * ROW_BYTES), TL::KV_BOX_BYTES));
+      wgmma_rs_mn<T, HEAD_DIM>(o_acc, p_frag[kk], desc_advance(v0, uint32_t(kk * 16 * ROW_BYTES)));
   }
   // Mask (the diagonal tile, the ragged end of K/V, a window's start): the section's rule
   // (Rules::mask_tile; StandardRules below is 08's).
@@ -837,7 +838,9 @@ ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64
     }
   } else {
     regs_claim<Budget::consumer>();
-    const int wg = threadIdx.x / WG_THREADS - 1;
+    // Read through a shuffle so the compiler knows it is warp-uniform: the descriptors built from it
+    // then live in uniform registers, and each wgmma skips the register-to-uniform moves.
+    const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x / WG_THREADS) - 1, 0);
     using Tile = typename TileOf<H, T, HEAD_DIM, KV_TILE>::type;
     std::conditional_t<PINGPONG, PingPongTurns<CONS>, NoTurns> turns{wg};
     Job job = no_job();

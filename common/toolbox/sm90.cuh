@@ -255,6 +255,13 @@ __device__ __forceinline__ uint64_t desc_mn_major_sw128(uint32_t start, uint32_t
   return uint64_t((start >> 4) & 0x3FFF) | ((uint64_t(lbo_bytes >> 4) & 0x3FFF) << 16) |
          (((kSbo >> 4) & 0x3FFF) << 32) | (uint64_t(1) << 62);
 }
+// A descriptor moved `bytes` further into shared memory: only the start field changes, and it holds
+// the address >> 4 in its low bits, so the move is one 64-bit add. Build a tile's descriptor once
+// and advance it per k-step: rebuilding it from a per-thread address costs ~9 instructions per
+// wgmma (shifts, masks and the register-to-uniform moves the wgmma operand needs) on the issue
+// path. Exact while the address stays below 256 KB (14 bits of 16-byte units), which every block's
+// shared memory (at most 227 KB) does.
+__device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
 
 // Operand lists of the asm statements below (written once).
 #define LAB_ACC32_LIST                                                                                           \
