@@ -227,19 +227,20 @@ struct ConsumerTile {
     pv_alpha[0] = pv_alpha[1] = 0.f;
   }
   // S = Q K_tileᵀ: D/32 wgmmas of m64n128k32; each k-step is 32 bytes further along the rows.
+  // (The descriptors are built per k-step, not advanced from one base as in ws_forward.cuh: with
+  // 4 k-steps the saving is small, and at D = 128 the bases' registers make the consumer spill.)
   __device__ __forceinline__ void issue_s(uint32_t q_rows, uint32_t k_slot) {
-    const uint64_t a0 = desc_k_major<TL::SWIZZLE>(q_rows), b0 = desc_k_major<TL::SWIZZLE>(k_slot);
 #pragma unroll
     for (int kk = 0; kk < TL::D_STEPS; ++kk)
-      wgmma_ss_e4m3_n128(s, desc_advance(a0, uint32_t(kk * 32)), desc_advance(b0, uint32_t(kk * 32)), kk > 0);
+      wgmma_ss_e4m3_n128(s, desc_k_major<TL::SWIZZLE>(q_rows + uint32_t(kk * 32)),
+                         desc_k_major<TL::SWIZZLE>(k_slot + uint32_t(kk * 32)), kk > 0);
   }
   // PV = P Vᵀ_tileᵀ: 4 wgmmas of m64n{D}k32; B = Vᵀ [D rows][128 keys], 32 keys per k-step. The
   // first k-step overwrites pv (scale-d = 0), as S's first does: no zeroing, no old O.
   __device__ __forceinline__ void issue_pv(uint32_t vt_slot) {
-    const uint64_t v0 = desc_k_major<128>(vt_slot);
 #pragma unroll
     for (int kk = 0; kk < TL::KV_STEPS; ++kk)
-      wgmma_rs_e4m3<HEAD_DIM>(pv, p_frag[kk], desc_advance(v0, uint32_t(kk * 32)), kk > 0);
+      wgmma_rs_e4m3<HEAD_DIM>(pv, p_frag[kk], desc_k_major<128>(vt_slot + uint32_t(kk * 32)), kk > 0);
   }
   __device__ __forceinline__ void fence_pv_operands() {
     fence_accumulators(pv);
@@ -313,7 +314,7 @@ ws_fp8_kernel(const __grid_constant__ CUtensorMap q_map,   // Q8 (D, H, T_q, B),
     if (threadIdx.x / 32 == 0) H::template produce<HEAD_DIM, CONSUMERS>(q_map, k_map, vt_map, p, sm, job);
   } else {
     regs_claim<CONSUMER_REGS>();
-    const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x / WG_THREADS) - 1, 0);  // warp-uniform: see ws_forward
+    const int wg = threadIdx.x / WG_THREADS - 1;
     PingPongTurns<CONSUMERS> turns(wg);
     consumer_overlapped<ConsumerTile<T, HEAD_DIM, H>>(wg, p, sm, job, turns);
     turns.close();
