@@ -273,6 +273,33 @@ class Backward(unittest.TestCase):
             for wrong in ((dq * 0, dk, dv), (dq, dk, dv * 1.1), (dq, -dk, dv)):
                 self.assertFalse(baselines.grads_pass(baselines.grad_errors(ref, *wrong), "bf16"))
 
+    def test_the_reference_takes_D_from_the_16_bit_O_the_forward_stores(self):
+        """A FlashAttention backward computes D = rowsum(dO * O) from the O it wrote in 16 bits; the
+        reference must too, or that rounding alone fails every library at long non-causal rows."""
+        try:
+            import torch
+        except ImportError:
+            self.skipTest("PyTorch is not importable")
+        import math
+        torch.manual_seed(0)
+        b, t, h, d = 1, 300, 2, 32
+        mk = lambda off: (torch.rand(b, t, h, d, dtype=torch.float64) * 2 - 1 + off).to(torch.bfloat16)
+        q, k, v, do = mk(0.25), mk(0.25), mk(0.5), mk(0.0)
+        ref = baselines.reference_grads(torch, q, k, v, do, False, rows=16)
+
+        def grads(o_of):  # dQ, dK, dV in float64 with D from o_of(O)
+            qd, kd, vd, dod = (x.double().transpose(1, 2) for x in (q, k, v, do))  # [B, H, T, D]
+            p = torch.softmax(qd @ kd.transpose(-1, -2) / math.sqrt(d), -1)
+            delta = (dod * o_of(p @ vd)).sum(-1, keepdim=True)
+            ds = p * (dod @ vd.transpose(-1, -2) - delta)
+            return tuple(x.transpose(1, 2) for x in (ds @ kd / math.sqrt(d), ds.transpose(-1, -2) @ qd / math.sqrt(d),
+                                                     p.transpose(-1, -2) @ dod))
+
+        stored = grads(lambda o: o.to(torch.bfloat16).double())
+        self.assertTrue(all(e["max_abs_err"] < 1e-12 for e in baselines.grad_errors(ref, *stored).values()))
+        exact_d = baselines.grad_errors(ref, *grads(lambda o: o))["dq"]
+        self.assertGreater(exact_d["max_abs_err"], 1e-3 * exact_d["max_abs_ref"])  # the rounding shows in dQ
+
 
 if __name__ == "__main__":
     unittest.main()
