@@ -361,9 +361,12 @@ def grads_pass(errors, dtype_name):
     return all(e["max_abs_err"] <= GRAD_TOL[dtype_name] * max(e["max_abs_ref"], 1e-30) for e in errors.values())
 
 
+UNAVAILABLE = "baseline unavailable"  # the check rule of a record whose library could not run here
+
+
 def unavailable(rec, warmup, reason):
     rec.update(check={"passed": False, "max_abs_err": None, "rel_l2_err": None, "ref_err_bound": None,
-                      "rule": "baseline unavailable", "rows_checked": 0, "verdict": reason[:200]},
+                      "rule": UNAVAILABLE, "rows_checked": 0, "verdict": reason[:200]},
                timing={"method": "queued", "warmup": warmup, "iters": 0, "median_ms": None, "min_ms": None, "max_ms": None},
                metrics={"tflops": None, "hbm_gbps": None, "hbm_bytes_model": None, "extra_device_bytes": None,
                         **rec.get("metrics", {})})
@@ -456,7 +459,7 @@ def run_spec(torch, spec, section, warmup, iters):
             med, lo, hi, how = timed(torch, variant, fn, warmup, iters)
         except Exception as e:  # a backend that refuses the shape is recorded as such, not skipped silently
             rec.update(check={"passed": False, "max_abs_err": None, "rel_l2_err": None, "ref_err_bound": None,
-                              "rule": "baseline unavailable", "rows_checked": 0, "verdict": f"{type(e).__name__}: {str(e)[:200]}"},
+                              "rule": UNAVAILABLE, "rows_checked": 0, "verdict": f"{type(e).__name__}: {str(e)[:200]}"},
                        timing={"method": "queued", "warmup": warmup, "iters": 0, "median_ms": None, "min_ms": None, "max_ms": None},
                        metrics={"tflops": None, "hbm_gbps": None, "hbm_bytes_model": None, "extra_device_bytes": None})
             records.append(rec)

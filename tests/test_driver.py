@@ -526,6 +526,28 @@ class BenchResume(unittest.TestCase):
         kernels, baselines = maintainer.done_in(self.records("0ld0ld0"), "abc1234")
         self.assertEqual((kernels, baselines), (set(), {}))
 
+    def test_a_library_that_could_not_run_is_not_done(self):
+        # e.g. flash-attn-4 not installed: a resume after installing it times the spec again
+        missing = {"git_sha": "abc1234", "build": "baseline", "variant": "sdpa-cudnn",
+                   "command": maintainer.baseline_spec_command(self.spec),
+                   "check": {"passed": False, "rule": "baseline unavailable", "verdict": "ModuleNotFoundError"}}
+        _, baselines = maintainer.done_in(self.records("abc1234") + [missing], "abc1234")
+        self.assertEqual(baselines[maintainer.baseline_spec_command(self.spec)], {"sdpa-flash"})
+
+    def test_timing_a_spec_again_drops_its_older_records_only(self):
+        command = maintainer.baseline_spec_command(self.spec)
+        other = dict(self.spec, t=4096)
+        records = self.records("abc1234") + [{"build": "baseline", "variant": "sdpa-flash",
+                                               "command": maintainer.baseline_spec_command(other)}]
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "bench.json"
+            path.write_text(json.dumps(records))
+            maintainer.drop_baseline_records(path, command)
+            kept = json.loads(path.read_text())
+        self.assertEqual([r["variant"] for r in kept], ["ws", "sdpa-flash"])
+        self.assertNotIn(command, [r.get("command") for r in kept])
+        maintainer.drop_baseline_records(Path("/nonexistent/bench.json"), command)  # no file: nothing to do
+
     def test_the_spec_command_is_the_one_baselines_writes(self):
         text = (ROOT / "scripts" / "baselines.py").read_text()
         self.assertIn('"scripts/baselines.py --spec " + json.dumps(spec, separators=(",", ":"))', text)

@@ -37,13 +37,29 @@ def baseline_spec_command(spec):
     return baselines.spec_command(spec)
 
 
+def unavailable_baseline(record):
+    """A library's record that says it could not run here (not installed, refused the shape)."""
+    import baselines
+    return record.get("build") == "baseline" and record.get("check", {}).get("rule") == baselines.UNAVAILABLE
+
+
+def drop_baseline_records(path, command):
+    """Removes the library records of one baseline command from a record file, if there are any:
+    a resumed sweep that times a spec again (one of its libraries was missing) keeps none of the
+    spec's older records, so the libraries of a row stay those of one run."""
+    if path.exists():
+        records = json.loads(path.read_text())
+        path.write_text(json.dumps([r for r in records if not (r.get("build") == "baseline" and r.get("command") == command)]))
+
+
 def done_in(records, sha, section=None):
     """The runs a sweep of `section` already has records of from commit `sha`: kernel run ids, and
     the baseline commands with the variants recorded for each. Records of other commits count for
-    nothing."""
+    nothing, nor does a library's record that it could not run (a resume after installing it
+    times it)."""
     kernels, baselines = set(), {}
     for r in records:
-        if r.get("git_sha") != sha:
+        if r.get("git_sha") != sha or unavailable_baseline(r):
             continue
         if r.get("build") == "baseline":
             baselines.setdefault(r.get("command", ""), set()).add(r["variant"])
@@ -227,8 +243,10 @@ def cmd_bench(a):
         def time_baselines(chosen):
             for spec in chosen:
                 specs.remove(spec)
-                if set(spec["variants"]) <= done_baselines.get(baseline_spec_command(spec), set()):
+                command = baseline_spec_command(spec)
+                if set(spec["variants"]) <= done_baselines.get(command, set()):
                     continue
+                drop_baseline_records(tmp, command)  # a spec's libraries are timed in one run
                 code, out, secs = server.run(s, spec, tmp, a.timeout)
                 say(f"  baseline {s} {','.join(spec['variants'])} {spec.get('dtype')} T={spec['t']} "
                     f"{'causal' if spec.get('causal') else ''}: exit {code} {secs:.0f} s")
@@ -263,6 +281,13 @@ def cmd_bench(a):
             continue
         dest, count = saved
         say(f"lab: wrote {count} records to {dest / name}")
+        missing = sorted({(r["variant"], r["check"].get("verdict", "")) for r in json.loads((dest / name).read_text())
+                          if unavailable_baseline(r)})
+        if missing:  # a table row without its library: say so at the end, not only in the run's lines
+            say(f"lab: {len(missing)} librar{'y' if len(missing) == 1 else 'ies'} could not run here: " +
+                "; ".join(f"{v} ({why[:80]})" for v, why in missing) +
+                f". Once installed, `scripts/lab bench {s}{' --tag ' + a.tag if a.tag else ''} --resume"
+                f"{' --out ' + str(a.out) if a.out else ''}` times them, beside the other libraries of their shapes.")
         if a.ncu and not (a.tag or a.quick):
             measure_dram(s, data, dest, a.timeout)
     return EXIT_PASS if not failed else EXIT_FAIL
