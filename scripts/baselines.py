@@ -364,6 +364,11 @@ def grads_pass(errors, dtype_name):
 UNAVAILABLE = "baseline unavailable"  # the check rule of a record whose library could not run here
 
 
+def is_unavailable(record):
+    """A library's record that says it could not run here (not installed, refused the shape)."""
+    return record.get("build") == "baseline" and record.get("check", {}).get("rule") == UNAVAILABLE
+
+
 def unavailable(rec, warmup, reason):
     rec.update(check={"passed": False, "max_abs_err": None, "rel_l2_err": None, "ref_err_bound": None,
                       "rule": UNAVAILABLE, "rows_checked": 0, "verdict": reason[:200]},

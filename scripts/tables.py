@@ -12,6 +12,8 @@ import re
 import sys
 from pathlib import Path
 
+from baselines import is_unavailable  # (no PyTorch at import)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 SIDE_FILES = {"ceilings.json", "ncu.json", "training_loss.json"}  # in a results folder, but not records
@@ -362,7 +364,7 @@ def section_table(records, ceilings=None, ncu=None):
             vs = "no library" if ratio is None else f"{ratio:.2f}× ({name})"
         measured = ncu.get((r["section"], r["variant"], problem_key(r)))
         dram = "–" if not measured else f"{human_bytes(measured)} / {human_bytes(m.get('hbm_bytes_model'))}"
-        check = "pass" if r["check"]["passed"] else ("unavailable" if r["check"].get("rule") == "baseline unavailable" else "FAIL")
+        check = "pass" if r["check"]["passed"] else ("unavailable" if is_unavailable(r) else "FAIL")
         name = variant_label(r) if pass_of(r) == "forward" else f"{variant_label(r)} ({pass_of(r)})"
         rows.append(f"| {name} | {r['build']} | {shape(r)} | {num(r['timing']['median_ms'], '.4g')} | "
                     f"{num(m.get('tflops'), '.3g')} | {num(m.get('hbm_gbps'), '.4g')} | {num(ceiling_pct(r, ceilings), '.0f')} | "

@@ -351,8 +351,7 @@ dkdv_kernel(const __grid_constant__ CUtensorMap q_map,   // (D, H, T_q, B), box 
     // ---- consumers
     regs_claim<CONSUMER_REGS>();
     const auto [group, qt_begin, qt_count, items] = work_of();
-    // wg read through a shuffle so the compiler knows it is warp-uniform (desc_advance says why).
-    const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x / WG_THREADS) - 1, 0), tid = threadIdx.x % WG_THREADS;
+    const int wg = warp_uniform(int(threadIdx.x / WG_THREADS) - 1), tid = threadIdx.x % WG_THREADS;
     const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     const int wg_k0 = kv0 + wg * WG_KEYS;         // this warpgroup's first key
     const int key_g = wg_k0 + 16 * warp + g;      // this thread's keys: key_g and key_g + 8

@@ -838,9 +838,7 @@ ws_kernel(const __grid_constant__ CUtensorMap q_map,  // (D, H, T_q, B), box (64
     }
   } else {
     regs_claim<Budget::consumer>();
-    // Read through a shuffle so the compiler knows it is warp-uniform: the descriptors built from it
-    // then live in uniform registers, and each wgmma skips the register-to-uniform moves.
-    const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x / WG_THREADS) - 1, 0);
+    const int wg = warp_uniform(int(threadIdx.x / WG_THREADS) - 1);
     using Tile = typename TileOf<H, T, HEAD_DIM, KV_TILE>::type;
     std::conditional_t<PINGPONG, PingPongTurns<CONS>, NoTurns> turns{wg};
     Job job = no_job();

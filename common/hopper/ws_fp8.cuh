@@ -227,9 +227,9 @@ struct ConsumerTile {
     pv_alpha[0] = pv_alpha[1] = 0.f;
   }
   // S = Q K_tileᵀ: D/32 wgmmas of m64n128k32; each k-step is 32 bytes further along the rows.
-  // (Per k-step, and from a per-thread warpgroup index, unlike ws_forward.cuh: read through a
-  // shuffle, the index would cut the D = 128 consumer's R2UR moves from 170 to 20 but make ptxas
-  // spill a register there, and that build timed no faster.)
+  // (Per k-step, and from a per-thread warpgroup index, unlike ws_forward.cuh: made warp_uniform,
+  // the index would cut the D = 128 consumer's R2UR moves from 170 to 20 but make ptxas spill a
+  // register there, and that build timed no faster.)
   __device__ __forceinline__ void issue_s(uint32_t q_rows, uint32_t k_slot) {
 #pragma unroll
     for (int kk = 0; kk < TL::D_STEPS; ++kk)

@@ -262,6 +262,10 @@ __device__ __forceinline__ uint64_t desc_mn_major_sw128(uint32_t start, uint32_t
 // path. Exact while the address stays below 256 KB (14 bits of 16-byte units), which every block's
 // shared memory (at most 227 KB) does.
 __device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
+// v as lane 0 has it, which the compiler then knows is one value for the whole warp. A warpgroup
+// index made so keeps the descriptors built from it in uniform registers, where a wgmma reads them:
+// no register-to-uniform moves (R2UR) on the issue path. (Call it from all 32 lanes.)
+__device__ __forceinline__ int warp_uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
 
 // Operand lists of the asm statements below (written once).
 #define LAB_ACC32_LIST                                                                                           \

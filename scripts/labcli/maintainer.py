@@ -37,12 +37,6 @@ def baseline_spec_command(spec):
     return baselines.spec_command(spec)
 
 
-def unavailable_baseline(record):
-    """A library's record that says it could not run here (not installed, refused the shape)."""
-    import baselines
-    return record.get("build") == "baseline" and record.get("check", {}).get("rule") == baselines.UNAVAILABLE
-
-
 def drop_baseline_records(path, command):
     """Removes the library records of one baseline command from a record file, if there are any:
     a resumed sweep that times a spec again (one of its libraries was missing) keeps none of the
@@ -57,9 +51,10 @@ def done_in(records, sha, section=None):
     the baseline commands with the variants recorded for each. Records of other commits count for
     nothing, nor does a library's record that it could not run (a resume after installing it
     times it)."""
+    from baselines import is_unavailable
     kernels, baselines = set(), {}
     for r in records:
-        if r.get("git_sha") != sha or unavailable_baseline(r):
+        if r.get("git_sha") != sha or is_unavailable(r):
             continue
         if r.get("build") == "baseline":
             baselines.setdefault(r.get("command", ""), set()).add(r["variant"])
@@ -281,8 +276,9 @@ def cmd_bench(a):
             continue
         dest, count = saved
         say(f"lab: wrote {count} records to {dest / name}")
+        from baselines import is_unavailable
         missing = sorted({(r["variant"], r["check"].get("verdict", "")) for r in json.loads((dest / name).read_text())
-                          if unavailable_baseline(r)})
+                          if is_unavailable(r)})
         if missing:  # a table row without its library: say so at the end, not only in the run's lines
             say(f"lab: {len(missing)} librar{'y' if len(missing) == 1 else 'ies'} could not run here: " +
                 "; ".join(f"{v} ({why[:80]})" for v, why in missing) +
