@@ -5,6 +5,8 @@
 - the fp64 reference agrees with a brute-force loop (bottom-right causal, rows with no key, GQA),
   and the check fails a zero output and an unwritten one;
 - --json refuses a file that is not a record list (exit 2, file untouched) and appends to a list;
+- --json and --dump paths are refused up front as the C++ programs refuse them, empty ones too;
+- without a GPU, one line: the reason, then "; " and the advice;
 - a missing triton is one line and exit 77;
 - make_labs turns a `#`-marked Python solution into its stub.
 
@@ -29,6 +31,7 @@ import make_labs  # noqa: E402
 
 BIN = Path(sys.argv.pop(1)) if len(sys.argv) > 1 else ROOT / "build" / "bin"
 SOL = ROOT / "solutions" / "09_triton.py"
+SOL10 = ROOT / "solutions" / "10_flex.py"
 
 
 def have_triton():
@@ -163,6 +166,55 @@ class Program(unittest.TestCase):
         self.assertEqual(record.validate(recs[0]), "")
         self.assertEqual(recs[0]["section"], "09_triton")
         self.assertTrue(recs[0]["check"]["passed"])
+
+    def test_dump_and_json_paths_are_refused_before_anything_runs(self):
+        """--dump and --json are checked with the other options, in the C++ harness's words: exit 2,
+        one line, nothing run, nothing created; an empty path is bad input, not the option left out."""
+        d = Path(tempfile.mkdtemp())
+        f = d / "afile"
+        f.write_text("a user's file\n")
+        missing = d / "no" / "a" / "b"
+        numbers = d / "numbers.json"  # a JSON list, but not of records
+        numbers.write_text("[1, 2]\n")
+        cases = [(["--dump", f], "is a file, not a folder"), (["--dump", missing], "does not exist"),
+                 (["--json", numbers], "holds something other than a JSON list of records"),
+                 (["--dump", ""], "bad input: --dump: an empty path"),
+                 (["--json", ""], "bad input: --json: an empty path"), (["--json", d], "is a folder, not a file"),
+                 (["--dump", "/proc/nope"], "kernel file system")]
+        for prog in (SOL, SOL10):
+            for args, message in cases:
+                r = run([sys.executable, prog, "--cpu", "--t", "16", "--h", "1", *args])
+                what = f"{prog.name} {args}: {r.stdout + r.stderr}"
+                self.assertEqual(r.returncode, 2, what)
+                self.assertEqual(r.stdout, "", what)  # nothing ran
+                self.assertEqual(len(r.stderr.strip().splitlines()), 1, what)
+                self.assertTrue(r.stderr.startswith("bad input: "), what)
+                self.assertIn(message, r.stderr, what)
+        self.assertFalse((d / "no").exists())
+        self.assertEqual(f.read_text(), "a user's file\n")
+        self.assertEqual(numbers.read_text(), "[1, 2]\n")
+        c = BIN / "01_naive"
+        if c.exists():  # the same line as a C++ program's
+            for args, _ in cases:
+                ours = run([sys.executable, SOL, "--cpu", "--t", "16", *args]).stderr
+                theirs = run([c, "--cpu", "--t", "16", *args]).stderr
+                self.assertEqual(ours, theirs)
+
+    def test_no_gpu_says_the_reason_then_the_advice_after_a_semicolon(self):
+        """scripts/lab shows what comes before the first ";" of "cannot run here:" as the reason."""
+        try:
+            import torch  # noqa: F401
+        except Exception:
+            self.skipTest("torch is not installed")
+        from labcli.common import no_gpu_reason
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        env["CUDA_VISIBLE_DEVICES"] = ""  # no GPU, even on a machine with one
+        for prog in (SOL, SOL10) if have_triton() else (SOL10,):
+            r = run([sys.executable, prog, "--t", "16", "--iters", "0"], env=env)
+            self.assertEqual(r.returncode, 77, r.stdout + r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertRegex(r.stderr, rf"^cannot run here: no CUDA GPU visible to PyTorch; add --cpu to run {prog.stem} ")
+            self.assertEqual(no_gpu_reason(r.stderr), "no CUDA GPU visible to PyTorch")
 
     def test_missing_triton_is_exit_77(self):
         fake = Path(tempfile.mkdtemp()) / "triton"

@@ -25,6 +25,29 @@ def gpu_slug(out):
     return out.get("gpu", {}).get("slug") or "unknown-gpu"
 
 
+def out_folder_problem(path):
+    """Why the folder `path` cannot take a command's output ("" if it can). It may be missing (it is
+    made, parents and all), but nothing on its way may be a file: found up front, not as a crash
+    after the runs it was to hold."""
+    if not str(path):
+        return "an empty path"
+    p = Path(path).absolute()
+    for q in (p, *p.parents):  # the nearest part that exists
+        if q.exists():
+            if not q.is_dir():
+                return f"{q} is a file, not a folder"
+            if not os.access(q, os.W_OK | os.X_OK):
+                return f"folder {q} is not writable"
+            return ""
+    return ""
+
+
+def bench_tags(names):
+    """{section: its bench entries' tags} for those of `names` that have any."""
+    tags = {s: sorted({e["tag"] for e in load_cases(s).get("bench", []) if e.get("tag")}) for s in names}
+    return {s: t for s, t in tags.items() if t}
+
+
 def kernel_run_id(variant, args, program=None):
     """What identifies one timed run of a sweep: the variant and the case's arguments (and the
     program, for an entry that runs another section's: a study such as 09's exercise 4)."""
@@ -188,12 +211,16 @@ def cmd_bench(a):
     if wanted and has_gpu():  # the libraries this sweep compares with, installed where missing
         from labcli import setup
         setup.ensure_baseline_packages(wanted)
+    ceilings_note = None
     if a.ceilings:  # measured in the same run: every "% of ceiling" is relative to these
         dest = Path(a.out) if a.out else ROOT / "results" / "local"
         dest.mkdir(parents=True, exist_ok=True)
         code, out, _ = run_limited([sys.executable, ROOT / "scripts" / "baselines.py", "--ceilings",
                                     "--json", dest / "ceilings.json"], a.timeout)
-        say(out.strip())
+        if code == EXIT_CANNOT_RUN:  # said once a kernel has run: without a GPU the kernels' reason is the one line
+            ceilings_note = out.strip()
+        else:
+            say(out.strip())
     for s in names:
         data = load_cases(s)
         sweep = data.get("bench", [])
@@ -254,14 +281,19 @@ def cmd_bench(a):
                     continue
                 cmd = program(other or s, True) + ["--variant", v, "--json", tmp, "--quiet"] + entry["args"]
                 code, out, secs = run_limited(cmd, a.timeout)
+                if code == EXIT_CANNOT_RUN:  # the reason alone: no run line for a run that did not happen
+                    why = no_gpu_reason(out) or (out.strip().splitlines() or ["the program cannot run here"])[-1]
+                    say(f"lab: bench times kernels and needs a GPU: {why}")
+                    server.stop()
+                    return EXIT_CANNOT_RUN
+                if ceilings_note:
+                    say(ceilings_note)
+                    ceilings_note = None
                 if entry.get("expect") == "fail" and code == EXIT_FAIL:
                     code = EXIT_PASS  # a --bug run recorded for its error: failing the check is the point
                 left = (time.time() - t0) / n * (len(sweep) - n)
                 say(f"  [{n}/{len(sweep)}] {other or s} {v:<8} {' '.join(entry['args']):<52} exit {code} {secs:5.1f} s"
                     f"  (~{left:.0f} s left)")
-                if code == EXIT_CANNOT_RUN:
-                    say(f"lab: bench times kernels and needs a GPU: {no_gpu_reason(out)}")
-                    return EXIT_CANNOT_RUN
                 if code != EXIT_PASS:
                     failed += 1
                     say("\n".join("           | " + line for line in out.strip().splitlines()[-6:]))
@@ -286,6 +318,8 @@ def cmd_bench(a):
                 f"{' --out ' + str(a.out) if a.out else ''}` times them, beside the other libraries of their shapes.")
         if a.ncu and not (a.tag or a.quick):
             measure_dram(s, data, dest, a.timeout)
+    if ceilings_note:  # no kernel ran (all done before, --resume): the ceilings' reason still said
+        say(ceilings_note)
     return EXIT_PASS if not failed else EXIT_FAIL
 
 
@@ -309,6 +343,9 @@ def cmd_gpu_check(a):
     """What a GPU machine verifies, in one go: build, ctest (gpu label included), every
     section's case list on the solution (with its --bug cases), every stub failing cleanly,
     compute-sanitizer on small cases, and the benchmark sweeps. Logs and JSON go to --out."""
+    why = out_folder_problem(a.out)
+    if why:
+        raise BadInput(f"gpu-check: --out: {why}")
     out = Path(a.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     log = open(out / "gpu-check.log", "w")
@@ -368,13 +405,21 @@ def cmd_gpu_check(a):
         summary["grading example"] = grading_example(out / "grading", names, lab, step, a.gpus)
     if "bench" in steps:
         summary["bench"] = step("bench " + " ".join(names), lab + ["bench", *names, "--ceilings", "--ncu", "--out", out / "results"], 3000)
+    log.close()
     (out / "gpu-check-summary.json").write_text(json.dumps({k: int(v) for k, v in summary.items()}, indent=1) + "\n")
     say("== summary")
     for k, v in summary.items():
         say(f"   exit {v:<3} {k}")
-    bad = [k for k, v in summary.items() if v != EXIT_PASS]
-    say("gpu-check: " + ("all as expected" if not bad else "UNEXPECTED: " + "; ".join(bad)))
-    return EXIT_PASS if not bad else EXIT_FAIL
+    bad = [k for k, v in summary.items() if v not in (EXIT_PASS, EXIT_CANNOT_RUN)]
+    unrun = [k for k, v in summary.items() if v == EXIT_CANNOT_RUN]
+    if bad:
+        say("gpu-check: UNEXPECTED: " + "; ".join(bad))
+        return EXIT_FAIL
+    if unrun:  # nothing failed, but not everything ran: "cannot run here", not a pass nor a failure
+        say("gpu-check: nothing failed, but could not run here: " + "; ".join(unrun))
+        return EXIT_CANNOT_RUN
+    say("gpu-check: all as expected")
+    return EXIT_PASS
 
 
 # ------------------------------------------------------------------------------------------ ab
@@ -399,6 +444,9 @@ def cmd_ab(a):
     faster): the comparison every "A/B" in the handouts is. Writes every run and the summary to --out."""
     if a.rounds < 1:
         raise BadInput("ab: --rounds must be at least 1")
+    why = out_folder_problem(a.out)
+    if why:
+        raise BadInput(f"ab: --out: {why}")
     builds = {"A": Path(a.build_a), "B": Path(a.build_b)}
     specs = [parse_ab_case(c) for c in a.case]
     if len({label for label, _ in specs}) != len(specs):
@@ -515,6 +563,13 @@ def cmd_bench_all(a):
     if not (ROOT / "solutions").is_dir():
         say("lab: bench times the reference solutions, which a student release does not have")
         return EXIT_CANNOT_RUN
+    names = resolve_all(a.section)  # every name before the first sweep: a typo is not found after one
+    if a.out is not None and out_folder_problem(a.out):
+        raise BadInput(f"bench: --out: {out_folder_problem(a.out)}")
+    if a.tag and not any(a.tag in t for t in bench_tags(names).values()):  # (else a sweep of nothing, exit 0)
+        which = "any section" if "all" in a.section else " ".join(names)
+        raise BadInput(f"bench: no bench entry of {which} is tagged '{a.tag}' (the tags: " +
+                       ("; ".join(f"{s} {', '.join(t)}" for s, t in bench_tags(sections()).items()) or "none") + ")")
     codes = []
     for n, s in enumerate(a.section):
         one = argparse.Namespace(**vars(a))

@@ -101,14 +101,16 @@ def missing(*modules):
             raise CannotRun(f"needs {name} ({why}); install it with `{hint}`")
 
 
-def import_torch(cuda):
+def import_torch(cuda, section="it"):
     try:
         import torch
     except Exception as e:
         hint = GPU_REQUIREMENTS if cuda else CPU_REQUIREMENTS
         raise CannotRun(f"needs torch ({type(e).__name__}: {e}); install it with `{hint}`")
     if cuda and not torch.cuda.is_available():
-        raise CannotRun("no CUDA GPU visible to PyTorch. `--cpu` runs it on the CPU instead")
+        # The reason, then "; " and the advice, as the C++ programs say it: scripts/lab shows the
+        # reason alone (everything before the first ";").
+        raise CannotRun(f"no CUDA GPU visible to PyTorch; add --cpu to run {section} on the CPU instead")
     return torch
 
 

@@ -129,8 +129,9 @@ def parser_for(s):
     add("--flush-l2", action="store_true", help="Flush the L2 cache before every timed run")
     add("--check", default="auto", help="Self-check: auto, full, sample, none (default %(default)s)")
     add("--sample-rows", type=int, default=1024, help="Rows checked in sample mode (default %(default)s)")
-    add("--json", default="", help="Append the result record to this JSON file")
-    add("--dump", default="", help="Write inputs and outputs as .npy files to this folder")
+    # None when not given: an empty path given is bad input, not the option left out
+    add("--json", default=None, help="Append the result record to this JSON file")
+    add("--dump", default=None, help="Write inputs and outputs as .npy files to this folder")
     add("--cpu", action="store_true", help="Run " + s.cpu_what)
     add("--quiet", action="store_true", help="Print only the verdict line (after a failure, the check's reason above it)")
     if s.extra_options:

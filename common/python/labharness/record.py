@@ -22,22 +22,70 @@ REQUIRED = ["schema_version", "section", "variant", "build", "git_sha", "time_ut
             "command"]
 
 
-def check_writable(path):
-    """Bad input (exit 2, file untouched) unless `path` is a record list or can be created."""
-    p = Path(path)
-    if p.exists():
-        try:
-            data = json.loads(p.read_text() or "[]")
-        except (OSError, ValueError) as e:
-            raise BadInput(f"--json {path}: not a JSON record list ({e.__class__.__name__})")
-        if not isinstance(data, list):
-            raise BadInput(f"--json {path}: holds a JSON {type(data).__name__}, not a record list")
-        if not os.access(p, os.W_OK):
-            raise BadInput(f"--json {path}: cannot be written")
-    elif not p.parent.is_dir():
-        raise BadInput(f"--json {path}: folder {p.parent} does not exist")
-    elif not os.access(p.parent, os.W_OK):
-        raise BadInput(f"--json {path}: cannot create a file in {p.parent}")
+def writable_path_problem(path, want_dir):
+    """Why `path` cannot take the run's output ("" if it can), in record.cpp's words, so a Python
+    section refuses what a C++ one refuses: a file where a folder is wanted, a missing parent folder
+    (never created: a typo is not a new tree), an empty path, a kernel file system."""
+    if not path:
+        return "an empty path"
+    a = os.path.realpath(os.path.abspath(path))
+    for pseudo in ("/proc", "/sys", "/dev"):
+        if a == pseudo or a.startswith(pseudo + "/"):
+            return f"{path} is in {pseudo}, a kernel file system, not a place for files"
+    if os.path.exists(a):
+        if want_dir and not os.path.isdir(a):
+            return f"{path} is a file, not a folder"
+        if not want_dir and os.path.isdir(a):
+            return f"{path} is a folder, not a file"
+        if not want_dir and not os.path.isfile(a):
+            return f"{path} is not a regular file"
+        if not os.access(a, os.W_OK):
+            return f"{path} is not writable"
+        return ""
+    parent = os.path.dirname(a)
+    if not os.path.exists(parent):
+        return f"folder {parent} does not exist"
+    if not os.path.isdir(parent):
+        return f"{parent} is a file, not a folder"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"folder {parent} is not writable"
+    return ""
+
+
+def record_path_problem(path):
+    """writable_path_problem for a record list, and an existing file must hold one (a user's other
+    file is never appended to)."""
+    why = writable_path_problem(path, want_dir=False)
+    if why or not os.path.exists(path):
+        return why
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError):
+        return f"{path} is not readable"
+    if not text.strip():
+        return ""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    records = isinstance(data, list) and all(isinstance(r, dict) and "schema_version" in r and "section" in r
+                                              for r in data)
+    if not records:
+        return f"{path} holds something other than a JSON list of records; it is left as it is (give another file)"
+    return ""
+
+
+def check_outputs(o):
+    """--json and --dump before anything runs (bad input, exit 2): a run never ends by losing its
+    record or its dump, nor by writing over a user's file. Given empty, each is bad input too."""
+    if o.json is not None:
+        why = record_path_problem(o.json)
+        if why:
+            raise BadInput(f"--json: {why}")
+    if o.dump is not None:
+        why = writable_path_problem(o.dump, want_dir=True)
+        if why:
+            raise BadInput(f"--dump: {why}")
 
 
 def _finite(x):
@@ -100,7 +148,7 @@ def append(path, rec):
 
 def dump_npy(folder, p, qkv, out_o, out_lse, o, section, extra=None):
     d = Path(folder)
-    d.mkdir(parents=True, exist_ok=True)
+    d.mkdir(exist_ok=True)  # its parent exists: check_outputs saw to it
     q, k, v = qkv
     for name, a in (("q", q), ("k", k), ("v", v), ("o", out_o)):
         np.save(d / f"{name}.npy", np.ascontiguousarray(a, dtype=np.float32))

@@ -1,4 +1,4 @@
-"""run_section for Python: parse -> validate -> check the record file -> inputs -> poison ->
+"""run_section for Python: parse -> validate -> check the output paths -> inputs -> poison ->
 launch -> check -> time -> print -> record -> dump (harness.cpp's run_section, step for step)."""
 import json
 import os
@@ -40,8 +40,7 @@ def _time(ctx, launch, warmup, iters, flush_l2):
 def run(s, forward, argv):
     o = parse(argv, s)
     p = o.problem
-    if o.json:
-        record.check_writable(o.json)
+    record.check_outputs(o)
     cpu = o.cpu or backend.cpu_requested(argv)
     build = s.build
     for m in getattr(s, "modules", ()):
@@ -49,7 +48,7 @@ def run(s, forward, argv):
     torch = None
     gpu = {"name": "cpu"}
     if not cpu:
-        torch = backend.import_torch(cuda=True)
+        torch = backend.import_torch(cuda=True, section=s.name)
         gpu = backend.gpu_info(torch)
         need = p.hbm_bytes()
         free, _ = torch.cuda.mem_get_info()
