@@ -17,15 +17,19 @@ against the repository's harness, and for each section:
                ratio = solution time / student time;  >= 0.9: +10 points;  >= 0.5: +5;  else +0
 
 Section score = correctness (0-100) + bonus; the submission's total is the mean over the graded
-sections (--sections, default: the sections the submission contains). Without a GPU (triage) no
-case runs: every compiled section reads "not run (no GPU)", never a number. Outputs per submission
-grade.json and grade.md, and class_summary.csv for the lot.
+sections (--sections, default: every section handed in by the class, a missing one counting 0).
+Without a GPU (triage) no case runs: every compiled section reads "not run (no GPU)", never a
+number. Outputs per submission grade.json and grade.md under --out/<name>/, and class_summary.csv,
+rebuilt from every grade under --out. The harness (common/) is built once, in --out/.harness/, and
+every submission's build links it.
 """
+import collections
 import csv
 import concurrent.futures
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import time
@@ -34,6 +38,10 @@ from pathlib import Path
 BONUS_TIERS = [(0.9, 10), (0.5, 5)]  # (minimum speed ratio vs the solution, bonus points)
 LAB_SUFFIXES = (".cu", ".py")
 NOT_RUN = "not run (no GPU)"
+MARKER = ".lab-grade"          # in every folder the grader writes: only such a folder is ever replaced
+HARNESS = ".harness"           # --out/.harness: the harness, built once for every submission
+SUMMARY = "class_summary.csv"
+NESTED_DEPTH, NESTED_FILES = 3, 2000  # how deep, and through how many files, to look for nested labs
 
 
 def scan_submission(folder, known_sections):
@@ -44,8 +52,8 @@ def scan_submission(folder, known_sections):
     for root in roots:
         for f in sorted(root.iterdir()):
             if f.is_dir():
-                if f.name != "labs":
-                    ignored.append(f.name + "/")
+                if not (f.name == "labs" and root == folder):
+                    ignored.append(f.name + "/" if root == folder else f"{root.name}/{f.name}/")
                 continue
             stem = f.stem if f.suffix == lab_suffix(f.stem) else None
             if stem in known_sections and stem not in found:
@@ -60,39 +68,115 @@ def lab_suffix(section):
     return ".py" if (Path(__file__).resolve().parent.parent / "solutions" / f"{section}.py").exists() else ".cu"
 
 
-def misnamed(ignored, known_sections):
-    """For each ignored .cu/.py file that looks like a section's lab under another name, one line:
-    "naive.cu: not a lab file; expected labs/01_naive.cu"."""
+def lab_stem(name):
+    """The stem of a file name that has a lab suffix somewhere, in any case ("01_naive.CU",
+    "01_naive.cu.txt" -> "01_naive"), else None."""
+    low = name.lower()
+    for i, suffix in enumerate(Path(low).suffixes):
+        if suffix in LAB_SUFFIXES:
+            return name[:len(name) - len("".join(Path(low).suffixes[i:]))]
+    return None
+
+
+def guess_section(stem, known_sections):
+    """The section a misnamed file most likely is: its leading number, else the section sharing the
+    most words with it (a number among them counts)."""
+    low = stem.lower()
+    lead = re.match(r"\d+", low)
+    for s in known_sections:
+        if lead and int(lead.group()) == int(s[:2]):
+            return s
+    words = set(re.split(r"[^a-z0-9]+", low)) - {""}
+    best, score = None, 0
+    for s in known_sections:
+        parts = s.split("_")
+        n = len(words & set(parts[1:])) + bool(words & {parts[0], parts[0].lstrip("0")})
+        if n > score:
+            best, score = s, n
+    return best
+
+
+def nested_labs(folder, known_sections, top):
+    """Lab files (by their exact name) in the nested folders `top` of a submission, as paths
+    relative to it: a submission handed in one folder too deep."""
+    names = {f"{s}{lab_suffix(s)}" for s in known_sections}
+    found, seen = [], 0
+    for start in top:
+        stack = [(Path(folder) / start, 1)]
+        while stack and seen < NESTED_FILES:
+            d, depth = stack.pop()
+            try:
+                entries = sorted(d.iterdir())
+            except OSError:
+                continue
+            for f in entries:
+                seen += 1
+                if f.is_dir() and not f.is_symlink() and depth < NESTED_DEPTH and not f.name.startswith("."):
+                    stack.append((f, depth + 1))
+                elif f.is_file() and f.name in names:
+                    found.append(f.relative_to(folder).as_posix())
+    return sorted(found)
+
+
+def misnamed(ignored, known_sections, found=None, folder=None):
+    """One line for each ignored file that looks like a section's lab, e.g. "naive.cu: not a lab
+    file; expected labs/01_naive.cu". found ({section: graded file, relative}): a second copy of a
+    graded section is named as ignored; folder (the submission): lab files in a nested folder are
+    pointed at."""
+    found = found or {}
     out = []
     for name in ignored:
-        path = Path(name)
-        if path.suffix not in LAB_SUFFIXES:
+        stem = lab_stem(Path(name).name)
+        s = guess_section(stem, known_sections) if stem else None
+        if s is None:
             continue
-        words = set(re.split(r"[^a-z0-9]+", path.stem.lower())) - {""}
-        for s in known_sections:
-            parts = s.split("_")
-            if path.stem.lower() == s.lower() or words & set(parts[1:]) or (words & {parts[0], parts[0].lstrip("0")}):
-                out.append(f"{name}: not a lab file; expected labs/{s}{lab_suffix(s)}")
-                break
+        if s in found:
+            out.append(f"{name}: ignored; {found[s]} is the {s} file graded")
+        else:
+            out.append(f"{name}: not a lab file; expected labs/{s}{lab_suffix(s)}")
+    if folder is not None:
+        for path in nested_labs(folder, known_sections, [n.rstrip("/") for n in ignored if n.endswith("/")]):
+            s = Path(path).stem
+            out.append(f"{path}: in a nested folder, not graded" +
+                       (f"; {found[s]} is the {s} file graded" if s in found else f"; expected labs/{Path(path).name}"))
     return out
 
 
+def submission_notes(folder, known_sections):
+    """(found, ignored, notes) of a submission: its lab files, the files it ignores and the lines
+    that name the misnamed or misplaced ones."""
+    folder = Path(folder)
+    found, ignored = scan_submission(folder, known_sections)
+    shown = {s: f.relative_to(folder).as_posix() for s, f in found.items()}
+    return found, ignored, misnamed(ignored, known_sections, shown, folder)
+
+
 def total_text(report):
-    """The total as the class summary and the console show it."""
+    """The total as the console shows it."""
     if report["total"] is None:
-        return NOT_RUN if report["graded_sections"] else "no lab file"
+        return NOT_RUN
     return f"{report['total']:.1f}"
 
 
-def compiler_excerpt(log, lines=8):
-    """The first error lines of a build log (what a student needs to see)."""
+def compiler_excerpt(log, lines=8, paths=()):
+    """The first error lines of a build log (what a student needs to see); each (long, short) pair
+    of `paths` shortened, so that the student reads labs/01_naive.cu, not the grader's folder."""
     errs = [l for l in log.splitlines() if re.search(r"\berror\b", l, re.IGNORECASE)]
     pick = errs[:lines] if errs else log.strip().splitlines()[-lines:]
-    return "\n".join(l[:240] for l in pick)
+    text = "\n".join(l[:240] for l in pick)
+    for long, short in paths:
+        text = text.replace(long, short)
+    return text
 
 
 def run_excerpt(out, lines=6):
     return "\n".join(l[:240] for l in out.strip().splitlines()[-lines:])
+
+
+def student_command(section, suffix, variant, args):
+    """A case's run as the student types it in their own checkout (as `scripts/lab check` prints it)."""
+    prog = ["python3", f"labs/{section}.py"] if suffix == ".py" else [f"build/bin/lab_{section}"]
+    return " ".join(shlex.quote(str(x)) for x in prog + ["--variant", variant, "--iters", "0", *args])
 
 
 def bonus_for(ratio):
@@ -134,9 +218,18 @@ def section_score(sec):
     return sec["correctness"] + sec.get("bonus", 0)
 
 
-def score_text(sec, fmt="{:.1f}"):
-    score = section_score(sec)
-    return NOT_RUN if score is None else fmt.format(score)
+def section_state(sec):
+    """One word or two for a section's outcome (the class summary's NN_status column)."""
+    if sec is None:
+        return "not graded"  # a grade made over other sections than the summary's
+    if sec["status"] in ("graded", NOT_RUN) and sec.get("unmodified_stub"):
+        return "unmodified stub"
+    return sec["status"]
+
+
+def number(x):
+    """A score cell: a number, or empty (never text, so the column sorts and imports as numbers)."""
+    return "" if x is None else f"{x:.1f}"
 
 
 def total_line(report):
@@ -151,24 +244,32 @@ def total_line(report):
 
 def render_markdown(report):
     """grade.md from a grade.json report."""
+    where = f"on {report['gpu']}" if report["gpu"] else "without a GPU (triage only: no case was run)"
     lines = [f"# Grade: {report['submission']}", "",
-             f"Graded {report['time_utc']} at commit {report['git_sha']} on {report['gpu'] or 'no GPU (triage only)'}.", "",
+             f"Graded {report['time_utc']} at commit {report['git_sha']} {where}.", "",
              total_line(report), ""]
+    named = set()
     for line in report.get("misnamed", []):
-        lines += [f"- `{line.split(':')[0]}`:{line.split(':', 1)[1]}"]
+        name, rest = line.split(": ", 1)
+        named.add(name)
+        lines += [f"- `{name}`: {rest}"]
     if report.get("misnamed"):
         lines.append("")
-    if report["ignored_files"]:
-        lines += ["Ignored files (not a lab of this course): " + ", ".join(f"`{f}`" for f in report["ignored_files"]), ""]
+    # a folder is explained by a line about a file inside it
+    rest = [f for f in report["ignored_files"]
+            if f not in named and not any(n.startswith(f) for n in named if f.endswith("/"))]
+    if rest:
+        lines += ["Ignored files (not a lab of this course): " + ", ".join(f"`{f}`" for f in rest), ""]
     lines += ["| section | status | correctness | speed vs solution | bonus | score |", "|---|---|---:|---:|---:|---:|"]
     for name in report["graded_sections"]:
         s = report["sections"][name]
         ratio = s.get("speed_ratio")
         run = s["status"] != NOT_RUN
-        lines.append(f"| {name} | {s['status']}{' (unmodified stub)' if s.get('unmodified_stub') else ''} | "
-                     f"{format(s['correctness'], '.0f') + '%' if run else NOT_RUN} | "
+        score = section_score(s)
+        lines.append(f"| {name} | {s['status']}{', unmodified stub' if s.get('unmodified_stub') else ''} | "
+                     f"{format(s['correctness'], '.0f') + '%' if run else '–'} | "
                      f"{'–' if ratio is None else f'{ratio:.2f}×'} | {s.get('bonus', 0) if run else '–'} | "
-                     f"{score_text(s)} |")
+                     f"{'–' if score is None else f'{score:.1f}'} |")
     lines.append("")
     for name in report["graded_sections"]:
         s = report["sections"][name]
@@ -181,7 +282,7 @@ def render_markdown(report):
             continue
         if s.get("unmodified_stub"):
             lines += ["The file is the unmodified stub: no exercise was attempted.", ""]
-        if s["status"] == "not run (no GPU)":
+        if s["status"] == NOT_RUN:
             lines += ["Compiled; cases not run (no GPU on the grading machine).", ""]
             continue
         failed = [c for c in s["cases"] if c["status"] != "pass"]
@@ -193,6 +294,9 @@ def render_markdown(report):
             lines.append("")
             first = failed[0]
             lines += [f"First failure, `{first['case']}` ({first['variant']}):", "", "```", first["log_excerpt"], "```", ""]
+            if first.get("rerun"):
+                lines += [f"To run it alone in your checkout (`scripts/lab check {name[:2]}` builds it):", "",
+                          "```", first["rerun"], "```", ""]
     return "\n".join(lines)
 
 
@@ -203,13 +307,134 @@ def write_reports(report, folder):
 
 
 def write_class_summary(reports, path):
+    """One row per submission: its total, the GPU it was graded on, each section's score (a number,
+    or empty where none was run) and status, and its misnamed files."""
     sections = sorted({s for r in reports for s in r["graded_sections"]})
     with open(path, "w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
-        w.writerow(["submission", "total"] + sections)
+        w.writerow(["submission", "total", "gpu"] + [c for s in sections for c in (s, f"{s}_status")] +
+                   ["misnamed_files"])
         for r in reports:
-            w.writerow([r["submission"], total_text(r)] +
-                       [score_text(r["sections"][s]) if s in r["sections"] else "" for s in sections])
+            row = [r["submission"], number(r["total"]), r["gpu"] or "none (triage)"]
+            for s in sections:
+                sec = r["sections"].get(s) if s in r["graded_sections"] else None
+                row += [number(section_score(sec)) if sec else "", section_state(sec)]
+            w.writerow(row + ["; ".join(line.split(": ", 1)[0] for line in r.get("misnamed", []))])
+
+
+def read_report(folder):
+    """A folder's grade.json, or None where it holds none (or not one this grader wrote)."""
+    try:
+        r = json.loads((Path(folder) / "grade.json").read_text())
+    except (OSError, ValueError):
+        return None
+    keys = ("submission", "graded_sections", "sections", "total", "gpu")
+    return r if isinstance(r, dict) and all(k in r for k in keys) else None
+
+
+def graded_before(out_root):
+    """{folder name: report} of the grades already under out_root."""
+    out_root = Path(out_root)
+    if not out_root.is_dir():
+        return {}
+    found = {}
+    for f in sorted(out_root.iterdir()):
+        if f.is_dir() and not f.is_symlink():
+            r = read_report(f)
+            if r is not None:
+                found[f.name] = r
+    return found
+
+
+def rebuild_class_summary(out_root):
+    """class_summary.csv from every grade under out_root (so regrading one submission keeps the
+    others' rows); returns (path, reports). Written whole, then renamed: never half a file."""
+    reports = sorted(graded_before(out_root).values(), key=lambda r: r["submission"])
+    path = Path(out_root) / SUMMARY
+    tmp = path.with_name(SUMMARY + ".tmp")
+    write_class_summary(reports, tmp)
+    tmp.replace(path)
+    return path, reports
+
+
+def class_sections(handed, out_root, known_sections):
+    """The sections graded when --sections is not given: every section handed in by a submission of
+    this run or graded in a grade already under out_root, so that a submission that hands in less
+    is not graded over less (and a regraded one over the class's sections)."""
+    got = {s for found in handed for s in found}
+    got |= {s for r in graded_before(out_root).values() for s in r["graded_sections"]}
+    return [s for s in known_sections if s in got]
+
+
+def is_grade_folder(folder):
+    """Whether the grader wrote this folder (its marker; a grade.json from before the marker)."""
+    return (folder / MARKER).is_file() or read_report(folder) is not None
+
+
+def plan_outputs(submissions, out_root):
+    """Where each submission's grade goes. Returns (plan, notes, problems): plan holds (given,
+    path, name) once per folder (a path given twice is graded once), notes are lines to print, and
+    problems stop the grader before anything is written.
+
+    A submission keeps the folder of its earlier grade under out_root (the same path), else gets
+    its folder's name, or <parent>-<name> where another submission of this run has that name or
+    its folder holds the grade of another submission that still exists. Its folder must be no
+    submission, hold none and sit in none (it is replaced whole), and be the grader's if it exists."""
+    out_root = Path(out_root).resolve()
+    before = graded_before(out_root)
+    owner = {str(r.get("path")): name for name, r in before.items()}
+    seen, unique, notes = {}, [], []
+    for given in submissions:
+        p = Path(given).resolve()
+        if p in seen:
+            notes.append(f"{given}: the same folder as {seen[p]}; graded once")
+            continue
+        seen[p] = given
+        unique.append((given, p))
+    count = collections.Counter(p.name for _, p in unique)
+
+    def taken(name, p):
+        other = before.get(name, {}).get("path")
+        return name == HARNESS or bool(other and other != str(p) and Path(other).exists())
+
+    plan = []
+    for given, p in unique:
+        name = owner.get(str(p))
+        if name is None:
+            name = p.name
+            if count[name] > 1 or taken(name, p):
+                name = f"{p.parent.name or 'root'}-{p.name}"
+                notes.append(f"{given}: graded as {name} (another submission's folder is also {p.name})")
+        plan.append((given, p, name))
+    problems = []
+    names = collections.defaultdict(list)
+    for given, p, name in plan:
+        names[name].append(given)
+    for name, given in names.items():
+        if len(given) > 1:
+            problems.append(f"{', '.join(map(str, given))}: would all be graded as {name}; rename a folder")
+    if out_root.exists() and not out_root.is_dir():
+        return plan, notes, problems + [f"--out {out_root}: not a folder"]
+    subs, clash = [p for _, p, _ in plan], []
+    for given, p, name in plan:
+        dest = out_root / name
+        if len(names[name]) > 1:
+            continue
+        for s in subs:
+            if dest == s or s in dest.parents or dest in s.parents:
+                how = "is" if dest == s else "is inside" if s in dest.parents else "holds"
+                clash.append(f"the grade of {given} would go to {dest}, which {how} the submission {s}")
+                break
+        else:
+            if dest.is_symlink() or dest.is_file() or (dest.is_dir() and any(dest.iterdir()) and not is_grade_folder(dest)):
+                problems.append(f"the grade of {given} would replace {dest}, which is not a grade "
+                                "(move it away, or give another --out)")
+            elif taken(name, p):
+                problems.append(f"the grade of {given} would replace {dest}, the grade of {before[name]['path']}")
+    if clash:  # one line, however many submissions share the mistake
+        problems.append(clash[0] + (f" (and {len(clash) - 1} more like it)" if len(clash) > 1 else "") +
+                        "; give --out a folder that is not a submission and holds none")
+    return plan, notes, problems
 
 
 def perf_shape(data):
@@ -249,16 +474,47 @@ class Grader:
         # program(section, solution, build_dir, labs_dir): the command that runs a section's program
         self.program = program or (lambda s, solution, build_dir=None, labs_dir=None:
                                    [Path(build_dir or ref_build) / "bin" / (s if solution else f"lab_{s}")])
+        self.harness = None  # the prebuilt lab_common every submission links (build_harness), else none
 
-    def build_submission(self, labs_dir, build_dir, sections):
-        """Configures a build of only the submitted labs; returns {section: (ok, log)}."""
+    def configure_args(self, labs_dir, build_dir):
         args = ["cmake", "-S", str(self.root), "-B", str(build_dir), "-DLAB_BUILD_TESTS=OFF", "-DLAB_BUILD_SOLUTIONS=OFF",
                 f"-DLAB_LABS_DIR={labs_dir}", "-DCMAKE_BUILD_TYPE=Release"]
         if shutil.which("ninja"):
             args += ["-G", "Ninja"]
         if (self.root / ".deps" / "include").is_dir():  # a vendored copy (scripts/lab deps --vendor)
             args.append(f"-DCMAKE_PREFIX_PATH={self.root / '.deps'}")
-        r = subprocess.run(args, capture_output=True, text=True, env=self.cmake_env())
+        if self.harness:
+            args.append(f"-DLAB_COMMON_LIBRARY={self.harness}")
+        return args
+
+    def build_harness(self, folder):
+        """Builds lab_common (common/) once, configured as every submission's build is, and has the
+        submissions link it: compiling it took most of a one-section submission's build. Returns
+        (ok, log); a second run into the same --out rebuilds only what changed."""
+        folder = Path(folder).resolve()
+        (folder / "labs").mkdir(parents=True, exist_ok=True)  # no lab file: no section target
+        (folder / MARKER).touch()
+        self.harness = None
+        run = lambda cmd: subprocess.run(cmd, capture_output=True, text=True, env=self.cmake_env())
+        r = run(self.configure_args(folder / "labs", folder / "build"))
+        if r.returncode != 0 and (folder / "build").exists():  # made from another place (a moved --out): anew
+            shutil.rmtree(folder / "build")
+            r = run(self.configure_args(folder / "labs", folder / "build"))
+        log = r.stdout + r.stderr
+        if r.returncode == 0:
+            r = run(["cmake", "--build", str(folder / "build"), "--target", "lab_common", "--parallel", str(os.cpu_count() or 2)])
+            log += r.stdout + r.stderr
+        if r.returncode != 0:
+            return False, log
+        lib = folder / "build" / "common" / "liblab_common.a"
+        if not lib.is_file():
+            return False, log + f"\n{lib} was not built\n"
+        self.harness = lib
+        return True, log
+
+    def build_submission(self, labs_dir, build_dir, sections):
+        """Configures a build of only the submitted labs; returns {section: (ok, log)}."""
+        r = subprocess.run(self.configure_args(labs_dir, build_dir), capture_output=True, text=True, env=self.cmake_env())
         if r.returncode != 0:
             return {s: (False, r.stdout + r.stderr) for s in sections}
         # Every target at once, going on past failures (-k); then one target at a time, a no-op for
@@ -303,20 +559,25 @@ class Grader:
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             return None
 
-    def grade(self, submission, out_root, known_sections, only_sections, hidden, timeout, on_gpu, gpu_name, sha, progress):
-        submission = Path(submission)
-        name = submission.resolve().name
-        out = Path(out_root) / name
+    def grade(self, submission, out_root, known_sections, only_sections, hidden, timeout, on_gpu, gpu_name, sha, progress,
+              name=None):
+        """Grades one submission into out_root/name (default: its folder's name; plan_outputs
+        chooses it and checks it may be replaced); returns its report."""
+        submission = Path(submission).resolve()
+        name = name or submission.name
+        out = Path(out_root).resolve() / name
         if out.exists():
+            if out.is_symlink() or not out.is_dir() or (any(out.iterdir()) and not is_grade_folder(out)):
+                raise ValueError(f"{out} is not a grade: not replaced")  # plan_outputs refuses it first
             shutil.rmtree(out)
         labs_dir = out / "labs"
         labs_dir.mkdir(parents=True)
-        files, ignored = scan_submission(submission, known_sections) if submission.is_dir() else ({}, [])
+        (out / MARKER).touch()
+        files, ignored, notes = submission_notes(submission, known_sections) if submission.is_dir() else ({}, [], [])
         graded = only_sections or sorted(files)
         report = {"submission": name, "path": str(submission), "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "git_sha": sha, "gpu": gpu_name if on_gpu else None, "ignored_files": ignored,
-                  "graded_sections": graded, "sections": {}, "bonus_tiers": BONUS_TIERS,
-                  "misnamed": misnamed(ignored, known_sections)}
+                  "graded_sections": graded, "sections": {}, "bonus_tiers": BONUS_TIERS, "misnamed": notes}
         if not submission.is_dir():
             report["error"] = "not a folder"
         for s in files:
@@ -325,6 +586,8 @@ class Grader:
         compiled = [s for s in present if files[s].suffix == ".cu"]  # a Python lab has nothing to build
         built = self.build_submission(labs_dir, out / "build", compiled) if compiled else {}
         built.update({s: (True, "") for s in present if s not in compiled})
+        # the compiler names the file by the grader's path; the student knows it as labs/NN_name.cu
+        paths = [(str(labs_dir) + "/", "labs/"), (str(out) + "/", "")]
         for s in graded:
             sec = {"status": "missing", "correctness": 0.0, "cases": [], "weight_total": 0, "weight_passed": 0}
             report["sections"][s] = sec
@@ -337,7 +600,7 @@ class Grader:
             ok, log = built[s]
             (out / f"build-{s}.log").write_text(log)
             if not ok:
-                sec.update(status="compile error", log_excerpt=compiler_excerpt(log))
+                sec.update(status="compile error", log_excerpt=compiler_excerpt(log, paths=paths))
                 progress(f"{name}: {s}: compile error")
                 continue
             if not on_gpu:
@@ -356,6 +619,8 @@ class Grader:
                 status = classify(code, text_out, record_ok)
                 sec["cases"].append({"case": case, "variant": variant, "weight": weight, "status": status, "exit": code,
                                      "seconds": round(secs, 2), "log_excerpt": run_excerpt(text_out)})
+                if status != "pass" and not case.startswith("hidden: "):  # a hidden case's arguments stay hidden
+                    sec["cases"][-1]["rerun"] = student_command(s, files[s].suffix, variant, args)
                 sec["weight_total"] += weight
                 sec["weight_passed"] += weight if status == "pass" else 0
                 progress(f"{name}: {s} [{n}/{len(runs)}] {status:<12} {variant} {case}")
@@ -371,7 +636,8 @@ class Grader:
                 sec["perf_shape"] = {"variant": variant, "args": args, "student_ms": mine, "solution_ms": ref}
                 sec["bonus"] = bonus_for(sec["speed_ratio"])
                 progress(f"{name}: {s} performance: {mine} ms vs solution {ref} ms -> bonus {sec['bonus']}")
+        # "not run" only where a section was not run: a file that does not compile is a known 0
         scores = [section_score(report["sections"][s]) for s in graded]
-        report["total"] = None if None in scores or (not on_gpu and present) else (sum(scores) / len(scores) if scores else 0.0)
+        report["total"] = None if None in scores else (sum(scores) / len(scores) if scores else 0.0)
         write_reports(report, out)
         return report

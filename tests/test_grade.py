@@ -1,9 +1,15 @@
 """The grader (scripts/grade.py) and case-file validation (scripts/cases.py), without a GPU:
 reports rendered from recorded results, submissions scanned, codes classified, case files
-rejected with a message naming the problem, and (GradeTriage) real `scripts/lab grade --no-gpu`
-runs: paths that are no submission refused (exit 2, nothing written), and a triage over a file
-that does not compile, an untouched stub ("not run (no GPU)", never a number) and a misnamed file."""
+rejected with a message naming the problem, grade folders planned (never a submission, never two
+submissions in one), submissions graded with a stand-in build and stand-in runs, and
+(GradeTriage) real `scripts/lab grade --no-gpu` runs: paths that are no submission, and --out
+folders that would replace one, refused (exit 2, nothing written); a triage over a file that does
+not compile, an untouched stub ("not run (no GPU)", never a number), a misnamed file and two
+submissions of the same name; and a regrade of one submission that keeps the class summary."""
+import csv
+import io
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -15,6 +21,13 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import cases  # noqa: E402
 import grade  # noqa: E402
 import make_labs  # noqa: E402
+from labcli import student  # noqa: E402
+
+SECTIONS = ["01_naive", "02_v1_tile", "03_v2_loop_order", "09_triton", "12_ring"]
+
+
+def rows(path):
+    return list(csv.DictReader(io.StringIO(Path(path).read_text())))
 
 
 def recorded_report():
@@ -29,6 +42,37 @@ def recorded_report():
                                                 case("large scores", "wrong answer")]},
                          "02_v1_tile": {"status": "compile error", "correctness": 0.0, "cases": [], "weight_total": 0,
                                         "weight_passed": 0, "log_excerpt": "02_v1_tile.cu(12): error: expected a \";\""}}}
+
+
+def submission(folder, *files):
+    folder = Path(folder)
+    (folder / "labs").mkdir(parents=True, exist_ok=True)
+    for f in files or ("01_naive.cu",):
+        (folder / "labs" / f).write_text("// mine\n")
+    return folder
+
+
+class StandInGrader(grade.Grader):
+    """Grader with a stand-in build (a file holding "broken" does not compile): the verdicts'
+    bookkeeping checked without a compiler."""
+
+    def build_submission(self, labs_dir, build_dir, sections):
+        out = {}
+        for s in sections:
+            broken = "broken" in (labs_dir / f"{s}.cu").read_text()
+            out[s] = (not broken, f"{labs_dir}/{s}.cu(3): error: expected a ';'" if broken else "")
+        return out
+
+
+def stand_in_grade(folder, out, on_gpu, only=None):
+    """One submission graded by StandInGrader, its every case failing (without a GPU: none run)."""
+    def run_limited(cmd, timeout):
+        return 1, "O too far from fp64", 0.1
+    data = {"section": "01_naive", "variants": ["kernels"], "cases": [
+        {"name": "T=65", "args": ["--t", "65"]}, {"name": "hidden: secret", "args": ["--t", "999"]}]}
+    g = StandInGrader(ROOT, ROOT / "build", run_limited, make_labs.make_stub, lambda s, hidden: data,
+                      student.expand_cases, dict, print, program=lambda s, sol, build_dir=None, labs_dir=None: ["prog"])
+    return g.grade(folder, out, SECTIONS, only, None, 10, on_gpu, "GPU" if on_gpu else None, "abc", lambda msg: None)
 
 
 class Reports(unittest.TestCase):
@@ -50,27 +94,72 @@ class Reports(unittest.TestCase):
         self.assertEqual(grade.section_score(full), 110.0)
         with tempfile.TemporaryDirectory() as tmp:
             r["total"] = 37.5
-            triage = dict(r, submission="bob", total=None)
-            grade.write_class_summary([r, triage], Path(tmp, "c.csv"))
+            r["misnamed"] = ["naive.cu: not a lab file; expected labs/01_naive.cu"]
+            triage = dict(r, submission="bob", total=None, gpu=None, misnamed=[], sections={
+                "01_naive": {"status": grade.NOT_RUN, "correctness": None, "unmodified_stub": False},
+                "02_v1_tile": {"status": grade.NOT_RUN, "correctness": None, "unmodified_stub": True}})
+            short = dict(r, submission="carol", graded_sections=["01_naive"], total=75.0, misnamed=[])
+            grade.write_class_summary([r, triage, short], Path(tmp, "c.csv"))
             lines = Path(tmp, "c.csv").read_text().splitlines()
-            self.assertEqual(lines, ["submission,total,01_naive,02_v1_tile", "alice,37.5,75.0,0.0",
-                                     "bob,not run (no GPU),75.0,0.0"])
+            self.assertEqual(lines[0], "submission,total,gpu,01_naive,01_naive_status,02_v1_tile,02_v1_tile_status,"
+                                       "misnamed_files")
+            self.assertEqual(lines[1], "alice,37.5,NVIDIA H200,75.0,graded,0.0,compile error,naive.cu")
+            # triage: no number, and the solution and the untouched stub read differently
+            self.assertEqual(lines[2], "bob,,none (triage),,not run (no GPU),,unmodified stub,")
+            self.assertEqual(lines[3], "carol,75.0,NVIDIA H200,75.0,graded,,not graded,")  # graded over fewer
             self.assertNotIn(b"\r", Path(tmp, "c.csv").read_bytes())  # \n line endings, not CSV's default CRLF
+            for row in rows(Path(tmp, "c.csv")):  # every score column is a number or empty
+                for k in ("total", "01_naive", "02_v1_tile"):
+                    self.assertTrue(row[k] == "" or float(row[k]) >= 0, (k, row[k]))
 
     def test_triage_sections_show_no_number(self):
         r = recorded_report()
         r["sections"]["01_naive"] = {"status": "not run (no GPU)", "correctness": None, "cases": [],
                                      "weight_total": 0, "weight_passed": 0, "unmodified_stub": True}
-        r["total"] = None
+        r["total"], r["gpu"] = None, None
         md = grade.render_markdown(r)
-        self.assertIn("| 01_naive | not run (no GPU) (unmodified stub) | not run (no GPU) | – | – | not run (no GPU) |", md)
+        self.assertIn("| 01_naive | not run (no GPU), unmodified stub | – | – | – | – |", md)
+        self.assertEqual(md.count("not run (no GPU)"), 2)  # the total and the row's status, nothing else
         self.assertIn("**Total: not run (no GPU)**", md)
+        self.assertIn("without a GPU (triage only", md)
+        self.assertNotIn("on no GPU", md)
         self.assertIsNone(grade.section_score(r["sections"]["01_naive"]))
+
+    def test_a_misnamed_file_is_named_once(self):
+        r = recorded_report()
+        r["ignored_files"] = ["naive.cu", "notes.txt"]
+        r["misnamed"] = ["naive.cu: not a lab file; expected labs/01_naive.cu"]
+        md = grade.render_markdown(r)
+        self.assertIn("- `naive.cu`: not a lab file; expected labs/01_naive.cu", md)
+        self.assertEqual(md.count("naive.cu`"), 1)
+        self.assertIn("Ignored files (not a lab of this course): `notes.txt`", md)
 
     def test_misnamed_files_are_named(self):
         self.assertEqual(grade.misnamed(["naive.cu", "notes.txt", "labs/tile.cu"], ["01_naive", "02_v1_tile"]),
                          ["naive.cu: not a lab file; expected labs/01_naive.cu",
                           "labs/tile.cu: not a lab file; expected labs/02_v1_tile.cu"])
+        # the leading number wins over a shared word (v2 is 03's); a lab suffix in any case or
+        # followed by another is still a lab file
+        self.assertEqual(grade.misnamed(["12_ring_v2.cu", "01_naive.cu.txt", "01_naive.CU", "readme.txt"], SECTIONS),
+                         ["12_ring_v2.cu: not a lab file; expected labs/12_ring.cu",
+                          "01_naive.cu.txt: not a lab file; expected labs/01_naive.cu",
+                          "01_naive.CU: not a lab file; expected labs/01_naive.cu"])
+
+    def test_second_copies_and_nested_folders_are_pointed_at(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            dup = Path(tmp, "dup")
+            (dup / "labs").mkdir(parents=True)
+            (dup / "labs" / "01_naive.cu").write_text("x")
+            (dup / "01_naive.cu").write_text("x")
+            found, _, notes = grade.submission_notes(dup, SECTIONS)
+            self.assertEqual(list(found), ["01_naive"])
+            self.assertEqual(notes, ["01_naive.cu: ignored; labs/01_naive.cu is the 01_naive file graded"])
+            zed = Path(tmp, "zed")
+            (zed / "zed" / "labs").mkdir(parents=True)
+            (zed / "zed" / "labs" / "01_naive.cu").write_text("x")
+            found, ignored, notes = grade.submission_notes(zed, SECTIONS)
+            self.assertEqual((found, ignored), ({}, ["zed/"]))
+            self.assertEqual(notes, ["zed/labs/01_naive.cu: in a nested folder, not graded; expected labs/01_naive.cu"])
 
     def test_run_outcomes_are_classified(self):
         self.assertEqual(grade.classify(0, "", True), "pass")
@@ -88,9 +177,119 @@ class Reports(unittest.TestCase):
             (sub / "labs" / "01_naive.cu").write_text("x")
             (sub / "labs" / "99_other.cu").write_text("x")
             (sub / "report.pdf").write_text("x")
+            (sub / "labs" / "old").mkdir()
             found, ignored = grade.scan_submission(sub, ["01_naive", "02_v1_tile"])
             self.assertEqual(list(found), ["01_naive"])
-            self.assertEqual(sorted(ignored), ["labs/99_other.cu", "report.pdf"])
+            self.assertEqual(sorted(ignored), ["labs/99_other.cu", "labs/old/", "report.pdf"])
+
+    @unittest.skipUnless((ROOT / "solutions").is_dir(), "a student release has no solutions/")
+    def test_the_planted_bug_is_in_given_code(self):
+        """The grading example's planted bug edits code the stub has too: student.py, which goes out
+        with the release, must hold no answer."""
+        old, new = student.PLANTED_BUG
+        solution = ROOT / "solutions" / "01_naive.cu"
+        self.assertEqual(solution.read_text().count(old), 1)
+        self.assertTrue(old in make_labs.make_stub(solution.read_text(), solution.name), f"{old!r} is not in the stub")
+
+    # where grades go: a folder of the grader's under --out, one per submission, never a submission
+    def test_an_out_that_would_replace_a_submission_is_refused(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            alice = submission(Path(tmp, "class3", "alice"))
+            for out, how in ((alice.parent, "is the submission"), (alice, "is inside the submission"),
+                             (alice / "grades", "is inside the submission")):
+                _, _, problems = grade.plan_outputs([alice], out)
+                self.assertEqual(len(problems), 1, (out, problems))
+                self.assertIn(f"would go to {out.resolve() / 'alice'}, which {how} {alice.resolve()}", problems[0])
+            ex = submission(Path(tmp, "g", "alice", "ex"))  # a submission inside another's grade folder
+            _, _, problems = grade.plan_outputs([alice, ex], Path(tmp, "g"))
+            self.assertEqual(len(problems), 1, problems)
+            self.assertIn(f"which holds the submission {ex.resolve()}", problems[0])
+            # the submissions' parent is a fine --out when the grade folders are not the submissions
+            plan, _, problems = grade.plan_outputs([alice, submission(Path(tmp, "other", "alice"))], alice.parent)
+            self.assertEqual(problems, [])
+            self.assertEqual([n for _, _, n in plan], ["class3-alice", "other-alice"])
+
+    def test_a_folder_the_grader_did_not_write_is_not_replaced(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            alice = submission(Path(tmp, "subs", "alice"))
+            (Path(tmp, "out", "alice")).mkdir(parents=True)
+            self.assertEqual(grade.plan_outputs([alice], Path(tmp, "out"))[2], [])  # empty: nothing to lose
+            Path(tmp, "out", "alice", "thesis.tex").write_text("x")
+            problems = grade.plan_outputs([alice], Path(tmp, "out"))[2]
+            self.assertEqual(len(problems), 1)
+            self.assertIn("which is not a grade", problems[0])
+            Path(tmp, "out", "alice", grade.MARKER).touch()  # a grade folder: replaced
+            self.assertEqual(grade.plan_outputs([alice], Path(tmp, "out"))[2], [])
+
+    def test_names_once_per_folder_and_never_shared(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            s1, s2 = submission(Path(tmp, "sec1", "alice")), submission(Path(tmp, "sec2", "alice"))
+            bob = submission(Path(tmp, "sec1", "bob"))
+            out = Path(tmp, "g")
+            plan, notes, problems = grade.plan_outputs([s1, s2, bob, Path(tmp, "sec1", "..", "sec1", "bob")], out)
+            self.assertEqual(problems, [])
+            self.assertEqual([n for _, _, n in plan], ["sec1-alice", "sec2-alice", "bob"])
+            self.assertTrue(any("the same folder as" in n and "graded once" in n for n in notes), notes)
+            a, b = submission(Path(tmp, "a", "x", "carol")), submission(Path(tmp, "b", "x", "carol"))
+            _, _, problems = grade.plan_outputs([a, b], out)
+            self.assertEqual(len(problems), 1)
+            self.assertIn("would all be graded as x-carol", problems[0])
+
+    def test_a_regraded_submission_keeps_its_folder(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            s1, s2 = submission(Path(tmp, "sec1", "alice")), submission(Path(tmp, "sec2", "alice"))
+            out = Path(tmp, "g")
+            for name, sub in (("sec1-alice", s1), ("sec2-alice", s2)):
+                grade.write_reports(dict(recorded_report(), submission=name, path=str(sub.resolve())), out / name)
+            self.assertEqual([n for _, _, n in grade.plan_outputs([s1], out)[0]], ["sec1-alice"])
+            # a folder name that holds another existing submission's grade is not taken over...
+            grade.write_reports(dict(recorded_report(), submission="alice", path=str(s1.resolve())), out / "alice")
+            self.assertEqual([n for _, _, n in grade.plan_outputs([s2], out)[0]], ["sec2-alice"])
+            # ...but one whose submission is gone (moved, downloaded again) is
+            grade.write_reports(dict(recorded_report(), submission="alice", path=str(Path(tmp, "gone"))), out / "alice")
+            s3 = submission(Path(tmp, "sec3", "alice"))
+            self.assertEqual([n for _, _, n in grade.plan_outputs([s3], out)[0]], ["alice"])
+
+    def test_without_sections_the_class_sections_count(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp, "g")
+            self.assertEqual(grade.class_sections([{"02_v1_tile": 1}, {"01_naive": 1}], out, SECTIONS),
+                             ["01_naive", "02_v1_tile"])
+            r = recorded_report()
+            grade.write_reports(dict(r, graded_sections=["12_ring"], sections={"12_ring": r["sections"]["01_naive"]}),
+                                out / "alice")
+            self.assertEqual(grade.class_sections([{"01_naive": 1}], out, SECTIONS), ["01_naive", "12_ring"])
+
+    # Grader.grade's bookkeeping (StandInGrader)
+    def test_a_known_zero_is_a_number(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            sub = submission(Path(tmp, "subs", "carol"))
+            (sub / "labs" / "01_naive.cu").write_text("broken\n")
+            r = stand_in_grade(sub, Path(tmp, "out"), False, ["01_naive", "02_v1_tile"])
+            self.assertEqual(r["total"], 0.0)  # a compile error and a missing file: 0, not "not run"
+            excerpt = r["sections"]["01_naive"]["log_excerpt"]
+            self.assertEqual(excerpt, "labs/01_naive.cu(3): error: expected a ';'")  # not the grader's folder
+            self.assertIsNone(stand_in_grade(submission(Path(tmp, "subs", "dave")), Path(tmp, "out"), False)["total"])
+
+    def test_a_failed_case_says_how_to_run_it(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            r = stand_in_grade(submission(Path(tmp, "subs", "erin")), Path(tmp, "out"), True)
+            cases = r["sections"]["01_naive"]["cases"]
+            self.assertEqual(cases[0]["rerun"], "build/bin/lab_01_naive --variant kernels --iters 0 --t 65")
+            self.assertNotIn("rerun", cases[1])  # a hidden case's arguments are not shown
+            md = Path(tmp, "out", "erin", "grade.md").read_text()
+            self.assertIn("build/bin/lab_01_naive --variant kernels --iters 0 --t 65", md)
+            self.assertNotIn(tmp, md)
+
+    def test_regrading_one_keeps_the_others_in_the_summary(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp, "out")
+            for name in ("alice", "bob", "carol"):
+                stand_in_grade(submission(Path(tmp, "subs", name)), out, False)
+            stand_in_grade(submission(Path(tmp, "subs", "bob")), out, True)  # bob again, on a GPU
+            path, reports = grade.rebuild_class_summary(out)
+            self.assertEqual([(r["submission"], r["gpu"]) for r in rows(path)],
+                             [("alice", "none (triage)"), ("bob", "GPU"), ("carol", "none (triage)")])
 
 
 class CaseFiles(unittest.TestCase):
@@ -131,9 +330,9 @@ class CaseFiles(unittest.TestCase):
 class GradeTriage(unittest.TestCase):
     """A real `scripts/lab grade --no-gpu` run (builds the broken file against the harness)."""
 
-    def lab(self, *args):
+    def lab(self, *args, cwd=None):
         return subprocess.run([sys.executable, str(ROOT / "scripts" / "lab"), "grade", *map(str, args)],
-                              capture_output=True, text=True, timeout=1200)
+                              capture_output=True, text=True, timeout=1200, cwd=cwd)
 
     def test_paths_that_are_no_submission_are_refused(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -146,8 +345,43 @@ class GradeTriage(unittest.TestCase):
             self.assertIn("does-not-exist: no such folder", r.stdout)
             self.assertIn("empty: no lab file", r.stdout)
             self.assertIn("naive.cu: not a lab file; expected labs/01_naive.cu", r.stdout)
+            self.assertIn("--allow-empty", r.stdout)
             self.assertNotIn("Traceback", r.stdout + r.stderr)
             self.assertFalse(out.exists())  # no grade written
+            # one problem, one line; no --allow-empty advice where it would not help; "all" is a section list
+            r = self.lab(Path(tmp, "does-not-exist"), "--no-gpu", "--sections", "all", "--out", out)
+            self.assertEqual((r.returncode, r.stdout.count("\n")), (2, 1), r.stdout + r.stderr)
+            self.assertIn("does-not-exist: no such folder; nothing written", r.stdout)
+            self.assertNotIn("allow-empty", r.stdout)
+            r = self.lab(subs / "empty", "--no-gpu", "--allow-empty", "--out", out, Path(tmp, "does-not-exist"))
+            self.assertNotIn("allow-empty", r.stdout)
+
+    def test_an_out_that_would_replace_a_submission_is_refused(self):
+        """The grade folder of a submission is replaced whole: it must never be a submission."""
+        with tempfile.TemporaryDirectory() as tmp:
+            alice = submission(Path(tmp, "class3", "alice"))
+            submission(Path(tmp, "class3", "bob"))
+            for args, cwd in (([alice, "--out", alice.parent], None), ((["alice", "bob", "--out", "."]), alice.parent),
+                              ([alice, "--out", alice / "grades"], None)):
+                r = self.lab(*args, "--no-gpu", "--sections", "01", cwd=cwd)
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                self.assertIn("which is", r.stdout)
+                self.assertIn("nothing written", r.stdout)
+                self.assertNotIn("Traceback", r.stdout + r.stderr)
+                self.assertEqual((alice / "labs" / "01_naive.cu").read_text(), "// mine\n")
+                self.assertEqual(sorted(p.name for p in alice.parent.iterdir()), ["alice", "bob"])
+                self.assertEqual(sorted(p.name for p in alice.iterdir()), ["labs"])
+
+    def test_the_grading_example_empties_only_its_own_folder(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            course = Path(tmp, "course")
+            submission(course / "submissions" / "alice")
+            env = dict(os.environ, LAB_NO_BUILD="1", LAB_BUILD_DIR=str(Path(tmp, "build")))  # never the tree's build
+            r = subprocess.run([sys.executable, str(ROOT / "scripts" / "lab"), "grading-example", "--out", str(course),
+                                "--sections", "01"], capture_output=True, text=True, timeout=600, env=env)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn("not a grading example's folder", r.stdout)
+            self.assertTrue((course / "submissions" / "alice" / "labs" / "01_naive.cu").is_file())
 
     def test_triage(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -160,29 +394,60 @@ class GradeTriage(unittest.TestCase):
             (subs / "unknown").mkdir()
             (subs / "unknown" / "notes.txt").write_text("hi")
             (subs / "unknown" / "naive.cu").write_text("x")
-            r = self.lab(subs / "broken", subs / "stub", subs / "unknown", "--no-gpu", "--allow-empty", "--out", out)
+            # another "stub" (a Python section's: nothing to build), in another folder
+            python_stub = Path(tmp, "sec2", "stub", "09_triton.py")
+            python_stub.parent.mkdir(parents=True)
+            solution = ROOT / "solutions" / "09_triton.py"
+            python_stub.write_text(make_labs.make_stub(solution.read_text(), solution.name))
+            r = self.lab(subs / "broken", subs / "stub", subs / "unknown", python_stub.parent, subs / "stub",
+                         "--no-gpu", "--allow-empty", "--out", out)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("the same folder as", r.stdout)  # subs/stub given twice: graded once
+            self.assertIn("graded as subs-stub", r.stdout)
             broken = json.loads((out / "broken" / "grade.json").read_text())
+            # without --sections, every section handed in by the class counts for each submission
+            self.assertEqual(broken["graded_sections"], ["01_naive", "09_triton"])
             sec = broken["sections"]["01_naive"]
             self.assertEqual(sec["status"], "compile error")
             self.assertIn("error", sec["log_excerpt"])
             self.assertIn("missing", sec["log_excerpt"])  # the compiler's own words
+            self.assertIn("labs/01_naive.cu", sec["log_excerpt"])
+            self.assertNotIn(str(out), sec["log_excerpt"])
             self.assertEqual(grade.section_score(sec), 0)
+            self.assertEqual(broken["total"], 0.0)  # a compile error and a missing section: a known 0
             self.assertIn("Does not compile: 0 points", (out / "broken" / "grade.md").read_text())
-            stub = json.loads((out / "stub" / "grade.json").read_text())
+            stub = json.loads((out / "subs-stub" / "grade.json").read_text())
             self.assertEqual(stub["sections"]["01_naive"]["status"], "not run (no GPU)")
             self.assertIsNone(stub["sections"]["01_naive"]["correctness"])  # never a number
             self.assertIsNone(stub["total"])
             self.assertTrue(stub["sections"]["01_naive"]["unmodified_stub"])
-            md = (out / "stub" / "grade.md").read_text()
-            self.assertIn("not run (no GPU)", md)
-            self.assertNotIn("0%", md)
+            md = (out / "subs-stub" / "grade.md").read_text()
+            self.assertIn("| 01_naive | not run (no GPU), unmodified stub | – | – | – | – |", md)  # no number
             unknown = json.loads((out / "unknown" / "grade.json").read_text())
             self.assertEqual(sorted(unknown["ignored_files"]), ["naive.cu", "notes.txt"])
             self.assertEqual(unknown["misnamed"], ["naive.cu: not a lab file; expected labs/01_naive.cu"])
-            csv_text = (out / "class_summary.csv").read_bytes()
-            self.assertNotIn(b"\r", csv_text)
-            self.assertIn(b"stub,not run (no GPU),not run (no GPU)", csv_text)
+            self.assertEqual(unknown["total"], 0.0)
+            self.assertNotIn(b"\r", (out / "class_summary.csv").read_bytes())
+            table = {row["submission"]: row for row in rows(out / "class_summary.csv")}
+            self.assertEqual(sorted(table), ["broken", "sec2-stub", "subs-stub", "unknown"])
+            self.assertEqual([table["subs-stub"][k] for k in ("total", "01_naive", "01_naive_status", "09_triton_status")],
+                             ["", "", "unmodified stub", "missing"])
+            self.assertEqual([table["sec2-stub"][k] for k in ("01_naive_status", "09_triton_status")],
+                             ["missing", "unmodified stub"])
+            self.assertEqual([table["broken"][k] for k in ("total", "01_naive", "01_naive_status")], ["0.0", "0.0", "compile error"])
+            self.assertEqual(table["unknown"]["misnamed_files"], "naive.cu")
+            # the harness was built once, in --out, and linked: no submission compiled common/
+            self.assertTrue((out / grade.HARNESS / "build" / "common" / "liblab_common.a").is_file())
+            self.assertTrue((out / "subs-stub" / "build" / "bin" / "lab_01_naive").is_file())
+            self.assertFalse((out / "subs-stub" / "build" / "common" / "CMakeFiles" / "lab_common.dir").exists())
+            # regrading one submission updates its row and keeps the others'
+            (subs / "broken" / "01_naive.cu").write_text("int main() { return 0; }\n")
+            r = self.lab(subs / "broken", "--no-gpu", "--out", out)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            table = {row["submission"]: row for row in rows(out / "class_summary.csv")}
+            self.assertEqual(sorted(table), ["broken", "sec2-stub", "subs-stub", "unknown"])
+            self.assertEqual([table["broken"][k] for k in ("total", "01_naive_status", "09_triton_status")],
+                             ["", "not run (no GPU)", "missing"])
 
 
 class PerfRun(unittest.TestCase):

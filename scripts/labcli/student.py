@@ -342,7 +342,7 @@ def cmd_compare(a):
 def cmd_grade(a):
     import grade
     known = sections()
-    only = [resolve(x) for x in a.sections] if a.sections else None
+    only = resolve_all(a.sections) if a.sections else None
     hidden = a.cases
     if hidden:
         try:
@@ -351,28 +351,43 @@ def cmd_grade(a):
             raise BadInput(str(e))
     if not (ROOT / "solutions").is_dir():
         raise LabError("grade needs the full tree (solutions/, the reference it times against), not a release")
-    # A typo in a submission's path, or a folder with no lab file, is an error, not a zero grade.
-    problems = []
+    # A typo in a submission's path, or a folder with no lab file, is an error, not a zero grade; so
+    # is an --out whose grade folders (each replaced whole) would be, hold or sit in a submission.
+    problems, handed, empty = [], [], False
     for sub in a.submissions:
         p = Path(sub)
         if not p.is_dir():
             problems.append(f"{sub}: {'no such folder' if not p.exists() else 'not a folder'}")
             continue
-        found, ignored = grade.scan_submission(p, known)
+        found, _, notes = grade.submission_notes(p, known)
+        handed.append(found)
         if not found and not a.allow_empty:
-            hint = "; ".join(grade.misnamed(ignored, known)) or "expected labs/NN_name.cu files, e.g. labs/01_naive.cu"
+            empty = True
+            hint = "; ".join(notes) or "expected labs/NN_name.cu files, e.g. labs/01_naive.cu"
             problems.append(f"{sub}: no lab file ({hint})")
+    out_root = Path(a.out)
+    plan, notes, out_problems = grade.plan_outputs(a.submissions, out_root)
+    problems += out_problems
+    advice = " (--allow-empty grades a folder with no lab file as 0)" if empty else ""
+    if len(problems) == 1:
+        raise BadInput(f"{problems[0]}; nothing written{advice}")
     if problems:
         for p in problems:
             say(f"lab: {p}")
-        raise BadInput(f"{len(problems)} submission(s) cannot be graded; nothing written (--allow-empty grades "
-                       f"a folder with no lab file as 0)")
+        raise BadInput(f"{len(problems)} problems (above); nothing written{advice}")
+    for line in notes:
+        say(f"lab: {line}")
+    # Without --sections, every section that some submission handed in counts for all (a missing one
+    # is 0): a submission of fewer sections must not average over fewer.
+    graded = only or grade.class_sections(handed, out_root, known)
+    if not only and graded:
+        say(f"lab: graded sections (every one handed in; a missing one counts 0): {', '.join(graded)}")
     on_gpu, gpu_name = False, None
     if not a.no_gpu:
-        build(targets(only or known, lab=False))  # the reference solutions, timed beside the students' code
+        build(targets(graded or known, lab=False))  # the reference solutions, timed beside the students' code
         probe = BUILD / "grade_probe.json"
         probe.unlink(missing_ok=True)
-        first = (only or known)[0]
+        first = (graded or known)[0]
         code, out, _ = run_limited(program(first, True) + probe_args(first) + ["--json", probe], 120)
         on_gpu = code != EXIT_CANNOT_RUN
         if on_gpu and probe.exists():
@@ -380,28 +395,44 @@ def cmd_grade(a):
             probe.unlink()
         if not on_gpu:
             say(f"lab: {no_gpu_reason(out)}; triage only (compile errors, unmodified stubs), no case is run")
-    out_root = Path(a.out)
     grader = grade.Grader(ROOT, BUILD, run_limited, make_labs.make_stub, load_cases, expand_cases, cmake_env,
                           lambda msg: say(f"  {msg}"), jobs=a.jobs, devices=gpu_devices(a.gpus), on_device=on_device,
                           program=program)
-    reports = []
-    for n, sub in enumerate(a.submissions, 1):
-        say(f"== [{n}/{len(a.submissions)}] grading {sub}")
-        r = grader.grade(sub, out_root, known, only, hidden, a.timeout, on_gpu, gpu_name, git_sha(),
-                         lambda msg: say(f"   {msg}"))
+    if any(not is_python(s) and any(s in found for found in handed) for s in graded):
+        harness = out_root / grade.HARNESS
+        say(f"lab: building the harness (common/) once, for every submission, in {harness} ...", end="")
+        t0 = time.time()
+        ok, log = grader.build_harness(harness)
+        (harness / "build.log").write_text(log)
+        if not ok:
+            say(" failed")
+            raise LabError(f"the harness (common/) does not build; nothing graded (log: {harness / 'build.log'})",
+                           detail=grade.compiler_excerpt(log, 15))
+        say(f" done ({time.time() - t0:.0f} s)")
+    reports, sha = [], git_sha()
+    for n, (given, path, name) in enumerate(plan, 1):
+        say(f"== [{n}/{len(plan)}] grading {given}" + (f" as {name}" if name != path.name else ""))
+        r = grader.grade(path, out_root, known, graded, hidden, a.timeout, on_gpu, gpu_name, sha,
+                         lambda msg: say(f"   {msg}"), name=name)
         for line in r.get("misnamed", []):
             say(f"   {line}")
-        say(f"   total {grade.total_text(r)} -> {out_root / r['submission'] / 'grade.md'}")
+        say(f"   total {grade.total_text(r)} -> {out_root / name / 'grade.md'}")
         reports.append(r)
-    grade.write_class_summary(reports, out_root / "class_summary.csv")
-    say(f"lab: class summary in {out_root / 'class_summary.csv'}")
+    summary, every = grade.rebuild_class_summary(out_root)
+    say(f"lab: class summary ({len(every)} submissions: these and the grades already in {out_root}) in {summary}")
     for r in reports:
         say(f"   {r['submission']:<30} {grade.total_text(r)}")
+    if len({tuple(r["graded_sections"]) for r in every}) > 1:
+        say(f"lab: the grades in {out_root} are not all over the same sections; grade them again together "
+            "(or with the same --sections) for totals that compare")
     return EXIT_PASS
 
 
 # ------------------------------------------------------------------------------ grading example
-PLANTED_BUG = ("  m = team.max(m);\n", "  m = team.max(m);\n  m = 0.f;  // PLANTED BUG: the row max is never subtracted\n")
+# The planted bug edits given code, not an exercise (this script goes out with the student release,
+# which holds no answer): the GPU team's max() answers 0, so the softmax never subtracts the row max.
+PLANTED_BUG = ("    return forget_max ? 0.f : m;\n", "    return 0.f;  // PLANTED BUG: the row max is never subtracted\n")
+EXAMPLE_MARKER = ".grading-example"  # in a folder the grading example wrote: only such a folder is emptied
 # The hang is a host-side loop added at the end of the file, before main runs: it does not depend on
 # the text of the solution, only on the program's command line (--t 65).
 PLANTED_HANG = """
@@ -444,7 +475,14 @@ def grading_example(out, names, lab, step, gpus=1):
     time limit, every other case still graded). The solutions must also time as the solution does."""
     import grade
     subs = out / "submissions"
-    shutil.rmtree(out, ignore_errors=True)
+    # --out may be any folder: only one the example wrote (its marker, or its submissions of an
+    # earlier version) is emptied, and only of what the example writes
+    if out.exists() and any(out.iterdir()) and not ((out / EXAMPLE_MARKER).exists() or (subs / "planted-bug").is_dir()):
+        raise BadInput(f"grading example: {out} is not empty and not a grading example's folder; give a new folder")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / EXAMPLE_MARKER).touch()
+    for mine in (subs, out / "grades"):
+        shutil.rmtree(mine, ignore_errors=True)
     for name, folder in (("solutions", "solutions"), ("stubs", "labs")):
         (subs / name).mkdir(parents=True)
         for s in names:
@@ -454,8 +492,8 @@ def grading_example(out, names, lab, step, gpus=1):
     (subs / "hang" / "01_naive.cu").write_text(text + PLANTED_HANG)
     (subs / "planted-bug").mkdir(parents=True)
     old, new = PLANTED_BUG
-    if old not in text:
-        raise LabError(f"grading example: solutions/01_naive.cu no longer has `{old}` to plant the bug in")
+    if text.count(old) != 1:
+        raise LabError(f"grading example: solutions/01_naive.cu no longer has one `{old.strip()}` to plant the bug in")
     (subs / "planted-bug" / "01_naive.cu").write_text(text.replace(old, new))
     # 60 s a run: the hang costs one limit, and the largest decode case (a 2 GB K/V cache to make)
     # takes 20 s with 8 runs sharing the machine.
@@ -500,6 +538,9 @@ def grading_example(out, names, lab, step, gpus=1):
 
 def cmd_grading_example(a):
     out = Path(a.out).resolve()
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / EXAMPLE_MARKER).exists()
+                                              and not (out / "submissions" / "planted-bug").is_dir())):
+        raise BadInput(f"grading example: {out} is not empty and not a grading example's folder; give a new folder")
     out.mkdir(parents=True, exist_ok=True)
     names = resolve_all(a.sections) if a.sections else sections()
     build(targets(names))
