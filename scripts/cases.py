@@ -3,6 +3,11 @@
 
   section     "01_naive": the program the cases run (solutions/01_naive.cu, labs/01_naive.cu)
   variants    the section's variants; a case runs once per variant unless it lists its own
+  cpu_variants optional: the variants a check without a GPU runs (their CPU models run different
+              code of the student's: 05's split runs the merge that single never needs); default:
+              the first variant (the others' CPU models are the same algorithm)
+  unit_tests  optional: a test program of the section's exercises (tests/), built for the lab as
+              lab_<name> and for the solution as <name>; `check` runs it first, on any machine
   timeout_s   optional: seconds a run may take before it counts as a hang (default 300)
   cases       [{name, args: [...], weight (default 1), cpu (default true), variants (optional)}]
               must PASS the self-check (exit 0); `cpu: false` = skipped by the CPU model (too slow)
@@ -30,8 +35,8 @@ An instructor's hidden case file has the same format (a `section` and `cases`, o
 import json
 from pathlib import Path
 
-KNOWN_KEYS = {"section", "about", "variants", "timeout_s", "cases", "bad_inputs", "bugs", "bench", "baselines",
-              "grade_perf", "sanitize", "ncu", "compare", "baseline_tags"}
+KNOWN_KEYS = {"section", "about", "variants", "cpu_variants", "unit_tests", "timeout_s", "cases", "bad_inputs", "bugs",
+              "bench", "baselines", "grade_perf", "sanitize", "ncu", "compare", "baseline_tags"}
 CASE_KEYS = {"name", "args", "weight", "cpu", "variants"}
 
 
@@ -59,6 +64,11 @@ def validate(data, where="case file"):
         bad("'section' must be a section name like \"01_naive\"")
     if "variants" in data and (not _strings(data["variants"]) or not data["variants"]):
         bad("'variants' must be a non-empty list of strings")
+    if "cpu_variants" in data and (not _strings(data["cpu_variants"]) or not data["cpu_variants"]
+                                   or not set(data["cpu_variants"]) <= set(data.get("variants", data["cpu_variants"]))):
+        bad("'cpu_variants' must be a non-empty list of the section's variants")
+    if "unit_tests" in data and not (isinstance(data["unit_tests"], str) and data["unit_tests"].isidentifier()):
+        bad("'unit_tests' must be the name of a test program, like \"exercises_05_decode\"")
     if "timeout_s" in data and not (isinstance(data["timeout_s"], (int, float)) and data["timeout_s"] > 0):
         bad("'timeout_s' must be a positive number")
     san = data.get("sanitize", {})

@@ -7,8 +7,9 @@
 //     O = P V                                        [B, T_q, H, D]
 // Why it is slow: S and P are T_q x T_kv per head. At T = 16384 with B·H = 16 they take 17 GB
 // each, and the three kernels move ~16 bytes per score through HBM while doing only 4·D FLOPs
-// with it. Memory, not arithmetic, bounds this program (and bounds T: the fit check refuses a
-// shape whose S and P do not fit in device memory).
+// with it: 16 FLOP per byte at D = 64, an order of magnitude below what the Tensor Cores need.
+// Memory bounds this program: its speed once the arithmetic is fast, and T (the fit check refuses
+// a shape whose S and P do not fit in device memory).
 // Variants:
 //   kernels  three hand-written kernels (tiled S and PV, one block per softmax row)
 //   cublas   cuBLAS SGEMMs (fp32, no TF32) for S and PV around the same softmax kernel: the
@@ -273,7 +274,7 @@ void launch_cublas(const CublasPlan& plan, const lab::Problem& pr, float* p, flo
 
 int64_t score_bytes(const lab::Problem& p) { return 2 * p.score_elems() * int64_t(sizeof(float)); }  // S and P
 // S written, S read, P written, P read: 16 bytes of HBM traffic per score on top of the fused
-// minimum (the softmax's second read of S is not counted).
+// minimum (the softmax's second and third reads of S are not counted).
 int64_t naive_hbm_bytes(const lab::Problem& p) { return lab::fused_hbm_bytes(p) + 2 * score_bytes(p); }
 
 lab::GpuRun setup_gpu(const lab::RunContext& ctx) {

@@ -65,7 +65,7 @@ struct Shape {  // what the kernels need of a lab::Problem
 // Shared memory of one step: the Q tile, the K/V tile. Q rows are padded by one float: thread r
 // reads q[r][c] while its neighbours read q[r+1][c], ... — with the padding those fall in 32
 // different banks. Every thread reads the same k[j][c] and v[j][c] (a broadcast), no padding.
-// 49 KB at D = 64, 97 KB at D = 128: more than the 48 KB a kernel gets without asking (setup_gpu
+// 48.25 KiB at D = 64, 96.25 KiB at D = 128: more than the 48 KiB a kernel gets without asking (setup_gpu
 // opts in with cudaFuncSetAttribute).
 template <int HEAD_DIM>
 struct StepSmem {
@@ -337,8 +337,8 @@ int bug_code(const std::string& bug) {
 lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   const lab::Problem& pr = ctx.problem;
   const Shape sh{pr.t_q, pr.t_kv, pr.h, pr.h_kv, pr.causal, pr.softmax_scale()};
-  // The step kernel's tiles need more than the default 48 KB of shared memory per block
-  // (StepSmem: 49 KB at D = 64, 97 KB at D = 128); a kernel must opt in to more, once.
+  // The step kernel's tiles need more than the default 48 KiB of shared memory per block
+  // (StepSmem: 48.25 KiB at D = 64, 96.25 KiB at D = 128); a kernel must opt in to more, once.
   if (pr.d == 64)
     CUDA_CHECK(cudaFuncSetAttribute(v1_step_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(StepSmem<64>))));
   else

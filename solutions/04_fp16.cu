@@ -11,8 +11,8 @@
 //   mma     The production path of §12.4, FlashAttention-2's design, on the same loop:
 //           - S = Q Kᵀ and O = P V on Tensor Cores (mma.sync.m16n8k16: fp16/bf16 in, fp32
 //             accumulators). On the lab's H200 (results/h200/ceilings.json) an 8192³ GEMM ran
-//             776 TFLOP/s in bf16 against 50.6 in fp32 (no TF32): that, not the smaller loads, is
-//             the speed-up. (mma.sync is the Ampere instruction; the 776 needs Hopper's wgmma,
+//             785 TFLOP/s in bf16 against 51.3 in fp32 (no TF32): that, not the smaller loads, is
+//             the speed-up. (mma.sync is the Ampere instruction; the 785 needs Hopper's wgmma,
 //             which section 08 uses.)
 //           - Split-Q: each of the 4 warps owns 16 query rows (one m16 tile). Its Q fragments are
 //             loaded once and stay in registers for the whole K/V sweep; the scores never leave

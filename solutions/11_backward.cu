@@ -85,8 +85,8 @@ static_assert(BLOCK_KV % 16 == 0 && DQ_BLOCK_KV % 16 == 0, "whole k-steps of 16"
 // base 2: lse_log2 = LSE·log2 e), and dS from dP = dO·v and the row's D = rowsum(dO ∘ O).
 LAB_HD bool recompute_p_and_ds(float s, float dp, float lse_log2, float d_row, float scale_log2, float* p, float* ds) {
   // BEGIN EXERCISE dsdp: P = exp(s·scale − LSE), written in base 2; dS = P ∘ (dP − D).
-  //   scale_log2 = scale·log2(e) and lse_log2 = LSE·log2(e), so P = lab::fast_exp2(s·scale_log2 −
-  //   lse_log2): one FFMA and one MUFU.EX2. Then dS = P·(dP − D). Return true.
+  //   scale_log2 = scale·log2(e) and lse_log2 = LSE·log2(e) are given, so P is one lab::fast_exp2
+  //   of a single fused multiply-add (one FFMA and one MUFU.EX2). Then dS from P, dP and D. Return true.
   // STUB: (void)s; (void)dp; (void)lse_log2; (void)d_row; (void)scale_log2; *p = 0.f; *ds = 0.f; return false;
   *p = lab::fast_exp2(s * scale_log2 - lse_log2);
   *ds = *p * (dp - d_row);
@@ -923,6 +923,11 @@ std::string run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
   });
   if (written)
     for (size_t x = 0; x < dq_acc.size(); ++x) g.dq[x] = lab::round_to(ty, dq_acc[x] * sh.scale);
+  float p, ds, dv_weight, dk_weight;  // which exercise left the gradients unwritten, by name
+  if (!recompute_p_and_ds(0.f, 0.f, 0.f, 0.f, 1.f, &p, &ds))
+    return "EXERCISE dsdp is not written yet: recompute_p_and_ds() returns false, so no gradient is stored";
+  if (!dkdv_weights(1.f, 1.f, &dv_weight, &dk_weight))
+    return "EXERCISE accumulate is not written yet: dkdv_weights() returns false, so dK and dV are not stored";
   return "";
 }
 

@@ -1146,6 +1146,13 @@ lab::CpuRun run_cpu(const lab::Problem& p, const lab::Options& opt, const lab::H
   run.metrics["kv_bytes_per_rank"] = 2 * int64_t(p.b) * tl * p.h_kv * d * lab::dtype_bytes(p.dtype);
   if (!opt.quiet)
     std::printf("ring: %d ranks, %s layout, T_local %d; %s\n", n, layout_name(g_ring.layout), tl, balance_line(work).c_str());
+  if (shard_row(0, 0, 2, 4, Layout::contiguous) < 0 || block_at(0, 0, 2) < 0)  // which exercise, by name
+    run.failure = "EXERCISE shard-map is not written yet: shard_row() or block_at() returns -1, so no row is gathered";
+  else if (std::isnan(merge_rows(0.f, 0.f).lse))
+    run.failure = "EXERCISE ring-merge is not written yet: merge_rows() returns NaN";
+  if (std::string(LAB_BUILD_KIND) == "lab")  // your build: one of your exercises runs only on a GPU
+    run.gpu_only_rest = "needs a GPU: EXERCISE mma-online-softmax runs in the mma kernel only (the CPU model ran "
+                        "your shard-map and ring-merge, and they pass)";
   return run;
 }
 

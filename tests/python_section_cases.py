@@ -63,7 +63,10 @@ def main():
         else:
             passed += 1
 
-    cases = [c for c in data["cases"] if not a.cpu or c.get("cpu", True)]
+    # A case that names its variants runs once on each (as scripts/lab check runs it); one that
+    # names none, once on the program's default.
+    cases = [dict(c, args=c["args"] + ["--variant", v], name=f"{c['name']} [{v}]") if v else c
+             for c in data["cases"] if not a.cpu or c.get("cpu", True) for v in c.get("variants", [None])]
     if a.quick:
         cases = cases[:a.quick]
     if not a.stub_only:
@@ -73,7 +76,9 @@ def main():
             expect(f"bad input {c['name']}", sol, c["args"], 2, "bad input:")
         for c in data.get("bugs", []):
             if not a.cpu or c.get("cpu", True):
-                expect(f"--bug {c['bug']} {c['name']}", sol, c["args"] + ["--bug", c["bug"]], 1, "FAIL")
+                for v in c.get("variants", [None]):
+                    expect(f"--bug {c['bug']} {c['name']}", sol, c["args"] + ["--bug", c["bug"]] +
+                           (["--variant", v] if v else []), 1, "FAIL")
     if make_labs.is_untouched_stub(lab):  # once the lab holds a student's work there is no stub to test
         for c in cases[:3]:
             expect(f"stub {c['name']}", lab, c["args"], 1, "output not written")

@@ -25,11 +25,11 @@ using Hooks = Decode05;
 #endif
 
 #include "host_checks.h"
-#define REQUIRE(x)             \
-  do {                         \
-    const bool ok_ = (x);      \
-    check(ok_, #x, __LINE__);  \
-    if (!ok_) return;          \
+#define REQUIRE(x)                     \
+  do {                                 \
+    const bool ok_ = (x);              \
+    check(ok_, #x, __FILE__, __LINE__); \
+    if (!ok_) return;                  \
   } while (0)
 static bool near(double a, double b, double rel = 1e-5) { return std::fabs(a - b) <= rel * (1 + std::fabs(b)); }
 template <class F>
@@ -244,7 +244,8 @@ static void test_simulation() {
 }
 #endif
 
-int main() {
+int main(int argc, char** argv) {
+  no_options(argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 #if LAB_EXERCISE_SECTION == 5
   std::printf("05 exercises (%s)\n", LAB_EXERCISE_SOURCE);

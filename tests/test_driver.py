@@ -98,6 +98,64 @@ class ParallelCheck(unittest.TestCase):
         self.assertEqual(code_with_failure, 1)
         self.assertEqual(code_unchecked, 77)
 
+    def test_a_gpu_only_rest_is_not_checked_never_passed(self):
+        # Without a GPU, a run that exits 77 saying "not checked here" (its host part passed, the
+        # rest only a GPU runs) is neither a pass nor a failure, and check ends 77, never 0.
+        import argparse
+        with tempfile.TemporaryDirectory() as tmp:
+            fake = Path(tmp) / "fake_section"  # --t 1: a wrong answer; --t 2: the host part passed
+            fake.write_text("#!/usr/bin/env python3\nimport sys\nt = sys.argv[sys.argv.index('--t') + 1]\n"
+                            "if t == '1': print('FAIL'); sys.exit(1)\n"
+                            "print('not checked here: needs a GPU: the mma part'); sys.exit(77)\n")
+            fake.chmod(0o755)
+            saved = (student.load_cases, student.program, student.gpu_available, student.resolve_all, student.build,
+                     student.unit_test_program)
+            student.program = lambda section, solution: [fake]
+            student.gpu_available = lambda section, solution, timeout: (False, "no GPU")
+            student.resolve_all = lambda names: ["99_fake"]
+            student.build = lambda *args, **kw: None
+            student.unit_test_program = lambda section, solution: None
+            codes = {}
+            try:
+                for ts in (["2"], ["2", "1"]):
+                    data = {"section": "99_fake", "variants": ["v"],
+                            "cases": [{"name": f"t{t}", "args": ["--t", t]} for t in ts]}
+                    student.load_cases = lambda section, extra=None, data=data: data
+                    a = argparse.Namespace(section=["99"], cases=None, solution=False, cpu=True, require_gpu=False,
+                                           no_bugs=True, expect_fail=False, timeout=30, verbose=False, jobs=1,
+                                           report=str(Path(tmp) / "r.json"))
+                    with contextlib.redirect_stdout(io.StringIO()) as out:
+                        codes[len(ts)] = student.cmd_check(a)
+                    report = json.loads(Path(a.report).read_text())
+                    self.assertEqual([bool(r["not_checked"]) for r in report], [True] + [False] * (len(ts) - 1))
+            finally:
+                (student.load_cases, student.program, student.gpu_available, student.resolve_all, student.build,
+                 student.unit_test_program) = saved
+        self.assertEqual(codes, {1: 77, 2: 1})
+        self.assertIn("not checked here: 99_fake (1 runs: needs a GPU: the mma part)", out.getvalue())
+
+    def test_report_path_is_checked_before_anything_runs(self):
+        import argparse
+        ran = []
+        saved = (student.resolve_all, student.build)
+        student.resolve_all = lambda names: ["01_naive"]
+        student.build = lambda *args, **kw: ran.append("build")
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                for bad in (str(Path(tmp) / "no" / "r.json"), tmp):
+                    a = argparse.Namespace(section=["01"], solution=False, report=bad)
+                    with self.assertRaises(common.BadInput):
+                        student.cmd_check(a)
+        finally:
+            student.resolve_all, student.build = saved
+        self.assertEqual(ran, [])
+
+    def test_unit_tests_run_first_in_a_check(self):
+        self.assertEqual(student.unit_test_program("05_decode", False).name, "lab_exercises_05_decode")
+        self.assertEqual(student.unit_test_program("05_decode", True).name, "exercises_05_decode")
+        self.assertEqual(student.unit_test_program("12_ring", False).name, "lab_exercises_12_ring")
+        self.assertIsNone(student.unit_test_program("01_naive", False))
+
     def test_gpus_spread_the_runs_over_the_visible_devices(self):
         import argparse
         import os
@@ -149,8 +207,22 @@ class Cases(unittest.TestCase):
 
     def test_cpu_model_skips_heavy_cases_and_runs_one_variant(self):
         runs = student.expand_cases(self.data, solution=True, bugs=True, on_gpu=False)
-        self.assertEqual([r[0] for r in runs], ["a", "one variant", "bug no-max-subtract: b"])
+        # "one variant" is cublas's alone, a variant the CPU does not run here: not relabelled, skipped
+        self.assertEqual([r[0] for r in runs], ["a", "bug no-max-subtract: b"])
         self.assertTrue(all(r[1] == "kernels" for r in runs))
+
+    def test_cpu_variants_run_each_case_on_each_of_them(self):
+        # 05's split runs the merge that single never needs; 10's cases each name their own variant
+        data = dict(self.data, cpu_variants=["kernels", "cublas"])
+        runs = student.expand_cases(data, solution=False, bugs=False, on_gpu=False)
+        self.assertEqual([(r[0], r[1]) for r in runs], [("a", "kernels"), ("a", "cublas"), ("one variant", "cublas")])
+        for f in ("05_decode", "06_paged"):  # the committed case files say so
+            with self.subTest(f):
+                cpu = {r[1] for r in student.expand_cases(student.load_cases(f), False, False, on_gpu=False)}
+                self.assertEqual(cpu, {"single", "split"})
+        flex = student.expand_cases(student.load_cases("10_flex"), False, False, on_gpu=False)
+        self.assertEqual({r[1] for r in flex}, {"softcap", "alibi", "window", "document"})
+        self.assertTrue(all(r[0].split()[0] == r[1] for r in flex if r[3] == "pass"), "each case on its own variant")
 
     def test_bad_inputs_run_for_stubs_and_solutions_alike(self):
         data = dict(self.data, bad_inputs=[{"name": "T=0", "args": ["--t", "0"]}])

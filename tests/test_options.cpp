@@ -12,6 +12,7 @@
 
 #include "harness/harness.h"
 #include "harness/record.h"
+#include "harness/reference.h"
 
 using namespace lab;
 
@@ -96,8 +97,12 @@ TEST_CASE("options: each bad input is refused with its reason", "[options]") {
       {{"--magnitude", "0"}, "--magnitude must be a positive number"},
       {{"--iters", "-2"}, "--warmup and --iters must be >= 0"},
       {{"--t", "20000000"}, "exceeds the lab's limit"},
-      {{"--t", "abc"}, "--t"},
-      {{"--frobnicate"}, "frobnicate"},
+      {{"--t", "abc"}, "--t: 'abc' is not a value it takes"},
+      {{"--t", "5", "--t", "6"}, "--t is given more than once"},
+      {{"--frobnicate"}, "unknown option --frobnicate"},
+      {{"--frobnicate", "3"}, "unknown option --frobnicate"},
+      {{"-t", "64"}, "unexpected arguments: -t 64 (options take two dashes: --t)"},
+      {{"64"}, "unexpected argument: 64 (see --help)"},
       {{"--b", "2000000000", "--h", "2000000000", "--t", "1000"}, "beyond any memory"},
   };
   for (const auto& [args, expected] : bad) {
@@ -180,6 +185,8 @@ TEST_CASE("options: --json and --dump paths are checked before anything runs", "
       {{"--dump", a_file.c_str()}, "is a file, not a folder"},
       {{"--dump", dump_missing_parent.c_str()}, "does not exist"},
       {{"--dump", "/proc/nope"}, "kernel file system"},
+      {{"--json", ""}, "--json: an empty path"},  // `--json "$OUT"` with OUT unset
+      {{"--dump", ""}, "--dump: an empty path"},
   };
   for (const auto& [args, expected] : bad) {
     Options o;
@@ -235,4 +242,30 @@ TEST_CASE("FLOP and byte models follow the one convention", "[options]") {
   CHECK(attention_flops(p) == Approx(4.0 * 64 * 2 * 4 * 128 * 16));
   p.window = 0;
   CHECK(fused_hbm_bytes(p) == (2 * 2 * 128 * 4 * 64 + 2 * 2 * 256 * 4 * 64) * 4 + 2 * 4 * 128 * 4);
+}
+
+// A CPU model that runs only part of the student's code (07, 12: the mma kernel's softmax is
+// GPU-only) says so: a right output ends "not checked here" (exit 77), never PASS; a wrong one fails.
+TEST_CASE("harness: a CPU model's GPU-only rest is not checked, and never a pass", "[options]") {
+  for (const bool right : {true, false}) {
+    Section s = demo();
+    s.cpu = [right](const Problem& p, const Options&, const HostInputs& in, std::vector<float>& o,
+                    std::vector<float>& lse) {
+      const std::vector<RowId> rows = all_rows(p);
+      const RowResults ref = reference_rows(p, in, rows, RefKind::fp64);
+      for (size_t r = 0; r < rows.size(); ++r) {
+        for (int x = 0; x < p.d; ++x)
+          o[size_t(p.q_index(rows[r].b, rows[r].i, rows[r].h) + x)] = right ? float(ref.o[r * size_t(p.d) + x]) : 0.f;
+        lse[size_t(p.lse_index(rows[r].b, rows[r].h, rows[r].i))] = float(ref.lse[r]);
+      }
+      CpuRun run;
+      run.gpu_only_rest = "needs a GPU: the demo's other half";
+      return run;
+    };
+    std::vector<std::string> args = {"demo", "--cpu", "--t", "5", "--h", "1", "--quiet"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    std::cout.flush();
+    CHECK(run_section(int(argv.size()), argv.data(), s) == (right ? kExitCannotRun : kExitFail));
+  }
 }

@@ -72,9 +72,9 @@ TEST_CASE("record: append_record round trip", "[record]") {
   std::remove(path.c_str());
 }
 
-TEST_CASE("record: a file holding anything but a list is refused and left as it is", "[record]") {
+TEST_CASE("record: a file holding anything but a list of records is refused and left as it is", "[record]") {
   const std::string path = "record_not_a_list.json";
-  for (const char* content : {"{\"a\": 1}\n", "hello\n", "[1, 2"}) {
+  for (const char* content : {"{\"a\": 1}\n", "hello\n", "[1, 2", "[1, 2]\n", "[{\"a\": 1}]\n"}) {
     { std::ofstream(path) << content; }
     std::string err;
     CHECK(!lab::append_record(path, sample(), &err));

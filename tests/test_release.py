@@ -7,8 +7,10 @@ between a `BEGIN EXERCISE` and its `END EXERCISE` (`//` or `#` comments), minus 
 that open it (the hint, which the stub keeps) and the STUB lines, whitespace-normalised. Regions of
 fewer than 2 lines or 40 characters are too short to tell an answer from ordinary code and are left
 out. The prose (Markdown: handouts, hints) is held to more: no single answer line of 25 characters
-or more, so that a hint gives the formula and the code's shape, never the code. Each answer found
-is named by file and region.
+or more, so that a hint gives the formula and the code's shape, never the code. The driver's
+scripts (scripts/, which handle the solutions: the grading example plants bugs in them) are held
+to more still: no answer line of 12 characters or more, as no answer line has a place in them.
+Each answer found is named by file and region.
 Then configures the release with CMake (no build), which fails when a target of the tests names
 a file of solutions/ (test_release_suite.py runs the release's own tests). Prints "ok: ..." and
 exits 0, else one FAIL line per finding and exits 1; exits 77 (skipped) in a tree whose labs/
@@ -28,6 +30,7 @@ STUB = re.compile(r"^\s*(//|#) STUB: ")
 COMMENT = re.compile(r"^\s*(//|#)")
 MIN_LINES, MIN_CHARS = 2, 40
 MIN_LINE_CHARS = 25  # one answer line this long, in a Markdown file, is a copy of the answer
+MIN_SCRIPT_CHARS = 12  # in scripts/ (e.g. `m = team.max(m);` as a planted bug's anchor)
 
 
 def normalise(text):
@@ -70,12 +73,28 @@ def answers(path):
     return out
 
 
-def answer_lines(path):
+def answer_lines(path, min_chars=MIN_LINE_CHARS):
     """(label, normalised line) of every answer line of a solution file's exercise regions that is
-    long enough to be told from ordinary prose."""
+    long enough to be told from ordinary prose (min_chars, spaces not counted)."""
     return [(f"{path.relative_to(ROOT)}:{n} exercise {ident}", normalise(line))
             for ident, _, parts in exercise_regions(path) for numbered in parts for n, line in numbered
-            if not COMMENT.match(line) and len(normalise(line).replace(" ", "")) >= MIN_LINE_CHARS]
+            if not COMMENT.match(line) and len(normalise(line).replace(" ", "")) >= min_chars]
+
+
+LINK = re.compile(r"\]\(([^)#\s]+)(#[^)]*)?\)")
+
+
+def broken_links(rel):
+    """Relative Markdown links of the release that lead nowhere in it (a link to a file the
+    release leaves out, such as ch12/INSTRUCTORS.md, is a dead end for a student)."""
+    out = []
+    for md in rel.rglob("*.md"):
+        for target, _ in LINK.findall(md.read_text(errors="replace")):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            if not (md.parent / target).exists():
+                out.append(f"{md.relative_to(rel)} links to {target}, which the release does not hold")
+    return out
 
 
 def configure_problems(rel):
@@ -107,6 +126,8 @@ def main():
         return 77
     regions = [r for f in sorted((ROOT / "solutions").glob("[0-9][0-9]_*")) for r in answers(f)]
     lines = [r for f in sorted((ROOT / "solutions").glob("[0-9][0-9]_*")) for r in answer_lines(f)]
+    script_lines = [r for f in sorted((ROOT / "solutions").glob("[0-9][0-9]_*"))
+                    for r in answer_lines(f, MIN_SCRIPT_CHARS)]
     problems = []
     with tempfile.TemporaryDirectory() as tmp:
         rel = Path(tmp) / "release"
@@ -115,9 +136,11 @@ def main():
         if r.returncode != 0:
             print(f"FAIL: scripts/lab release exited {r.returncode}: {(r.stdout + r.stderr).strip()[-500:]}")
             return 1
-        for banned in ("solutions", "ch12/key"):
+        for banned in ("solutions", "ch12/key", "ch12/INSTRUCTORS.md", "scripts/figures"):
             if (rel / banned).exists():
-                problems.append(f"the release holds {banned}/")
+                problems.append(f"the release holds {banned}")
+        problems += [f"the release holds {f.relative_to(rel)}" for f in rel.rglob("grading-example")]
+        problems += broken_links(rel)
         files = [f for f in rel.rglob("*") if f.is_file()]
         for f in files:
             try:
@@ -129,6 +152,10 @@ def main():
                     problems.append(f"{f.relative_to(rel)} holds the answer of {label}: {answer[:100]}...")
             if f.suffix == ".md":
                 for label, line in lines:
+                    if line in text:
+                        problems.append(f"{f.relative_to(rel)} holds an answer line of {label}: {line[:100]}")
+            if f.relative_to(rel).parts[0] == "scripts":
+                for label, line in script_lines:
                     if line in text:
                         problems.append(f"{f.relative_to(rel)} holds an answer line of {label}: {line[:100]}")
         problems += configure_problems(rel)

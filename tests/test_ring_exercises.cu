@@ -19,7 +19,8 @@
 #include "host_checks.h"
 static bool near(float a, float b, float tol = 1e-5f) { return std::fabs(a - b) <= tol; }
 
-int main() {
+int main(int argc, char** argv) {
+  no_options(argc, argv);
   // shard-map: a permutation, in order, for every layout and N.
   for (Layout layout : {Layout::contiguous, Layout::zigzag})
     for (int n = 1; n <= 8; ++n) {

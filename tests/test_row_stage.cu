@@ -37,7 +37,8 @@ static int wavefronts(const std::vector<std::vector<int>>& words) {
   return total;
 }
 
-int main() {
+int main(int argc, char** argv) {
+  no_options(argc, argv);
   std::vector<int> stage(8 * 32, -1);  // the value a word holds: row * 32 + column, -1 unwritten
   int writes = 0;
   for (int n = 0; n < 4; ++n) {  // one store instruction per n-block

@@ -460,10 +460,14 @@ int run_backward_section(int argc, char** argv, const BackwardSection& s) {
   metrics["bitwise_reproducible"] = reproducible;
 
   BackwardCheck check = check_gradients(p, in, g, opt.check, opt.sample_rows, opt.seed);
+  std::vector<std::string> reasons;  // what a quiet failure shows under its verdict
   if (!run_failure.empty()) {
     if (check.passed) check.verdict = run_failure;
+    else reasons.push_back(run_failure);
     check.passed = false;
   }
+  for (const auto& gc : check.grads)
+    if (!gc.details.empty()) reasons.push_back(gc.name + ": " + gc.details.front());
 
   // Backward FLOPs: 2.5x the forward's (five GEMMs of the forward's two's size: S, dP, dV, dK, dQ).
   const double flops = 2.5 * attention_flops(p);
@@ -475,6 +479,7 @@ int run_backward_section(int argc, char** argv, const BackwardSection& s) {
                 opt.bug.empty() ? "" : ("   --bug " + opt.bug).c_str());
     if (!opt.cpu) std::printf("  gpu      %s (sm_%d%d, %d SMs)\n", dev.name.c_str(), dev.cc_major, dev.cc_minor, dev.sms);
     std::printf("  check    %s (%s)\n", check.verdict.c_str(), check_mode_name(opt.check));
+    if (!run_failure.empty() && check.verdict != run_failure) std::printf("           %s\n", run_failure.c_str());
     int shown = 0;  // the first few elements over the bound, of every gradient that failed
     for (const auto& gc : check.grads)
       for (const auto& d : gc.details)
@@ -485,7 +490,7 @@ int run_backward_section(int argc, char** argv, const BackwardSection& s) {
                   timing.median_ms, timing.iters, timing.min_ms, timing.max_ms, tflops);
     std::printf("  memory   %s workspace beyond the inputs and gradients\n", format_bytes(double(extra_bytes)).c_str());
   }
-  print_verdict(check.passed, check.verdict, opt.quiet, s.name, opt.variant, opt.cpu);
+  print_verdict(check.passed, check.verdict, reasons, opt.quiet, s.name, opt.variant, opt.cpu);
 
   if (!opt.json_path.empty()) {
     const char* sha = std::getenv("LAB_GIT_SHA");

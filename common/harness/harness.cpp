@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -25,9 +26,12 @@
 namespace lab {
 using json = nlohmann::json;
 
-void print_verdict(bool passed, const std::string& reason, bool quiet, const std::string& name,
-                   const std::string& variant, bool cpu) {
-  if (quiet && !passed) std::printf("  check    %s\n", reason.c_str());
+void print_verdict(bool passed, const std::string& reason, const std::vector<std::string>& details, bool quiet,
+                   const std::string& name, const std::string& variant, bool cpu) {
+  if (quiet && !passed) {
+    std::printf("  check    %s\n", reason.c_str());
+    for (size_t i = 0; i < details.size() && i < 3; ++i) std::printf("           %s\n", details[i].c_str());
+  }
   std::printf("%s: %s %s%s\n", passed ? "PASS" : "FAIL", name.c_str(), variant.c_str(), cpu ? " (CPU model)" : "");
 }
 
@@ -118,9 +122,10 @@ std::string validate(const Problem& p, const Options& o, const Section& s) {
   if (o.warmup < 0 || o.iters < 0) return "--warmup and --iters must be >= 0";
   if (o.sample_rows < 1) return "--sample-rows must be >= 1";
   // Output paths before anything runs: a run never ends by losing its record or a user's file.
-  if (!o.json_path.empty())
+  // (An empty path given is a mistake, not "no file": `--json "$OUT"` with OUT unset.)
+  if (o.given_option("--json") || !o.json_path.empty())
     if (std::string m = record_path_problem(o.json_path); !m.empty()) return "--json: " + m;
-  if (!o.dump_dir.empty())
+  if (o.given_option("--dump") || !o.dump_dir.empty())
     if (std::string m = writable_path_problem(o.dump_dir, /*want_dir=*/true); !m.empty()) return "--dump: " + m;
   const double host_need = double(3 * p.q_elems() + 2 * p.kv_elems()) * 4 + double(p.lse_elems()) * 12;
   if (host_need > double(host_memory_bytes()))
@@ -131,6 +136,26 @@ std::string validate(const Problem& p, const Options& o, const Section& s) {
 }
 
 }  // namespace
+
+// The words CLI11 could not place, in the order they were typed (it lists them backwards), and
+// the likely slip: an unknown --option, or an option written with one dash.
+static std::string unexpected_arguments(int argc, const char* const* argv, std::vector<std::string> extra) {
+  std::string typed, unknown, one_dash;
+  for (int i = 1; i < argc; ++i) {
+    const auto it = std::find(extra.begin(), extra.end(), std::string(argv[i]));
+    if (it == extra.end()) continue;
+    extra.erase(it);
+    const std::string word = argv[i];
+    typed += (typed.empty() ? "" : " ") + word;
+    if (word.rfind("--", 0) == 0 && unknown.empty()) unknown = word;
+    if (word.size() > 1 && word[0] == '-' && word[1] != '-' && !std::isdigit(static_cast<unsigned char>(word[1])) &&
+        one_dash.empty())
+      one_dash = word;
+  }
+  if (!unknown.empty()) return "unknown option " + unknown + " (see --help)";
+  return "unexpected argument" + std::string(typed.find(' ') == std::string::npos ? "" : "s") + ": " + typed +
+         (one_dash.empty() ? " (see --help)" : " (options take two dashes: -" + one_dash + ")");
+}
 
 int parse_options(int argc, const char* const* argv, const Section& s, Options* out, std::string* message) {
   Options o;
@@ -212,6 +237,24 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
   } catch (const CLI::CallForHelp&) {
     std::cout << app.help();
     return -1;
+  } catch (const CLI::ExtrasError&) {
+    *message = unexpected_arguments(argc, argv, app.remaining());
+    return kExitBadInput;
+  } catch (const CLI::ConversionError& e) {  // CLI11: "Could not convert: --t = abc"
+    const std::string what = e.what(), key = "Could not convert: ";
+    const size_t eq = what.find(" = ");
+    *message = what.rfind(key, 0) == 0 && eq != std::string::npos
+                   ? what.substr(key.size(), eq - key.size()) + ": '" + what.substr(eq + 3) +
+                         "' is not a value it takes (see --help)"
+                   : what;
+    return kExitBadInput;
+  } catch (const CLI::ArgumentMismatch& e) {  // CLI11: "--t: At Most 1 required but received 2"
+    const std::string what = e.what();
+    const size_t colon = what.find(':');
+    *message = colon != std::string::npos && what.find("At Most 1") != std::string::npos
+                   ? what.substr(0, colon) + " is given more than once"
+                   : what;
+    return kExitBadInput;
   } catch (const CLI::ParseError& e) {
     *message = e.what();
     return kExitBadInput;
@@ -369,6 +412,7 @@ int run_section(int argc, char** argv, const Section& s) {
   int64_t extra_bytes = 0, hbm_bytes = fused_hbm_bytes(p);
   json metrics = json::object();
   std::string run_failure;  // wrong beyond the output (GpuRun::after_check_run, CpuRun::failure)
+  std::string gpu_only_rest;  // CpuRun::gpu_only_rest
 
   if (opt.cpu) {
     if (!opt.quiet)
@@ -385,6 +429,7 @@ int run_section(int argc, char** argv, const Section& s) {
     if (run.hbm_bytes_model >= 0) hbm_bytes = run.hbm_bytes_model;
     metrics = run.metrics;
     run_failure = run.failure;
+    gpu_only_rest = run.gpu_only_rest;
   } else {
     DeviceBuffer q = upload(in.q, p.dtype), k = upload(in.k, p.dtype), v = upload(in.v, p.dtype);
     DeviceBuffer o_dev(size_t(p.q_elems()) * size_t(dtype_bytes(p.dtype)));
@@ -456,7 +501,11 @@ int run_section(int argc, char** argv, const Section& s) {
     std::printf("  memory   %s %s beyond Q, K, V, O (%s)\n", format_bytes(double(extra_bytes)).c_str(),
                 s.workspace_what.c_str(), format_bytes(double(fused_hbm_bytes(p))).c_str());
   }
-  print_verdict(check.passed, check.verdict, opt.quiet, s.name, opt.variant, opt.cpu);
+  if (check.passed && !gpu_only_rest.empty()) {  // the host's part passed; the rest needs a GPU
+    std::printf("not checked here: %s\n", gpu_only_rest.c_str());
+    return kExitCannotRun;
+  }
+  print_verdict(check.passed, check.verdict, check.details, opt.quiet, s.name, opt.variant, opt.cpu);
 
   if (!opt.json_path.empty()) {
     const char* sha = std::getenv("LAB_GIT_SHA");

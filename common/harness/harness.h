@@ -101,6 +101,10 @@ struct CpuRun {
   // "" or why the student's code cannot be checked on the host (an exercise that only runs on a
   // GPU: mbarriers, TMA): the harness prints "not checked here: <why>" and exits 77, never PASS.
   std::string not_checked;
+  // "" or the part of the student's code that only a GPU runs, when the CPU model runs the rest
+  // (07, 12: the mma kernel's online softmax). The output is checked: a failure fails; a pass
+  // prints "not checked here: <this>" and exits 77, never PASS, and writes no record.
+  std::string gpu_only_rest;
 };
 
 struct Section {
@@ -155,9 +159,10 @@ int parse_options(int argc, const char* const* argv, const Section& section, Opt
 std::string format_bytes(double bytes);  // "17.2 GB"
 
 // The line every program ends with ("FAIL: 01_naive kernels (CPU model)"); under --quiet a failure
-// prints the check's reason above it, so that a quiet run still says why.
-void print_verdict(bool passed, const std::string& reason, bool quiet, const std::string& name,
-                   const std::string& variant, bool cpu);
+// prints the check's reason and its first details above it (the run's own reason first, e.g. "the
+// tile span is wrong"), so that a quiet run, as scripts/lab check makes them, still says why.
+void print_verdict(bool passed, const std::string& reason, const std::vector<std::string>& details, bool quiet,
+                   const std::string& name, const std::string& variant, bool cpu);
 
 // What a program checks before it makes its inputs: under --cpu, that the CPU model's `host_bytes`
 // fit in this machine's memory; else that there is a GPU (Hopper where `needs_sm90a`) with

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <ctime>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -141,7 +142,10 @@ std::string record_path_problem(const std::string& path) {
   if (!read_file(path, &text)) return path + " is not readable";
   if (blank(text)) return "";
   const json existing = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!existing.is_array())
+  const bool records = existing.is_array() && std::all_of(existing.begin(), existing.end(), [](const json& r) {
+    return r.is_object() && r.contains("schema_version") && r.contains("section");
+  });
+  if (!records)
     return path + " holds something other than a JSON list of records; it is left as it is (give another file)";
   return "";
 }

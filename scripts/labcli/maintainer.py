@@ -14,7 +14,7 @@ from pathlib import Path
 
 from labcli.common import (BUILD, EXIT_BAD_INPUT, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_PASS, EXIT_TIMEOUT, ROOT,
                            BadInput, LabError, build, git_sha, has_gpu, is_python, load_cases, no_gpu_reason, program,
-                           resolve, resolve_all, run_limited, say, sections, targets)
+                           resolve_all, run_limited, say, sections, targets)
 from labcli.student import grading_example
 import cases  # noqa: E402
 

@@ -4,7 +4,6 @@ import concurrent.futures
 import hashlib
 import json
 import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -29,29 +28,54 @@ def python_packages(names, args=()):
         setup.ensure_section_packages(on_gpu=has_gpu() and "--cpu" not in args)
 
 
+def cpu_fallback(section, verb):
+    """What --cpu runs of a section: a CUDA section's CPU model is the algorithm in C++, not the
+    student's kernel; a Python section's --cpu runs the student's own code (Triton's interpreter,
+    or FlexAttention's eager path)."""
+    if is_python(section):
+        return f"{verb} your {section} on the CPU instead (--cpu)"
+    return f"{verb} the CPU model of {section} instead (--cpu), not your kernel"
+
+
+def needs_solutions(a):
+    if getattr(a, "solution", False) and not (ROOT / "solutions").is_dir():
+        raise BadInput("--solution: this tree has no solutions/ (a student release); run your lab without it")
+
+
 def cmd_run(a):
     section = resolve(a.section)
+    needs_solutions(a)
     build(targets([section], solution=a.solution, lab=not a.solution))
     python_packages([section], a.args)
     cmd = program(section, a.solution) + a.args
     code, out, _ = run_limited(cmd, a.timeout)
     reason = no_gpu_reason(out) if code == EXIT_CANNOT_RUN else None
     if reason and "--cpu" not in a.args:
-        say(f"lab: {reason}; running the CPU model of {section} instead (--cpu), not your kernel")
+        say(f"lab: {reason}; {cpu_fallback(section, 'running')}")
         code, out, _ = run_limited(cmd + ["--cpu"], a.timeout)
     say(out, end="")
     return code
 
 
 # ---------------------------------------------------------------------------------------- check
+def case_variants(case, data, on_gpu):
+    """The variants a case runs on this machine: its own list (default: the section's); without a
+    GPU only those of the section's cpu_variants (default: the first variant), so that a variant
+    whose CPU model runs other code of the student's (05's split: the merge) is checked there too."""
+    own = case.get("variants", data["variants"])
+    if on_gpu:
+        return own
+    cpu = data.get("cpu_variants", data["variants"][:1])
+    return [v for v in own if v in cpu]
+
+
 def expand_cases(data, solution, bugs, on_gpu, expect="pass"):
     """(label, variant, args, expect, weight) for each run the case list asks for."""
     runs = []
     for case in data["cases"]:
         if not on_gpu and not case.get("cpu", True):
             continue
-        variants = case.get("variants", data["variants"]) if on_gpu else [data["variants"][0]]
-        for v in variants:
+        for v in case_variants(case, data, on_gpu):
             runs.append((case["name"], v, case.get("args", []), expect, case.get("weight", 1)))
     for case in data.get("bad_inputs", []):  # refused before any GPU work: exit 2, on any machine
         runs.append((f"bad input: {case['name']}", data["variants"][0], case["args"], "bad-input", 0))
@@ -59,11 +83,42 @@ def expand_cases(data, solution, bugs, on_gpu, expect="pass"):
         for case in data.get("bugs", []):
             if not on_gpu and not case.get("cpu", True):
                 continue
-            variants = case.get("variants", data["variants"]) if on_gpu else [data["variants"][0]]
-            for v in variants:
+            for v in case_variants(case, data, on_gpu):
                 runs.append((f"bug {case['bug']}: {case['name']}", v, case.get("args", []) + ["--bug", case["bug"]],
                              "fail", case.get("weight", 1)))
     return runs
+
+
+def unit_test_program(section, solution):
+    """The section's exercise test program for this build (tests/: build/bin/[lab_]NAME), or None."""
+    name = load_cases(section).get("unit_tests")
+    return None if not name else BUILD / "bin" / (name if solution else f"lab_{name}")
+
+
+def unit_test_targets(names, solution):
+    """Their CMake targets, where the build has its tests (LAB_BUILD_TESTS, on by default)."""
+    try:
+        if "LAB_BUILD_TESTS:BOOL=OFF" in (BUILD / "CMakeCache.txt").read_text(errors="replace"):
+            return []
+    except OSError:
+        pass  # not configured yet: the first configure builds the tests
+    found = []
+    for s in names:
+        try:
+            tests = None if is_python(s) else unit_test_program(s, solution)
+        except BadInput:
+            continue  # no case file: the section's check says so
+        if tests is not None:
+            found.append(tests.name)
+    return found
+
+
+def not_checked_reason(output):
+    """A program's "not checked here: <why>" (a part of the student's code that only a GPU runs)."""
+    for line in output.splitlines():
+        if line.startswith("not checked here:"):
+            return line[len("not checked here:"):].strip()
+    return None
 
 
 def probe_args(section):
@@ -97,17 +152,25 @@ def check_section(section, a):
         return None
     if not on_gpu:
         code, out, _ = run_limited(exe + probe_args(section) + ["--cpu"], a.timeout)
-        if code == EXIT_CANNOT_RUN:  # the exercise runs on a GPU only: never a PASS without one
+        # 77 with "cannot run here": nothing of the section runs on this machine. 77 with "not
+        # checked here" is a verdict on the student's code (its host part passed, the rest needs a
+        # GPU): the cases still run, each a verdict of its own.
+        if code == EXIT_CANNOT_RUN and not_checked_reason(out) is None:
             say(f"lab: {section}: not checked here: {no_gpu_reason(out) or 'needs a GPU'}")
             return None
     if not on_gpu and not a.cpu:
-        say(f"lab: {reason}; checking the CPU model of {section} instead, not your kernel")
+        say(f"lab: {reason}; {cpu_fallback(section, 'checking')}")
     bugs = (a.solution or getattr(a, "bugs", False)) and not a.no_bugs
     runs = expand_cases(data, a.solution, bugs, on_gpu, "fail" if a.expect_fail else "pass")
+    tests = unit_test_program(section, a.solution)
+    if tests is not None and tests.exists() and not a.expect_fail:  # the exercises' own tests first
+        runs.insert(0, ("the exercises' unit tests", "-", [], "pass", 0))
     say(f"== check {section} ({'solution' if a.solution else 'your lab'}{'' if on_gpu else ', CPU model'}): {len(runs)} runs")
     results, t0 = [], time.time()
 
     def command(variant, args, expect):
+        if variant == "-":
+            return [tests]
         if expect == "bad-input":  # nothing but the arguments under test: the output must be one line
             return exe + args + ([] if on_gpu else ["--cpu"])
         return exe + ["--variant", variant, "--iters", "0", "--quiet"] + args + ([] if on_gpu else ["--cpu"])
@@ -121,30 +184,52 @@ def check_section(section, a):
     for n, ((name, variant, args, expect, weight), job) in enumerate(zip(runs, pending), 1):
         cmd = command(variant, args, expect)
         code, out, secs = job.result()
+        # Without a GPU, a run whose host part passed and whose rest only a GPU runs is neither a
+        # pass nor a failure: "not checked here", named at the end.
+        gpu_only = not on_gpu and expect != "bad-input" and code == EXIT_CANNOT_RUN and not_checked_reason(out)
         if expect == "pass":
             ok = code == EXIT_PASS
         elif expect == "bad-input":
             ok = code == EXIT_BAD_INPUT and out.strip().startswith("bad input:") and len(out.strip().splitlines()) == 1
         else:  # a --bug run (or a stub) must be caught by the self-check: exit 1, not a crash or a hang
             ok = code == EXIT_FAIL
-        status = "ok" if ok else ("TIMEOUT" if code == EXIT_TIMEOUT else "FAIL")
+        status = "ok" if ok else "needs-gpu" if gpu_only else "TIMEOUT" if code == EXIT_TIMEOUT else "FAIL"
         label = f"{variant:<8} {name}"
-        say(f"  [{n:>2}/{len(runs)}] {status:<7} {label:<58} exit {code:<3} {secs:6.1f} s")
-        if not ok or a.verbose or expect == "bad-input":
+        say(f"  [{n:>2}/{len(runs)}] {status:<9} {label:<58} exit {code:<3} {secs:6.1f} s")
+        if (not ok and not gpu_only) or a.verbose or expect == "bad-input":
             for line in out.strip().splitlines()[-8:]:
                 say(f"           | {line}")
         results.append({"section": section, "case": name, "variant": variant, "expect": expect, "exit": code,
-                        "ok": ok, "seconds": round(secs, 2), "weight": weight, "command": " ".join(map(str, cmd)),
-                        "rerun": rerun_line(cmd)})
+                        "ok": ok, "not_checked": gpu_only or None, "seconds": round(secs, 2), "weight": weight,
+                        "command": " ".join(map(str, cmd)), "rerun": rerun_line(cmd)})
     pool.shutdown()
     passed = sum(r["ok"] for r in results)
-    say(f"== {section}: {passed} passed, {len(results) - passed} failed ({time.time() - t0:.0f} s)")
+    unchecked = [r for r in results if r["not_checked"]]
+    say(f"== {section}: {passed} passed, {len(results) - passed - len(unchecked)} failed"
+        + (f", {len(unchecked)} not checked here ({unchecked[0]['not_checked']})" if unchecked else "")
+        + f" ({time.time() - t0:.0f} s)")
     return results
+
+
+def writable_report(path):
+    """--report PATH: checked before anything runs (exit 2, nothing run), never left half written."""
+    if path is None:
+        return None
+    p = Path(path)
+    if p.is_dir():
+        raise BadInput(f"--report {path}: is a folder; give a file name, e.g. {p / 'check.json'}")
+    if not p.parent.is_dir():
+        raise BadInput(f"--report {path}: the folder {p.parent} does not exist")
+    if not os.access(p.parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise BadInput(f"--report {path}: cannot be written")
+    return p
 
 
 def cmd_check(a):
     names = resolve_all(a.section)
-    build(targets(names, solution=a.solution, lab=not a.solution))
+    needs_solutions(a)
+    report = writable_report(a.report)
+    build(targets(names, solution=a.solution, lab=not a.solution) + unit_test_targets(names, a.solution))
     python_packages(names)
     results, unchecked = [], []
     for s in names:  # a section that cannot run here is named at the end; the others are still checked
@@ -153,11 +238,16 @@ def cmd_check(a):
             unchecked.append(s)
             continue
         results += got
-    if a.report:
-        Path(a.report).write_text(json.dumps(results, indent=1) + "\n")
-    failed = [r for r in results if not r["ok"]]
-    say(f"{len(results) - len(failed)} passed, {len(failed)} failed"
-        + (f"; not checked here: {', '.join(unchecked)}" if unchecked else ""))
+        if any(r.get("not_checked") for r in got):
+            unchecked.append(f"{s} ({sum(bool(r.get('not_checked')) for r in got)} runs: "
+                             f"{next(r.get('not_checked') for r in got if r.get('not_checked'))})")
+    if report:
+        tmp = report.with_name(report.name + ".tmp")
+        tmp.write_text(json.dumps(results, indent=1) + "\n")
+        tmp.replace(report)
+    failed = [r for r in results if not r["ok"] and not r.get("not_checked")]
+    passed = sum(r["ok"] for r in results)
+    say(f"{passed} passed, {len(failed)} failed" + (f"; not checked here: {'; '.join(unchecked)}" if unchecked else ""))
     if failed:
         if failed[0].get("rerun"):
             say(f"the first failure, to run it alone: {failed[0]['rerun']}")
@@ -301,6 +391,9 @@ def cmd_compare(a):
     plan = compare_plan(a.section, a.shapes_of)
     names = list(dict.fromkeys(s for s, _, _ in plan))
     builds = [("lab", False)] + ([("solution", True)] if a.solution_too else [])
+    if not has_gpu():  # said before a build that would be for nothing
+        say("lab: compare times kernels and needs a GPU: no NVIDIA GPU found (nvidia-smi lists none)")
+        return EXIT_CANNOT_RUN
     build(targets(names, solution=a.solution_too, lab=True))
     on_gpu, reason = gpu_available(names[0], False, 120)
     if not on_gpu:
@@ -561,7 +654,10 @@ def cmd_grading_example(a):
 # -------------------------------------------------------------------------------------- release
 # What a course hands out leaves these behind: the answers (solutions/, the instructor key and
 # notes). The grading example's reports stay: they hold verdicts and timings, no code.
-RELEASE_EXCLUDED = ("solutions/", "ch12/key/", "ch12/INSTRUCTORS.md")
+# scripts/figures/ draws the handouts' figures from solutions/ (ported lines of its answers
+# included), so it is the instructor's too; the release has the figures it drew.
+RELEASE_EXCLUDED = ("solutions/", "ch12/key/", "ch12/INSTRUCTORS.md", "scripts/figures/")
+RELEASE_EXCLUDED_FOLDERS = ("grading-example",)  # instructors' material, wherever it sits (results/<gpu>/)
 
 
 def tree_files(root):
@@ -592,10 +688,12 @@ def cmd_release(a):
     if differ:  # edited labs (someone's work, perhaps the answers) never go out, nor stale stubs
         raise LabError("release: labs/ is not the stubs generated from solutions/ (" + ", ".join(differ) +
                        "); run scripts/lab make-labs first (--force where a lab holds edits)")
-    files = [f for f in tree_files(ROOT) if not f.startswith(RELEASE_EXCLUDED) and (ROOT / f).is_file()]
+    files = [f for f in tree_files(ROOT) if not f.startswith(RELEASE_EXCLUDED) and (ROOT / f).is_file()
+             and not set(Path(f).parts[:-1]) & set(RELEASE_EXCLUDED_FOLDERS)]
     for f in files:
         out = dest / f
         out.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / f, out)
-    say(f"lab: wrote the student release to {dest}: {len(files)} files (no {', '.join(RELEASE_EXCLUDED)})")
+    say(f"lab: wrote the student release to {dest}: {len(files)} files (no "
+        f"{', '.join(RELEASE_EXCLUDED + RELEASE_EXCLUDED_FOLDERS)})")
     return EXIT_PASS
