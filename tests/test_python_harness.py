@@ -200,6 +200,19 @@ class Program(unittest.TestCase):
                 theirs = run([c, "--cpu", "--t", "16", *args]).stderr
                 self.assertEqual(ours, theirs)
 
+    def test_option_mistakes_read_as_in_the_cpp_programs(self):
+        """A mistyped command line gets the C++ programs' one line, word for word (and a value option
+        given twice is refused, not silently the last)."""
+        mistakes = [["--t", "abc"], ["-t", "64"], ["--t", "5", "--t", "6"], ["foo"], ["--bogus", "3"]]
+        c = BIN / "01_naive"
+        for args in mistakes:
+            r = run([sys.executable, SOL10, "--cpu", *args])
+            self.assertEqual((r.returncode, r.stdout), (2, ""), args)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, args)
+            if c.exists():
+                self.assertEqual(r.stderr, run([c, "--cpu", *args]).stderr, args)
+        self.assertIn("is given more than once", run([sys.executable, SOL10, "--cpu", "--t", "5", "--t", "6"]).stderr)
+
     def test_no_gpu_says_the_reason_then_the_advice_after_a_semicolon(self):
         """scripts/lab shows what comes before the first ";" of "cannot run here:" as the reason."""
         try:

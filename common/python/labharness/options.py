@@ -2,6 +2,7 @@
 import argparse
 import math
 import os
+import re
 from dataclasses import dataclass, field
 
 
@@ -102,8 +103,40 @@ DTYPE_ALIASES = {"fp32": "fp32", "f32": "fp32", "float": "fp32", "fp16": "fp16",
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # argparse prints usage and exits 2; the lab says one line
-        raise BadInput(message)
+    def error(self, message):  # argparse prints usage and exits 2; the lab says one line, in the C++ words
+        raise BadInput(_as_cpp(message))
+
+
+def _as_cpp(message):
+    """argparse's messages in the words of the C++ programs (common/harness/harness.cpp)."""
+    m = re.match(r"argument (\S+?)(?:/\S+)?: (?:invalid \w+ value|expected one argument)(?:: '(.*)')?$", message)
+    if m:
+        return f"{m.group(1)}: '{m.group(2)}' is not a value it takes (see --help)" if m.group(2) is not None \
+            else f"{m.group(1)} needs a value (see --help)"
+    m = re.match(r"unrecognized arguments: (.*)$", message)
+    if m:
+        words = m.group(1).split()
+        unknown = next((w for w in words if w.startswith("--")), None)
+        if unknown:
+            return f"unknown option {unknown.split('=')[0]} (see --help)"
+        one_dash = next((w for w in words if len(w) > 1 and w[0] == "-" and w[1] != "-" and not w[1].isdigit()), None)
+        return (f"unexpected argument{'s' if len(words) > 1 else ''}: {' '.join(words)}"
+                + (f" (options take two dashes: -{one_dash})" if one_dash else " (see --help)"))
+    return message
+
+
+def _given_twice(argv, parser):
+    """An option with a value given more than once (argparse keeps the last; the C++ programs refuse)."""
+    seen = set()
+    for word in argv:
+        name = word.split("=")[0]
+        action = parser._option_string_actions.get(name)
+        if action is None or action.nargs == 0:
+            continue
+        if action.dest in seen:
+            return name
+        seen.add(action.dest)
+    return None
 
 
 def parser_for(s):
@@ -147,7 +180,11 @@ def _mem_bytes():
 
 
 def parse(argv, s):
-    o = parser_for(s).parse_args(argv)
+    parser = parser_for(s)
+    o = parser.parse_args(argv)
+    twice = _given_twice(argv, parser)
+    if twice:
+        raise BadInput(f"{twice} is given more than once")
     dtype = DTYPE_ALIASES.get(o.dtype)
     if dtype is None:
         raise BadInput(f"unknown dtype '{o.dtype}' (fp32, fp16, bf16)")
