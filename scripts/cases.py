@@ -8,7 +8,8 @@
               the first variant (the others' CPU models are the same algorithm)
   unit_tests  optional: a test program of the section's exercises (tests/), built for the lab as
               lab_<name> and for the solution as <name>; `check` runs it first, on any machine
-  timeout_s   optional: seconds a run may take before it counts as a hang (default 300)
+  timeout_s   optional: seconds a graded run may take before it counts as a hang (scripts/lab grade
+              takes the smaller of it and --timeout; check takes --timeout alone)
   cases       [{name, args: [...], weight (default 1), cpu (default true), variants (optional)}]
               must PASS the self-check (exit 0); `cpu: false` = skipped by the CPU model (too slow)
   bad_inputs  [{name, args}]: must be refused with exit 2 and a one-line reason, before any GPU work

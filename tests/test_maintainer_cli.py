@@ -150,6 +150,28 @@ class Bench(Driver):
         self.assertIn("baselines: cannot run here: PyTorch is not importable", out)
         self.assertIn("[1/1] 01_naive", out)
 
+    def test_ceilings_land_beside_the_records_of_their_gpu(self):
+        # `tables` reads results/<gpu>/ceilings.json: bench writes them there (or into --out),
+        # never into a folder no table reads
+        def answer(cmd):
+            if "--ceilings" in cmd:
+                Path(cmd[cmd.index("--json") + 1]).write_text(json.dumps({"gpu": {"slug": "fake-gpu"}, "copy_gbps": 1}))
+                return "ceilings measured\n", 0
+            return self.passing_run(cmd)
+        self.answer = answer
+        code, out = self.lab("bench", "01", "--quick", "--ceilings", "--out", self.tmp / "r")
+        self.assertEqual(code, common.EXIT_PASS, out)
+        self.assertEqual(json.loads((self.tmp / "r" / "ceilings.json").read_text())["copy_gbps"], 1)
+        saved = maintainer.ROOT
+        maintainer.ROOT = self.tmp  # no --out: results/<slug>/ of the tree (a full tree: solutions/)
+        (self.tmp / "solutions").mkdir()
+        try:
+            code, out = self.lab("bench", "01", "--quick", "--ceilings")
+        finally:
+            maintainer.ROOT = saved
+        self.assertEqual(code, common.EXIT_PASS, out)
+        self.assertTrue((self.tmp / "results" / "fake-gpu" / "ceilings.json").exists(), out)
+
     def test_out_a_file_is_refused_before_anything_runs(self):
         f = self.a_file()
         for out_arg in (f, f / "sub", ""):

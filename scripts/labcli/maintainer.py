@@ -6,6 +6,7 @@ import csv
 import json
 import os
 import shlex
+import shutil
 import signal
 import statistics
 import sys
@@ -213,14 +214,21 @@ def cmd_bench(a):
         setup.ensure_baseline_packages(wanted)
     ceilings_note = None
     if a.ceilings:  # measured in the same run: every "% of ceiling" is relative to these
-        dest = Path(a.out) if a.out else ROOT / "results" / "local"
-        dest.mkdir(parents=True, exist_ok=True)
+        staged = BUILD / "ceilings.json"
+        staged.unlink(missing_ok=True)
         code, out, _ = run_limited([sys.executable, ROOT / "scripts" / "baselines.py", "--ceilings",
-                                    "--json", dest / "ceilings.json"], a.timeout)
+                                    "--json", staged], a.timeout)
         if code == EXIT_CANNOT_RUN:  # said once a kernel has run: without a GPU the kernels' reason is the one line
             ceilings_note = out.strip()
         else:
             say(out.strip())
+        if staged.exists():  # beside the records of this GPU, where `tables` reads it (or in --out)
+            try:
+                dest = Path(a.out) if a.out else ROOT / "results" / gpu_slug(json.loads(staged.read_text()))
+            except ValueError:
+                dest = Path(a.out) if a.out else ROOT / "results" / "local"
+            dest.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(staged), dest / "ceilings.json")
     for s in names:
         data = load_cases(s)
         sweep = data.get("bench", [])
