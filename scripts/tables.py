@@ -39,6 +39,9 @@ LIBRARIES = {
 # The shapes a section's headline (README row, plotted variant) is taken from, where not every shape
 # shows its lesson; the default is every shape.
 HEADLINE_SHAPES = {"07_sliding_window": lambda p: bool(p.get("window"))}
+# The runs a section's headline is taken from, where not every run shows its lesson: a ring of more
+# than one rank (one rank passes nothing). fp8 is never a headline: its bar is a 16-bit one.
+HEADLINE_RUNS = {"12_ring": lambda r: (r.get("metrics") or {}).get("ranks", 2) > 1}
 # Libraries a section's table names in a column of their own, beside the fastest one: the bar the
 # section is held to (09 against the FlashAttention-2 it reimplements, not only against cuDNN).
 BESIDE = {"05_decode": ("flashinfer",), "06_paged": ("flashinfer",), "09_triton": ("sdpa-flash",),
@@ -79,7 +82,67 @@ def load_records(folder):
                 records.append(dict(r, _tag=tag) if tag else r)
             except KeyError as e:
                 problems.append(f"{path.name}: record {n}: field '{e.args[0]}' missing; skipped")
-    return records, problems
+    return once_each(records), problems
+
+
+# A program's options that name where it writes, not what it runs.
+OUTPUT_OPTIONS = {"--json", "--dump", "--out"}
+
+
+def command_options(command):
+    """A record's command as what it ran, in any order: the program's name and its sorted (option,
+    value) pairs, the output paths left out, a JSON value (baselines.py --spec) with sorted keys."""
+    words = str(command or "").split()
+    program = tuple(Path(w).name for w in words[:next((i for i, w in enumerate(words) if w.startswith("--")), len(words))])
+    pairs, i = [], len(program)
+    while i < len(words):
+        option, value = words[i], None
+        if i + 1 < len(words) and not words[i + 1].startswith("--"):
+            value, i = words[i + 1], i + 1
+        i += 1
+        if option in OUTPUT_OPTIONS:
+            continue
+        if value and value[:1] in "{[":
+            try:
+                value = json.dumps(json.loads(value), sort_keys=True)
+            except ValueError:
+                pass
+        pairs.append((option, value or ""))
+    return program, tuple(sorted(pairs))
+
+
+def run_identity(r):
+    """What makes two records the same run: the file (section, study), build, variant, pass, the
+    whole problem, the --bug, the command's options in any order, and the metrics that are settings
+    rather than measurements (strings, integers, flags: 12's ranks, layout and transport, which its
+    command line does not show, 05's split count)."""
+    settings = tuple(sorted((k, v) for k, v in (r.get("metrics") or {}).items()
+                            if v is None or isinstance(v, (str, int, bool))))
+    problem = json.dumps(r["problem"], sort_keys=True)
+    return (r["section"], r.get("_tag"), r["build"], r["variant"], pass_of(r), problem, r.get("bug"),
+            command_options(r.get("command")), settings)
+
+
+def once_each(records):
+    """The records with each run once (run_identity): the same program, options and problem measured
+    twice (a bench whose entries name a shape twice, its options in another order) is one row. Ours:
+    the newer record (time_utc, then the later in its file); a library's: its faster time, the
+    library at its best, as "best library" always takes it."""
+    kept = {}
+    for n, r in enumerate(records):
+        key = run_identity(r)
+        if key not in kept:
+            kept[key] = (n, r)
+            continue
+        old = kept[key][1]
+        if r["build"] == "baseline":
+            ms = lambda x: x["timing"].get("median_ms")
+            better = ms(old) is None or (ms(r) is not None and ms(r) < ms(old))
+        else:
+            better = str(r.get("time_utc") or "") >= str(old.get("time_utc") or "")
+        if better:
+            kept[key] = (kept[key][0], r)
+    return [r for _, r in sorted(kept.values(), key=lambda x: x[0])]
 
 
 def shape(r):
@@ -130,10 +193,26 @@ def key_from_json(key):
     return tuple(tuple(k) if isinstance(k, list) else k for k in key)
 
 
+def operand_precision(r):
+    """The precision a record's matrix products run in: "fp8" for a kernel (or library) that
+    quantises its inputs to e4m3/e5m2 (08's `fp8`: problem.dtype names the inputs as stored, its
+    check rule the e4m3 operands), else problem.dtype."""
+    rule = str((r.get("check") or {}).get("rule") or "")
+    if "fp8" in r["variant"].lower() or re.search(r"e4m3|e5m2", rule, re.I):
+        return "fp8"
+    return r["problem"]["dtype"]
+
+
+def is_low_precision(r):
+    """An fp8 record: compared with a 16-bit one only under a label that says so."""
+    return operand_precision(r) == "fp8"
+
+
 def ceiling_pct(r, ceilings):
     """% of the same run's ceiling: copy bandwidth for decode (T_q = 1), else the GEMM rate of the
-    section's precision (fp32 without TF32, or bf16 for 16-bit sections)."""
-    if not ceilings:
+    section's precision (fp32 without TF32, or bf16 for 16-bit sections). None for fp8: no fp8
+    GEMM ceiling is measured, and the bf16 one is not its bar."""
+    if not ceilings or is_low_precision(r):
         return None
     m, p = r["metrics"], r["problem"]
     if p["t_q"] == 1:
@@ -203,6 +282,8 @@ def headline(section, records):
     (any problem if none was), restricted to HEADLINE_SHAPES where the section has an entry, the
     fastest of its variants. None if the section has no timed record."""
     ours = ours_timed(records)
+    runs = [r for r in ours if not is_low_precision(r) and HEADLINE_RUNS.get(section, lambda r: True)(r)]
+    ours = runs or ours
     keep = HEADLINE_SHAPES.get(section)
     if keep and any(keep(r["problem"]) for r in ours):
         ours = [r for r in ours if keep(r["problem"])]
@@ -225,7 +306,8 @@ def vs_library(r, records):
     other = [b for b in records if joined(b) and problem_key(b) == problem_key(r) and b["timing"].get("median_ms")]
     if other and r["timing"].get("median_ms"):  # measured against another section's kernel: that ratio
         b = min(other, key=lambda b: b["timing"]["median_ms"])
-        return f"{b['timing']['median_ms'] / r['timing']['median_ms']:.2f}× {b['variant']} (section {b['metrics']['kernel_of']})"
+        return (f"no library on this shape; {b['timing']['median_ms'] / r['timing']['median_ms']:.2f}× "
+                f"{b['variant']} (lab kernel, section {b['metrics']['kernel_of']})")
     return "no library on this shape"
 
 
@@ -239,7 +321,9 @@ def readme_table(sections, by_section):
         if r is None:
             rows.append(f"| {section} | no records yet | | | | |")
             continue
-        rows.append(f"| {section} | {r['variant']} | {shape(r)} | {r['timing']['median_ms']:.4g} | {rate(r)} | "
+        settings = row_columns([r])
+        variant = r["variant"] + (f" ({settings.describe(r)})" if settings else "")
+        rows.append(f"| {section} | {variant} | {shape(r)} | {r['timing']['median_ms']:.4g} | {rate(r)} | "
                     f"{vs_library(r, records)} |")
     return "\n".join(rows)
 
@@ -257,57 +341,141 @@ def variant_label(r):
     return label
 
 
-def compact_table(records, beside=()):
-    """A section's sweep as one row per problem: each variant of ours (ms), the best of ours as a
-    rate, the fastest library on the problem and its time over ours, and for each library named in
-    `beside` its own time over ours. The table a handout shows."""
+class RowColumns:
+    """Settings that tell a study's runs of one variant on one problem apart (metrics, not variants):
+    shown as columns after the shape, and rows sorted by them. headers: the columns; cells(r): their
+    text; order(r): the sort key; describe(r): the settings in words (the README's variant cell)."""
+
+    def __init__(self, headers, cells, order, describe):
+        self.headers, self.cells, self.order, self.describe = headers, cells, order, describe
+
+
+def _splits_cell(r):
+    """05's split count: as run (metrics.splits), "planned" where lab::plan_splits chose it, and the
+    count asked for where --splits asked another (the planner caps it)."""
+    m = r.get("metrics") or {}
+    if m.get("splits") is None:
+        return "–"
+    opts = dict(command_options(r.get("command"))[1])
+    asked = opts.get("--splits")
+    note = " (planned)" if m.get("splits_forced") is False else (
+        f" (--splits {asked})" if asked and asked != str(m["splits"]) else "")
+    return f"{m['splits']}{note}"
+
+
+def _ring_settings(r):
+    m = r.get("metrics") or {}
+    return str(m.get("ranks", "–")), str(m.get("layout", "–")), str(m.get("transport", "–"))
+
+
+# (section, study tag or "*" for any, None for the sweep): the settings its rows are told apart by.
+ROW_COLUMNS = {
+    ("05_decode", "split-count"): RowColumns(
+        ["splits"], lambda r: [_splits_cell(r)],
+        lambda r: ((r.get("metrics") or {}).get("splits") or 0, (r.get("metrics") or {}).get("splits_forced") is not False),
+        lambda r: f"{_splits_cell(r)} splits"),
+    ("12_ring", "*"): RowColumns(
+        ["ranks", "layout", "transport"], lambda r: list(_ring_settings(r)),
+        lambda r: (_ring_settings(r)[2], _ring_settings(r)[1], (r.get("metrics") or {}).get("ranks") or 0),
+        lambda r: "{} ranks, {}, {}".format(*_ring_settings(r))),
+}
+
+
+def row_columns(records):
+    """The RowColumns of the records' section and study (the first record's), or None."""
+    if not records:
+        return None
+    section, tag = records[0]["section"], records[0].get("_tag")
+    return ROW_COLUMNS.get((section, tag)) or ROW_COLUMNS.get((section, "*"))
+
+
+def compact_table(records, beside=(), low_precision_columns=False):
+    """A section's sweep as one row per problem (and per run settings, where its RowColumns tell runs
+    apart: 12's ranks, layout and transport): each variant of ours (ms), the best of ours as a rate,
+    the fastest library on the problem and its time over ours, and for each library named in `beside`
+    its own time over ours. The table a handout shows. An fp8 variant has its column of times but no
+    part in "best of ours" and the library ratio, which compare 16-bit with 16-bit; with
+    `low_precision_columns` (a study of fp8) two labelled columns set it against the best 16-bit of
+    ours and against the fastest library (an fp8 one where measured)."""
     ours = [r for r in records if r["build"] != "baseline" and r["timing"].get("median_ms")]
     libs = [r for r in records if is_library(r, None) and r["timing"].get("median_ms")]
     if not ours:
         return NO_RECORDS
+    settings = row_columns(ours)
     count = {}
     for r in ours:
         count[variant_label(r)] = count.get(variant_label(r), 0) + 1
     variants = sorted(count, key=lambda v: (-count[v], v))  # the variants measured on most problems first
+    low = sorted({variant_label(r) for r in ours if is_low_precision(r)})
     rows_by = {}
-    for r in sorted(ours, key=lambda r: (sort_order(r), r["problem"].get("page_size") or 0)):
-        rows_by.setdefault((problem_key(r), r["problem"].get("page_size")), []).append(r)
+    order = (lambda r: settings.order(r)) if settings else (lambda r: ())
+    for r in sorted(ours, key=lambda r: (sort_order(r), r["problem"].get("page_size") or 0, order(r))):
+        cells = tuple(settings.cells(r)) if settings else ()
+        rows_by.setdefault((problem_key(r), r["problem"].get("page_size"), cells), []).append(r)
     passes = {pass_of(r) for r in ours}
     whole = passes == {"backward"} and any(pass_of(b) == "forward+backward" for b in libs)
+    sixteen = " (16-bit)" if low else ""  # fp8 left out of the comparison: say so
     if passes == {"backward"}:  # say what is timed: a reader compares a backward with a backward
         head = (["shape"] + [f"{v} backward ms" for v in variants]
                 + ["best of ours (backward)", "best library backward ms", "library / ours (backward)"]
                 + (["libraries' forward+backward ms"] if whole else []))
     else:
-        head = ["shape"] + [f"{v} ms" for v in variants] + ["best of ours", "best library ms", "library / ours"]
+        head = (["shape"] + [f"{v} ms" for v in variants]
+                + [f"best of ours{sixteen}", f"best library ms{sixteen}", f"library / ours{sixteen}"])
     head += [f"{name} / ours" for name in beside]
-    out = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 2) + "---|"]
-    for rs in rows_by.values():
-        cells = [shape(rs[0])]
+    if low_precision_columns:
+        for v in low:
+            head += [f"{v} against 16-bit: best of ours / {v}", f"{v} against the library: library / {v}"]
+    if settings:
+        head[1:1] = settings.headers
+    align = ["---"] + ["---"] * (len(settings.headers) if settings else 0)
+    align += ["---:"] * (len(head) - len(align) - 1) + ["---"]
+    out = ["| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
+    for (_, _, setting_cells), rs in rows_by.items():
+        cells = [shape(rs[0])] + list(setting_cells)
         for v in variants:
             mine = [r for r in rs if variant_label(r) == v]
             cells.append("" if not mine else " / ".join(
                 f"{r['timing']['median_ms']:.4g}" + ("" if r["check"]["passed"] else " FAIL") for r in mine))
-        best = min(rs, key=lambda r: r["timing"]["median_ms"])
-        cells.append(f"{rate(best)} ({variant_label(best)})")
-        same = [b for b in libs if problem_key(b) == problem_key(best) and pass_of(b) == pass_of(best)]
-        if same:
-            lib = min(same, key=lambda b: b["timing"]["median_ms"])
-            cells += [f"{lib['timing']['median_ms']:.4g} ({lib['variant']})",
-                      f"{lib['timing']['median_ms'] / best['timing']['median_ms']:.2f}×"]
+        pool = [r for r in rs if not is_low_precision(r)]
+        best = min(pool, key=lambda r: r["timing"]["median_ms"]) if pool else None
+        same = [b for b in libs if problem_key(b) == problem_key(rs[0]) and pass_of(b) == pass_of(rs[0])]
+        same16 = [b for b in same if not is_low_precision(b)]
+        if best is None:
+            cells += ["–", "–", "–"]
         else:
-            cells += ["–", "–"]
+            cells.append(f"{rate(best)} ({variant_label(best)})")
+            if same16:
+                lib = min(same16, key=lambda b: b["timing"]["median_ms"])
+                cells += [f"{lib['timing']['median_ms']:.4g} ({lib['variant']})",
+                          f"{lib['timing']['median_ms'] / best['timing']['median_ms']:.2f}×"]
+            else:
+                cells += ["–", "–"]
         if whole:  # the libraries' forward + backward on the problem, beside (never in) the ratio
-            both = [b for b in libs if problem_key(b) == problem_key(best) and pass_of(b) == "forward+backward"]
+            both = [b for b in libs if problem_key(b) == problem_key(rs[0]) and pass_of(b) == "forward+backward"]
             cells.append(" / ".join(f"{b['timing']['median_ms']:.4g} ({b['variant']})"
                                     for b in sorted(both, key=lambda b: b["timing"]["median_ms"])) or "–")
         for name in beside:
-            named = [b for b in same if b["variant"] == name]
+            named = [b for b in same16 if b["variant"] == name]
             # a forward launched eagerly from Python (no CUDA graph) carries its host time on short steps;
             # a backward is milliseconds of GPU work, timed queued, and never replayed from a graph
             eager = (" (eager)" if named and pass_of(named[0]) == "forward" and "graph_median_ms" not in named[0]["timing"]
                      else "")
-            cells.append(f"{named[0]['timing']['median_ms'] / best['timing']['median_ms']:.2f}×{eager}" if named else "–")
+            cells.append(f"{named[0]['timing']['median_ms'] / best['timing']['median_ms']:.2f}×{eager}"
+                         if named and best else "–")
+        if low_precision_columns:
+            for v in low:
+                mine = [r for r in rs if variant_label(r) == v]
+                if not mine:
+                    cells += ["–", "–"]
+                    continue
+                fp8 = min(mine, key=lambda r: r["timing"]["median_ms"])["timing"]["median_ms"]
+                cells.append("–" if best is None else
+                             f"{best['timing']['median_ms'] / fp8:.2f}× ({variant_label(best)}, {operand_precision(best)})")
+                lows = [b for b in same if is_low_precision(b)]  # an fp8 library where one was measured
+                lib = min(lows or same, key=lambda b: b["timing"]["median_ms"]) if same else None
+                cells.append("–" if lib is None else
+                             f"{lib['timing']['median_ms'] / fp8:.2f}× ({lib['variant']}, {operand_precision(lib)})")
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
 
@@ -317,17 +485,36 @@ def is_ring(records):
     return any("ranks" in (r.get("metrics") or {}) and "layout" in (r.get("metrics") or {}) for r in records)
 
 
+# What each column of the ring's table is, in one line each (printed under the table).
+RING_COLUMNS = [
+    ("forward ms", "the record's median: the whole ring forward as the harness times it (state set-up, every "
+                   "step and pass, the gather into O and LSE)"),
+    ("single-GPU ms", "the same partial kernel over the whole sequence in one launch on one GPU, no ring "
+                      "(metrics.single_gpu_ms, median of 5): what efficiency divides"),
+    ("ring ms", "the ring's span in one warm forward, from rank 0's first compute to the end of the last step "
+                "(CUDA events; nccl: the slowest GPU's)"),
+    ("compute ms", "the partial kernels' time, summed over the steps (local: every rank's, one after another; "
+                   "nccl: each step's slowest rank)"),
+    ("pass ms", "the K/V block passes' time, summed over the steps the same way (0 with one rank)"),
+    ("pass hidden", "the share of the pass time that ran under compute: 1 - max(0, ring - compute) / pass (100% with no pass)"),
+    ("work max/mean", "the causal work balance: the busiest rank's visible K/V tiles over the mean (1.00: even)"),
+    ("efficiency", "single-GPU ms / ring ms (local: what sharding costs on one GPU); nccl: single-GPU ms / N / "
+                   "ring ms (the scaling over N GPUs)"),
+]
+
+
 def ring_table(records):
     """A ring's sweep (12): one row per record (ranks, layout and transport are options, not variants):
     the variant and the partial kernel it ran (metrics.kernel, its first word), the forward's time,
-    the ring's span split into compute and pass, the share of the pass hidden, the causal work
-    balance, and the efficiency against the single-GPU forward (local transport: the cost of sharding
-    on one GPU; nccl: the scaling over the GPUs)."""
+    the single-GPU forward's, the ring's span split into compute and pass, the share of the pass
+    hidden, the causal work balance, and the efficiency against the single-GPU forward (local
+    transport: the cost of sharding on one GPU; nccl: the scaling over the GPUs); each column
+    defined in a line under the table."""
     ours = [r for r in records if r["build"] != "baseline" and r["timing"].get("median_ms")]
     if not ours:
         return NO_RECORDS
-    head = ["shape", "variant", "ranks", "layout", "transport", "forward ms", "ring ms", "compute ms", "pass ms",
-            "pass hidden", "work max/mean", "efficiency", "check"]
+    head = ["shape", "variant", "ranks", "layout", "transport", "forward ms", "single-GPU ms", "ring ms", "compute ms",
+            "pass ms", "pass hidden", "work max/mean", "efficiency", "check"]
     out = ["| " + " | ".join(head) + " |", "|---|---|---:|---|---|" + "---:|" * (len(head) - 6) + "---|"]
     key = lambda r: (sort_order(r), r["variant"], r["metrics"].get("transport", ""), r["metrics"].get("layout", ""),
                      r["metrics"].get("ranks", 0))
@@ -339,10 +526,12 @@ def ring_table(records):
         out.append("| " + " | ".join([
             shape(r), r["variant"] + (f" ({kernel})" if kernel else ""), str(m.get("ranks", "–")),
             str(m.get("layout", "–")), str(m.get("transport", "–")),
-            num(r["timing"]["median_ms"], ".4g"), num(m.get("ring_ms"), ".4g"), num(m.get("compute_ms"), ".4g"),
-            num(m.get("transfer_ms"), ".3g"), "–" if overlap is None else f"{100 * overlap:.0f}%",
+            num(r["timing"]["median_ms"], ".4g"), num(m.get("single_gpu_ms"), ".4g"), num(m.get("ring_ms"), ".4g"),
+            num(m.get("compute_ms"), ".4g"), num(m.get("transfer_ms"), ".3g"),
+            "–" if overlap is None else f"{100 * overlap:.0f}%",
             num(m.get("work_max_over_mean"), ".2f"), num(eff, ".2f"),
             "pass" if r["check"]["passed"] else "FAIL"]) + " |")
+    out += [""] + [f"- **{name}**: {what}." for name, what in RING_COLUMNS]
     return "\n".join(out)
 
 
@@ -350,23 +539,38 @@ def section_table(records, ceilings=None, ncu=None):
     ncu = ncu or {}
     ours = [r for r in records if r["build"] != "baseline"]
     baselines = [r for r in records if r["build"] == "baseline"]
-    rows = ["| variant | build | shape | median ms | TFLOP/s | HBM GB/s (model) | % of ceiling | vs best library "
-            "| extra device memory | DRAM bytes measured / model | check |",
-            "|---|---|---|---:|---:|---:|---:|---|---:|---|---|"]
-    key = lambda r: (r["problem"]["t_q"], r["problem"]["t_kv"], r["problem"]["causal"], r["problem"]["d"],
-                     r["problem"]["dtype"], r["build"] == "baseline", r["variant"])
+    settings = row_columns(records)  # a study's runs told apart by a setting: its columns, after the shape
+    extra = settings.headers if settings else []
+    rows = ["| variant | build | shape | " + "".join(f"{h} | " for h in extra) + "median ms | TFLOP/s | "
+            "HBM GB/s (model) | % of ceiling | vs best library | extra device memory | DRAM bytes measured / model | check |",
+            "|---|---|---|" + "---|" * len(extra) + "---:|---:|---:|---:|---|---:|---|---|"]
+    if settings:  # each problem's runs together, in the order of their settings
+        key = lambda r: (sort_order(r), r["problem"].get("page_size") or 0, r["build"] == "baseline", r["variant"],
+                         settings.order(r))
+    else:
+        key = lambda r: (r["problem"]["t_q"], r["problem"]["t_kv"], r["problem"]["causal"], r["problem"]["d"],
+                         r["problem"]["dtype"], r["build"] == "baseline", r["variant"])
     for r in sorted(ours + baselines, key=key):
         m = r["metrics"]
         if r["build"] == "baseline":
             vs = "(baseline)"
+        elif is_low_precision(r):  # against 16-bit libraries (an fp8 one where measured), and saying so
+            lows = [b for b in baselines if is_low_precision(b)]
+            ratio, name = best_baseline(r, lows)
+            if ratio is None:
+                ratio, name = best_baseline(r, baselines)
+                lib = next((b for b in baselines if b["variant"] == name and problem_key(b) == problem_key(r)), None)
+                name = name if lib is None else f"{name}; fp8 against {operand_precision(lib)}"
+            vs = "no library" if ratio is None else f"{ratio:.2f}× ({name})"
         else:
-            ratio, name = best_baseline(r, baselines)
+            ratio, name = best_baseline(r, [b for b in baselines if not is_low_precision(b)])
             vs = "no library" if ratio is None else f"{ratio:.2f}× ({name})"
         measured = ncu.get((r["section"], r["variant"], problem_key(r)))
         dram = "–" if not measured else f"{human_bytes(measured)} / {human_bytes(m.get('hbm_bytes_model'))}"
         check = "pass" if r["check"]["passed"] else ("unavailable" if is_unavailable(r) else "FAIL")
         name = variant_label(r) if pass_of(r) == "forward" else f"{variant_label(r)} ({pass_of(r)})"
-        rows.append(f"| {name} | {r['build']} | {shape(r)} | {num(r['timing']['median_ms'], '.4g')} | "
+        rows.append(f"| {name} | {r['build']} | {shape(r)} | " + "".join(f"{c} | " for c in (settings.cells(r) if settings else []))
+                    + f"{num(r['timing']['median_ms'], '.4g')} | "
                     f"{num(m.get('tflops'), '.3g')} | {num(m.get('hbm_gbps'), '.4g')} | {num(ceiling_pct(r, ceilings), '.0f')} | "
                     f"{vs} | {human_bytes(m.get('extra_device_bytes'))} | {dram} | {check} |")
     return "\n".join(rows)
@@ -530,6 +734,9 @@ def load_side_files(folder):
 # How a record was timed (timing.method): the words TABLES.md says it in.
 TIMING_NOTES = {
     "queued": "every timed iteration queued before the first wait (CUDA events; each interval is GPU time)",
+    "events": ("launched from Python (Triton, torch.compile; no CUDA graph), each launch between two CUDA events, "
+               "every timed iteration queued before one wait: each interval is GPU time as long as the kernel "
+               "outlasts its Python launch (tens of µs)"),
     "cuda-graph": ("captured once in a CUDA graph and the graph replayed, queued the same way (no host launch "
                    "or Python dispatch in the interval); where a record holds both, the faster was kept and the "
                    "other is in the record"),
@@ -561,8 +768,13 @@ def render_group(section, tag, records, ceilings, ncu):
         out += ["The ring, one row per run (ranks, layout, transport); efficiency is the single-GPU forward's time "
                 "over the ring's (nccl: over N and per rank).", "", ring_table(timed), ""]
     if timed and not tag:
-        out += ["One row per problem (the table the handout shows): each variant's median time, the best of "
-                "them as a rate, and the fastest library on the same problem.", "",
+        settings = row_columns(timed)
+        rows = (f"One row per problem and run ({', '.join(settings.headers)})" if settings else "One row per problem")
+        shown = "" if is_ring(timed) else " (the table the handout shows)"  # 12's handout shows the ring's table
+        low = ("; fp8 has its column of times but no part in \"best of ours\" or the library ratio, which "
+               "compare 16-bit kernels with 16-bit libraries" if any(is_low_precision(r) for r in timed) else "")
+        out += [f"{rows}{shown}: each variant's median time, the best of "
+                f"them as a rate, and the fastest library on the same problem{low}.", "",
                 compact_table(timed, BESIDE.get(section, ())), "",
                 "Every record, with the byte model, the share of the GPU's ceiling and the check:", ""]
     if timed:
@@ -605,14 +817,17 @@ def render(folder, sections=()):
            "[results/README.md](../README.md)); every number is a measured record.",
            "TFLOP/s use the lab's one FLOP convention (4·B·H·T_q·T_kv·D, halved for causal); HBM GB/s divide the",
            "section's byte model (not a measurement) by the median time. \"vs best library\" is the fastest library's",
-           "time on the same problem over ours (above 1: ours is faster), both measured together.", "",
+           "time on the same problem over ours (above 1: ours is faster), both measured together; an fp8 kernel is",
+           "set against a 16-bit library only under a label that says so. A run measured twice (the same program,",
+           "options and problem) is shown once: our kernel's newer record, a library's faster one.", "",
            "Libraries: " + "; ".join(f"`{k}` {v}" for k, v in LIBRARIES.items()) + ".", ""]
     ceilings, ncu = load_side_files(folder)
     if ceilings:
         when = f" (commit {ceilings.get('git_sha', '?')}, {ceilings.get('time_utc', '?')})"
         out += [f"Ceilings measured on this GPU by `bench --ceilings`{when}: device-to-device copy {ceilings['copy_gbps']:.0f} GB/s (read + write), "
                 f"fp32 GEMM (no TF32) {ceilings['fp32_gemm_tflops']:.1f} TFLOP/s, bf16 GEMM {ceilings['bf16_gemm_tflops']:.0f} TFLOP/s. "
-                "\"% of ceiling\" is against the GEMM rate of the section's precision, or the copy rate for decode.", ""]
+                "\"% of ceiling\" is against the GEMM rate of the section's precision, or the copy rate for decode; "
+                "none for fp8 (no fp8 GEMM ceiling is measured).", ""]
     for section in sorted(set(by_section) | set(sections)):
         if section not in by_section:
             out += [f"## {section}", "", NO_RECORDS, ""]
@@ -671,7 +886,8 @@ def update_handouts(folder, by_section):
                 table = error_table(group)
             else:
                 table = (ring_table(sweep) if is_ring(sweep) and not tag
-                         else compact_table(sweep, BESIDE.get(section, ()) if not tag else ()))
+                         else compact_table(sweep, BESIDE.get(section, ()) if not tag else (),
+                                            low_precision_columns=bool(tag)))
             return f"{m.group(1)}\n{table}\n\n{m.group(7)}"
         new = HANDOUT_REGION.sub(fill, text)
         if new != text:

@@ -1256,6 +1256,8 @@ int main(int argc, char** argv) {
     return int64_t(p.q_elems()) * (2 + 4) + 4 * p.kv_elems() * 2 + p.lse_elems() * 4;
   };
   s.workspace_what = "shards, K/V slots and running state";
+  s.own_options = " --ranks " + std::to_string(g_ring.ranks) + " --layout " + layout_name(g_ring.layout) +
+                  " --transport " + g_ring.transport;
   s.validate = [](const lab::Problem& p, const lab::Options&) -> std::string {
     if (p.t_kv != p.t_q)
       return "ring attention shards Q and K/V alike: --t-kv must equal --t (got " + std::to_string(p.t_kv) + " and " +

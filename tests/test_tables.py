@@ -1,6 +1,7 @@
 """scripts/tables.py renders what the records say: the right rows and numbers, malformed records
 named by field and skipped, the README's and the handouts' tables replaced between their markers
 and nowhere else, sections without records named as such."""
+import re
 import shutil
 import sys
 import tempfile
@@ -378,7 +379,12 @@ class Tables(unittest.TestCase):
                                 "causal": True, "window": 4096}, "timing": {"median_ms": ms}, "metrics": metrics}
         records = [rec("window", 2.0), rec("07-window", 1.5, joined=True)]
         self.assertEqual(tables.headline("10_flex", records)["variant"], "window")  # 07's kernel is not 10's
-        self.assertEqual(tables.vs_library(records[0], records), "0.75× 07-window (section 07_sliding_window)")
+        # a lab kernel is not a library: the README's "vs best library" cell says there is none, and names
+        # the kernel it was timed against as a lab kernel
+        self.assertEqual(tables.vs_library(records[0], records),
+                         "no library on this shape; 0.75× 07-window (lab kernel, section 07_sliding_window)")
+        table = tables.readme_table(["10_flex"], {"10_flex": records})
+        self.assertIn("| no library on this shape; 0.75× 07-window (lab kernel, section 07_sliding_window) |", table)
 
     def test_a_named_library_gets_its_own_column_beside_the_fastest(self):
         def rec(variant, build, ms):
@@ -466,6 +472,101 @@ class Tables(unittest.TestCase):
         self.assertIn("2.5× the forward's FLOPs", text)
         self.assertEqual(tables.headline("11_backward", by_section["11_backward"])["variant"], "atomic")
 
+    @staticmethod
+    def full_record(section, variant, build, ms, problem=None, metrics=None, command=None, time_utc="2026-01-01T00:00:00Z",
+                    rule="2x unfused bf16"):
+        p = {"b": 1, "h": 16, "h_kv": 16, "t_q": 16384, "t_kv": 16384, "d": 128, "dtype": "bf16", "causal": True,
+             "window": None, "page_size": None}
+        p.update(problem or {})
+        return {"schema_version": 1, "section": section, "variant": variant, "build": build, "git_sha": "abc",
+                "check": {"passed": True, "rule": rule}, "problem": p, "time_utc": time_utc,
+                "command": command or f"bin/{section} --variant {variant} --json out.json --b 1 --t 16384 --causal",
+                "timing": {"method": "queued", "median_ms": ms},
+                "metrics": dict({"tflops": 1.0 / ms, "extra_device_bytes": 0}, **(metrics or {})), "gpu": {"name": "G"}}
+
+    def test_a_study_shows_the_setting_its_runs_differ_by(self):
+        # 05's split-count study: one variant on one problem at several split counts; the count is a
+        # column (planned by the program, forced by --splits, or capped below what --splits asked)
+        import json
+        decode = {"b": 1, "h": 32, "h_kv": 8, "t_q": 1, "t_kv": 32768, "causal": False, "dtype": "fp16"}
+        cmd = "bin/05_decode --variant split --json x.json --t 1 --t-kv 32768"
+        study = [self.full_record("05_decode", "split", "solution", 0.044, decode, {"splits": 16, "splits_forced": False},
+                                  cmd),
+                 self.full_record("05_decode", "split", "solution", 0.052, decode, {"splits": 8, "splits_forced": True},
+                                  cmd + " --splits 8"),
+                 self.full_record("05_decode", "split", "solution", 0.048, decode, {"splits": 32, "splits_forced": True},
+                                  cmd + " --splits 33")]
+        with tempfile.TemporaryDirectory() as tmp:
+            Path(tmp, "05_decode.split-count.json").write_text(json.dumps(study))
+            text, problems, _ = tables.render(tmp)
+        self.assertEqual(problems, [])
+        table = text.split("### Study `split-count`")[1]
+        self.assertIn("| variant | build | shape | splits | median ms |", table)
+        rows = [line for line in table.splitlines() if line.startswith("| split |")]
+        self.assertEqual([row.split(" | ")[3] for row in rows], ["8", "16 (planned)", "32 (--splits 33)"])  # in order
+
+    def test_fp8_has_no_bf16_ceiling_and_stays_out_of_16_bit_comparisons(self):
+        e4m3 = "2x unfused fp32 on e4m3-quantised inputs, P in e4m3"
+        ws = self.full_record("08_tma_skeleton", "ws-pingpong", "solution", 1.6, metrics={"tflops": 690.0})
+        fp8 = self.full_record("08_tma_skeleton", "fp8", "solution", 1.3, metrics={"tflops": 846.0}, rule=e4m3)
+        fa4 = self.full_record("08_tma_skeleton", "fa4", "baseline", 1.5, metrics={"tflops": 733.0})
+        ceilings = {"copy_gbps": 4000.0, "fp32_gemm_tflops": 50.0, "bf16_gemm_tflops": 785.0}
+        self.assertIsNone(tables.ceiling_pct(fp8, ceilings))  # no fp8 ceiling measured: not 108% of bf16's
+        self.assertEqual(tables.operand_precision(fp8), "fp8")
+        self.assertAlmostEqual(tables.ceiling_pct(ws, ceilings), 100 * 690 / 785)
+        every = tables.section_table([ws, fp8, fa4], ceilings)
+        self.assertIn("| fp8 | solution | B=1 H=16 T=16384 D=128 bf16 causal | 1.3 | 846 | – | – | 1.15× (fa4; fp8 against bf16) |",
+                      every)
+        self.assertIn("| ws-pingpong | solution | B=1 H=16 T=16384 D=128 bf16 causal | 1.6 | 690 | – | 88 | 0.94× (fa4) |", every)
+        # the sweep's row: best of ours and the library ratio are the 16-bit kernel's, and say so
+        head, _, row = tables.compact_table([ws, fp8, fa4]).splitlines()
+        self.assertIn("| best of ours (16-bit) | best library ms (16-bit) | library / ours (16-bit) |", head)
+        self.assertTrue(row.endswith("| 690 TFLOP/s (ws-pingpong) | 1.5 (fa4) | 0.94× |"), row)
+        # a study of fp8 sets it against both, labelled: 1.6 / 1.3 and 1.5 / 1.3
+        head, _, row = tables.compact_table([ws, fp8, fa4], low_precision_columns=True).splitlines()
+        self.assertIn("| fp8 against 16-bit: best of ours / fp8 | fp8 against the library: library / fp8 |", head)
+        self.assertTrue(row.endswith("| 0.94× | 1.23× (ws-pingpong, bf16) | 1.15× (fa4, bf16) |"), row)
+        # and is never the section's headline
+        self.assertEqual(tables.headline("08_tma_skeleton", [ws, fp8, fa4])["variant"], "ws-pingpong")
+
+    def test_a_run_measured_twice_is_one_record_the_newer(self):
+        # 08's ws on one shape from two bench entries whose options are in another order: one record,
+        # the newer, one cell and one kernel-against-kernel row; a library timed twice: its faster time.
+        # Runs told apart only by their metrics (12's ranks: its command line does not show them) stay apart.
+        import json
+        older = self.full_record("08_tma_skeleton", "ws", "solution", 1.8603, time_utc="2026-12-03T13:32:55Z",
+                                 command="bin/08 --variant ws --json a.json --b 1 --t 16384 --h 16 --d 128 --causal")
+        newer = self.full_record("08_tma_skeleton", "ws", "solution", 1.8593, time_utc="2026-12-03T13:39:23Z",
+                                 command="bin/08 --variant ws --json b.json --b 1 --h 16 --d 128 --t 16384 --causal")
+        spec = 'scripts/baselines.py --spec {"variants":["fa4"],"b":1,"causal":true}'
+        libs = [self.full_record("08_tma_skeleton", "fa4", "baseline", ms, command=spec) for ms in (1.502, 1.469)]
+        mma = self.full_record("04_fp16", "mma", "solution", 3.329)
+        rings = [self.full_record("12_ring", "ring", "solution", 2.0, metrics={"ranks": n, "layout": "zigzag"})
+                 for n in (2, 4)]
+        with tempfile.TemporaryDirectory() as tmp:
+            Path(tmp, "08_tma_skeleton.json").write_text(json.dumps([older] + libs + [newer]))
+            Path(tmp, "04_fp16.json").write_text(json.dumps([mma]))
+            Path(tmp, "12_ring.json").write_text(json.dumps(rings))
+            records, problems = tables.load_records(tmp)
+            text, _, by_section = tables.render(tmp)
+        self.assertEqual(problems, [])
+        ws = [r for r in records if r["variant"] == "ws"]
+        self.assertEqual([r["timing"]["median_ms"] for r in ws], [1.8593])
+        self.assertEqual([r["timing"]["median_ms"] for r in records if r["variant"] == "fa4"], [1.469])
+        self.assertEqual(len(by_section["12_ring"]), 2)
+        compact = tables.compact_table(by_section["08_tma_skeleton"])
+        self.assertIn("| B=1 H=16 T=16384 D=128 bf16 causal | 1.859 |", compact)
+        self.assertEqual(text.count("| 08 ws vs 04 mma (T >= 4096) |"), 1)
+        self.assertEqual(tables.command_options(older["command"]), tables.command_options(newer["command"]))
+
+    def test_every_timing_method_is_explained(self):
+        # the Python sections' "events" (labharness/run.py) is said in words, as queued and cuda-graph are
+        for method in ("queued", "cuda-graph", "events"):
+            note = tables.timing_note([{"timing": {"method": method, "median_ms": 1.0}}])
+            self.assertNotIn("method '", note)
+            self.assertEqual(note, "Timing: " + tables.TIMING_NOTES[method] + ".")
+        self.assertIn("Python", tables.TIMING_NOTES["events"])
+
     def test_generated_text_names_no_session_run_or_call(self):
         import re
         text, _, _ = tables.render(SAMPLE)
@@ -523,9 +624,50 @@ class RingTable(unittest.TestCase):
                             "compute_ms": 1.4, "transfer_ms": 0.2, "overlap": 0.5, "work_max_over_mean": 1.71,
                             eff_key: eff}}
 
+    def test_the_single_gpu_time_is_shown_and_every_column_defined(self):
+        # efficiency is the single-GPU forward's time over the ring's: 1.2 / 1.5 = 0.80; that time is in
+        # the table (not the record's median, 8 ms, the "forward ms"), and each column has its line
+        r = self.record(4, "zigzag", "local", "sharding_efficiency", 0.8)
+        r["metrics"]["single_gpu_ms"] = 1.2
+        text = tables.ring_table([r])
+        head, _, row = text.splitlines()[:3]
+        self.assertIn("| forward ms | single-GPU ms | ring ms |", head)
+        self.assertIn("| 8 | 1.2 | 1.5 | 1.4 | 0.2 | 50% | 1.71 | 0.80 | pass |", row)
+        for name in ["forward ms", "single-GPU ms", "ring ms", "compute ms", "pass ms", "pass hidden",
+                     "work max/mean", "efficiency"]:
+            self.assertIn(f"| {name} |", head)
+            self.assertRegex(text, rf"\n- \*\*{re.escape(name)}\*\*: [^\n]+")
+        self.assertIn("single-GPU ms / ring ms", text)
+
+    def test_the_summary_is_one_run_per_cell_and_the_headline_a_ring(self):
+        # seven runs of one problem are seven rows (not seven times in one cell), each naming its
+        # ranks, layout and transport; the README's headline is never the one-rank run, which passes nothing
+        import json
+        runs = [self.record(n, layout, "local", "sharding_efficiency", 0.5) for n, layout in
+                ((1, "contiguous"), (2, "contiguous"), (2, "zigzag"), (4, "zigzag"))]
+        for r in runs:
+            r["timing"]["median_ms"] = 1.0 + r["metrics"]["ranks"] / 10  # the one-rank run fastest
+            r["metrics"]["tflops"], r["metrics"]["extra_device_bytes"] = 100 / r["timing"]["median_ms"], 0
+            r.update(git_sha="abc", command="12_ring --variant ring --causal --t 16384", gpu={"name": "G"})
+            r["timing"]["method"] = "queued"
+        with tempfile.TemporaryDirectory() as tmp:
+            Path(tmp, "12_ring.json").write_text(json.dumps(runs))
+            records, problems = tables.load_records(tmp)  # the same command line: told apart by the metrics
+            self.assertEqual((len(records), problems), (4, []))
+            text, _, by_section = tables.render(tmp)
+        compact = text.split("One row per problem")[1].split("Every record")[0]
+        self.assertNotRegex(compact, r"\d / \d")  # no cell of several runs' times
+        self.assertIn("| shape | ranks | layout | transport | ring ms |", compact)
+        self.assertIn("| B=1 H=16 T=16384 D=128 bf16 causal | 1 | contiguous | local | 1.1 |", compact)
+        self.assertIn("| B=1 H=16 T=16384 D=128 bf16 causal | 2 | zigzag | local | 1.2 |", compact)
+        h = tables.headline("12_ring", by_section["12_ring"])
+        self.assertEqual(h["metrics"]["ranks"], 2)
+        self.assertIn("| 12_ring | ring (2 ranks, contiguous, local) |", tables.readme_table(["12_ring"], by_section))
+
     def test_one_row_per_record(self):
-        rows = tables.ring_table([self.record(4, "contiguous", "local", "sharding_efficiency", 0.8),
-                                  self.record(8, "zigzag", "nccl", "scaling_efficiency", 0.93)]).splitlines()
+        rows = [line for line in tables.ring_table([self.record(4, "contiguous", "local", "sharding_efficiency", 0.8),
+                                                    self.record(8, "zigzag", "nccl", "scaling_efficiency", 0.93)]
+                                                   ).splitlines() if line.startswith("|")]
         self.assertEqual(len(rows), 4)
         self.assertIn("| ring (hopper) | 4 | contiguous | local | 8 |", rows[2])
         self.assertIn("| 50% | 1.71 | 0.80 | pass |", rows[2])

@@ -520,7 +520,7 @@ int run_section(int argc, char** argv, const Section& s) {
                    {"time_utc", utc_now()}, {"gpu", gpu}, {"problem", problem_json(p)},
                    {"check", check_json(check)},
                    {"timing", timing_json(timing, timed)},
-                   {"metrics", metrics}, {"command", command_line(argc, argv)}};
+                   {"metrics", metrics}, {"command", command_line(argc, argv) + s.own_options}};
     if (timed && timing.graph_median_ms >= 0) {  // as scripts/baselines.py records SDPA's
       record["timing"]["eager_median_ms"] = timing.eager_median_ms;
       record["timing"]["graph_median_ms"] = timing.graph_median_ms;

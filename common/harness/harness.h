@@ -137,6 +137,9 @@ struct Section {
   // Modes a section parses itself before run_section (06: --simulate), shown at the end of --help:
   // {"--simulate", "what it does"}.
   std::vector<std::pair<std::string, std::string>> extra_help;
+  // Those options as the section parsed them (12: " --ranks 4 --layout zigzag"), appended to the
+  // record's command so that it reruns the very run.
+  std::string own_options;
   Problem default_problem;
   // Section-specific validation: "" if fine, else the one-line reason (exit 2).
   std::function<std::string(const Problem&, const Options&)> validate;
