@@ -230,6 +230,18 @@ class Cases(unittest.TestCase):
             runs = student.expand_cases(data, solution=solution, bugs=True, on_gpu=True)
             self.assertEqual([r[3] for r in runs if r[0] == "bad input: T=0"], ["bad-input"])
 
+    def test_no_bench_entry_times_a_run_twice(self):
+        # the same variant on the same arguments (in any order) in two entries of one sweep or study:
+        # the bench would time it twice and the tables hold two records of one run
+        for path in (ROOT / "tests" / "cases").glob("*.json"):
+            data = student.load_cases(path.stem)
+            seen = {}
+            for n, e in enumerate(data.get("bench", [])):
+                for v in e.get("variants", data["variants"]):
+                    key = (e.get("tag"), e.get("program"), v, tuple(sorted(e["args"])))
+                    self.assertFalse(key in seen, f"{path.name}: bench[{n}] repeats bench[{seen.get(key)}] ({v})")
+                    seen[key] = n
+
     def test_every_committed_case_file_is_well_formed(self):
         for path in (ROOT / "tests" / "cases").glob("*.json"):
             data = student.load_cases(path.stem)
