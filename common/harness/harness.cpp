@@ -78,8 +78,8 @@ std::string validate(const Problem& p, const Options& o, const Section& s) {
                          {"T", p.t_q}, {"T_kv", p.t_kv}, {"D", p.d}})
     if (auto m = need_positive(name, v); !m.empty()) return m;
   constexpr int kMaxT = 1 << 24;
-  if (p.t_q > kMaxT || p.t_kv > kMaxT)
-    return "T=" + std::to_string(std::max(p.t_q, p.t_kv)) + " exceeds the lab's limit of " + std::to_string(kMaxT) + " rows";
+  if (p.t_q > kMaxT) return "T=" + std::to_string(p.t_q) + " exceeds the lab's limit of " + std::to_string(kMaxT) + " rows";
+  if (p.t_kv > kMaxT) return "T_kv=" + std::to_string(p.t_kv) + " exceeds the lab's limit of " + std::to_string(kMaxT) + " keys";
   // Sizes are int64 products: refuse shapes whose tensors could overflow them before computing any.
   const double q_elems = double(p.b) * p.t_q * p.h * p.d, kv_elems = double(p.b) * p.t_kv * p.h_kv * p.d;
   if (std::max(q_elems, kv_elems) > 1e13) {
@@ -197,7 +197,8 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
   app.add_option("--variant", o.variant, "Variant: " + join(s.variants))->capture_default_str();
   app.add_option("--bug", o.bug, s.bugs.empty() ? std::string("Inject a pitfall (none in this section)")
                                                  : "Inject a pitfall: " + join(s.bugs));
-  app.add_option("--seed", o.seed, "Input seed")->capture_default_str();
+  int64_t seed = int64_t(o.seed);  // read signed: "-1" is refused, not wrapped to 2^64 - 1
+  app.add_option("--seed", seed, "Input seed (>= 0)")->capture_default_str();
   only_if(app.add_option("--splits", o.splits, "K/V splits (0: chosen from the shape and SM count)")
               ->capture_default_str(), s.has_splits);
   only_if(app.add_option("--consumers", o.consumers,
@@ -261,6 +262,11 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
   }
   for (const CLI::Option* opt : app.get_options())
     if (opt->count() > 0 && !opt->get_lnames().empty()) o.given.push_back("--" + opt->get_lnames().front());
+  if (seed < 0) {
+    *message = "--seed must be >= 0 (got " + std::to_string(seed) + ")";
+    return kExitBadInput;
+  }
+  o.seed = uint64_t(seed);
   // Without --t-kv / --h-kv: T_kv = T and H_kv = H, except where the section's default problem has
   // its own (decode: one query against a 4096-key cache) and T / H were left at their defaults.
   p.t_kv = t_kv >= 0 ? t_kv : own_t_kv && p.t_q == d.t_q ? d.t_kv : p.t_q;

@@ -155,7 +155,7 @@ def parser_for(s):
     add("--page-size", type=int, default=0, help="Paged KV block size (not in this section)")
     add("--variant", default=s.variants[0], help="Variant: " + ", ".join(s.variants) + " (default %(default)s)")
     add("--bug", default="", help="Inject a pitfall: " + (", ".join(s.bugs) if s.bugs else "none in this section"))
-    add("--seed", type=int, default=1234, help="Input seed (default %(default)s)")
+    add("--seed", type=int, default=1234, help="Input seed (>= 0) (default %(default)s)")
     add("--magnitude", type=float, default=1.0, help="Scale of Q and K entries (default %(default)s)")
     add("--warmup", type=int, default=3, help="Untimed runs before timing (default %(default)s)")
     add("--iters", type=int, default=10, help="Timed runs (0: no timing) (default %(default)s)")
@@ -188,6 +188,8 @@ def parse(argv, s):
     dtype = DTYPE_ALIASES.get(o.dtype)
     if dtype is None:
         raise BadInput(f"unknown dtype '{o.dtype}' (fp32, fp16, bf16)")
+    if o.seed < 0:
+        raise BadInput(f"--seed must be >= 0 (got {o.seed})")
     if o.window is not None and o.window < 1:
         raise BadInput(f"--window must be >= 1 (got {o.window})")
     p = Problem(b=o.b, h=o.h, h_kv=o.h if o.h_kv is None else o.h_kv, t_q=o.t,
