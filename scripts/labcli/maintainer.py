@@ -17,6 +17,7 @@ from labcli.common import (BUILD, EXIT_BAD_INPUT, EXIT_CANNOT_RUN, EXIT_FAIL, EX
                            BadInput, LabError, build, git_sha, has_gpu, is_python, load_cases, no_gpu_reason, program,
                            resolve_all, run_limited, say, sections, targets)
 from labcli.student import grading_example
+from baselines import is_unavailable  # noqa: E402  (scripts/baselines.py: no PyTorch at import)
 import cases  # noqa: E402
 
 
@@ -75,7 +76,6 @@ def done_in(records, sha, section=None):
     the baseline commands with the variants recorded for each. Records of other commits count for
     nothing, nor does a library's record that it could not run (a resume after installing it
     times it)."""
-    from baselines import is_unavailable
     kernels, baselines = set(), {}
     for r in records:
         if r.get("git_sha") != sha or is_unavailable(r):
@@ -223,10 +223,7 @@ def cmd_bench(a):
         else:
             say(out.strip())
         if staged.exists():  # beside the records of this GPU, where `tables` reads it (or in --out)
-            try:
-                dest = Path(a.out) if a.out else ROOT / "results" / gpu_slug(json.loads(staged.read_text()))
-            except ValueError:
-                dest = Path(a.out) if a.out else ROOT / "results" / "local"
+            dest = Path(a.out) if a.out else ROOT / "results" / gpu_slug(json.loads(staged.read_text()))
             dest.mkdir(parents=True, exist_ok=True)
             shutil.move(str(staged), dest / "ceilings.json")
     for s in names:
@@ -316,7 +313,6 @@ def cmd_bench(a):
             continue
         dest, count = saved
         say(f"lab: wrote {count} records to {dest / name}")
-        from baselines import is_unavailable
         missing = sorted({(r["variant"], r["check"].get("verdict", "")) for r in json.loads((dest / name).read_text())
                           if is_unavailable(r)})
         if missing:  # a table row without its library: say so at the end, not only in the run's lines

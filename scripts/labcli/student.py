@@ -526,6 +526,14 @@ def cmd_grade(a):
 # which holds no answer): the GPU team's max() answers 0, so the softmax never subtracts the row max.
 PLANTED_BUG = ("    return forget_max ? 0.f : m;\n", "    return 0.f;  // PLANTED BUG: the row max is never subtracted\n")
 EXAMPLE_MARKER = ".grading-example"  # in a folder the grading example wrote: only such a folder is emptied
+
+
+def refuse_foreign_example_folder(out):
+    """--out of the grading example: a new or empty folder, or one the example wrote (its marker, or
+    its submissions from before the marker); anything else is bad input, never emptied."""
+    mine = (out / EXAMPLE_MARKER).exists() or (out / "submissions" / "planted-bug").is_dir()
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not mine)):
+        raise BadInput(f"grading example: {out} is not empty and not a grading example's folder; give a new folder")
 # The hang is a host-side loop added at the end of the file, before main runs: it does not depend on
 # the text of the solution, only on the program's command line (--t 65).
 PLANTED_HANG = """
@@ -570,8 +578,7 @@ def grading_example(out, names, lab, step, gpus=1):
     subs = out / "submissions"
     # --out may be any folder: only one the example wrote (its marker, or its submissions of an
     # earlier version) is emptied, and only of what the example writes
-    if out.exists() and any(out.iterdir()) and not ((out / EXAMPLE_MARKER).exists() or (subs / "planted-bug").is_dir()):
-        raise BadInput(f"grading example: {out} is not empty and not a grading example's folder; give a new folder")
+    refuse_foreign_example_folder(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / EXAMPLE_MARKER).touch()
     for mine in (subs, out / "grades"):
@@ -631,9 +638,7 @@ def grading_example(out, names, lab, step, gpus=1):
 
 def cmd_grading_example(a):
     out = Path(a.out).resolve()
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / EXAMPLE_MARKER).exists()
-                                              and not (out / "submissions" / "planted-bug").is_dir())):
-        raise BadInput(f"grading example: {out} is not empty and not a grading example's folder; give a new folder")
+    refuse_foreign_example_folder(out)
     out.mkdir(parents=True, exist_ok=True)
     names = resolve_all(a.sections) if a.sections else sections()
     build(targets(names))
@@ -653,9 +658,8 @@ def cmd_grading_example(a):
 
 # -------------------------------------------------------------------------------------- release
 # What a course hands out leaves these behind: the answers (solutions/, the instructor key and
-# notes). The grading example's reports stay: they hold verdicts and timings, no code.
-# scripts/figures/ draws the handouts' figures from solutions/ (ported lines of its answers
-# included), so it is the instructor's too; the release has the figures it drew.
+# notes), scripts/figures/ (it draws the handouts' figures from solutions/, ported lines of its
+# answers included; the release has the figures it drew) and the grading example's reports.
 RELEASE_EXCLUDED = ("solutions/", "ch12/key/", "ch12/INSTRUCTORS.md", "scripts/figures/")
 RELEASE_EXCLUDED_FOLDERS = ("grading-example",)  # instructors' material, wherever it sits (results/<gpu>/)
 
