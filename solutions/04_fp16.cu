@@ -807,13 +807,6 @@ void scalar_cpu_acc(const lab::Problem& pr, bool acc16, const lab::HostInputs& i
 lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in, std::vector<float>& o,
                     std::vector<float>& lse) {
   lab::CpuRun run;
-  // Which exercises this CPU model runs: the scalar variant's (shared with scalar_kernel). The
-  // mma exercises live on the mma fragments and run only on a GPU; and a launch pitfall needs a
-  // launch. For a stub that means "not checked here", never a pass of the solution's algorithm.
-  if (opt.bug == "no-smem-optin") {
-    run.not_checked = "needs a GPU: --bug no-smem-optin is a kernel launch without the shared-memory opt-in";
-    return run;
-  }
   const bool acc16 = opt.bug == "fp16-accum";
   const bool f16 = pr.dtype == lab::DType::f16;
   if (opt.variant == "scalar") {
@@ -821,11 +814,7 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
     else f16 ? scalar_cpu_acc<__half, 128>(pr, acc16, in, o, lse) : scalar_cpu_acc<__nv_bfloat16, 128>(pr, acc16, in, o, lse);
     return run;
   }
-  if (std::string(LAB_BUILD_KIND) == "lab") {
-    run.not_checked = "needs a GPU: the " + opt.variant + " variant's exercises run on mma.sync fragments; --cpu checks --variant scalar";
-    return run;
-  }
-  mma_cpu(pr, acc16, in, o, lse);
+  mma_cpu(pr, acc16, in, o, lse);  // the solution's mma algorithm (a lab's mma runs only on a GPU: gpu_only)
   return run;
 }
 
@@ -856,5 +845,14 @@ int main(int argc, char** argv) {
   };
   s.gpu = setup_gpu;
   s.cpu = run_cpu;
+  // The CPU model runs the scalar exercises (shared with scalar_kernel); a lab's mma exercises live
+  // on mma.sync fragments, and a launch pitfall needs a launch. For a stub that is "not checked
+  // here", never a pass of the solution's algorithm.
+  s.gpu_only = [](const lab::Options& opt) -> std::string {
+    if (opt.bug == "no-smem-optin") return "--bug no-smem-optin is a kernel launch without the shared-memory opt-in";
+    if (opt.variant != "scalar" && std::string(LAB_BUILD_KIND) == "lab")
+      return "the " + opt.variant + " variant's exercises run on mma.sync fragments; --cpu checks --variant scalar";
+    return "";
+  };
   return lab::lab_main(argc, argv, s);
 }

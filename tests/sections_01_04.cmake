@@ -22,6 +22,11 @@ lab_test(cpu_model.02.bug_local_causal cpu 1 MATCH "FAIL" COMMAND ${BIN}/02_v1_t
 lab_test(cpu_model.03.bug_no_rescale cpu 1 MATCH "FAIL" COMMAND ${BIN}/03_v2_loop_order --cpu --bug no-rescale --t 200)
 # Pitfall 3 (shared memory over 48 KB) needs a launch: no CPU model of it, and D = 64 fits in 48 KB.
 lab_test(cpu_model.04.bug_no_smem_optin_needs_gpu cpu 77 MATCH "needs a GPU" COMMAND ${BIN}/04_fp16 --cpu --variant mma --d 128 --bug no-smem-optin --t 64)
+# Without a GPU the line says only a GPU runs it, rather than suggesting --cpu (which says the same).
+lab_test(no_gpu.04.bug_no_smem_optin_no_cpu_hint cpu "77;1" MATCH "^cannot run here: .*only a GPU runs this: --bug no-smem-optin|launch was refused"
+         COMMAND ${BIN}/04_fp16 --variant mma --d 128 --bug no-smem-optin --t 64)
+lab_test(no_gpu.04.lab_mma_no_cpu_hint cpu "77;0;1" MATCH "^cannot run here: .*only a GPU runs this: the mma variant|(PASS|FAIL): 04_fp16"
+         COMMAND ${BIN}/lab_04_fp16 --variant mma --t 64)
 lab_test(bad_input.04.no_smem_optin_d64 cpu 2 MATCH "^bad input: --bug no-smem-optin needs --d 128" COMMAND ${BIN}/04_fp16 --variant mma --d 64 --bug no-smem-optin)
 lab_test(gpu.04_fp16.bug_no_smem_optin gpu 1 MATCH "launch was refused" "cudaFuncSetAttribute"
          COMMAND ${BIN}/04_fp16 --variant mma --d 128 --dtype bf16 --bug no-smem-optin --t 256 --h 2 --iters 0)

@@ -382,7 +382,7 @@ int run_backward_section(int argc, char** argv, const BackwardSection& s) {
   DeviceInfo dev;
   const bool needs_sm90a =
       std::find(s.sm90a_variants.begin(), s.sm90a_variants.end(), opt.variant) != s.sm90a_variants.end();
-  if (const int code = check_resources(s.name, p, opt.cpu, needs_sm90a, double(io) * 4 + double(workspace),
+  if (const int code = check_resources(s.name, p, opt.cpu, needs_sm90a, "", double(io) * 4 + double(workspace),
                                        double(io) + double(workspace), "workspace", workspace, &dev);
       code != kExitPass)
     return code;

@@ -357,8 +357,13 @@ bool dump_npy(const std::string& dir, const Problem& p, const HostInputs& in, co
 
 }  // namespace
 
-int check_resources(const std::string& section, const Problem& p, bool cpu, bool needs_sm90a, double host_bytes,
-                    double device_bytes, const std::string& workspace_what, int64_t workspace, DeviceInfo* dev) {
+int check_resources(const std::string& section, const Problem& p, bool cpu, bool needs_sm90a,
+                    const std::string& gpu_only, double host_bytes, double device_bytes,
+                    const std::string& workspace_what, int64_t workspace, DeviceInfo* dev) {
+  if (cpu && !gpu_only.empty()) {
+    std::printf("not checked here: needs a GPU: %s\n", gpu_only.c_str());
+    return kExitCannotRun;
+  }
   if (cpu) {
     if (host_bytes > 0.8 * double(host_memory_bytes())) {
       std::fprintf(stderr, "bad input: the CPU model needs %s (%s %s) but this machine has %s of memory\n",
@@ -370,7 +375,11 @@ int check_resources(const std::string& section, const Problem& p, bool cpu, bool
   }
   std::string why;
   if (!query_device(dev, &why)) {
-    std::fprintf(stderr, "cannot run here: %s; add --cpu to run the CPU model of %s instead\n", why.c_str(), section.c_str());
+    if (gpu_only.empty())
+      std::fprintf(stderr, "cannot run here: %s; add --cpu to run the CPU model of %s instead\n", why.c_str(),
+                   section.c_str());
+    else  // --cpu would only say "needs a GPU"
+      std::fprintf(stderr, "cannot run here: %s, and only a GPU runs this: %s\n", why.c_str(), gpu_only.c_str());
     return kExitCannotRun;
   }
   if (needs_sm90a && !(dev->cc_major == 9 && dev->cc_minor == 0)) {
@@ -405,7 +414,8 @@ int run_section(int argc, char** argv, const Section& s) {
     std::fprintf(stderr, "cannot run here: %s has no CPU model\n", s.name.c_str());
     return kExitCannotRun;
   }
-  if (const int code = check_resources(s.name, p, opt.cpu, s.needs_sm90a, double(fused_hbm_bytes(p)) + double(workspace),
+  if (const int code = check_resources(s.name, p, opt.cpu, s.needs_sm90a, s.gpu_only ? s.gpu_only(opt) : "",
+                                       double(fused_hbm_bytes(p)) + double(workspace),
                                        double(fused_hbm_bytes(p)) + double(workspace) + double(p.b) * 4,
                                        s.workspace_what, workspace, &dev);
       code != kExitPass)

@@ -98,8 +98,9 @@ struct CpuRun {
   int64_t hbm_bytes_model = -1;  // -1: fused_hbm_bytes(problem); else the section's model, as its GpuRun's
   nlohmann::json metrics = nlohmann::json::object();
   std::string failure;  // as GpuRun::after_check_run's reason: "" or why the run is wrong
-  // "" or why the student's code cannot be checked on the host (an exercise that only runs on a
-  // GPU: mbarriers, TMA): the harness prints "not checked here: <why>" and exits 77, never PASS.
+  // "" or why the rest of the student's code cannot be checked on the host, found during the run
+  // (08: ring_slot() passed, the mbarrier protocol is GPU-only): the harness prints "not checked
+  // here: <why>" and exits 77, never PASS. What is known before the run is Section::gpu_only.
   std::string not_checked;
   // "" or the part of the student's code that only a GPU runs, when the CPU model runs the rest
   // (07, 12: the mma kernel's online softmax). The output is checked: a failure fails; a pass
@@ -150,6 +151,11 @@ struct Section {
   std::function<GpuRun(const RunContext&)> gpu;
   std::function<CpuRun(const Problem&, const Options&, const HostInputs&, std::vector<float>& o,
                        std::vector<float>& lse)> cpu;
+  // "" when the CPU model can check these options, else why only a GPU can (a launch pitfall, an
+  // exercise that lives on mma fragments). Under --cpu the run prints "not checked here: needs a
+  // GPU: <why>" and exits 77, never PASS; without a GPU, "cannot run here" names it instead of
+  // suggesting --cpu. nullptr: the CPU model checks every run.
+  std::function<std::string(const Options&)> gpu_only;
 };
 
 int run_section(int argc, char** argv, const Section& section);
@@ -167,11 +173,13 @@ std::string format_bytes(double bytes);  // "17.2 GB"
 void print_verdict(bool passed, const std::string& reason, const std::vector<std::string>& details, bool quiet,
                    const std::string& name, const std::string& variant, bool cpu);
 
-// What a program checks before it makes its inputs: under --cpu, that the CPU model's `host_bytes`
-// fit in this machine's memory; else that there is a GPU (Hopper where `needs_sm90a`) with
-// `device_bytes` free, `dev` filled. Returns kExitPass, or, after printing its one line, the exit
-// code (kExitBadInput for a problem too large, kExitCannotRun for no suitable GPU).
-int check_resources(const std::string& section, const Problem& p, bool cpu, bool needs_sm90a, double host_bytes,
-                    double device_bytes, const std::string& workspace_what, int64_t workspace, DeviceInfo* dev);
+// What a program checks before it makes its inputs: under --cpu, that the CPU model can check the
+// run (`gpu_only` empty, see Section::gpu_only) and that its `host_bytes` fit in this machine's
+// memory; else that there is a GPU (Hopper where `needs_sm90a`) with `device_bytes` free, `dev`
+// filled. Returns kExitPass, or, after printing its one line, the exit code (kExitBadInput for a
+// problem too large, kExitCannotRun for no suitable GPU or a GPU-only run under --cpu).
+int check_resources(const std::string& section, const Problem& p, bool cpu, bool needs_sm90a,
+                    const std::string& gpu_only, double host_bytes, double device_bytes,
+                    const std::string& workspace_what, int64_t workspace, DeviceInfo* dev);
 
 }  // namespace lab
