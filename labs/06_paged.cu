@@ -368,14 +368,11 @@ int simulate_main(int argc, const char* const* argv) {
   app.add_option("--h-kv", h_kv, "K/V heads")->capture_default_str();
   app.add_option("--d", d, "Head dimension")->capture_default_str();
   app.add_option("--json", json_path, "Write the report as JSON to this file");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::printf("%s", app.help().c_str());
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "bad input: %s\n", e.what());
-    return 2;
+  std::string why;
+  if (const int code = parse_command_line(app, argc, argv, &why); code != kExitPass) {
+    if (code == -1) return kExitPass;  // --help, printed
+    std::fprintf(stderr, "bad input: %s\n", why.c_str());
+    return kExitBadInput;
   }
   if (layers < 1 || h_kv < 1 || d < 1) {
     std::fprintf(stderr, "bad input: --layers, --h-kv and --d must be >= 1\n");

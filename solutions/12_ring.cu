@@ -1160,13 +1160,14 @@ lab::CpuRun run_cpu(const lab::Problem& p, const lab::Options& opt, const lab::H
 // --ranks, --layout and --transport are this section's own options: read here, the rest goes to
 // the harness. Returns -1 to go on, or an exit code (after its one line).
 int parse_ring_options(int argc, char** argv, std::vector<char*>* rest) {
+  std::vector<std::string> given;
   for (int a = 0; a < argc; ++a) {
     std::string arg = argv[a], name, value;
     for (const char* opt : {"--ranks", "--layout", "--transport"}) {
       const std::string o = opt;
-      if (arg == o) {
-        if (a + 1 >= argc) {
-          std::fprintf(stderr, "bad input: %s needs a value\n", opt);
+      if (arg == o) {  // in the harness's words: a value that is another option is no value
+        if (a + 1 >= argc || std::string(argv[a + 1]).rfind("--", 0) == 0) {
+          std::fprintf(stderr, "bad input: %s needs a value (see --help)\n", opt);
           return lab::kExitBadInput;
         }
         name = o;
@@ -1180,6 +1181,11 @@ int parse_ring_options(int argc, char** argv, std::vector<char*>* rest) {
       rest->push_back(argv[a]);
       continue;
     }
+    if (std::find(given.begin(), given.end(), name) != given.end()) {
+      std::fprintf(stderr, "bad input: %s is given more than once\n", name.c_str());
+      return lab::kExitBadInput;
+    }
+    given.push_back(name);
     if (name == "--ranks") {
       char* end = nullptr;
       const long v = std::strtol(value.c_str(), &end, 10);

@@ -10,6 +10,9 @@ lab_test(bad_input.12.too_many_ranks cpu 2 MATCH "^bad input: --ranks 8 with the
          COMMAND ${RING} --t 8 --ranks 8 --layout zigzag)
 lab_test(bad_input.12.t_kv cpu 2 MATCH "^bad input: ring attention shards Q and K/V alike" COMMAND ${RING} --t 256 --t-kv 512)
 lab_test(bad_input.12.ranks0 cpu 2 MATCH "^bad input: --ranks must be an integer" COMMAND ${RING} --ranks 0)
+lab_test(bad_input.12.ranks_no_value cpu 2 MATCH "^bad input: --ranks needs a value" COMMAND ${RING} --ranks --cpu)
+lab_test(bad_input.12.layout_twice cpu 2 MATCH "^bad input: --layout is given more than once"
+         COMMAND ${RING} --cpu --layout zigzag --layout contiguous)
 lab_test(bad_input.12.layout cpu 2 MATCH "^bad input: --layout must be contiguous or zigzag" COMMAND ${RING} --layout striped)
 foreach(layout contiguous zigzag)
   foreach(n 2 3 4 8)

@@ -101,6 +101,12 @@ TEST_CASE("options: each bad input is refused with its reason", "[options]") {
       {{"--seed", "-1"}, "--seed must be >= 0 (got -1)"},
       {{"--t", "abc"}, "--t: 'abc' is not a value it takes"},
       {{"--t", "5", "--t", "6"}, "--t is given more than once"},
+      // A value option followed by another option, or by nothing: named, never taken as the value
+      // (CLI11 would read T = '--cpu', or a --json file named --cpu).
+      {{"--t", "--cpu"}, "--t needs a value (see --help)"},
+      {{"--json", "--cpu"}, "--json needs a value (see --help)"},
+      {{"--variant", "--causal"}, "--variant needs a value (see --help)"},
+      {{"--causal", "--seed"}, "--seed needs a value (see --help)"},
       {{"--frobnicate"}, "unknown option --frobnicate"},
       {{"--frobnicate", "3"}, "unknown option --frobnicate"},
       {{"-t", "64"}, "unexpected arguments: -t 64 (options take two dashes: --t)"},
@@ -165,6 +171,13 @@ TEST_CASE("options: --help states each section's real defaults", "[options]") {
   CHECK(help.find("--simulate") != std::string::npos);
   CHECK(help.find("--page-size") == std::string::npos);  // not this section's
   CHECK(help.find("--splits") == std::string::npos);
+  const char* after_value[] = {"demo", "--t", "--help"};  // --help anywhere prints the help
+  captured.str("");
+  saved = std::cout.rdbuf(captured.rdbuf());
+  const int code2 = parse_options(3, after_value, s, &o, &msg);
+  std::cout.rdbuf(saved);
+  CHECK(code2 == -1);
+  CHECK(captured.str().find("--simulate") != std::string::npos);
   const char* argv2[] = {"demo"};  // and the defaults are the ones used
   REQUIRE(parse_options(1, argv2, s, &o, &msg) == kExitPass);
   CHECK((o.problem.h_kv == 8 && o.problem.t_kv == 4096));

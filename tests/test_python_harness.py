@@ -203,7 +203,8 @@ class Program(unittest.TestCase):
     def test_option_mistakes_read_as_in_the_cpp_programs(self):
         """A mistyped command line gets the C++ programs' one line, word for word (and a value option
         given twice is refused, not silently the last)."""
-        mistakes = [["--t", "abc"], ["-t", "64"], ["--t", "5", "--t", "6"], ["foo"], ["--bogus", "3"], ["--seed", "-1"]]
+        mistakes = [["--t", "abc"], ["-t", "64"], ["--t", "5", "--t", "6"], ["foo"], ["--bogus", "3"], ["--seed", "-1"],
+                    ["--t", "--quiet"], ["--variant", "--causal"], ["--json"]]
         c = BIN / "01_naive"
         for args in mistakes:
             r = run([sys.executable, SOL10, "--cpu", *args])

@@ -157,6 +157,63 @@ static std::string unexpected_arguments(int argc, const char* const* argv, std::
          (one_dash.empty() ? " (see --help)" : " (options take two dashes: -" + one_dash + ")");
 }
 
+// CLI11 takes the word after an option as its value even when it is another option: "--t --cpu"
+// would be refused as a T of '--cpu', and "--json --cpu" would write a file named --cpu and run on
+// the GPU. An option that takes a value, followed by another option or by nothing, is refused by
+// its own name instead. Returns "" when every such option has its value.
+static std::string missing_value(const CLI::App& app, int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word.rfind("--", 0) != 0 || word.find('=') != std::string::npos) continue;
+    const CLI::Option* opt = app.get_option_no_throw(word);
+    if (opt == nullptr || opt->get_expected_max() == 0) continue;  // unknown (said later), or a flag
+    if (i + 1 == argc || std::string(argv[i + 1]).rfind("--", 0) == 0) return word + " needs a value (see --help)";
+    ++i;
+  }
+  return "";
+}
+
+int parse_command_line(CLI::App& app, int argc, const char* const* argv, std::string* message) {
+  if (app.get_name().empty() && argc > 0) app.name(argv[0]);  // "Usage: build/bin/01_naive [OPTIONS]"
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {  // anywhere, even after "--t"
+      std::cout << app.help();
+      return -1;
+    }
+  if (std::string why = missing_value(app, argc, argv); !why.empty()) {
+    *message = why;
+    return kExitBadInput;
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return -1;
+  } catch (const CLI::ExtrasError&) {
+    *message = unexpected_arguments(argc, argv, app.remaining());
+    return kExitBadInput;
+  } catch (const CLI::ConversionError& e) {  // CLI11: "Could not convert: --t = abc"
+    const std::string what = e.what(), key = "Could not convert: ";
+    const size_t eq = what.find(" = ");
+    *message = what.rfind(key, 0) == 0 && eq != std::string::npos
+                   ? what.substr(key.size(), eq - key.size()) + ": '" + what.substr(eq + 3) +
+                         "' is not a value it takes (see --help)"
+                   : what;
+    return kExitBadInput;
+  } catch (const CLI::ArgumentMismatch& e) {  // CLI11: "--t: At Most 1 required but received 2"
+    const std::string what = e.what();
+    const size_t colon = what.find(':');
+    *message = colon != std::string::npos && what.find("At Most 1") != std::string::npos
+                   ? what.substr(0, colon) + " is given more than once"
+                   : what;
+    return kExitBadInput;
+  } catch (const CLI::ParseError& e) {
+    *message = e.what();
+    return kExitBadInput;
+  }
+  return kExitPass;
+}
+
 int parse_options(int argc, const char* const* argv, const Section& s, Options* out, std::string* message) {
   Options o;
   o.problem = s.default_problem;
@@ -233,33 +290,7 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
   footer += "Examples:\n  " + program + "    # the defaults above, on the GPU\n  " + program +
             " --cpu --t 100 --quiet    # the CPU model of the algorithm, no GPU needed\n";
   app.footer(footer);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return -1;
-  } catch (const CLI::ExtrasError&) {
-    *message = unexpected_arguments(argc, argv, app.remaining());
-    return kExitBadInput;
-  } catch (const CLI::ConversionError& e) {  // CLI11: "Could not convert: --t = abc"
-    const std::string what = e.what(), key = "Could not convert: ";
-    const size_t eq = what.find(" = ");
-    *message = what.rfind(key, 0) == 0 && eq != std::string::npos
-                   ? what.substr(key.size(), eq - key.size()) + ": '" + what.substr(eq + 3) +
-                         "' is not a value it takes (see --help)"
-                   : what;
-    return kExitBadInput;
-  } catch (const CLI::ArgumentMismatch& e) {  // CLI11: "--t: At Most 1 required but received 2"
-    const std::string what = e.what();
-    const size_t colon = what.find(':');
-    *message = colon != std::string::npos && what.find("At Most 1") != std::string::npos
-                   ? what.substr(0, colon) + " is given more than once"
-                   : what;
-    return kExitBadInput;
-  } catch (const CLI::ParseError& e) {
-    *message = e.what();
-    return kExitBadInput;
-  }
+  if (const int code = parse_command_line(app, argc, argv, message); code != kExitPass) return code;
   for (const CLI::Option* opt : app.get_options())
     if (opt->count() > 0 && !opt->get_lnames().empty()) o.given.push_back("--" + opt->get_lnames().front());
   if (seed < 0) {

@@ -21,6 +21,10 @@
 #include "harness/device.h"
 #include "harness/problem.h"
 
+namespace CLI {
+class App;
+}
+
 namespace lab {
 
 // Exit codes: one meaning everywhere.
@@ -164,6 +168,13 @@ int run_section(int argc, char** argv, const Section& section);
 // with `message` the one-line reason, or -1 for --help (already printed). Exposed for the tests.
 int parse_options(int argc, const char* const* argv, const Section& section, Options* out,
                   std::string* message);
+
+// Parses argv into `app` and says a bad command line in one sentence, as every program does: an
+// unknown option, one dash, a value option given twice, followed by another option or by nothing,
+// a value it cannot take. Returns kExitPass, kExitBadInput with `message` set, or -1 for --help
+// (anywhere on the line; already printed). parse_options uses it; so do modes a section parses
+// itself (06's --simulate).
+int parse_command_line(CLI::App& app, int argc, const char* const* argv, std::string* message);
 
 std::string format_bytes(double bytes);  // "17.2 GB"
 
