@@ -565,7 +565,7 @@ def section_table(records, ceilings=None, ncu=None):
         else:
             ratio, name = best_baseline(r, [b for b in baselines if not is_low_precision(b)])
             vs = "no library" if ratio is None else f"{ratio:.2f}× ({name})"
-        measured = ncu.get((r["section"], r["variant"], problem_key(r)))
+        measured = ncu.get(dram_key(r))
         dram = "–" if not measured else f"{human_bytes(measured)} / {human_bytes(m.get('hbm_bytes_model'))}"
         check = "pass" if r["check"]["passed"] else ("unavailable" if is_unavailable(r) else "FAIL")
         name = variant_label(r) if pass_of(r) == "forward" else f"{variant_label(r)} ({pass_of(r)})"
@@ -718,6 +718,13 @@ def comparison_table(records):
                       "|---|---|---:|---:|---:|---:|---|---|"] + rows)
 
 
+def dram_key(r):
+    """What a DRAM measurement stands for: the section, the variant as the tables name it (08's
+    --consumers / --kv-tile runs apart), the problem and the split count as run (05/06: a study's
+    runs of one variant on one problem differ only by it, and so does their traffic)."""
+    return (r["section"], variant_label(r), problem_key(r), (r.get("metrics") or {}).get("splits"))
+
+
 def load_side_files(folder):
     """ceilings.json (the GPU's measured copy and GEMM rates) and ncu.json (measured DRAM bytes), if present."""
     ceilings, ncu = None, {}
@@ -727,7 +734,8 @@ def load_side_files(folder):
     n = Path(folder) / "ncu.json"
     if n.exists():
         for e in json.loads(n.read_text()):
-            ncu[(e["section"], e["variant"], key_from_json(e["problem_key"]))] = e["dram_bytes"]
+            key = (e["section"], e.get("label", e["variant"]), key_from_json(e["problem_key"]), e.get("splits"))
+            ncu[key] = e["dram_bytes"]
     return ceilings, ncu
 
 

@@ -149,6 +149,25 @@ class Tables(unittest.TestCase):
             text, _, _ = tables.render(Path(tmp))
             self.assertIn("| 4.5 GB / 4.36 GB |", text)
 
+    def test_a_dram_measurement_belongs_to_its_run_settings(self):
+        """05's split-count study runs one variant on one problem with 2, 3, 4, 8 splits: a DRAM
+        measurement taken with 2 belongs to that row only (all four showed it once)."""
+        import json
+        rec = json.loads((SAMPLE / "01_naive.json").read_text())[0]
+        runs = []
+        for splits in (2, 4):
+            r = json.loads(json.dumps(rec))
+            r["metrics"]["splits"] = splits
+            runs.append(r)
+        with tempfile.TemporaryDirectory() as tmp:
+            Path(tmp, "ncu.json").write_text(json.dumps([{"section": "01_naive", "variant": "kernels", "label": "kernels",
+                                                         "splits": 2, "problem_key": list(tables.problem_key(rec)),
+                                                         "dram_bytes": 4.5e9}]))
+            _, ncu = tables.load_side_files(tmp)
+        self.assertEqual(ncu.get(tables.dram_key(runs[0])), 4.5e9)
+        self.assertIsNone(ncu.get(tables.dram_key(runs[1])))
+        self.assertIsNone(ncu.get(tables.dram_key(rec)))  # a run without a split count is another run
+
     def test_plots_are_drawn_from_the_records_that_exist(self):
         import plots
         records, _ = tables.load_records(SAMPLE)
