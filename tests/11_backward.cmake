@@ -29,6 +29,15 @@ if(LAB_BUILD_SOLUTIONS)  # a record of the solution
   set_tests_properties(record.11.clean PROPERTIES FIXTURES_SETUP rec11_clean LABELS cpu)
   set_tests_properties(record.11.run PROPERTIES FIXTURES_REQUIRED rec11_clean FIXTURES_SETUP rec11_file LABELS cpu)
   set_tests_properties(record.11.validate PROPERTIES FIXTURES_REQUIRED rec11_file LABELS cpu)
+  # Under --check none each gradient's verdict is what was checked, that it is written (a bench record).
+  add_test(NAME record.11.check_none_gradients_written
+           COMMAND ${Python3_EXECUTABLE} -c "import json, subprocess, sys, tempfile, os
+path = os.path.join(tempfile.mkdtemp(), 'r.json')
+subprocess.run([sys.argv[1], '--cpu', '--t', '64', '--h', '2', '--check', 'none', '--json', path], check=True, capture_output=True)
+grads = json.load(open(path))[-1]['check']['gradients']
+sys.exit(0 if all(g['passed'] and g['unwritten'] == 0 for g in grads.values()) else 'a written gradient reads as failed: ' + str(grads))"
+           ${BWD})
+  set_tests_properties(record.11.check_none_gradients_written PROPERTIES LABELS cpu)
 endif()
 
 # GPU: the case list passes on both variants, the stub fails cleanly, the bugs are caught; the
