@@ -134,6 +134,42 @@ class ParallelCheck(unittest.TestCase):
         self.assertEqual(codes, {1: 77, 2: 1})
         self.assertIn("not checked here: 99_fake (1 runs: needs a GPU: the mma part)", out.getvalue())
 
+    def test_a_run_this_gpu_cannot_do_is_named_not_failed(self):
+        # On a GPU, a run that exits 77 saying "cannot run here" (a Hopper-only variant, more shared
+        # memory per block than this GPU has) is not checked here, and check ends 77; with
+        # --require-gpu (the GPU machine's own tests) it is a failure.
+        import argparse
+        with tempfile.TemporaryDirectory() as tmp:
+            fake = Path(tmp) / "fake_section"  # --t 1: passes; --t 2: too much shared memory here
+            fake.write_text("#!/usr/bin/env python3\nimport sys\nt = sys.argv[sys.argv.index('--t') + 1]\n"
+                            "if t == '1': print('PASS'); sys.exit(0)\n"
+                            "print('cannot run here: this kernel needs 170 KB of shared memory per block and X (sm_86) "
+                            "allows 99 KB; add --cpu to run the CPU model instead', file=sys.stderr); sys.exit(77)\n")
+            fake.chmod(0o755)
+            saved = (student.load_cases, student.program, student.gpu_available, student.resolve_all, student.build,
+                     student.unit_test_program)
+            student.program = lambda section, solution: [fake]
+            student.gpu_available = lambda section, solution, timeout: (True, None)
+            student.resolve_all = lambda names: ["99_fake"]
+            student.build = lambda *args, **kw: None
+            student.unit_test_program = lambda section, solution: None
+            data = {"section": "99_fake", "variants": ["v"], "cases": [{"name": f"t{t}", "args": ["--t", t]} for t in "12"]}
+            student.load_cases = lambda section, extra=None: data
+            codes = {}
+            try:
+                for require_gpu in (False, True):
+                    a = argparse.Namespace(section=["99"], cases=None, solution=False, cpu=False, require_gpu=require_gpu,
+                                           no_bugs=True, expect_fail=False, timeout=30, verbose=False, jobs=1, report=None)
+                    with contextlib.redirect_stdout(io.StringIO()) as out:
+                        codes[require_gpu] = student.cmd_check(a)
+                    if not require_gpu:
+                        said = out.getvalue()
+            finally:
+                (student.load_cases, student.program, student.gpu_available, student.resolve_all, student.build,
+                 student.unit_test_program) = saved
+        self.assertEqual(codes, {False: 77, True: 1})
+        self.assertIn("1 passed, 0 failed; not checked here: 99_fake (1 runs: this kernel needs 170 KB", said)
+
     def test_report_path_is_checked_before_anything_runs(self):
         import argparse
         ran = []

@@ -230,6 +230,17 @@ class Program(unittest.TestCase):
             self.assertRegex(r.stderr, rf"^cannot run here: no CUDA GPU visible to PyTorch; add --cpu to run {prog.stem} ")
             self.assertEqual(no_gpu_reason(r.stderr), "no CUDA GPU visible to PyTorch")
 
+    def test_too_little_shared_memory_is_cannot_run_not_a_wrong_answer(self):
+        """Triton's OutOfResources, raised directly (09) or inside Inductor's error (10), is exit 77
+        with the C++ programs' sentence; any other error is not mistaken for it."""
+        from labharness.run import shared_memory_shortfall
+        triton_says = ("out of resource: shared memory, Required: 147456, Hardware limit: 101376. "
+                       "Reducing block sizes or `num_stages` may help.")
+        for error in (RuntimeError(triton_says), RuntimeError("No valid triton configs. OutOfResources: " + triton_says)):
+            self.assertEqual(shared_memory_shortfall(error).split(";")[0],
+                             "this kernel needs 144 KB of shared memory per block and this GPU allows 99 KB")
+        self.assertIsNone(shared_memory_shortfall(ValueError("out of resource: registers, Required: 300, Hardware limit: 255")))
+
     def test_missing_triton_is_exit_77(self):
         fake = Path(tempfile.mkdtemp()) / "triton"
         fake.mkdir()

@@ -184,16 +184,20 @@ def check_section(section, a):
     for n, ((name, variant, args, expect, weight), job) in enumerate(zip(runs, pending), 1):
         cmd = command(variant, args, expect)
         code, out, secs = job.result()
-        # Without a GPU, a run whose host part passed and whose rest only a GPU runs is neither a
-        # pass nor a failure: "not checked here", named at the end.
-        gpu_only = not on_gpu and expect != "bad-input" and code == EXIT_CANNOT_RUN and not_checked_reason(out)
+        # Neither a pass nor a failure, named at the end as "not checked here": without a GPU, a run
+        # whose host part passed and whose rest only a GPU runs; on a GPU, a run this GPU cannot do
+        # (a Hopper-only variant, more shared memory per block than it has). --require-gpu, as a
+        # GPU machine's own tests run it, counts the latter as a failure.
+        gpu_only = expect != "bad-input" and code == EXIT_CANNOT_RUN and (
+            not_checked_reason(out) if not on_gpu else None if getattr(a, "require_gpu", False) else no_gpu_reason(out))
         if expect == "pass":
             ok = code == EXIT_PASS
         elif expect == "bad-input":
             ok = code == EXIT_BAD_INPUT and out.strip().startswith("bad input:") and len(out.strip().splitlines()) == 1
         else:  # a --bug run (or a stub) must be caught by the self-check: exit 1, not a crash or a hang
             ok = code == EXIT_FAIL
-        status = "ok" if ok else "needs-gpu" if gpu_only else "TIMEOUT" if code == EXIT_TIMEOUT else "FAIL"
+        status = ("ok" if ok else ("needs-gpu" if not on_gpu else "not-here") if gpu_only
+                  else "TIMEOUT" if code == EXIT_TIMEOUT else "FAIL")
         label = f"{variant:<8} {name}"
         say(f"  [{n:>2}/{len(runs)}] {status:<9} {label:<58} exit {code:<3} {secs:6.1f} s")
         if (not ok and not gpu_only) or a.verbose or expect == "bad-input":

@@ -2,6 +2,7 @@
 launch -> check -> time -> print -> record -> dump (harness.cpp's run_section, step for step)."""
 import json
 import os
+import re
 import sys
 import time
 from types import SimpleNamespace
@@ -153,6 +154,18 @@ def argv_command(argv):
     return " ".join([os.path.relpath(sys.argv[0]) if sys.argv and sys.argv[0] else "python3"] + list(argv))
 
 
+def shared_memory_shortfall(error):
+    """Triton's OutOfResources (raised directly, or inside Inductor's error for FlexAttention) as the
+    C++ programs say it: a kernel that needs more shared memory per block than this GPU grants
+    cannot run here (exit 77); it is not a wrong answer. None for any other error."""
+    m = re.search(r"out of resource: shared memory, Required: (\d+), Hardware limit: (\d+)", str(error))
+    if not m:
+        return None
+    need, limit = (int(x) for x in m.groups())
+    return (f"this kernel needs {(need + 1023) // 1024} KB of shared memory per block and this GPU allows "
+            f"{limit // 1024} KB; smaller blocks or fewer stages (num_stages) would fit, or add --cpu")
+
+
 def main(section, forward, argv=None):
     """The section program's entry: runs it and exits with the lab's codes, never a traceback
     (LAB_TRACEBACK=1 shows one, for whoever debugs the harness)."""
@@ -175,6 +188,11 @@ def main(section, forward, argv=None):
     except Exception as e:  # noqa: BLE001  (one line, not a traceback)
         if os.environ.get("LAB_TRACEBACK"):
             raise
+        short = shared_memory_shortfall(e)
+        if short:
+            print(f"cannot run here: {short}", file=sys.stderr)
+            sys.stdout.flush()
+            sys.exit(77)
         msg = str(e).strip().splitlines()
         print(f"error: {type(e).__name__}: {msg[-1] if msg else ''} (LAB_TRACEBACK=1 shows where)", file=sys.stderr)
         code = 1
