@@ -578,7 +578,7 @@ std::function<void(cudaStream_t)> make_mma(const lab::RunContext& ctx, const Sha
                         "without cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)";
     };
   }
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  lab::opt_in_shared_memory(kernel, smem);
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                   int(cudaSharedmemCarveoutMaxShared)));
   return [=](cudaStream_t st) {

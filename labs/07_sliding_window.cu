@@ -455,7 +455,7 @@ std::function<void(cudaStream_t)> make_launch(const lab::RunContext& ctx, const 
   auto* kernel = window_kernel<T, HEAD_DIM, WARPS, SKIP>;
   // More than 48 KB of dynamic shared memory must be asked for (§12 常见坑); the largest carveout
   // lets MIN_BLOCKS blocks share an SM.
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, TL::SMEM_BYTES));
+  lab::opt_in_shared_memory(kernel, TL::SMEM_BYTES);
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                   int(cudaSharedmemCarveoutMaxShared)));
   const dim3 grid(unsigned(lab::ceil_div(sh.t_q, TL::BLOCK_Q)), unsigned(ctx.problem.b * sh.h));
@@ -481,7 +481,7 @@ std::function<void(cudaStream_t)> make_hopper_launch(const lab::RunContext& ctx,
   const CUtensorMap v_map = ws::make_map(pr, ctx.tensors.v, pr.h_kv, pr.t_kv, pr.b, ws::BLOCK_KV);
   auto* kernel = ws::ws_kernel<T, HEAD_DIM, true, HopperRules<SKIP>, CONS, true>;
   constexpr int smem = ws::Tiles<HEAD_DIM>::SMEM_BYTES;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  lab::opt_in_shared_memory(kernel, smem);
   const dim3 grid(unsigned(lab::ceil_div(pr.t_q, BLOCK_Q)), unsigned(pr.b * pr.h));
   return [=](cudaStream_t st) {
     kernel<<<grid, (1 + CONS) * ws::WG_THREADS, smem, st>>>(q_map, k_map, v_map, p);

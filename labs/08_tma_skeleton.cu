@@ -431,8 +431,8 @@ template <class T, int HEAD_DIM, KvSource KV, bool OVERLAP, int CONS = CONSUMERS
 std::function<void(cudaStream_t)> make_forward(const CUtensorMap& q_map, const CUtensorMap& k_map,
                                                const CUtensorMap& v_map, const Params& p, dim3 grid,
                                                std::shared_ptr<PagedBuffers> keep) {
-  CUDA_CHECK(cudaFuncSetAttribute(ws_kernel<T, HEAD_DIM, OVERLAP, Hooks<KV>, CONS, PINGPONG, KV_TILE, PERSISTENT>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize, Tiles<HEAD_DIM, KV_TILE>::SMEM_BYTES));
+  lab::opt_in_shared_memory(ws_kernel<T, HEAD_DIM, OVERLAP, Hooks<KV>, CONS, PINGPONG, KV_TILE, PERSISTENT>,
+                            Tiles<HEAD_DIM, KV_TILE>::SMEM_BYTES);
   return [=](cudaStream_t st) {
     launch<T, HEAD_DIM, KV, OVERLAP, CONS, PINGPONG, KV_TILE, PERSISTENT>(q_map, k_map, v_map, p, grid, st);
     (void)keep;  // the pool, the tables, the map workspace and the job counter live as long as the forward
@@ -526,8 +526,7 @@ std::function<void(cudaStream_t)> make_fp8_forward(const CUtensorMap& q_map, con
                                                    const CUtensorMap& vt_map, const fp8::Params& p, dim3 grid,
                                                    std::shared_ptr<Fp8Buffers> keep) {
   constexpr int smem = fp8::Tiles<HEAD_DIM>::SMEM_BYTES;
-  CUDA_CHECK(cudaFuncSetAttribute(fp8::ws_fp8_kernel<T, HEAD_DIM, Fp8Hooks>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  smem));
+  lab::opt_in_shared_memory(fp8::ws_fp8_kernel<T, HEAD_DIM, Fp8Hooks>, smem);
   return [=](cudaStream_t st) {
     fp8::ws_fp8_kernel<T, HEAD_DIM, Fp8Hooks><<<grid, THREADS, smem, st>>>(q_map, k_map, vt_map, p);
     CUDA_CHECK_LAST();

@@ -918,11 +918,10 @@ lab::GpuRun setup_ring(const lab::RunContext& ctx) {
     Rank& rk = ring->ranks[size_t(r)];
     rk.device = ring->nccl ? r : 0;
     CUDA_CHECK(cudaSetDevice(rk.device));
-    CUDA_CHECK(cudaFuncSetAttribute(pair_kernel<T, HEAD_DIM>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    lab::opt_in_shared_memory(pair_kernel<T, HEAD_DIM>, smem);
 #if LAB_HAVE_RING_PROTOCOL
     if (ring->hopper)
-      CUDA_CHECK(cudaFuncSetAttribute(hopper_partial<T, HEAD_DIM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      HopperTiles<HEAD_DIM>::SMEM_BYTES));
+      lab::opt_in_shared_memory(hopper_partial<T, HEAD_DIM>, HopperTiles<HEAD_DIM>::SMEM_BYTES);
 #endif
     rk.q.alloc(rk.device, size_t(ring->q_elems) * tb);
     for (auto& slot : rk.kv) slot.alloc(rk.device, size_t(2 * ring->kv_elems) * tb);

@@ -340,9 +340,9 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   // The step kernel's tiles need more than the default 48 KiB of shared memory per block
   // (StepSmem: 48.25 KiB at D = 64, 96.25 KiB at D = 128); a kernel must opt in to more, once.
   if (pr.d == 64)
-    CUDA_CHECK(cudaFuncSetAttribute(v1_step_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(StepSmem<64>))));
+    lab::opt_in_shared_memory(v1_step_kernel<64>, int(sizeof(StepSmem<64>)));
   else
-    CUDA_CHECK(cudaFuncSetAttribute(v1_step_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(StepSmem<128>))));
+    lab::opt_in_shared_memory(v1_step_kernel<128>, int(sizeof(StepSmem<128>)));
 
   auto state = std::make_shared<lab::DeviceBuffer>(size_t(state_bytes(pr)));
   float* o_run = state->as<float>();

@@ -409,8 +409,7 @@ void prepare_v2() {
   // 68 KB (D = 64) / 76 KB (D = 128) of shared memory per block: above the default 48 KB, so the
   // kernel opts in. And ask for the largest shared-memory carveout, so that 3 (D = 64) or 2
   // (D = 128) blocks fit on an SM together; one block alone could not hide its own barriers.
-  CUDA_CHECK(cudaFuncSetAttribute(v2_kernel<HEAD_DIM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(Tiles<HEAD_DIM>::SMEM_BYTES)));
+  lab::opt_in_shared_memory(v2_kernel<HEAD_DIM>, int(Tiles<HEAD_DIM>::SMEM_BYTES));
   CUDA_CHECK(cudaFuncSetAttribute(v2_kernel<HEAD_DIM>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                   int(cudaSharedmemCarveoutMaxShared)));
 }

@@ -705,11 +705,9 @@ void launch_backward_hopper(const BackwardArgs& a, const Shape& sh, const float*
   namespace hb = lab::wsbwd;
   constexpr int smem = hb::Tiles<HEAD_DIM>::SMEM_BYTES, dq_smem = Tiles<HEAD_DIM>::DQ_SMEM_BYTES;
   static const bool configured = [] {  // more than 48 KB of dynamic shared memory must be asked for, once
-    CUDA_CHECK(cudaFuncSetAttribute(hb::dkdv_kernel<T, HEAD_DIM, true, Exercises>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    CUDA_CHECK(cudaFuncSetAttribute(hb::dkdv_kernel<T, HEAD_DIM, false, Exercises>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    CUDA_CHECK(cudaFuncSetAttribute(dq_kernel<T, HEAD_DIM>, cudaFuncAttributeMaxDynamicSharedMemorySize, dq_smem));
+    lab::opt_in_shared_memory(hb::dkdv_kernel<T, HEAD_DIM, true, Exercises>, smem);
+    lab::opt_in_shared_memory(hb::dkdv_kernel<T, HEAD_DIM, false, Exercises>, smem);
+    lab::opt_in_shared_memory(dq_kernel<T, HEAD_DIM>, dq_smem);
     return true;
   }();
   (void)configured;
@@ -744,9 +742,9 @@ template <class T, int HEAD_DIM>
 void launch_backward(const BackwardArgs& a, const std::string& bug, cudaStream_t st) {
   constexpr int smem = Tiles<HEAD_DIM>::SMEM_BYTES, dq_smem = Tiles<HEAD_DIM>::DQ_SMEM_BYTES;
   static const bool configured = [] {  // more than 48 KB of dynamic shared memory must be asked for, once
-    CUDA_CHECK(cudaFuncSetAttribute(dkdv_kernel<T, HEAD_DIM, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    CUDA_CHECK(cudaFuncSetAttribute(dkdv_kernel<T, HEAD_DIM, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    CUDA_CHECK(cudaFuncSetAttribute(dq_kernel<T, HEAD_DIM>, cudaFuncAttributeMaxDynamicSharedMemorySize, dq_smem));
+    lab::opt_in_shared_memory(dkdv_kernel<T, HEAD_DIM, true>, smem);
+    lab::opt_in_shared_memory(dkdv_kernel<T, HEAD_DIM, false>, smem);
+    lab::opt_in_shared_memory(dq_kernel<T, HEAD_DIM>, dq_smem);
     return true;
   }();
   (void)configured;

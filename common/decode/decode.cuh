@@ -579,8 +579,7 @@ void launch(const Params<typename Hooks::Kv>& p, int rows, cudaStream_t stream) 
 
 template <class Hooks, int HEAD_DIM, class T>
 void prepare(bool stream_kv) {
-  CUDA_CHECK(cudaFuncSetAttribute(kernel_for<Hooks, HEAD_DIM, T>(stream_kv), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  smem_bytes<typename Hooks::Kv, HEAD_DIM>()));
+  lab::opt_in_shared_memory(kernel_for<Hooks, HEAD_DIM, T>(stream_kv), smem_bytes<typename Hooks::Kv, HEAD_DIM>());
 }
 
 // The forward of a run: the split workspace, the parameters, the launch. `kv` says where K and V

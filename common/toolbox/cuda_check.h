@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 
 namespace lab {
 [[noreturn]] inline void cuda_fail(cudaError_t err, const char* call, const char* file, int line) {
@@ -23,3 +24,38 @@ namespace lab {
 // After a launch: catches bad launch configurations at once (the kernel itself may still fault
 // later; the harness synchronises and checks again before reading results).
 #define CUDA_CHECK_LAST() CUDA_CHECK(cudaGetLastError())
+
+namespace lab {
+// Opts `kernel` in to `bytes` of dynamic shared memory per block (past the 48 KB default). A GPU
+// that allows less per block (A100: 163 KB; sm_86, sm_89, sm_120: 99 KB; Hopper: 227 KB) cannot
+// run the kernel: that is "cannot run here" (exit 77, one line), as for a missing GPU, not the
+// "invalid argument" of cudaFuncSetAttribute. The PyTorch op defines LAB_CANNOT_RUN_THROWS: the
+// same sentence as a Python RuntimeError instead of the end of the process.
+template <class Kernel>
+void opt_in_shared_memory(Kernel* kernel, int bytes) {
+  // Launchers call this before every launch: the limit is asked once per thread and device.
+  thread_local int cached_device = -1, limit = 0;
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  if (device != cached_device) {
+    CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    cached_device = device;
+  }
+  if (bytes > limit) {
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    char why[512];
+    std::snprintf(why, sizeof why,
+                  "cannot run here: this kernel needs %d KB of shared memory per block and %s (sm_%d%d) allows "
+                  "%d KB; add --cpu to run the CPU model instead",
+                  (bytes + 1023) / 1024, prop.name, prop.major, prop.minor, limit / 1024);
+#ifdef LAB_CANNOT_RUN_THROWS
+    throw std::runtime_error(why);
+#else
+    std::fprintf(stderr, "%s\n", why);
+    std::exit(77);
+#endif
+  }
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+}
+}  // namespace lab
