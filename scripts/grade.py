@@ -7,7 +7,9 @@ written) unless --allow-empty; a file that looks like a misnamed lab is named in
 into its own tree under --out (the student's code never touches the repository), builds them
 against the repository's harness, and for each section:
 
-  compile      a file that does not compile scores 0, with the compiler's first errors quoted
+  compile      a file that does not compile (a Python file: does not parse) scores 0, with the
+               compiler's first errors quoted; so does one that #includes a file from outside its
+               grade folder; a build step is stopped after BUILD_TIMEOUT seconds
   stub check   a file identical to the generated stub is flagged "unmodified stub" (no GPU needed)
   correctness  the section's case list (tests/cases/NN_name.json, plus --cases hidden cases), each
                run with a time limit; a case scores its weight when the run exits 0 AND leaves a
@@ -31,8 +33,10 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import time
+import traceback
 from pathlib import Path
 
 BONUS_TIERS = [(0.9, 10), (0.5, 5)]  # (minimum speed ratio vs the solution, bonus points)
@@ -42,6 +46,7 @@ MARKER = ".lab-grade"          # in every folder the grader writes: only such a 
 HARNESS = ".harness"           # --out/.harness: the harness, built once for every submission
 SUMMARY = "class_summary.csv"
 NESTED_DEPTH, NESTED_FILES = 3, 2000  # how deep, and through how many files, to look for nested labs
+BUILD_TIMEOUT = 600             # seconds one build step may take (an #include "/dev/zero" never ends)
 
 
 def scan_submission(folder, known_sections):
@@ -56,7 +61,7 @@ def scan_submission(folder, known_sections):
                     ignored.append(f.name + "/" if root == folder else f"{root.name}/{f.name}/")
                 continue
             stem = f.stem if f.suffix == lab_suffix(f.stem) else None
-            if stem in known_sections and stem not in found:
+            if stem in known_sections and stem not in found and f.is_file():  # not a broken link
                 found[stem] = f
             else:
                 ignored.append(f.name if root == folder else f"{root.name}/{f.name}")
@@ -86,7 +91,7 @@ def guess_section(stem, known_sections):
     for s in known_sections:
         if lead and int(lead.group()) == int(s[:2]):
             return s
-    words = set(re.split(r"[^a-z0-9]+", low)) - {""}
+    words = set(re.findall(r"[a-z]+|\d+", low))  # "Lab01" -> lab, 01
     best, score = None, 0
     for s in known_sections:
         parts = s.split("_")
@@ -132,6 +137,8 @@ def misnamed(ignored, known_sections, found=None, folder=None):
             continue
         if s in found:
             out.append(f"{name}: ignored; {found[s]} is the {s} file graded")
+        elif Path(name).name == f"{s}{lab_suffix(s)}":
+            out.append(f"{name}: not a regular file (a broken link?)")
         else:
             out.append(f"{name}: not a lab file; expected labs/{s}{lab_suffix(s)}")
     if folder is not None:
@@ -156,6 +163,25 @@ def total_text(report):
     if report["total"] is None:
         return NOT_RUN
     return f"{report['total']:.1f}"
+
+
+def python_syntax(path):
+    """(ok, log) of a Python lab: a file that does not parse is that section's compile error."""
+    try:
+        compile(Path(path).read_bytes(), f"labs/{Path(path).name}", "exec")
+    except (SyntaxError, ValueError) as e:  # ValueError: a null byte (before Python 3.12)
+        return False, "".join(traceback.format_exception_only(type(e), e))
+    return True, ""
+
+
+def outside_include(path, root):
+    """The first file a lab file #includes from outside `root` (its grade folder): another student's
+    graded copy, a file of the grading machine; None if it includes none."""
+    for name in re.findall(r'^\s*#\s*include\s*["<]([^">]+)[">]', Path(path).read_text(errors="replace"), re.M):
+        p = (Path(path).parent / name).resolve()
+        if p.exists() and Path(root).resolve() not in p.parents:
+            return name
+    return None
 
 
 def compiler_excerpt(log, lines=8, paths=()):
@@ -278,7 +304,8 @@ def render_markdown(report):
             lines += ["Not in the submission: 0 points.", ""]
             continue
         if s["status"] == "compile error":
-            lines += ["Does not compile: 0 points. The compiler said:", "", "```", s["log_excerpt"], "```", ""]
+            lines += ["Does not compile: 0 points. The compiler said:", "", "```", s["log_excerpt"], "```", "",
+                      f"To build it in your checkout: `scripts/lab check {name[:2]}`.", ""]
             continue
         if s.get("unmodified_stub"):
             lines += ["The file is the unmodified stub: no exercise was attempted.", ""]
@@ -303,14 +330,16 @@ def render_markdown(report):
 def write_reports(report, folder):
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "grade.json").write_text(json.dumps(report, indent=1) + "\n")
-    (folder / "grade.md").write_text(render_markdown(report))
+    # a name that is not UTF-8 (a zip made on Windows) is shown with "?" for its odd bytes
+    (folder / "grade.md").write_text(render_markdown(report), errors="replace")
 
 
 def write_class_summary(reports, path):
     """One row per submission: its total, the GPU it was graded on, each section's score (a number,
     or empty where none was run) and status, and its misnamed files."""
     sections = sorted({s for r in reports for s in r["graded_sections"]})
-    with open(path, "w", newline="") as f:
+    # utf-8-sig: a spreadsheet that opens the file by a double click reads "José" as José
+    with open(path, "w", newline="", encoding="utf-8-sig", errors="replace") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(["submission", "total", "gpu"] + [c for s in sections for c in (s, f"{s}_status")] +
                    ["misnamed_files"])
@@ -461,6 +490,20 @@ def perf_command(exe, variant, args, rec):
     return list(exe) + ["--variant", variant, "--quiet", *check, "--json", rec] + rest
 
 
+def build_step(cmd, env):
+    """Runs one step of a submission's build: (exit code, output). Its input is closed, and the whole
+    process group is stopped after BUILD_TIMEOUT (exit 124): one student's file cannot hang the class."""
+    proc = subprocess.Popen([str(c) for c in cmd], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, errors="replace", env=env, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=BUILD_TIMEOUT)
+        return proc.returncode, out
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return 124, out + f"\nerror: the build was stopped after {BUILD_TIMEOUT:.0f} s\n"
+
+
 class Grader:
     """Holds what every submission shares: the repository, the reference build, the run helper."""
 
@@ -513,21 +556,22 @@ class Grader:
         return True, log
 
     def build_submission(self, labs_dir, build_dir, sections):
-        """Configures a build of only the submitted labs; returns {section: (ok, log)}."""
-        r = subprocess.run(self.configure_args(labs_dir, build_dir), capture_output=True, text=True, env=self.cmake_env())
-        if r.returncode != 0:
-            return {s: (False, r.stdout + r.stderr) for s in sections}
-        # Every target at once, going on past failures (-k); then one target at a time, a no-op for
-        # the built ones that repeats a failure's compiler messages into that section's own log:
+        """Configures a build of the submitted labs and builds the graded ones (`sections`: a file
+        handed in but not graded is not compiled); returns {section: (ok, log)}."""
+        code, log = build_step(self.configure_args(labs_dir, build_dir), self.cmake_env())
+        if code != 0:
+            return {s: (False, log) for s in sections}
+        # The graded targets at once, going on past failures (-k); then one target at a time, a no-op
+        # for the built ones that repeats a failure's compiler messages into that section's own log:
         # one broken file must not hide the others.
         keep_going = ["-k", "0"] if shutil.which("ninja") else ["-k"]  # ninja needs the count, make takes none
-        subprocess.run(["cmake", "--build", str(build_dir), "--parallel", str(os.cpu_count() or 2), "--", *keep_going],
-                       capture_output=True, text=True, env=self.cmake_env())
+        build_step(["cmake", "--build", str(build_dir), "--target", *(f"lab_{s}" for s in sections),
+                    "--parallel", str(os.cpu_count() or 2), "--", *keep_going], self.cmake_env())
         results = {}
         for s in sections:
-            r = subprocess.run(["cmake", "--build", str(build_dir), "--target", f"lab_{s}", "--parallel", str(os.cpu_count() or 2)],
-                               capture_output=True, text=True, env=self.cmake_env())
-            results[s] = (r.returncode == 0, r.stdout + r.stderr)
+            code, log = build_step(["cmake", "--build", str(build_dir), "--target", f"lab_{s}", "--parallel",
+                                    str(os.cpu_count() or 2)], self.cmake_env())
+            results[s] = (code == 0, log)
         return results
 
     def run_case(self, exe, variant, args, timeout, workdir, n=0):
@@ -583,9 +627,14 @@ class Grader:
         for s in files:
             shutil.copy(files[s], labs_dir / files[s].name)
         present = [s for s in graded if s in files]
-        compiled = [s for s in present if files[s].suffix == ".cu"]  # a Python lab has nothing to build
-        built = self.build_submission(labs_dir, out / "build", compiled) if compiled else {}
-        built.update({s: (True, "") for s in present if s not in compiled})
+        compiled = [s for s in present if files[s].suffix == ".cu"]  # a Python lab is only parsed
+        outside = {s: outside_include(labs_dir / files[s].name, out) for s in compiled}
+        inside = [s for s in compiled if not outside[s]]
+        built = self.build_submission(labs_dir, out / "build", inside) if inside else {}
+        built.update({s: (False, f'labs/{files[s].name}: error: #include "{outside[s]}" reads a file outside the '
+                                 'submission; only its own lab files and the lab\'s headers are allowed\n')
+                      for s in compiled if outside[s]})
+        built.update({s: python_syntax(files[s]) for s in present if s not in compiled})
         # the compiler names the file by the grader's path; the student knows it as labs/NN_name.cu
         paths = [(str(labs_dir) + "/", "labs/"), (str(out) + "/", "")]
         for s in graded:

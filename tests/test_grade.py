@@ -13,8 +13,10 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 from pathlib import Path
+from unittest import mock
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -27,7 +29,7 @@ SECTIONS = ["01_naive", "02_v1_tile", "03_v2_loop_order", "09_triton", "12_ring"
 
 
 def rows(path):
-    return list(csv.DictReader(io.StringIO(Path(path).read_text())))
+    return list(csv.DictReader(io.StringIO(Path(path).read_text(encoding="utf-8-sig"))))
 
 
 def recorded_report():
@@ -84,6 +86,7 @@ class Reports(unittest.TestCase):
         self.assertIn("| large scores | kernels | wrong answer | 0.5 |", md)
         self.assertIn("log of large scores", md)          # the first failure's log excerpt
         self.assertIn('error: expected a ";"', md)       # the compiler's message
+        self.assertIn("To build it in your checkout: `scripts/lab check 02`.", md)
         self.assertIn("`notes.txt`", md)
 
     def test_scores_bonus_and_summary(self):
@@ -100,7 +103,7 @@ class Reports(unittest.TestCase):
                 "02_v1_tile": {"status": grade.NOT_RUN, "correctness": None, "unmodified_stub": True}})
             short = dict(r, submission="carol", graded_sections=["01_naive"], total=75.0, misnamed=[])
             grade.write_class_summary([r, triage, short], Path(tmp, "c.csv"))
-            lines = Path(tmp, "c.csv").read_text().splitlines()
+            lines = Path(tmp, "c.csv").read_text(encoding="utf-8-sig").splitlines()
             self.assertEqual(lines[0], "submission,total,gpu,01_naive,01_naive_status,02_v1_tile,02_v1_tile_status,"
                                        "misnamed_files")
             self.assertEqual(lines[1], "alice,37.5,NVIDIA H200,75.0,graded,0.0,compile error,naive.cu")
@@ -144,6 +147,81 @@ class Reports(unittest.TestCase):
                          ["12_ring_v2.cu: not a lab file; expected labs/12_ring.cu",
                           "01_naive.cu.txt: not a lab file; expected labs/01_naive.cu",
                           "01_naive.CU: not a lab file; expected labs/01_naive.cu"])
+
+    def test_a_number_inside_a_word_names_the_section(self):
+        self.assertEqual(grade.misnamed(["Lab01.cu", "hw2.cu", "notes.cu"], SECTIONS),
+                         ["Lab01.cu: not a lab file; expected labs/01_naive.cu",
+                          "hw2.cu: not a lab file; expected labs/02_v1_tile.cu"])
+
+    def test_a_python_lab_that_does_not_parse_is_a_compile_error(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            sub = submission(Path(tmp, "sub"), "01_naive.cu", "09_triton.py")
+            (sub / "labs" / "09_triton.py").write_text("import sys\ndef broken(:\n")
+            r = stand_in_grade(sub, Path(tmp, "grades"), False, ["01_naive", "09_triton"])
+            sec = r["sections"]["09_triton"]
+            self.assertEqual(sec["status"], "compile error")
+            self.assertIn('File "labs/09_triton.py", line 2', sec["log_excerpt"])
+            self.assertIn("SyntaxError", sec["log_excerpt"])
+            self.assertEqual(r["sections"]["01_naive"]["status"], "not run (no GPU)")
+            (sub / "labs" / "09_triton.py").write_text("raise RuntimeError('at import')\n")  # parses: not run
+            r = stand_in_grade(sub, Path(tmp, "grades"), False, ["09_triton"])
+            self.assertEqual(r["sections"]["09_triton"]["status"], "not run (no GPU)")
+
+    def test_a_file_that_includes_from_outside_is_not_built(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp, "grades")
+            submission(out / "alice", "01_naive.cu")  # a classmate's graded copy
+            sub = submission(Path(tmp, "sub"), "01_naive.cu", "02_v1_tile.cu")
+            (sub / "labs" / "01_naive.cu").write_text('#include "../../alice/labs/01_naive.cu"\n')
+            (sub / "labs" / "02_v1_tile.cu").write_text('#include "lab.cuh"\n#include "../common/lab.cuh"\n')
+            r = stand_in_grade(sub, out, False, ["01_naive", "02_v1_tile"])
+            sec = r["sections"]["01_naive"]
+            self.assertEqual(sec["status"], "compile error")
+            self.assertIn('labs/01_naive.cu: error: #include "../../alice/labs/01_naive.cu" reads a file outside',
+                          sec["log_excerpt"])
+            self.assertEqual(r["sections"]["02_v1_tile"]["status"], "not run (no GPU)")  # the lab's own headers
+
+    def test_names_that_are_not_utf8_and_broken_links(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            sub = submission(Path(tmp, "Jos\udce9"), "02_v1_tile.cu")  # a zip made on Windows, unpacked here
+            (sub / "labs" / "01_naive.cu").symlink_to(Path(tmp, "gone.cu"))  # a link to nowhere is no lab file
+            (sub / "na\udcefve.cu").write_text("x")
+            r = stand_in_grade(sub, Path(tmp, "grades"), False, ["01_naive", "02_v1_tile"])
+            self.assertEqual(r["sections"]["01_naive"]["status"], "missing")
+            self.assertIn("labs/01_naive.cu: not a regular file (a broken link?)", r["misnamed"])
+            self.assertEqual(r["sections"]["02_v1_tile"]["status"], "not run (no GPU)")
+            self.assertIn("# Grade: Jos?", Path(tmp, "grades", sub.name, "grade.md").read_text())
+            path, _ = grade.rebuild_class_summary(Path(tmp, "grades"))
+            self.assertTrue(path.read_bytes().startswith("\ufeff".encode()))  # a spreadsheet reads it as UTF-8
+            self.assertEqual(rows(path)[0]["submission"], "Jos?")
+
+    def test_only_the_graded_sections_are_built(self):
+        builds = []
+        def step(cmd, env):
+            builds.append([str(c) for c in cmd])
+            return 0, ""
+        g = grade.Grader(ROOT, ROOT / "build", None, None, None, None, dict, print)
+        with mock.patch.object(grade, "build_step", step):
+            g.build_submission(Path("labs"), Path("build"), ["01_naive", "02_v1_tile"])
+        builds = [c for c in builds if "--build" in c]
+        self.assertEqual(len(builds), 3)  # both at once, then each alone
+        for cmd in builds:  # every build names its targets: a file handed in but not graded is not compiled
+            self.assertIn("--target", cmd)
+            targets = cmd[cmd.index("--target") + 1:cmd.index("--parallel")]
+            self.assertTrue(set(targets) <= {"lab_01_naive", "lab_02_v1_tile"}, cmd)
+
+    def test_a_build_that_hangs_is_stopped(self):
+        with mock.patch.object(grade, "BUILD_TIMEOUT", 1):
+            # input is closed: a file that includes /dev/stdin reads nothing, and waits for nobody
+            code, out = grade.build_step([sys.executable, "-c", "import sys; print(len(sys.stdin.read()))"], None)
+            self.assertEqual((code, out), (0, "0\n"))
+            # a step whose child outlives it (the compiler under cmake) is stopped whole
+            start = time.time()
+            code, out = grade.build_step(["sh", "-c", "echo compiling; sleep 60 & wait"], None)
+            self.assertLess(time.time() - start, 30)
+            self.assertEqual(code, 124)
+            self.assertIn("compiling", out)
+            self.assertIn("error: the build was stopped after 1 s", out)
 
     def test_second_copies_and_nested_folders_are_pointed_at(self):
         with tempfile.TemporaryDirectory() as tmp:
