@@ -45,6 +45,23 @@ class TimeLimit(unittest.TestCase):
         self.assertEqual(code, 127)
         self.assertIn("cannot start no-such-tool-here", out)
 
+    def test_endless_output_keeps_its_start_and_end_only(self):
+        # a program that prints while it hangs must not fill the memory of a grader running a class
+        flood = "import sys\nprint('first line')\nfor i in range(400000): print('x' * 63)\nprint('last line')\n"
+        code, out, _ = common.run_limited([sys.executable, "-c", flood], 60)
+        self.assertEqual(code, 0)
+        self.assertLess(len(out), common.OUTPUT_HEAD + common.OUTPUT_TAIL + 200)
+        self.assertTrue(out.startswith("first line\n"))
+        self.assertEqual(out.strip().splitlines()[-1], "last line")
+        self.assertRegex(out, r"\[\.\.\. \d+ bytes of output left out \.\.\.\]")
+
+    def test_a_program_that_reads_its_input_gets_none(self):
+        # its input is closed: input() ends at once, never waiting on the instructor's terminal
+        code, out, secs = common.run_limited([sys.executable, "-c", "input()"], 30)
+        self.assertEqual(code, 1)
+        self.assertIn("EOFError", out)
+        self.assertLess(secs, 20)
+
     def test_exit_codes_pass_through(self):
         code, out, _ = common.run_limited([sys.executable, "-c", "print('hi'); raise SystemExit(77)"], 10)
         self.assertEqual((code, out.strip()), (77, "hi"))

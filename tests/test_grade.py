@@ -6,6 +6,7 @@ submissions in one), submissions graded with a stand-in build and stand-in runs,
 folders that would replace one, refused (exit 2, nothing written); a triage over a file that does
 not compile, an untouched stub ("not run (no GPU)", never a number), a misnamed file and two
 submissions of the same name; and a regrade of one submission that keeps the class summary."""
+import contextlib
 import csv
 import io
 import json
@@ -449,6 +450,36 @@ class GradeTriage(unittest.TestCase):
                 self.assertEqual((alice / "labs" / "01_naive.cu").read_text(), "// mine\n")
                 self.assertEqual(sorted(p.name for p in alice.parent.iterdir()), ["alice", "bob"])
                 self.assertEqual(sorted(p.name for p in alice.iterdir()), ["labs"])
+
+    def test_one_submission_that_breaks_the_grader_leaves_the_rest_graded(self):
+        """An unforeseen error while grading one submission (an unreadable file, a full disk) names
+        it and goes on: the others are graded, the summary is written, the exit is 1."""
+        import importlib.machinery
+        import importlib.util
+        loader = importlib.machinery.SourceFileLoader("lab_driver", str(ROOT / "scripts" / "lab"))
+        driver = importlib.util.module_from_spec(importlib.util.spec_from_loader("lab_driver", loader))
+        loader.exec_module(driver)
+        real = grade.Grader.grade
+
+        def flaky(self, path, *args, **kw):
+            if path.name == "bad":
+                raise OSError(28, "No space left on device")
+            return real(self, path, *args, **kw)
+        with tempfile.TemporaryDirectory() as tmp:
+            stub = (ROOT / "labs" / "09_triton.py").read_text()
+            for name in ("good", "bad"):
+                Path(tmp, "subs", name, "labs").mkdir(parents=True)
+                Path(tmp, "subs", name, "labs", "09_triton.py").write_text(stub)
+            out = Path(tmp, "grades")
+            a = driver.parse(["grade", str(Path(tmp, "subs", "bad")), str(Path(tmp, "subs", "good")), "--no-gpu",
+                              "--sections", "09", "--out", str(out)])
+            with mock.patch.object(grade.Grader, "grade", flaky), contextlib.redirect_stdout(io.StringIO()) as said:
+                code = a.fn(a)
+            self.assertEqual(code, 1, said.getvalue())
+            self.assertIn("not graded: ", said.getvalue())
+            self.assertIn("No space left on device", said.getvalue())
+            self.assertTrue((out / "good" / "grade.json").is_file())
+            self.assertTrue((out / grade.SUMMARY).is_file())
 
     def test_the_grading_example_empties_only_its_own_folder(self):
         with tempfile.TemporaryDirectory() as tmp:

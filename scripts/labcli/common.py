@@ -5,6 +5,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -229,27 +230,50 @@ def git_sha():
 
 
 # ------------------------------------------------------------------------------------- running
+OUTPUT_HEAD, OUTPUT_TAIL = 256 << 10, 1 << 20  # bytes of a run's output kept: its start and its end
+
+
 def run_limited(cmd, timeout, capture=True):
-    """Runs cmd in its own process group; kills the whole group on timeout (exit 124)."""
+    """Runs cmd in its own process group, its input closed; kills the whole group on timeout (exit
+    124). Of the output, the first OUTPUT_HEAD and last OUTPUT_TAIL bytes are kept (a program that
+    prints without end must not fill the memory of a grader running a class)."""
     env = dict(os.environ, LAB_GIT_SHA=os.environ.get("LAB_GIT_SHA") or git_sha())
     start = time.time()
     try:
-        proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE if capture else None,
-                                stderr=subprocess.STDOUT if capture else None, text=True, env=env,
-                                start_new_session=True)
+        proc = subprocess.Popen([str(c) for c in cmd], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE if capture else None,
+                                stderr=subprocess.STDOUT if capture else None, env=env, start_new_session=True)
     except OSError as e:  # a missing tool (compute-sanitizer, ncu) is a failed step, not a crash
         return 127, f"cannot start {cmd[0]}: {e.strerror}\n", 0.0
+    head, tail, dropped = bytearray(), bytearray(), [0]
+
+    def drain():
+        for chunk in iter(lambda: proc.stdout.read1(1 << 16), b""):
+            room = OUTPUT_HEAD - len(head)
+            head.extend(chunk[:max(room, 0)])
+            tail.extend(chunk[max(room, 0):])
+            if len(tail) > OUTPUT_TAIL:
+                dropped[0] += len(tail) - OUTPUT_TAIL
+                del tail[:len(tail) - OUTPUT_TAIL]
+
+    reader = threading.Thread(target=drain, daemon=True) if capture else None
+    if reader:
+        reader.start()
     try:
-        out, _ = proc.communicate(timeout=timeout)
-        code = proc.returncode
+        code = proc.wait(timeout=timeout)
+        note = ""
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        out = (out or "") + f"\nTIMEOUT: stopped after {timeout:.0f} s\n"
+        code = proc.wait()
+        note = f"\nTIMEOUT: stopped after {timeout:.0f} s\n"
         code = EXIT_TIMEOUT
+    if reader:
+        reader.join(timeout=10)  # a grandchild outside the group may hold the pipe: do not wait on it
+    gap = f"\n[... {dropped[0]} bytes of output left out ...]\n".encode() if dropped[0] else b""
+    out = (bytes(head) + gap + bytes(tail)).decode(errors="replace") + note
     if code < 0:
-        out = (out or "") + f"\nCRASHED: killed by signal {-code}\n"
-    return code, out or "", time.time() - start
+        out += f"\nCRASHED: killed by signal {-code}\n"
+    return code, out, time.time() - start
 
 
 def no_gpu_reason(output):

@@ -506,11 +506,17 @@ def cmd_grade(a):
             raise LabError(f"the harness (common/) does not build; nothing graded (log: {harness / 'build.log'})",
                            detail=grade.compiler_excerpt(log, 15))
         say(f" done ({time.time() - t0:.0f} s)")
-    reports, sha = [], git_sha()
+    reports, sha, not_graded = [], git_sha(), []
     for n, (given, path, name) in enumerate(plan, 1):
         say(f"== [{n}/{len(plan)}] grading {given}" + (f" as {name}" if name != path.name else ""))
-        r = grader.grade(path, out_root, known, graded, hidden, a.timeout, on_gpu, gpu_name, sha,
-                         lambda msg: say(f"   {msg}"), name=name)
+        try:
+            r = grader.grade(path, out_root, known, graded, hidden, a.timeout, on_gpu, gpu_name, sha,
+                             lambda msg: say(f"   {msg}"), name=name)
+        except Exception as e:  # noqa: BLE001  one submission's surprise (an unreadable file, a full
+            # disk) must not cost the rest of the class its grades: named here and at the end
+            not_graded.append(f"{given}: {type(e).__name__}: {e}")
+            say(f"   not graded: {not_graded[-1]}")
+            continue
         for line in r.get("misnamed", []):
             say(f"   {line}")
         say(f"   total {grade.total_text(r)} -> {out_root / name / 'grade.md'}")
@@ -522,6 +528,9 @@ def cmd_grade(a):
     if len({tuple(r["graded_sections"]) for r in every}) > 1:
         say(f"lab: the grades in {out_root} are not all over the same sections; grade them again together "
             "(or with the same --sections) for totals that compare")
+    if not_graded:
+        say(f"lab: {len(not_graded)} submission(s) not graded, the rest are: " + "; ".join(not_graded))
+        return EXIT_FAIL
     return EXIT_PASS
 
 
