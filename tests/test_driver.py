@@ -2,6 +2,7 @@
 import contextlib
 import importlib.machinery
 import io
+import os
 import json
 import re
 import importlib.util
@@ -10,6 +11,7 @@ import sys
 import tempfile
 import unittest
 from pathlib import Path
+from unittest import mock
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -65,6 +67,27 @@ class TimeLimit(unittest.TestCase):
     def test_exit_codes_pass_through(self):
         code, out, _ = common.run_limited([sys.executable, "-c", "print('hi'); raise SystemExit(77)"], 10)
         self.assertEqual((code, out.strip()), (77, "hi"))
+
+
+class Architectures(unittest.TestCase):
+    def test_a_build_is_for_this_machine(self):
+        """Kernels are compiled for the GPU that is here (or sm_80 alone where there is none), not
+        for the CMake default's two architectures; a GPU newer than the lab's keeps the default."""
+        cases = {"8.6\n": "86", "9.0\n9.0\n": "90", "8.0\n8.9\n": "80;89", "12.0\n": None, "": None}
+        with tempfile.TemporaryDirectory() as tmp:
+            smi = Path(tmp, "nvidia-smi")
+            for says, want in cases.items():
+                smi.write_text(f"#!/bin/sh\nprintf '{says}'\n")
+                smi.chmod(0o755)
+                common.local_architectures.cache_clear()
+                with mock.patch.dict(os.environ, {"PATH": tmp}):
+                    self.assertEqual(common.local_architectures(), want, says)
+            common.local_architectures.cache_clear()
+            with mock.patch.dict(os.environ, {"PATH": str(Path(tmp, "none"))}):
+                self.assertEqual(common.local_architectures(), "80")  # no GPU: the CPU model runs
+                with mock.patch.dict(os.environ, {"LAB_CUDA_ARCHITECTURES": "90"}):
+                    self.assertEqual(common.cmake_env()["LAB_CUDA_ARCHITECTURES"], "90")  # the user's choice wins
+        common.local_architectures.cache_clear()
 
 
 class ParallelCheck(unittest.TestCase):

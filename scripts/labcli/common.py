@@ -1,5 +1,6 @@
 """What every command shares: the sections, the case files, building, and running one program
 under a time limit."""
+import functools
 import os
 import shutil
 import signal
@@ -113,10 +114,36 @@ def load_cases(section, hidden=None):
 
 
 # ------------------------------------------------------------------------------------ building
+@functools.lru_cache(maxsize=None)
+def local_architectures():
+    """The CUDA architectures a build here needs, when LAB_CUDA_ARCHITECTURES does not say: this
+    machine's GPUs (nvidia-smi's compute capabilities: "86" on an RTX 3090, "90" on an H100), or
+    sm_80 alone where there is none (the CPU model runs; the kernels only need to compile). Half the
+    compile time of the CMake default (80;90). None, for the default: a GPU newer than the lab's
+    architectures (sm_100, sm_120: it runs the compute_90 PTX), or nvidia-smi unable to say."""
+    if not shutil.which("nvidia-smi"):
+        return "80"
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    caps = sorted({c.strip().replace(".", "") for c in r.stdout.splitlines() if c.strip()})
+    if r.returncode != 0 or not caps:
+        return "80" if "No devices were found" in r.stdout + r.stderr else None
+    if not all(c.isdigit() and 80 <= int(c) <= 90 for c in caps):
+        return None
+    return ";".join(caps)
+
+
 def cmake_env():
     env = dict(os.environ)
     if not shutil.which("nvcc") and Path("/usr/local/cuda/bin/nvcc").exists():
         env["PATH"] = "/usr/local/cuda/bin:" + env.get("PATH", "")
+    if "LAB_CUDA_ARCHITECTURES" not in env:
+        archs = local_architectures()
+        if archs:
+            env["LAB_CUDA_ARCHITECTURES"] = archs
     return env
 
 
@@ -178,7 +205,9 @@ def configure():
     args = ["cmake", "-S", ROOT, "-B", BUILD, "-G", "Ninja" if shutil.which("ninja") else "Unix Makefiles",
             "-DCMAKE_BUILD_TYPE=Release"] + prefix_args()
     log = build_log()
-    say(f"lab: configuring {BUILD} (first time; log: {log})")
+    archs = cmake_env().get("LAB_CUDA_ARCHITECTURES", "80;90").replace(";", ", sm_")
+    say(f"lab: configuring {BUILD} (first time; kernels for sm_{archs}: set LAB_CUDA_ARCHITECTURES for others; "
+        f"log: {log})")
     t0 = time.time()
     if logged(args, log) != 0:
         shutil.rmtree(BUILD / "CMakeFiles", ignore_errors=True)
