@@ -978,6 +978,19 @@ class Setup(unittest.TestCase):
         self.assertEqual(len(installed), 2)
         self.assertIn("installing triton into", out.getvalue())
 
+    def test_section_09_without_a_gpu_installs_no_pytorch(self):
+        """Triton's interpreter runs 09 over numpy arrays: a laptop without a GPU gets triton, not the
+        4.7 GB of PyTorch's CUDA wheel; 10 (eager FlexAttention) and 09 on a GPU need torch."""
+        from unittest import mock
+        from labcli import setup
+        asked = []
+        with mock.patch.object(setup.importlib.util, "find_spec", lambda name: None), \
+                mock.patch.object(setup, "pip_install", lambda missing, *rest: asked.append(sorted(missing)) or True):
+            setup.ensure_section_packages(False, ["09_triton"])
+            setup.ensure_section_packages(False, ["09_triton", "10_flex"])
+            setup.ensure_section_packages(True, ["09_triton"])
+        self.assertEqual(asked, [["triton"], ["torch", "triton"], ["torch", "triton"]])
+
     def test_missing_packages_are_named_when_they_cannot_be_installed(self):
         import contextlib, io
         from unittest import mock

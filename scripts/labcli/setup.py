@@ -96,11 +96,17 @@ SECTION_MODULES = ("triton", "torch")
 BASELINE_MODULE = {"flashinfer": "flashinfer", "fa4": "flash_attn"}
 
 
-def ensure_section_packages(on_gpu):
-    """Before a Python section runs: Triton and PyTorch from the requirements of this machine's path
-    (the GPU's, or the CPU's: Triton's interpreter and PyTorch's eager FlexAttention). If pip cannot,
-    the section itself says what is missing (exit 77)."""
-    missing = [m for m in SECTION_MODULES if importlib.util.find_spec(m) is None]
+# What each Python section imports on each path. 09 on the CPU runs Triton's interpreter over numpy
+# arrays: no PyTorch, whose Linux wheel brings about 4.7 GB of CUDA libraries to a laptop without a GPU.
+SECTION_NEEDS = {("09_triton", False): ("triton",)}
+
+
+def ensure_section_packages(on_gpu, sections=()):
+    """Before Python sections run: the Triton and PyTorch they need, from the requirements of this
+    machine's path (the GPU's, or the CPU's: Triton's interpreter and PyTorch's eager FlexAttention).
+    If pip cannot, the section itself says what is missing (exit 77)."""
+    needed = {m for s in sections or [None] for m in SECTION_NEEDS.get((s, on_gpu), SECTION_MODULES)}
+    missing = [m for m in SECTION_MODULES if m in needed and importlib.util.find_spec(m) is None]
     return pip_install(missing, "requirements-gpu.txt" if on_gpu else "requirements-cpu.txt",
                        "the Python sections say what is missing")
 

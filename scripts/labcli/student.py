@@ -25,7 +25,7 @@ def python_packages(names, args=()):
     """A Python section's packages, installed when missing, for the path this machine takes."""
     if any(is_python(s) for s in names):
         from labcli import setup
-        setup.ensure_section_packages(on_gpu=has_gpu() and "--cpu" not in args)
+        setup.ensure_section_packages(has_gpu() and "--cpu" not in args, [s for s in names if is_python(s)])
 
 
 def cpu_fallback(section, verb):
