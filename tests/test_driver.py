@@ -978,6 +978,22 @@ class Setup(unittest.TestCase):
         self.assertEqual(len(installed), 2)
         self.assertIn("installing triton into", out.getvalue())
 
+    def test_a_python_lab_that_does_not_parse_is_said_once(self):
+        """check and run stop at a SyntaxError in one line, as at a failed C++ build, instead of
+        running every case into it."""
+        with tempfile.TemporaryDirectory() as tmp:
+            lab = Path(tmp, "labs", "09_triton.py")
+            lab.parent.mkdir()
+            lab.write_text("def f(:\n    pass\n")
+            with mock.patch.object(student, "program", lambda s, solution: ["python3", lab]), \
+                    mock.patch.object(student, "ROOT", Path(tmp)), \
+                    mock.patch.object(student, "is_python", lambda s: True):
+                with self.assertRaises(common.LabError) as caught:
+                    student.python_parses(["09_triton"], False)
+                lab.write_text("def f():\n    pass\n")
+                student.python_parses(["09_triton"], False)  # parses: nothing said
+        self.assertRegex(str(caught.exception), r"^labs/09_triton.py:1: SyntaxError: .*; nothing run$")
+
     def test_section_09_without_a_gpu_installs_no_pytorch(self):
         """Triton's interpreter runs 09 over numpy arrays: a laptop without a GPU gets triton, not the
         4.7 GB of PyTorch's CUDA wheel; 10 (eager FlexAttention) and 09 on a GPU need torch."""

@@ -21,6 +21,21 @@ import make_labs  # noqa: E402
 
 
 # ------------------------------------------------------------------------------------------ run
+def python_parses(names, solution):
+    """A Python lab that does not parse is its build failure, said once (not by every case)."""
+    for s in names:
+        if not is_python(s):
+            continue
+        path = program(s, solution)[-1]
+        try:
+            compile(Path(path).read_bytes(), str(path), "exec")
+        except (SyntaxError, ValueError) as e:  # ValueError: a null byte
+            where = f"{Path(path).relative_to(ROOT)}" + (f":{e.lineno}" if getattr(e, "lineno", None) else "")
+            text = (getattr(e, "text", None) or "").rstrip()
+            raise LabError(f"{where}: {type(e).__name__}: {getattr(e, 'msg', e)}; nothing run",
+                           detail=text or None)
+
+
 def python_packages(names, args=()):
     """A Python section's packages, installed when missing, for the path this machine takes."""
     if any(is_python(s) for s in names):
@@ -46,6 +61,7 @@ def cmd_run(a):
     section = resolve(a.section)
     needs_solutions(a)
     build(targets([section], solution=a.solution, lab=not a.solution))
+    python_parses([section], a.solution)
     python_packages([section], a.args)
     cmd = program(section, a.solution) + a.args
     code, out, _ = run_limited(cmd, a.timeout)
@@ -234,6 +250,7 @@ def cmd_check(a):
     needs_solutions(a)
     report = writable_report(a.report)
     build(targets(names, solution=a.solution, lab=not a.solution) + unit_test_targets(names, a.solution))
+    python_parses(names, a.solution)
     python_packages(names)
     results, unchecked = [], []
     for s in names:  # a section that cannot run here is named at the end; the others are still checked
