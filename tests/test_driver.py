@@ -90,6 +90,21 @@ class Architectures(unittest.TestCase):
         common.local_architectures.cache_clear()
 
 
+class Configure(unittest.TestCase):
+    def test_the_tests_run_under_the_drivers_python(self):
+        """ctest's Python is the one scripts/lab installs numpy into, not CMake's first python3 on PATH."""
+        from labcli import setup
+        seen = []
+        with tempfile.TemporaryDirectory() as tmp, \
+                mock.patch.object(common, "BUILD", Path(tmp, "build")), \
+                mock.patch.object(setup, "ensure_cpp_deps", lambda: None), \
+                mock.patch.object(common.shutil, "which", lambda name, path=None: "/usr/bin/" + name), \
+                mock.patch.object(common, "logged", lambda args, log, **kw: seen.append(args) or 0), \
+                contextlib.redirect_stdout(io.StringIO()):
+            common.configure()
+        self.assertIn(f"-DPython3_EXECUTABLE={sys.executable}", seen[0])
+
+
 class ParallelCheck(unittest.TestCase):
     """check --jobs N runs N programs at once but reports every verdict, in case order."""
     def test_jobs_keep_the_verdicts_and_the_order(self):

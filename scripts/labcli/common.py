@@ -202,8 +202,10 @@ def configure():
         raise LabError("cmake not found: install CMake >= 3.24 (e.g. sudo apt-get install cmake ninja-build)")
     if not shutil.which("nvcc", path=cmake_env()["PATH"]):
         raise LabError("nvcc not found: install the CUDA toolkit (>= 12) or put its bin/ on PATH")
+    # The tests run under the Python this driver runs under, the one it installs numpy into (CMake
+    # would pick the first python3 on PATH, which may be another).
     args = ["cmake", "-S", ROOT, "-B", BUILD, "-G", "Ninja" if shutil.which("ninja") else "Unix Makefiles",
-            "-DCMAKE_BUILD_TYPE=Release"] + prefix_args()
+            "-DCMAKE_BUILD_TYPE=Release", f"-DPython3_EXECUTABLE={sys.executable}"] + prefix_args()
     log = build_log()
     archs = cmake_env().get("LAB_CUDA_ARCHITECTURES", "80;90").replace(";", ", sm_")
     say(f"lab: configuring {BUILD} (first time; kernels for sm_{archs}: set LAB_CUDA_ARCHITECTURES for others; "
