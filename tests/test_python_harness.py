@@ -241,6 +241,25 @@ class Program(unittest.TestCase):
                              "this kernel needs 144 KB of shared memory per block and this GPU allows 99 KB")
         self.assertIsNone(shared_memory_shortfall(ValueError("out of resource: registers, Required: 300, Hardware limit: 255")))
 
+    def test_an_error_names_the_line_of_the_lab_it_passed_through(self):
+        """A typo in the student's kernel under Triton's interpreter arrives wrapped
+        (InterpreterError(repr(e)) from e): the line shows the lab's own line and the original error."""
+        from labharness.run import where_in_lab
+        with tempfile.TemporaryDirectory() as tmp:
+            lab = Path(tmp, "09_triton.py")
+            lab.write_text("def kv_sweep():\n    return tl_maximun(1)\n")
+            scope = {}
+            exec(compile(lab.read_text(), str(lab), "exec"), scope)
+            try:
+                try:
+                    scope["kv_sweep"]()
+                except NameError as e:
+                    raise RuntimeError(repr(e)) from e
+            except RuntimeError as wrapped:
+                said = where_in_lab(wrapped, program=str(lab))
+        self.assertTrue(said.endswith("09_triton.py:2 in kv_sweep: NameError: name 'tl_maximun' is not defined"), said)
+        self.assertEqual(where_in_lab(ValueError("bad"), program=str(lab)), "ValueError: bad")  # not through the lab
+
     def test_missing_triton_is_exit_77(self):
         fake = Path(tempfile.mkdtemp()) / "triton"
         fake.mkdir()

@@ -166,6 +166,29 @@ def shared_memory_shortfall(error):
             f"{limit // 1024} KB; smaller blocks or fewer stages (num_stages) would fit, or add --cpu")
 
 
+def where_in_lab(error, program=None):
+    """An error as the student can act on it: the innermost line of the section's own file that it
+    passed through, and the original error where a wrapper hides it (Triton's interpreter raises
+    InterpreterError(repr(e)) from e): "labs/09_triton.py:94 in _kv_sweep: AttributeError: ..."."""
+    import traceback
+    program = os.path.realpath(program or sys.argv[0])
+    chain, e = [], error
+    while e is not None and e not in chain:
+        chain.append(e)
+        e = e.__cause__ or (None if e.__suppress_context__ else e.__context__)
+    root = chain[-1]
+    here = None
+    for exc in chain:
+        for frame in traceback.extract_tb(exc.__traceback__):
+            if os.path.realpath(frame.filename) == program:
+                here = frame
+    lines = str(root).strip().splitlines()
+    said = f"{type(root).__name__}: {lines[-1] if lines else ''}".rstrip(": ")
+    if here is None:
+        return said
+    return f"{os.path.relpath(here.filename)}:{here.lineno} in {here.name}: {said}"
+
+
 def main(section, forward, argv=None):
     """The section program's entry: runs it and exits with the lab's codes, never a traceback
     (LAB_TRACEBACK=1 shows one, for whoever debugs the harness)."""
@@ -193,8 +216,7 @@ def main(section, forward, argv=None):
             print(f"cannot run here: {short}", file=sys.stderr)
             sys.stdout.flush()
             sys.exit(77)
-        msg = str(e).strip().splitlines()
-        print(f"error: {type(e).__name__}: {msg[-1] if msg else ''} (LAB_TRACEBACK=1 shows where)", file=sys.stderr)
+        print(f"error: {where_in_lab(e)} (LAB_TRACEBACK=1 shows the whole traceback)", file=sys.stderr)
         code = 1
     sys.stdout.flush()
     sys.exit(code)
