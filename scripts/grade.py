@@ -46,6 +46,10 @@ MARKER = ".lab-grade"          # in every folder the grader writes: only such a 
 HARNESS = ".harness"           # --out/.harness: the harness, built once for every submission
 SUMMARY = "class_summary.csv"
 NESTED_DEPTH, NESTED_FILES = 3, 2000  # how deep, and through how many files, to look for nested labs
+# A case this GPU cannot run for the solution either (a Hopper-only variant on an A100, more shared
+# memory per block than it grants): out of the section's total, for every student alike. A case
+# only the student's program refuses ("cannot run here", exit 77) is a failed case.
+NOT_ON_THIS_GPU = "not on this GPU"
 BUILD_TIMEOUT = 600             # seconds one build step may take (an #include "/dev/zero" never ends)
 
 
@@ -312,9 +316,13 @@ def render_markdown(report):
         if s["status"] == NOT_RUN:
             lines += ["Compiled; cases not run (no GPU on the grading machine).", ""]
             continue
-        failed = [c for c in s["cases"] if c["status"] != "pass"]
-        lines += [f"{len(s['cases']) - len(failed)} of {len(s['cases'])} cases passed "
-                  f"({s['weight_passed']:g} of {s['weight_total']:g} weight).", ""]
+        absent = [c for c in s["cases"] if c["status"] == NOT_ON_THIS_GPU]
+        failed = [c for c in s["cases"] if c["status"] not in ("pass", NOT_ON_THIS_GPU)]
+        counted = len(s["cases"]) - len(absent)
+        lines += [f"{counted - len(failed)} of {counted} cases passed "
+                  f"({s['weight_passed']:g} of {s['weight_total']:g} weight)."
+                  + (f" {len(absent)} more could not run on this GPU, for the solution either "
+                     f"({', '.join(sorted({c['variant'] for c in absent}))}): not counted." if absent else ""), ""]
         if failed:
             lines += ["| case | variant | result | seconds |", "|---|---|---|---:|"]
             lines += [f"| {c['case']} | {c['variant']} | {c['status']} | {c['seconds']:.1f} |" for c in failed]
@@ -666,11 +674,14 @@ class Grader:
             for n, ((case, variant, args, _, weight), job) in enumerate(zip(runs, jobs), 1):
                 code, text_out, secs, record_ok = job.result()
                 status = classify(code, text_out, record_ok)
+                if status == "cannot run here" and self.run_case(self.program(s, True, self.ref_build), variant, args,
+                                                                 limit, out, n)[0] == 77:
+                    status = NOT_ON_THIS_GPU  # the solution cannot either (a Hopper-only variant): not counted
                 sec["cases"].append({"case": case, "variant": variant, "weight": weight, "status": status, "exit": code,
                                      "seconds": round(secs, 2), "log_excerpt": run_excerpt(text_out)})
                 if status != "pass" and not case.startswith("hidden: "):  # a hidden case's arguments stay hidden
                     sec["cases"][-1]["rerun"] = student_command(s, files[s].suffix, variant, args)
-                sec["weight_total"] += weight
+                sec["weight_total"] += weight if status != NOT_ON_THIS_GPU else 0
                 sec["weight_passed"] += weight if status == "pass" else 0
                 progress(f"{name}: {s} [{n}/{len(runs)}] {status:<12} {variant} {case}")
             pool.shutdown()

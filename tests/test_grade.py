@@ -78,6 +78,29 @@ def stand_in_grade(folder, out, on_gpu, only=None):
     return g.grade(folder, out, SECTIONS, only, None, 10, on_gpu, "GPU" if on_gpu else None, "abc", lambda msg: None)
 
 
+class CasesThisGpuCannotRun(unittest.TestCase):
+    def test_only_a_case_the_solution_cannot_run_either_is_left_out(self):
+        """On an A100, 11's wgmma cases are "cannot run here" for every program: out of the total, for
+        all alike. A case only the student's program refuses is a failed case (no way out by exit 77)."""
+        def run_limited(cmd, timeout):
+            t, solution = cmd[cmd.index("--t") + 1], cmd[0] == "sol"
+            if t == "65" or (t == "66" and not solution):
+                return 77, "cannot run here: this kernel needs 170 KB of shared memory per block", 0.1
+            return 0, "PASS", 0.1
+        data = {"section": "01_naive", "variants": ["kernels"],
+                "cases": [{"name": "Hopper only", "args": ["--t", "65"]}, {"name": "refused by the lab", "args": ["--t", "66"]}]}
+        g = StandInGrader(ROOT, ROOT / "build", run_limited, make_labs.make_stub, lambda s, hidden: data,
+                          student.expand_cases, dict, print,
+                          program=lambda s, sol, build_dir=None, labs_dir=None: ["sol" if sol else "lab"])
+        with tempfile.TemporaryDirectory() as tmp:
+            r = g.grade(submission(Path(tmp, "alice")), Path(tmp, "grades"), SECTIONS, ["01_naive"], None, 10, True,
+                        "NVIDIA A100", "abc", lambda msg: None)
+        sec = r["sections"]["01_naive"]
+        self.assertEqual([c["status"] for c in sec["cases"]], [grade.NOT_ON_THIS_GPU, "cannot run here"])
+        self.assertEqual((sec["weight_total"], sec["weight_passed"], sec["correctness"]), (1, 0, 0.0))
+        self.assertIn("0 of 1 cases passed (0 of 1 weight). 1 more could not run on this GPU", grade.render_markdown(r))
+
+
 class Reports(unittest.TestCase):
     def test_markdown_from_recorded_results(self):
         md = grade.render_markdown(recorded_report())
