@@ -22,7 +22,7 @@
 // max subtraction: harmless on small scores, inf/NaN once scores pass ~88 (exp overflows
 // fp32); try --magnitude 8.
 // Run: scripts/lab run 01 -- --t 4096 --causal     (the stub)
-//      build/bin/01_naive --variant cublas --t 4096  (the solution)
+//      build/bin/lab_01_naive --variant cublas --t 4096  (your build)
 #include <cublas_v2.h>
 
 #include "lab.cuh"

@@ -47,8 +47,8 @@
 // ragged last tiles, any T (EXERCISE ragged, the chapter's exercise 1), and the online rescale
 // of one row's state by one K/V tile (EXERCISE online-rescale).
 // Run: scripts/lab run 02 -- --t 1000 --causal          (your stub)
-//      build/bin/02_v1_tile --t 4096 --causal --h 32     (the solution)
-//      build/bin/02_v1_tile --cpu --t 65 --bug no-rescale (the CPU model, with a pitfall)
+//      build/bin/lab_02_v1_tile --t 4096 --causal --h 32   (your build)
+//      build/bin/lab_02_v1_tile --cpu --t 65 --bug no-rescale (the CPU model, with a pitfall)
 #include "lab.cuh"
 
 constexpr int BLOCK_Q = 64;    // Br: query rows per Q tile

@@ -42,8 +42,8 @@
 // a Q tile with its causal stop at the diagonal (EXERCISE loop-order), and the deferred
 // normalisation (EXERCISE deferred-normalisation). The cp.async pipeline is given.
 // Run: scripts/lab run 03 -- --t 4096 --causal --h 32     (your stub)
-//      build/bin/03_v2_loop_order --t 4096 --h 32            (the solution)
-//      build/bin/03_v2_loop_order --cpu --t 1000 --causal    (the CPU model)
+//      build/bin/lab_03_v2_loop_order --t 4096 --h 32          (your build)
+//      build/bin/lab_03_v2_loop_order --cpu --t 1000 --causal  (the CPU model)
 #include <cuda_pipeline.h>
 
 #include <atomic>

@@ -53,8 +53,8 @@
 // (GPU only: its CPU model of a stub exits 77), the online softmax on the mma
 // fragment layout (EXERCISE mma-online-softmax) and the deferred normalisation (mma-finalize).
 // Run: scripts/lab run 04 -- --t 4096 --causal                 (your stub)
-//      build/bin/04_fp16 --variant mma --t 4096 --d 128 --h 16 --dtype bf16   (the solution)
-//      build/bin/04_fp16 --cpu --t 1000 --causal                  (the CPU model)
+//      build/bin/lab_04_fp16 --variant mma --t 4096 --d 128 --h 16 --dtype bf16  (your build)
+//      build/bin/lab_04_fp16 --cpu --t 1000 --causal              (the CPU model)
 #include <cstdint>
 #include <type_traits>
 

@@ -40,7 +40,7 @@
 // kernel and the CPU model (--cpu) call the same functions, so a no-GPU check runs your code.
 // --bug gqa-index maps query head h to K/V head h % H_kv (given code, outside the exercises).
 // Run: scripts/lab run 05 -- --t 1 --t-kv 4096 --h-kv 8               (the stub)
-//      build/bin/05_decode --variant split --b 8 --h 32 --h-kv 8 --d 128 --t 1 --t-kv 32768 --kv-lens full
+//      build/bin/lab_05_decode --variant split --b 8 --h 32 --h-kv 8 --d 128 --t 1 --t-kv 32768 --kv-lens full
 #include "decode/decode.cuh"  // the decode kernel, its plan, launcher and CPU model, shared with 06
 
 using namespace decode;

@@ -30,9 +30,9 @@
 // Variants: single, split (as in 05). --page-size P (a positive multiple of 16; default 16).
 // Exercises (ch12/06_paged.md; hints: ch12/hints/06_paged.md): block-table, allocator.
 // Run: scripts/lab run 06 -- --t 1 --t-kv 4096 --h-kv 8 --page-size 16       (the stub)
-//      build/bin/06_paged --variant split --b 8 --h 32 --h-kv 8 --d 128 --t 1 --t-kv 32768 --page-size 16
-//      build/bin/06_paged --kv-layout hnd --cpu
-//      build/bin/06_paged --simulate
+//      build/bin/lab_06_paged --variant split --b 8 --h 32 --h-kv 8 --d 128 --t 1 --t-kv 32768 --page-size 16
+//      build/bin/lab_06_paged --kv-layout hnd --cpu
+//      build/bin/lab_06_paged --simulate
 #include <CLI/CLI.hpp>
 #include <cstring>
 #include <filesystem>

@@ -53,11 +53,11 @@
 // D=128: 215 (3 blocks of 4 warps per SM at D=64, 2 at D=128); window-q128 D=64: 155, D=128: 211
 // (1 block of 8 warps). sm_80: 4 fewer.
 // Shared memory: 32 KB (D=64) / 64 KB (D=128) per block.
-// Run: build/bin/07_sliding_window                 (T = 2048, causal, W = 512: prints the tiles skipped)
+// Run: build/bin/lab_07_sliding_window             (T = 2048, causal, W = 512: prints the tiles skipped)
 //      scripts/lab run 07 -- --t 4096 --causal --window 1024            (your stub)
-//      build/bin/07_sliding_window --t 16384 --causal --window 4096 --h 16 --d 128 --dtype bf16
-//      build/bin/07_sliding_window --variant full --t 16384 --causal --window 4096 --h 16 --d 128 --dtype bf16
-//      build/bin/07_sliding_window --cpu --t 1000 --causal --window 100   (the CPU model)
+//      build/bin/lab_07_sliding_window --t 16384 --causal --window 4096 --h 16 --d 128 --dtype bf16
+//      build/bin/lab_07_sliding_window --variant full --t 16384 --causal --window 4096 --h 16 --d 128 --dtype bf16
+//      build/bin/lab_07_sliding_window --cpu --t 1000 --causal --window 100  (the CPU model)
 #include <atomic>
 #include <cstdint>
 #include <string>

@@ -83,14 +83,14 @@
 // the protocol (namespace ring, below). Section 07 includes that part of this file to run its
 // window on the same kernel, so its Hopper variants run on the protocol you write here.
 // Run: scripts/lab run 08 -- --t 4096 --causal                    (your stub; needs a Hopper GPU)
-//      build/bin/08_tma_skeleton --t 4096 --d 128 --h 16 --b 4 --dtype bf16   (the solution)
-//      build/bin/08_tma_skeleton --variant paged --page-size 128 --t 4096 --causal
-//      build/bin/08_tma_skeleton --consumers 1 --t 4096 --d 128 --h 16 --b 4   (one consumer warpgroup)
-//      build/bin/08_tma_skeleton --variant ws-pingpong --b 4 --h 16 --t 4096 --d 128   (ping-pong)
-//      build/bin/08_tma_skeleton --variant ws-pingpong --b 4 --h 16 --t 4096 --d 128 --kv-tile 176
-//      build/bin/08_tma_skeleton --variant ws-pingpong --b 2 --h 32 --t 8192 --d 64   (ping-pong, 192-row block)
-//      build/bin/08_tma_skeleton --variant ws-persistent --b 4 --h 16 --t 4096 --d 128 (persistent)
-//      build/bin/08_tma_skeleton --variant fp8 --t 4096 --d 128 --h 16 --b 4     (e4m3 operands)
+//      build/bin/lab_08_tma_skeleton --t 4096 --d 128 --h 16 --b 4 --dtype bf16  (your build)
+//      build/bin/lab_08_tma_skeleton --variant paged --page-size 128 --t 4096 --causal
+//      build/bin/lab_08_tma_skeleton --consumers 1 --t 4096 --d 128 --h 16 --b 4  (one consumer warpgroup)
+//      build/bin/lab_08_tma_skeleton --variant ws-pingpong --b 4 --h 16 --t 4096 --d 128  (ping-pong)
+//      build/bin/lab_08_tma_skeleton --variant ws-pingpong --b 4 --h 16 --t 4096 --d 128 --kv-tile 176
+//      build/bin/lab_08_tma_skeleton --variant ws-pingpong --b 2 --h 32 --t 8192 --d 64  (ping-pong, 192-row block)
+//      build/bin/lab_08_tma_skeleton --variant ws-persistent --b 4 --h 16 --t 4096 --d 128 (persistent)
+//      build/bin/lab_08_tma_skeleton --variant fp8 --t 4096 --d 128 --h 16 --b 4  (e4m3 operands)
 //      build/bin/gpu_wgmma_layout                               (the layout self-test)
 #include <algorithm>
 #include <array>

@@ -33,7 +33,7 @@
 # the K/V bounds of a Q tile with the causal stop, the two sweeps and the deferred normalisation
 # (EXERCISE kv-loop).
 # Run: python3 labs/09_triton.py --cpu --t 100 --causal       (your stub, under Triton's interpreter)
-#      python3 solutions/09_triton.py --t 4096 --h 32 --causal  (the solution, on a GPU)
+#      python3 labs/09_triton.py --t 4096 --h 32 --causal  (your build, on a GPU)
 import sys
 from pathlib import Path
 

@@ -24,7 +24,7 @@
 # Exercises (ch12/10_flex.md): the four variants as FlexAttention functions (EXERCISE alibi,
 # softcap, window, document).
 # Run: python3 labs/10_flex.py --cpu --variant softcap --t 64 --h 2   (your stub, eager on the CPU)
-#      python3 solutions/10_flex.py --variant window --causal --window 256 --t 4096 --h 16 --d 128
+#      python3 labs/10_flex.py --variant window --causal --window 256 --t 4096 --h 16 --d 128
 import os
 import subprocess
 import sys

@@ -44,9 +44,9 @@
 // --bug unscaled-p      P = exp(Q·K − LSE): the recomputed scores miss the softmax scale.
 // --bug dq-no-accumulate  dQ stored instead of accumulated over the K/V tiles: the last one wins.
 // Run: scripts/lab run 11 -- --t 1000 --causal                       (your stub)
-//      build/bin/11_backward --dtype bf16 --t 4096 --d 128 --h 16 --causal   (the solution)
-//      build/bin/11_backward --cpu --t 300 --causal --h 4 --h-kv 2          (the CPU model)
-//      build/bin/11_backward --variant wgmma --dtype bf16 --t 4096 --d 128 --h 16 --causal   (Hopper)
+//      build/bin/lab_11_backward --dtype bf16 --t 4096 --d 128 --h 16 --causal  (your build)
+//      build/bin/lab_11_backward --cpu --t 300 --causal --h 4 --h-kv 2      (the CPU model)
+//      build/bin/lab_11_backward --variant wgmma --dtype bf16 --t 4096 --d 128 --h 16 --causal  (Hopper)
 #include <atomic>
 #include <cstdint>
 #include <type_traits>

@@ -38,8 +38,8 @@
 // --bug no-merge-rescale adds the partials without their e^LSE weights; --bug local-causal masks
 // each pair with shard-local positions. Both are given code, outside the exercises.
 // Run: scripts/lab run 12 -- --causal --layout zigzag                       (your stub)
-//      build/bin/12_ring --ranks 4 --layout zigzag --causal --t 8192 --h 16 --d 128 --dtype bf16
-//      build/bin/12_ring --transport nccl --ranks 8 --layout zigzag --causal --t 65536   (8 GPUs)
+//      build/bin/lab_12_ring --ranks 4 --layout zigzag --causal --t 8192 --h 16 --d 128 --dtype bf16
+//      build/bin/lab_12_ring --transport nccl --ranks 8 --layout zigzag --causal --t 65536  (8 GPUs)
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>

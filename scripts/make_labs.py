@@ -11,6 +11,10 @@ In a solution, an exercise is a region
 A Python section (solutions/NN_name.py) marks its regions the same way with `#` for `//`; its stub
 keeps the first `#!` line first and names its build "lab" (its Section's build="solution").
 
+The header's "Run:" lines (`// Run: ...` and the indented comment lines right under it) name
+the student's build in the stub: build/bin/NN_name becomes build/bin/lab_NN_name, solutions/NN_name.py
+becomes labs/NN_name.py and "(the solution" becomes "(your build" (a release has no solutions).
+
 The stub keeps the hint, says what to do, and keeps only the STUB lines, so it compiles and
 fails its self-check, never crashes: most stubs leave the output unwritten ("output not written");
 where a stub's part feeds given code (01's P, 02's tile state, 04's scalar scores) the output comes
@@ -50,6 +54,33 @@ def as_lab(text):
     return PY_BUILD_LINE.sub(r'\1build="lab",', text)
 
 
+def _run_line_of_lab(line):
+    """One header run line with the student's build for the solution's program, the comment's
+    column kept where the line has room."""
+    new = re.sub(r"(?<![\w/])build/bin/(\d\d_\w+)", r"build/bin/lab_\1", line)
+    new = re.sub(r"(?<![\w/])solutions/(\d\d_\w+\.py)", r"labs/\1", new)
+    new = new.replace("(the solution", "(your build")
+    grown = len(new) - len(line)
+    if grown > 0:  # take the growth back from a run of spaces before the trailing "(...)" note
+        m = re.search(r"( {3,})\([^()]*\)\s*$", new)
+        if m:
+            cut = min(grown, len(m.group(1)) - 2)
+            new = new[:m.start(1)] + " " * (len(m.group(1)) - cut) + new[m.end(1):]
+    return new
+
+
+def student_run_lines(lines, c):
+    """The "Run:" block of a solution's header (`<c> Run: ...` and the comment lines indented under
+    it), rewritten to run the lab's build; every other line as it is."""
+    out, inside = [], False
+    run = re.compile(rf"^{re.escape(c)} Run: ")
+    more = re.compile(rf"^{re.escape(c)} {{6}}\S")
+    for line in lines:
+        inside = bool(run.match(line)) or (inside and bool(more.match(line)))
+        out.append(_run_line_of_lab(line) if inside else line)
+    return out
+
+
 def make_stub(text, source_name, only=None):
     """The stub of a solution file; with `only` (a set of exercise ids) just those regions are
     stubbed and the others keep the solution's code (the tests' way to check that a check catches
@@ -60,7 +91,7 @@ def make_stub(text, source_name, only=None):
            f"{c} Fill in every EXERCISE region (ch12/{Path(source_name).stem}.md is the handout), then: "
            f"scripts/lab check {source_name[:2]}",
            ""]
-    lines = text.splitlines()
+    lines = student_run_lines(text.splitlines(), c)
     if c == "#" and lines and lines[0].startswith("#!"):  # the interpreter line stays the first line
         out.insert(0, lines.pop(0))
     i, found = 0, 0

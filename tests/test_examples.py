@@ -22,7 +22,19 @@ Not run: `scripts/lab test` (the command that runs this test) and machine setup 
 git, cd, pip, apt-get, sudo), which the README's two commands do themselves; in a student release,
 the examples that run a solution.
 
-Prints "ok: N examples" and exits 0, else one FAIL line per example and exits 1.
+A student release has no solutions, so a handout (ch12/*.md but INSTRUCTORS.md, and
+ch12/hints/*.md) must not tell a student to run one. The marker rule (solution_lines_unmarked):
+  - a line of a fenced code block (any language) that names a solution program -- a word
+    build/bin/NN_name (not lab_), a word solutions/..., or `scripts/lab ... --solution` -- must
+    say "instructor's tree" on that line (a `# instructor's tree` comment);
+  - an inline `code` span in prose that is such a command (a solution program and at least one
+    more word, e.g. `build/bin/06_paged --simulate`) must have "instructor's tree" in its
+    paragraph (the text between blank lines). A bare name (`solutions/11_backward.cu`) is a file,
+    not a command, and is not checked.
+The student's own build (build/bin/lab_NN_name, labs/NN_name.py) needs no marker.
+
+Prints "ok: N examples" and exits 0, else one FAIL line per example and exits 1; an unmarked
+solution line is one FAIL line too. `python3 -m unittest test_examples` runs the marker rule alone.
 """
 import os
 import re
@@ -31,6 +43,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import unittest
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,6 +103,82 @@ def examples():
     return found
 
 
+MARKER = "instructor's tree"
+SOLUTION_WORD = re.compile(r"^(\S*/)?(build/bin/\d\d_\w+|solutions/\S+)$")
+
+
+def handouts():
+    """The handouts a student follows (ch12/INSTRUCTORS.md is the instructor's alone)."""
+    return [p for p in sorted((ROOT / "ch12").glob("*.md")) + sorted((ROOT / "ch12" / "hints").glob("*.md"))
+            if p.name != "INSTRUCTORS.md"]
+
+
+def runs_solution(text):
+    """Does this command text run a solution program (not a student's build)?"""
+    w = [x.strip("`'\"(),;:") for x in words_of(text)]
+    return any(SOLUTION_WORD.match(x) for x in w) or (
+        any(x.endswith("scripts/lab") for x in w) and "--solution" in w)
+
+
+def solution_lines_unmarked(text, name="handout"):
+    """The marker rule (see the top of this file): [(where, line)] for each unmarked solution line."""
+    out, fence, para, para_start = [], None, [], 0
+    lines = text.splitlines()
+
+    def end_paragraph():
+        joined = " ".join(x.strip() for _, x in para)
+        if MARKER not in joined:
+            for span in re.findall(r"`([^`]+)`", joined):
+                if len(span.split()) > 1 and runs_solution(span):
+                    out.append((f"{name}:{para_start}", span))
+        para.clear()
+
+    for n, line in enumerate(lines, 1):
+        if line.strip().startswith("```"):
+            end_paragraph()
+            fence = None if fence else line.strip()
+            continue
+        if fence:
+            if runs_solution(line) and MARKER not in line:
+                out.append((f"{name}:{n}", line.strip()))
+            continue
+        if not line.strip():
+            end_paragraph()
+            continue
+        if not para:
+            para_start = n
+        para.append((n, line))
+    end_paragraph()
+    return out
+
+
+def unmarked_in_handouts():
+    found = []
+    for md in handouts():
+        found += solution_lines_unmarked(md.read_text(), str(md.relative_to(ROOT)))
+    return found
+
+
+class SolutionLinesAreMarked(unittest.TestCase):
+    """A handout line that runs a solution says it is the instructor's (the rule at the top)."""
+
+    def test_rule_catches_an_unmarked_line(self):
+        text = "Run it:\n\n```bash\nbuild/bin/02_v1_tile --cpu --t 65\n```\n"
+        self.assertEqual(len(solution_lines_unmarked(text)), 1)
+        self.assertEqual(solution_lines_unmarked(text.replace("65", "65   # instructor's tree")), [])
+        self.assertEqual(solution_lines_unmarked(text.replace("02_v1", "lab_02_v1")), [])
+        prose = "Try `python3 solutions/10_flex.py --cpu` too.\n"
+        self.assertEqual(len(solution_lines_unmarked(prose)), 1)
+        self.assertEqual(solution_lines_unmarked("In the instructor's tree, " + prose), [])
+        self.assertEqual(solution_lines_unmarked("Details in `solutions/11_backward.cu`.\n"), [])
+        self.assertEqual(len(solution_lines_unmarked("```text\nscripts/lab check 11 --solution\n```\n")), 1)
+
+    def test_handouts(self):
+        bad = unmarked_in_handouts()
+        self.assertEqual(bad, [], "a handout runs a solution without saying it is the instructor's tree: "
+                         + "; ".join(f"{w}: {line}" for w, line in bad))
+
+
 def words_of(line):
     try:
         return shlex.split(line)
@@ -140,7 +229,8 @@ def skipped(line):
 
 def main():
     todo = [(where, line) for where, line in examples() if not skipped(line)]
-    problems = []
+    problems = [f"{where}: `{line}`: runs a solution but does not say \"{MARKER}\" (a student release has "
+                f"none: run build/bin/lab_NN_name or labs/NN_name.py)" for where, line in unmarked_in_handouts()]
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "tree"
         files = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, text=True).stdout
