@@ -246,7 +246,10 @@ def against_07(ctx, timing):
     import json
     import tempfile
     p, o = ctx.problem, ctx.options
-    exe = Path(os.environ.get("LAB_BUILD_DIR") or ROOT / "build") / "bin" / "07_sliding_window"  # scripts/lab's build
+    # scripts/lab's build: the solution's 07, or in a student release (no solutions) the student's own
+    bin_dir = Path(os.environ.get("LAB_BUILD_DIR") or ROOT / "build") / "bin"
+    exe = next((bin_dir / n for n in ("07_sliding_window", "lab_07_sliding_window") if (bin_dir / n).exists()),
+               bin_dir / "07_sliding_window")
     if not exe.exists():
         print(f"  07       {exe} is not built: no comparison")
         return
