@@ -35,6 +35,14 @@ def main():
         if r.returncode != 0:
             print(f"FAIL: scripts/lab release exited {r.returncode}: {(r.stdout + r.stderr).strip()[-500:]}")
             return 1
+        # the instructor's commands say in one line that they need the full tree, before any build
+        for cmd in (["grading-example", "--out", str(Path(tmp) / "example")], ["bench", "01"]):
+            r = subprocess.run([sys.executable, str(rel / "scripts" / "lab"), *cmd], cwd=rel, env=env,
+                               capture_output=True, text=True, timeout=120)
+            said = (r.stdout + r.stderr).strip()
+            if r.returncode == 0 or len(said.splitlines()) != 1 or "release" not in said:
+                print(f"FAIL: scripts/lab {cmd[0]} in a release: exit {r.returncode}: {said[-500:]}")
+                return 1
         r = subprocess.run([sys.executable, str(rel / "scripts" / "lab"), "test"], cwd=rel, env=env,
                            capture_output=True, text=True, timeout=2400)
         out = (r.stdout + r.stderr).strip()

@@ -667,6 +667,8 @@ def grading_example(out, names, lab, step, gpus=1):
 
 
 def cmd_grading_example(a):
+    if not (ROOT / "solutions").is_dir():
+        raise LabError("grading-example needs the full tree (solutions/, which it grades), not a release")
     out = Path(a.out).resolve()
     refuse_foreign_example_folder(out)
     out.mkdir(parents=True, exist_ok=True)
