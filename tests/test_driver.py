@@ -153,39 +153,44 @@ class ParallelCheck(unittest.TestCase):
         self.assertEqual(code_with_failure, 1)
         self.assertEqual(code_unchecked, 77)
 
+    @staticmethod
+    @contextlib.contextmanager
+    def stand_in_section(program_text, on_gpu):
+        """check wired to one stand-in program (a Python script given --t) and a case list the test
+        sets in the yielded dict; yields (a scratch folder, the case data)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            fake = Path(tmp) / "fake_section"
+            fake.write_text("#!/usr/bin/env python3\nimport sys\nt = sys.argv[sys.argv.index('--t') + 1]\n" + program_text)
+            fake.chmod(0o755)
+            data = {"section": "99_fake", "variants": ["v"], "cases": []}
+            with mock.patch.multiple(student, program=lambda section, solution: [fake],
+                                     gpu_available=lambda section, solution, timeout: (on_gpu, None if on_gpu else "no GPU"),
+                                     resolve_all=lambda names: ["99_fake"], build=lambda *args, **kw: None,
+                                     unit_test_program=lambda section, solution: None,
+                                     load_cases=lambda section, extra=None: data):
+                yield Path(tmp), data
+
+    @staticmethod
+    def check_args(**kw):
+        import argparse
+        return argparse.Namespace(**dict(dict(section=["99"], cases=None, solution=False, cpu=False, require_gpu=False,
+                                              no_bugs=True, expect_fail=False, timeout=30, verbose=False, jobs=1,
+                                              report=None), **kw))
+
     def test_a_gpu_only_rest_is_not_checked_never_passed(self):
         # Without a GPU, a run that exits 77 saying "not checked here" (its host part passed, the
         # rest only a GPU runs) is neither a pass nor a failure, and check ends 77, never 0.
-        import argparse
-        with tempfile.TemporaryDirectory() as tmp:
-            fake = Path(tmp) / "fake_section"  # --t 1: a wrong answer; --t 2: the host part passed
-            fake.write_text("#!/usr/bin/env python3\nimport sys\nt = sys.argv[sys.argv.index('--t') + 1]\n"
-                            "if t == '1': print('FAIL'); sys.exit(1)\n"
-                            "print('not checked here: needs a GPU: the mma part'); sys.exit(77)\n")
-            fake.chmod(0o755)
-            saved = (student.load_cases, student.program, student.gpu_available, student.resolve_all, student.build,
-                     student.unit_test_program)
-            student.program = lambda section, solution: [fake]
-            student.gpu_available = lambda section, solution, timeout: (False, "no GPU")
-            student.resolve_all = lambda names: ["99_fake"]
-            student.build = lambda *args, **kw: None
-            student.unit_test_program = lambda section, solution: None
-            codes = {}
-            try:
-                for ts in (["2"], ["2", "1"]):
-                    data = {"section": "99_fake", "variants": ["v"],
-                            "cases": [{"name": f"t{t}", "args": ["--t", t]} for t in ts]}
-                    student.load_cases = lambda section, extra=None, data=data: data
-                    a = argparse.Namespace(section=["99"], cases=None, solution=False, cpu=True, require_gpu=False,
-                                           no_bugs=True, expect_fail=False, timeout=30, verbose=False, jobs=1,
-                                           report=str(Path(tmp) / "r.json"))
-                    with contextlib.redirect_stdout(io.StringIO()) as out:
-                        codes[len(ts)] = student.cmd_check(a)
-                    report = json.loads(Path(a.report).read_text())
-                    self.assertEqual([bool(r["not_checked"]) for r in report], [True] + [False] * (len(ts) - 1))
-            finally:
-                (student.load_cases, student.program, student.gpu_available, student.resolve_all, student.build,
-                 student.unit_test_program) = saved
+        codes = {}
+        with self.stand_in_section("if t == '1': print('FAIL'); sys.exit(1)\n"  # --t 1: a wrong answer
+                                   "print('not checked here: needs a GPU: the mma part'); sys.exit(77)\n",
+                                   on_gpu=False) as (tmp, data):
+            for ts in (["2"], ["2", "1"]):
+                data["cases"] = [{"name": f"t{t}", "args": ["--t", t]} for t in ts]
+                a = self.check_args(cpu=True, report=str(tmp / "r.json"))
+                with contextlib.redirect_stdout(io.StringIO()) as out:
+                    codes[len(ts)] = student.cmd_check(a)
+                report = json.loads(Path(a.report).read_text())
+                self.assertEqual([bool(r["not_checked"]) for r in report], [True] + [False] * (len(ts) - 1))
         self.assertEqual(codes, {1: 77, 2: 1})
         self.assertIn("not checked here: 99_fake (1 runs: needs a GPU: the mma part)", out.getvalue())
 
@@ -193,35 +198,17 @@ class ParallelCheck(unittest.TestCase):
         # On a GPU, a run that exits 77 saying "cannot run here" (a Hopper-only variant, more shared
         # memory per block than this GPU has) is not checked here, and check ends 77; with
         # --require-gpu (the GPU machine's own tests) it is a failure.
-        import argparse
-        with tempfile.TemporaryDirectory() as tmp:
-            fake = Path(tmp) / "fake_section"  # --t 1: passes; --t 2: too much shared memory here
-            fake.write_text("#!/usr/bin/env python3\nimport sys\nt = sys.argv[sys.argv.index('--t') + 1]\n"
-                            "if t == '1': print('PASS'); sys.exit(0)\n"
-                            "print('cannot run here: this kernel needs 170 KB of shared memory per block and X (sm_86) "
-                            "allows 99 KB; add --cpu to run the CPU model instead', file=sys.stderr); sys.exit(77)\n")
-            fake.chmod(0o755)
-            saved = (student.load_cases, student.program, student.gpu_available, student.resolve_all, student.build,
-                     student.unit_test_program)
-            student.program = lambda section, solution: [fake]
-            student.gpu_available = lambda section, solution, timeout: (True, None)
-            student.resolve_all = lambda names: ["99_fake"]
-            student.build = lambda *args, **kw: None
-            student.unit_test_program = lambda section, solution: None
-            data = {"section": "99_fake", "variants": ["v"], "cases": [{"name": f"t{t}", "args": ["--t", t]} for t in "12"]}
-            student.load_cases = lambda section, extra=None: data
-            codes = {}
-            try:
-                for require_gpu in (False, True):
-                    a = argparse.Namespace(section=["99"], cases=None, solution=False, cpu=False, require_gpu=require_gpu,
-                                           no_bugs=True, expect_fail=False, timeout=30, verbose=False, jobs=1, report=None)
-                    with contextlib.redirect_stdout(io.StringIO()) as out:
-                        codes[require_gpu] = student.cmd_check(a)
-                    if not require_gpu:
-                        said = out.getvalue()
-            finally:
-                (student.load_cases, student.program, student.gpu_available, student.resolve_all, student.build,
-                 student.unit_test_program) = saved
+        codes = {}
+        with self.stand_in_section("if t == '1': print('PASS'); sys.exit(0)\n"  # --t 2: too much shared memory
+                                   "print('cannot run here: this kernel needs 170 KB of shared memory per block and X "
+                                   "(sm_86) allows 99 KB; add --cpu to run the CPU model instead', file=sys.stderr); "
+                                   "sys.exit(77)\n", on_gpu=True) as (tmp, data):
+            data["cases"] = [{"name": f"t{t}", "args": ["--t", t]} for t in "12"]
+            for require_gpu in (False, True):
+                with contextlib.redirect_stdout(io.StringIO()) as out:
+                    codes[require_gpu] = student.cmd_check(self.check_args(require_gpu=require_gpu))
+                if not require_gpu:
+                    said = out.getvalue()
         self.assertEqual(codes, {False: 77, True: 1})
         self.assertIn("1 passed, 0 failed; not checked here: 99_fake (1 runs: this kernel needs 170 KB", said)
 
