@@ -511,10 +511,11 @@ mma_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
     //   1. tile max over the thread's values, then over the quad: x = fmaxf(x,
     //      __shfl_xor_sync(0xffffffffu, x, 1)), then the same with 2.
     //   2. m_new = max(m[r], tile max). A row can still have seen no key (everything -inf):
-    //      use 0 in place of -inf as the subtracted max, or exp2(-inf - -inf) = NaN.
-    //   3. alpha = fast_exp2((m[r] - m_new)·scale_log2): rescale l[r] and the row's half of every
-    //      o_acc[nb] (elements 2r, 2r+1) by alpha; m[r] = m_new.
-    //   4. s = fast_exp2(s·scale_log2 - m_new·scale_log2) (one fmaf), and add each p to l[r]
+    //      subtract beta = m_new·scale_log2, or 0 where m_new is -inf (exp2(-inf - -inf) = NaN).
+    //   3. alpha = fast_exp2(m[r]·scale_log2 - beta) (one fmaf; not (m[r] - m_new)·scale_log2,
+    //      NaN on such a row): rescale l[r] and the row's half of every o_acc[nb] (elements 2r,
+    //      2r+1) by alpha; m[r] = m_new.
+    //   4. s = fast_exp2(s·scale_log2 - beta) (one fmaf), and add each p to l[r]
     //      (l[r] is a float, or the --bug fp16-accum accumulator: use *= and +=). P stays in s:
     //      the PV step below packs it. Code shape: ch12/hints/04_fp16.md.
     // STUB: (void)m; (void)l; (void)scale_log2;

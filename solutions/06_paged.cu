@@ -93,7 +93,8 @@ namespace lab {
 //   fork_prefix(a, parent, prefix_tokens): a new sequence that shares parent's FULL blocks among
 //     the first prefix_tokens tokens (one more reference each) and holds exactly those tokens.
 //     A partly filled block is not shared. A prefix outside the parent: std::invalid_argument.
-//   Checked by the unit tests (ctest -R exercises.06) and by `06_paged --simulate`.
+//   Checked by its unit tests (build/bin/lab_exercises_06_paged, the first step of
+//   scripts/lab check 06) and by --simulate.
 // STUB: bool append_tokens(BlockAllocator&, SequenceBlocks&, int) { return false; }
 // STUB: void free_sequence(BlockAllocator&, SequenceBlocks&) {}
 // STUB: SequenceBlocks fork_prefix(BlockAllocator&, const SequenceBlocks&, int) { return {}; }

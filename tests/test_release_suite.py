@@ -36,7 +36,8 @@ def main():
             print(f"FAIL: scripts/lab release exited {r.returncode}: {(r.stdout + r.stderr).strip()[-500:]}")
             return 1
         # the instructor's commands say in one line that they need the full tree, before any build
-        for cmd in (["grading-example", "--out", str(Path(tmp) / "example")], ["bench", "01"]):
+        for cmd in (["grading-example", "--out", str(Path(tmp) / "example")], ["bench", "01"],
+                    ["compare", "02", "03", "--solution-too"]):
             r = subprocess.run([sys.executable, str(rel / "scripts" / "lab"), *cmd], cwd=rel, env=env,
                                capture_output=True, text=True, timeout=120)
             said = (r.stdout + r.stderr).strip()

@@ -431,6 +431,8 @@ def cmd_compare(a):
     plan = compare_plan(a.section, a.shapes_of)
     names = list(dict.fromkeys(s for s, _, _ in plan))
     builds = [("lab", False)] + ([("solution", True)] if a.solution_too else [])
+    if a.solution_too and not (ROOT / "solutions").is_dir():
+        raise BadInput("--solution-too: this tree has no solutions/ (a student release); compare your builds without it")
     if not has_gpu():  # said before a build that would be for nothing
         say("lab: compare times kernels and needs a GPU: no NVIDIA GPU found (nvidia-smi lists none)")
         return EXIT_CANNOT_RUN
