@@ -69,3 +69,12 @@ foreach(v single split)
                          ENVIRONMENT "LAB_UNCHECKED_TABLES=1")
   endif()
 endforeach()
+
+# 06 runs 05's hooks: while labs/05_decode.cu is the stub, a 06 run names them (its own output is
+# "not written" either way, which would point at 06's exercise).
+add_test(NAME cpu_model.06.names_unwritten_05_hooks
+         COMMAND ${EXPECT} --stub ${LAB_LABS_DIR}/05_decode.cu --code 1
+                 "--match=05's exercises gqa split-state split-merge are still stubs in labs/05_decode.cu"
+                 --skip-code 77 -- ${BIN}/lab_06_paged --cpu --t 1 --t-kv 300 --b 2 --h 4 --h-kv 2)
+set_tests_properties(cpu_model.06.names_unwritten_05_hooks PROPERTIES LABELS cpu SKIP_RETURN_CODE 77
+                     ENVIRONMENT "LAB_NO_BUILD=1;LAB_BUILD_DIR=${CMAKE_BINARY_DIR}")
