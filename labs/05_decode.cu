@@ -77,8 +77,14 @@ struct Decode05 {
   //   online_step returns true (the stub returns false: its block stops and writes nothing).
   // TODO(split-state): your code here. Until it is written this part does nothing,
   // and the self-check fails.
-  static LAB_HD bool online_step(float, float&, float&, float&, float&) { return false; }
-  static LAB_HD float split_lse(float, float) { return -INFINITY; }
+  static LAB_HD bool online_step(float tile_max, float& m, float& l, float& alpha, float& base) {
+    (void)tile_max; (void)m; (void)l; (void)alpha; (void)base;
+    return false;
+  }
+  static LAB_HD float split_lse(float m, float l) {
+    (void)m; (void)l;
+    return -INFINITY;
+  }
 
   // The merge of partial states (a split's, or a warp's inside a block): each part s has its LSE_s
   // (natural log) and its normalised O_s; the union's LSE is log Σ_s exp(LSE_s) and its O is
@@ -97,8 +103,14 @@ struct Decode05 {
   //   ch12/hints/05_decode.md. The stubs give NaN: the rows they touch are reported unwritten.
   // TODO(split-merge): your code here. Until it is written this part does nothing,
   // and the self-check fails.
-  static LAB_HD float merged_lse(const float*, int, int) { return NAN; }
-  static LAB_HD float partial_weight(float, float) { return 0.f; }
+  static LAB_HD float merged_lse(const float* lse, int n, int stride) {
+    (void)lse; (void)n; (void)stride;
+    return NAN;
+  }
+  static LAB_HD float partial_weight(float lse_part, float lse_all) {
+    (void)lse_part; (void)lse_all;
+    return 0.f;
+  }
   struct LseFold {
     LAB_HD float fold(const float*, int n, float* w) { for (int s = 0; s < n; ++s) w[s] = 0.f; return 1.f; }
     LAB_HD float lse() const { return NAN; }

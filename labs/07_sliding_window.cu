@@ -169,7 +169,7 @@ LAB_HD void mask_edges(float (&s)[N_BLOCKS][4], int kv0, int row_g, int t, int w
 }
 
 // ---------------------------------------------------------------------------------------------
-// The kernel: 04's mma kernel (see solutions/04_fp16.cu for the fragment layouts of
+// The kernel: 04's mma kernel (see 04_fp16.cu and ch12/04_fp16.md for the fragment layouts of
 // mma.m16n8k16, ldmatrix and the swizzle), walking the span above. One block = one Q tile of
 // BLOCK_Q rows of one (sequence, head); warp w owns rows q0 + 16w .. q0 + 16w + 15.
 template <class T, int HEAD_DIM, int WARPS, bool SKIP>
@@ -631,7 +631,7 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
   run.failure = report_tiles(run.metrics, count_tiles(pr, block_q, block_kv), c.skip, visited.load(), opt.quiet, true);
   if (std::string(LAB_BUILD_KIND) == "lab")  // your build: one of your exercises runs only on a GPU
     run.gpu_only_rest = "needs a GPU: EXERCISE mma-online-softmax runs in the mma kernel only (the CPU model ran "
-                        "your tile-span and edge-mask, and they pass)";
+                        "your tile-span and edge-mask, which pass on these runs)";
   return run;
 }
 

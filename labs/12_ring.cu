@@ -82,8 +82,14 @@ enum class Layout : int { contiguous = 0, zigzag = 1 };
 //   The stubs return -1: no row is scattered or gathered, and every pair is skipped.
 // TODO(shard-map): your code here. Until it is written this part does nothing,
 // and the self-check fails.
-LAB_HD int shard_row(int, int, int, int, Layout) { return -1; }
-LAB_HD int block_at(int, int, int) { return -1; }
+LAB_HD int shard_row(int local, int rank, int ranks, int t, Layout layout) {
+  (void)local; (void)rank; (void)ranks; (void)t; (void)layout;
+  return -1;
+}
+LAB_HD int block_at(int rank, int step, int ranks) {
+  (void)rank; (void)step; (void)ranks;
+  return -1;
+}
 
 // The merge of a partial state into a row's running state. Both are (normalised O, natural-log
 // LSE); an empty state (no key seen yet, or a pair whose keys are all masked for this row) has
@@ -92,13 +98,17 @@ LAB_HD int block_at(int, int, int) { return -1; }
 struct RowMerge {
   float w_run, w_part, lse;
 };
-// EXERCISE ring-merge: merge (O_part, lse_part) into (O_run, lse_run): weights and new LSE.
+// EXERCISE ring-merge: merge_rows(lse_run, lse_part), running LSE first: the weights and new
+//   LSE that merge (O_part, lse_part) into the running (O_run, lse_run).
 //   Subtract the larger LSE before exp (a softmax over two "super-keys"); if both are -inf, keep
 //   the running state as it is. Formulas: ch12/hints/12_ring.md.
 //   The stub's NaN weights leave NaN in every row the ring touches.
 // TODO(ring-merge): your code here. Until it is written this part does nothing,
 // and the self-check fails.
-LAB_HD RowMerge merge_rows(float, float) { return {NAN, NAN, NAN}; }
+LAB_HD RowMerge merge_rows(float lse_run, float lse_part) {
+  (void)lse_run; (void)lse_part;
+  return {NAN, NAN, NAN};
+}
 
 // --bug no-merge-rescale: the partials added as they come, O_run + O_part, no e^LSE weights (the
 // LSE itself still merged). Given code: it runs on a stub as on the solution.
@@ -1119,7 +1129,7 @@ lab::CpuRun run_cpu(const lab::Problem& p, const lab::Options& opt, const lab::H
     run.failure = "EXERCISE ring-merge is not written yet: merge_rows() returns NaN";
   if (std::string(LAB_BUILD_KIND) == "lab")  // your build: one of your exercises runs only on a GPU
     run.gpu_only_rest = "needs a GPU: EXERCISE mma-online-softmax runs in the mma kernel only (the CPU model ran "
-                        "your shard-map and ring-merge, and they pass)";
+                        "your shard-map and ring-merge, which pass on these runs)";
   return run;
 }
 

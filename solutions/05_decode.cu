@@ -72,8 +72,14 @@ struct Decode05 {
   //   A split may have seen only masked keys so far (every score -inf): the state must stay empty
   //   and nothing may become NaN. A split that saw no key must weigh nothing in the merge.
   //   online_step returns true (the stub returns false: its block stops and writes nothing).
-  // STUB: static LAB_HD bool online_step(float, float&, float&, float&, float&) { return false; }
-  // STUB: static LAB_HD float split_lse(float, float) { return -INFINITY; }
+  // STUB: static LAB_HD bool online_step(float tile_max, float& m, float& l, float& alpha, float& base) {
+  // STUB:   (void)tile_max; (void)m; (void)l; (void)alpha; (void)base;
+  // STUB:   return false;
+  // STUB: }
+  // STUB: static LAB_HD float split_lse(float m, float l) {
+  // STUB:   (void)m; (void)l;
+  // STUB:   return -INFINITY;
+  // STUB: }
   static LAB_HD bool online_step(float tile_max, float& m, float& l, float& alpha, float& base) {
     const float m_new = fmaxf(m, tile_max);
     base = m_new == -INFINITY ? 0.f : m_new;  // all masked so far: never -inf - -inf
@@ -100,8 +106,14 @@ struct Decode05 {
   //   Subtract the largest LSE first (as a softmax subtracts its max); take care of the case where
   //   every part seen so far is empty. Worked example with numbers: ch12/05_decode.md; formulas:
   //   ch12/hints/05_decode.md. The stubs give NaN: the rows they touch are reported unwritten.
-  // STUB: static LAB_HD float merged_lse(const float*, int, int) { return NAN; }
-  // STUB: static LAB_HD float partial_weight(float, float) { return 0.f; }
+  // STUB: static LAB_HD float merged_lse(const float* lse, int n, int stride) {
+  // STUB:   (void)lse; (void)n; (void)stride;
+  // STUB:   return NAN;
+  // STUB: }
+  // STUB: static LAB_HD float partial_weight(float lse_part, float lse_all) {
+  // STUB:   (void)lse_part; (void)lse_all;
+  // STUB:   return 0.f;
+  // STUB: }
   // STUB: struct LseFold {
   // STUB:   LAB_HD float fold(const float*, int n, float* w) { for (int s = 0; s < n; ++s) w[s] = 0.f; return 1.f; }
   // STUB:   LAB_HD float lse() const { return NAN; }

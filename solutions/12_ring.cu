@@ -77,8 +77,14 @@ enum class Layout : int { contiguous = 0, zigzag = 1 };
 //   contiguous: rank r holds rows [r·T/N, (r+1)·T/N). zigzag: T is cut into 2N chunks of
 //   T/(2N) rows; rank r holds chunk r, then chunk 2N-1-r. Worked example: ch12/12_ring.md.
 //   The stubs return -1: no row is scattered or gathered, and every pair is skipped.
-// STUB: LAB_HD int shard_row(int, int, int, int, Layout) { return -1; }
-// STUB: LAB_HD int block_at(int, int, int) { return -1; }
+// STUB: LAB_HD int shard_row(int local, int rank, int ranks, int t, Layout layout) {
+// STUB:   (void)local; (void)rank; (void)ranks; (void)t; (void)layout;
+// STUB:   return -1;
+// STUB: }
+// STUB: LAB_HD int block_at(int rank, int step, int ranks) {
+// STUB:   (void)rank; (void)step; (void)ranks;
+// STUB:   return -1;
+// STUB: }
 LAB_HD int shard_row(int local, int rank, int ranks, int t, Layout layout) {
   if (layout == Layout::contiguous) return rank * (t / ranks) + local;
   const int chunk = t / (2 * ranks);
@@ -94,11 +100,15 @@ LAB_HD int block_at(int rank, int step, int ranks) { return ((rank - step) % ran
 struct RowMerge {
   float w_run, w_part, lse;
 };
-// BEGIN EXERCISE ring-merge: merge (O_part, lse_part) into (O_run, lse_run): weights and new LSE.
+// BEGIN EXERCISE ring-merge: merge_rows(lse_run, lse_part), running LSE first: the weights and new
+//   LSE that merge (O_part, lse_part) into the running (O_run, lse_run).
 //   Subtract the larger LSE before exp (a softmax over two "super-keys"); if both are -inf, keep
 //   the running state as it is. Formulas: ch12/hints/12_ring.md.
 //   The stub's NaN weights leave NaN in every row the ring touches.
-// STUB: LAB_HD RowMerge merge_rows(float, float) { return {NAN, NAN, NAN}; }
+// STUB: LAB_HD RowMerge merge_rows(float lse_run, float lse_part) {
+// STUB:   (void)lse_run; (void)lse_part;
+// STUB:   return {NAN, NAN, NAN};
+// STUB: }
 LAB_HD RowMerge merge_rows(float lse_run, float lse_part) {
   const float hi = fmaxf(lse_run, lse_part);
   if (hi == -INFINITY) return {1.f, 0.f, -INFINITY};  // both empty: never -inf - -inf
@@ -1151,7 +1161,7 @@ lab::CpuRun run_cpu(const lab::Problem& p, const lab::Options& opt, const lab::H
     run.failure = "EXERCISE ring-merge is not written yet: merge_rows() returns NaN";
   if (std::string(LAB_BUILD_KIND) == "lab")  // your build: one of your exercises runs only on a GPU
     run.gpu_only_rest = "needs a GPU: EXERCISE mma-online-softmax runs in the mma kernel only (the CPU model ran "
-                        "your shard-map and ring-merge, and they pass)";
+                        "your shard-map and ring-merge, which pass on these runs)";
   return run;
 }
 
