@@ -1147,6 +1147,7 @@ lab::CpuRun run_cpu(const lab::Problem& p, const lab::Options& opt, const lab::H
     }
   });
   lab::CpuRun run;
+  run.extra_host_bytes = 4 * (p.q_elems() + 2 * p.kv_elems());  // the shards: Q, K and V again, in fp32
   const WorkModel work = work_model(p, g_ring, local_bug);
   add_balance(run.metrics, work);
   run.metrics["ranks"] = n;
