@@ -73,8 +73,9 @@ def scan_submission(folder, known_sections):
 
 
 def lab_suffix(section):
-    """.py for a Python section (its solution is solutions/NN_name.py), else .cu."""
-    return ".py" if (Path(__file__).resolve().parent.parent / "solutions" / f"{section}.py").exists() else ".cu"
+    """.py for a Python section (its solution is solutions/NN_name.py, its stub labs/NN_name.py), else .cu."""
+    root = Path(__file__).resolve().parent.parent
+    return ".py" if any((root / d / f"{section}.py").exists() for d in ("solutions", "labs")) else ".cu"
 
 
 def lab_stem(name):
