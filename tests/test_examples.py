@@ -117,7 +117,7 @@ def runs_solution(text):
     """Does this command text run a solution program (not a student's build)?"""
     w = [x.strip("`'\"(),;:") for x in words_of(text)]
     return any(SOLUTION_WORD.match(x) for x in w) or (
-        any(x.endswith("scripts/lab") for x in w) and "--solution" in w)
+        any(x.endswith("scripts/lab") for x in w) and bool({"--solution", "--solution-too"} & set(w)))
 
 
 def solution_lines_unmarked(text, name="handout"):
@@ -221,7 +221,7 @@ def prepare(line):
 def skipped(line):
     w = words_of(line)
     if not (ROOT / "solutions").is_dir():  # a student release: there is no solution to run
-        if "--solution" in w or any(re.match(r"(build/bin/\d\d_|solutions/)", x) for x in w) or \
+        if {"--solution", "--solution-too"} & set(w) or any(re.match(r"(build/bin/\d\d_|solutions/)", x) for x in w) or \
                 re.search(r"scripts/lab (bench|gpu-check|grade|grading-example)\b", line):
             return True
     return not w or w[0] in NOT_RUN or "scripts/lab test" in line
