@@ -725,6 +725,11 @@ def dram_key(r):
     return (r["section"], variant_label(r), problem_key(r), (r.get("metrics") or {}).get("splits"))
 
 
+def dram_entry_key(e):
+    """dram_key of the run an ncu.json entry measured (its label and split count as recorded)."""
+    return (e["section"], e.get("label", e["variant"]), key_from_json(e["problem_key"]), e.get("splits"))
+
+
 def load_side_files(folder):
     """ceilings.json (the GPU's measured copy and GEMM rates) and ncu.json (measured DRAM bytes), if present."""
     ceilings, ncu = None, {}
@@ -734,8 +739,7 @@ def load_side_files(folder):
     n = Path(folder) / "ncu.json"
     if n.exists():
         for e in json.loads(n.read_text()):
-            key = (e["section"], e.get("label", e["variant"]), key_from_json(e["problem_key"]), e.get("splits"))
-            ncu[key] = e["dram_bytes"]
+            ncu[dram_entry_key(e)] = e["dram_bytes"]
     return ceilings, ncu
 
 

@@ -186,9 +186,6 @@ int parse_command_line(CLI::App& app, int argc, const char* const* argv, std::st
   }
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return -1;
   } catch (const CLI::ExtrasError&) {
     *message = unexpected_arguments(argc, argv, app.remaining());
     return kExitBadInput;

@@ -539,12 +539,12 @@ def measure_dram(section, data, dest, timeout):
             continue
         r = json.loads(rec.read_text())[-1]
         measured = total["dram__bytes_read.sum"] + total["dram__bytes_write.sum"]
-        # What the tables look a measurement up by (tables.dram_key): the problem, and the run's own
-        # settings (08's --consumers / --kv-tile as its label, 05/06's split count as run).
-        key, label, splits = tables.key_to_json(tables.problem_key(r)), tables.variant_label(r), r["metrics"].get("splits")
-        found = [e for e in found if not (e["section"] == section and e.get("label", e["variant"]) == label
-                                          and e["problem_key"] == key and e.get("splits") == splits)]
-        found.append({"section": section, "variant": v, "label": label, "splits": splits, "problem_key": key, "dram_bytes": measured,
+        # An entry stands for the run the tables look it up by (tables.dram_key): the problem and the
+        # run's own settings (08's --consumers / --kv-tile as its label, 05/06's split count).
+        found = [e for e in found if tables.dram_entry_key(e) != tables.dram_key(r)]
+        found.append({"section": section, "variant": v, "label": tables.variant_label(r),
+                      "splits": r["metrics"].get("splits"), "problem_key": tables.key_to_json(tables.problem_key(r)),
+                      "dram_bytes": measured,
                       "dram_read": total["dram__bytes_read.sum"], "dram_write": total["dram__bytes_write.sum"],
                       "kernels": len(kernels), "hbm_bytes_model": r["metrics"]["hbm_bytes_model"],
                       "command": " ".join(map(str, cmd))})

@@ -53,8 +53,11 @@ def cpu_fallback(section, verb):
 
 
 def needs_solutions(a):
-    if getattr(a, "solution", False) and not (ROOT / "solutions").is_dir():
-        raise BadInput("--solution: this tree has no solutions/ (a student release); run your lab without it")
+    """--solution and --solution-too read solutions/, which a student release has not: one line."""
+    for flag in ("solution", "solution_too"):
+        if getattr(a, flag, False) and not (ROOT / "solutions").is_dir():
+            raise BadInput(f"--{flag.replace('_', '-')}: this tree has no solutions/ (a student release); "
+                           "run your lab without it")
 
 
 def cmd_run(a):
@@ -204,8 +207,10 @@ def check_section(section, a):
         # whose host part passed and whose rest only a GPU runs; on a GPU, a run this GPU cannot do
         # (a Hopper-only variant, more shared memory per block than it has). --require-gpu, as a
         # GPU machine's own tests run it, counts the latter as a failure.
-        gpu_only = expect != "bad-input" and code == EXIT_CANNOT_RUN and (
-            not_checked_reason(out) if not on_gpu else None if getattr(a, "require_gpu", False) else no_gpu_reason(out))
+        gpu_only = None
+        if expect != "bad-input" and code == EXIT_CANNOT_RUN:
+            gpu_only = not_checked_reason(out) if not on_gpu else (
+                None if getattr(a, "require_gpu", False) else no_gpu_reason(out))
         if expect == "pass":
             ok = code == EXIT_PASS
         elif expect == "bad-input":
@@ -430,9 +435,8 @@ def cmd_compare(a):
     --shapes-of the sections side by side on one section's shapes (exercise 4)."""
     plan = compare_plan(a.section, a.shapes_of)
     names = list(dict.fromkeys(s for s, _, _ in plan))
+    needs_solutions(a)
     builds = [("lab", False)] + ([("solution", True)] if a.solution_too else [])
-    if a.solution_too and not (ROOT / "solutions").is_dir():
-        raise BadInput("--solution-too: this tree has no solutions/ (a student release); compare your builds without it")
     if not has_gpu():  # said before a build that would be for nothing
         say("lab: compare times kernels and needs a GPU: no NVIDIA GPU found (nvidia-smi lists none)")
         return EXIT_CANNOT_RUN

@@ -125,7 +125,6 @@ class CheckResult(dict):
     """The check's numbers with the record's field names (record.cpp's check object)."""
 
 
-@np.errstate(invalid="ignore", over="ignore")  # a NaN or inf in the output is the verdict's to say, not numpy's
 def check(p, q, k, v, rows, out_o, out_lse, mods=None):
     """compare.cpp's check_rows. out_o: float32 [B,T_q,H,D] (poison kept); out_lse: [B,H,T_q] or None."""
     atol = default_atol(p.dtype)
