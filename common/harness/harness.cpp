@@ -121,6 +121,8 @@ std::string validate(const Problem& p, const Options& o, const Section& s) {
   if (!(o.magnitude > 0) || !std::isfinite(o.magnitude)) return "--magnitude must be a positive number";
   if (o.warmup < 0 || o.iters < 0) return "--warmup and --iters must be >= 0";
   if (o.sample_rows < 1) return "--sample-rows must be >= 1";
+  if (o.smem_limit_kb != 0 && (o.smem_limit_kb < 48 || o.smem_limit_kb > 1024))
+    return "--smem-limit must be 0 (this GPU's) or a size in KB from 48 (what every GPU allows) to 1024";
   // Output paths before anything runs: a run never ends by losing its record or a user's file.
   // (An empty path given is a mistake, not "no file": `--json "$OUT"` with OUT unset.)
   if (o.given_option("--json") || !o.json_path.empty())
@@ -272,6 +274,9 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
   app.add_flag("--flush-l2", o.flush_l2, "Flush the L2 cache before every timed run");
   app.add_option("--check", check, "Self-check: auto, full, sample, none")->capture_default_str();
   app.add_option("--sample-rows", o.sample_rows, "Rows checked in sample mode")->capture_default_str();
+  app.add_option("--smem-limit", o.smem_limit_kb,
+                 "Behave as on a GPU that allows this many KB of shared memory per block (e.g. 99, 163; 0: this GPU's)")
+      ->capture_default_str();
   app.add_option("--json", o.json_path, "Append the result record to this JSON file");
   app.add_option("--dump", o.dump_dir, "Write inputs and outputs as .npy files to this folder");
   app.add_flag("--cpu", o.cpu, "Run the CPU model of the algorithm (not your kernel)");
@@ -332,6 +337,7 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
     return kExitBadInput;
   }
   if (o.ragged_kv) o.problem.kv_len = make_kv_lengths(p.b, p.t_kv, o.seed);
+  forced_shared_memory_limit = o.smem_limit_kb * 1024;
   *out = o;
   return kExitPass;
 }

@@ -45,6 +45,7 @@ struct Options {
   bool cpu = false;
   CheckMode check = CheckMode::automatic;
   int sample_rows = 1024;
+  int smem_limit_kb = 0;   // 0: this GPU's shared memory per block; N: behave as on a GPU that allows N KB
   std::string json_path, dump_dir;
   bool quiet = false;
   std::vector<std::string> given;  // the long options given on the command line, "--page-size", ...
