@@ -192,7 +192,7 @@ class ParallelCheck(unittest.TestCase):
                 report = json.loads(Path(a.report).read_text())
                 self.assertEqual([bool(r["not_checked"]) for r in report], [True] + [False] * (len(ts) - 1))
         self.assertEqual(codes, {1: 77, 2: 1})
-        self.assertIn("not checked here: 99_fake (1 runs: needs a GPU: the mma part)", out.getvalue())
+        self.assertIn("== 99_fake: 0 passed, 1 failed, 1 not checked here (needs a GPU: the mma part)", out.getvalue())
 
     def test_a_run_this_gpu_cannot_do_is_named_not_failed(self):
         # On a GPU, a run that exits 77 saying "cannot run here" (a Hopper-only variant, more shared
@@ -210,7 +210,8 @@ class ParallelCheck(unittest.TestCase):
                 if not require_gpu:
                     said = out.getvalue()
         self.assertEqual(codes, {False: 77, True: 1})
-        self.assertIn("1 passed, 0 failed; not checked here: 99_fake (1 runs: this kernel needs 170 KB", said)
+        self.assertIn("== 99_fake: 1 passed, 0 failed, 1 not checked here (this kernel needs 170 KB", said)
+        self.assertEqual(said.count("1 passed, 0 failed"), 1)  # one section: its line, not a total again
 
     def test_report_path_is_checked_before_anything_runs(self):
         import argparse

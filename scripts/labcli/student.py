@@ -273,7 +273,8 @@ def cmd_check(a):
         tmp.replace(report)
     failed = [r for r in results if not r["ok"] and not r.get("not_checked")]
     passed = sum(r["ok"] for r in results)
-    say(f"{passed} passed, {len(failed)} failed" + (f"; not checked here: {'; '.join(unchecked)}" if unchecked else ""))
+    if len(names) > 1 or not results:  # one section's own line above already says it all
+        say(f"{passed} passed, {len(failed)} failed" + (f"; not checked here: {'; '.join(unchecked)}" if unchecked else ""))
     if failed:
         if failed[0].get("rerun"):
             say(f"the first failure, to run it alone: {failed[0]['rerun']}")
