@@ -527,6 +527,7 @@ class Grader:
         self.program = program or (lambda s, solution, build_dir=None, labs_dir=None:
                                    [Path(build_dir or ref_build) / "bin" / (s if solution else f"lab_{s}")])
         self.harness = None  # the prebuilt lab_common every submission links (build_harness), else none
+        self.build_threads = os.cpu_count() or 2  # compiler jobs of one submission's build (fewer when several build at once)
 
     def configure_args(self, labs_dir, build_dir):
         args = ["cmake", "-S", str(self.root), "-B", str(build_dir), "-DLAB_BUILD_TESTS=OFF", "-DLAB_BUILD_SOLUTIONS=OFF",
@@ -575,11 +576,11 @@ class Grader:
         # one broken file must not hide the others.
         keep_going = ["-k", "0"] if shutil.which("ninja") else ["-k"]  # ninja needs the count, make takes none
         build_step(["cmake", "--build", str(build_dir), "--target", *(f"lab_{s}" for s in sections),
-                    "--parallel", str(os.cpu_count() or 2), "--", *keep_going], self.cmake_env())
+                    "--parallel", str(self.build_threads), "--", *keep_going], self.cmake_env())
         results = {}
         for s in sections:
             code, log = build_step(["cmake", "--build", str(build_dir), "--target", f"lab_{s}", "--parallel",
-                                    str(os.cpu_count() or 2)], self.cmake_env())
+                                    str(self.build_threads)], self.cmake_env())
             results[s] = (code == 0, log)
         return results
 
@@ -616,6 +617,13 @@ class Grader:
               name=None):
         """Grades one submission into out_root/name (default: its folder's name; plan_outputs
         chooses it and checks it may be replaced); returns its report."""
+        return self.run(self.build(submission, out_root, known_sections, only_sections, name), hidden, timeout, on_gpu,
+                        gpu_name, sha, progress)
+
+    def build(self, submission, out_root, known_sections, only_sections, name=None):
+        """The half of grading that needs no GPU: the grade folder made anew, the lab files copied in,
+        the graded sections compiled (a Python lab parsed). Several submissions may build at once;
+        returns what run() needs."""
         submission = Path(submission).resolve()
         name = name or submission.name
         out = Path(out_root).resolve() / name
@@ -628,9 +636,9 @@ class Grader:
         (out / MARKER).touch()
         files, ignored, notes = submission_notes(submission, known_sections) if submission.is_dir() else ({}, [], [])
         graded = only_sections or sorted(files)
-        report = {"submission": name, "path": str(submission), "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                  "git_sha": sha, "gpu": gpu_name if on_gpu else None, "ignored_files": ignored,
-                  "graded_sections": graded, "sections": {}, "bonus_tiers": BONUS_TIERS, "misnamed": notes}
+        report = {"submission": name, "path": str(submission), "time_utc": None, "git_sha": None, "gpu": None,
+                  "ignored_files": ignored, "graded_sections": graded, "sections": {}, "bonus_tiers": BONUS_TIERS,
+                  "misnamed": notes}
         if not submission.is_dir():
             report["error"] = "not a folder"
         for s in files:
@@ -644,6 +652,15 @@ class Grader:
                                  'submission; only its own lab files and the lab\'s headers are allowed\n')
                       for s in compiled if outside[s]})
         built.update({s: python_syntax(files[s]) for s in present if s not in compiled})
+        return {"report": report, "out": out, "labs_dir": labs_dir, "files": files, "built": built}
+
+    def run(self, staged, hidden, timeout, on_gpu, gpu_name, sha, progress):
+        """The other half, one submission at a time (its cases and its timing have the GPU to
+        themselves): the cases of every section that compiled, the speed bonus, the reports."""
+        report, out, labs_dir, files, built = (staged[k] for k in ("report", "out", "labs_dir", "files", "built"))
+        name, graded = report["submission"], report["graded_sections"]
+        report.update(time_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), git_sha=sha,
+                      gpu=gpu_name if on_gpu else None)
         # the compiler names the file by the grader's path; the student knows it as labs/NN_name.cu
         paths = [(str(labs_dir) + "/", "labs/"), (str(out) + "/", "")]
         for s in graded:

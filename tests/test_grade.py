@@ -482,27 +482,77 @@ class GradeTriage(unittest.TestCase):
         loader = importlib.machinery.SourceFileLoader("lab_driver", str(ROOT / "scripts" / "lab"))
         driver = importlib.util.module_from_spec(importlib.util.spec_from_loader("lab_driver", loader))
         loader.exec_module(driver)
-        real = grade.Grader.grade
+        real_build, real_run = grade.Grader.build, grade.Grader.run
 
-        def flaky(self, path, *args, **kw):
+        def flaky_build(self, path, *args, **kw):  # the compile half fails for one submission ...
             if path.name == "bad":
                 raise OSError(28, "No space left on device")
-            return real(self, path, *args, **kw)
+            return real_build(self, path, *args, **kw)
+
+        def flaky_run(self, staged, *args, **kw):  # ... and the run half for another
+            if staged["report"]["submission"] == "worse":
+                raise PermissionError(13, "Permission denied")
+            return real_run(self, staged, *args, **kw)
         with tempfile.TemporaryDirectory() as tmp:
             stub = (ROOT / "labs" / "09_triton.py").read_text()
-            for name in ("good", "bad"):
+            for name in ("good", "bad", "worse"):
                 Path(tmp, "subs", name, "labs").mkdir(parents=True)
                 Path(tmp, "subs", name, "labs", "09_triton.py").write_text(stub)
             out = Path(tmp, "grades")
-            a = driver.parse(["grade", str(Path(tmp, "subs", "bad")), str(Path(tmp, "subs", "good")), "--no-gpu",
-                              "--sections", "09", "--out", str(out)])
-            with mock.patch.object(grade.Grader, "grade", flaky), contextlib.redirect_stdout(io.StringIO()) as said:
+            a = driver.parse(["grade", *(str(Path(tmp, "subs", n)) for n in ("bad", "worse", "good")), "--no-gpu",
+                              "--sections", "09", "--out", str(out), "--build-jobs", "2"])
+            with mock.patch.object(grade.Grader, "build", flaky_build), mock.patch.object(grade.Grader, "run", flaky_run), \
+                    contextlib.redirect_stdout(io.StringIO()) as said:
                 code = a.fn(a)
             self.assertEqual(code, 1, said.getvalue())
             self.assertIn("not graded: ", said.getvalue())
             self.assertIn("No space left on device", said.getvalue())
+            self.assertIn("Permission denied", said.getvalue())
+            self.assertIn("2 submission(s) not graded", said.getvalue())
             self.assertTrue((out / "good" / "grade.json").is_file())
             self.assertTrue((out / grade.SUMMARY).is_file())
+
+    def test_submissions_compile_together_then_run_one_at_a_time(self):
+        """--build-jobs N compiles N submissions at once; no case runs until every one is built, and
+        the runs go one submission at a time, in the order given."""
+        import importlib.machinery
+        import importlib.util
+        import threading
+        loader = importlib.machinery.SourceFileLoader("lab_driver", str(ROOT / "scripts" / "lab"))
+        driver = importlib.util.module_from_spec(importlib.util.spec_from_loader("lab_driver", loader))
+        loader.exec_module(driver)
+        real_build, real_run = grade.Grader.build, grade.Grader.run
+        events, lock, active, most = [], threading.Lock(), [0], [0]
+
+        def slow_build(self, path, *args, **kw):
+            with lock:
+                active[0] += 1
+                most[0] = max(most[0], active[0])
+            time.sleep(0.3)
+            with lock:
+                active[0] -= 1
+                events.append(("built", path.name))
+            return real_build(self, path, *args, **kw)
+
+        def logged_run(self, staged, *args, **kw):
+            events.append(("run", staged["report"]["submission"]))
+            return real_run(self, staged, *args, **kw)
+        names = ["s1", "s2", "s3", "s4"]
+        with tempfile.TemporaryDirectory() as tmp:
+            stub = (ROOT / "labs" / "09_triton.py").read_text()
+            for name in names:
+                Path(tmp, "subs", name, "labs").mkdir(parents=True)
+                Path(tmp, "subs", name, "labs", "09_triton.py").write_text(stub)
+            a = driver.parse(["grade", *(str(Path(tmp, "subs", n)) for n in names), "--no-gpu", "--sections", "09",
+                              "--out", str(Path(tmp, "grades")), "--build-jobs", "2"])
+            with mock.patch.object(grade.Grader, "build", slow_build), mock.patch.object(grade.Grader, "run", logged_run), \
+                    contextlib.redirect_stdout(io.StringIO()) as said:
+                code = a.fn(a)
+        self.assertEqual(code, 0, said.getvalue())
+        self.assertIn("compiling 4 submission(s), 2 at a time", said.getvalue())
+        self.assertEqual(most[0], 2)
+        self.assertEqual([kind for kind, _ in events], ["built"] * 4 + ["run"] * 4)
+        self.assertEqual([n for kind, n in events if kind == "run"], names)
 
     def test_the_grading_example_empties_only_its_own_folder(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -550,13 +550,34 @@ def cmd_grade(a):
                            detail=grade.compiler_excerpt(log, 15))
         say(f" done ({time.time() - t0:.0f} s)")
     reports, sha, not_graded = [], git_sha(), []
+    # Every submission is compiled first, several at once (the compiler is the slow part of a
+    # class on a machine without a GPU); then each one's cases and timing run alone, as they would
+    # with no build beside them.
+    build_jobs = min(len(plan), a.build_jobs or max(1, min(8, (os.cpu_count() or 2) // 4)))
+    grader.build_threads = max(1, (os.cpu_count() or 2) // build_jobs)
+    say(f"lab: compiling {len(plan)} submission(s), {build_jobs} at a time ...")
+    staged = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=build_jobs) as pool:
+        builds = {pool.submit(grader.build, path, out_root, known, graded, name): (given, name)
+                  for given, path, name in plan}
+        for n, job in enumerate(concurrent.futures.as_completed(builds), 1):
+            given, name = builds[job]
+            try:
+                staged[name] = job.result()
+            except Exception as e:  # noqa: BLE001  one submission's surprise (an unreadable file, a full
+                # disk) must not cost the rest of the class its grades: named here and at the end
+                not_graded.append(f"{given}: {type(e).__name__}: {e}")
+                say(f"   not graded: {not_graded[-1]}")
+                continue
+            failed = [s for s, (ok, _) in staged[name]["built"].items() if not ok]
+            say(f"   [{n}/{len(plan)}] {given}: " + (f"compile error in {', '.join(failed)}" if failed else "compiled"))
     for n, (given, path, name) in enumerate(plan, 1):
+        if name not in staged:
+            continue
         say(f"== [{n}/{len(plan)}] grading {given}" + (f" as {name}" if name != path.name else ""))
         try:
-            r = grader.grade(path, out_root, known, graded, hidden, a.timeout, on_gpu, gpu_name, sha,
-                             lambda msg: say(f"   {msg}"), name=name)
-        except Exception as e:  # noqa: BLE001  one submission's surprise (an unreadable file, a full
-            # disk) must not cost the rest of the class its grades: named here and at the end
+            r = grader.run(staged[name], hidden, a.timeout, on_gpu, gpu_name, sha, lambda msg: say(f"   {msg}"))
+        except Exception as e:  # noqa: BLE001  (as above)
             not_graded.append(f"{given}: {type(e).__name__}: {e}")
             say(f"   not graded: {not_graded[-1]}")
             continue
