@@ -513,6 +513,21 @@ def build_step(cmd, env):
         return 124, out + f"\nerror: the build was stopped after {BUILD_TIMEOUT:.0f} s\n"
 
 
+def split_cat_file_batch(out):
+    """The contents of the objects in `git cat-file --batch`'s output (a header line, the bytes, a newline each)."""
+    at, texts = 0, []
+    while at < len(out):
+        header_end = out.index(b"\n", at)
+        fields = out[at:header_end].split()
+        if len(fields) != 3:  # "<id> missing": skipped
+            at = header_end + 1
+            continue
+        size = int(fields[2])
+        texts.append(out[header_end + 1:header_end + 1 + size])
+        at = header_end + 1 + size + 1
+    return texts
+
+
 class Grader:
     """Holds what every submission shares: the repository, the reference build, the run helper."""
 
@@ -527,7 +542,29 @@ class Grader:
         self.program = program or (lambda s, solution, build_dir=None, labs_dir=None:
                                    [Path(build_dir or ref_build) / "bin" / (s if solution else f"lab_{s}")])
         self.harness = None  # the prebuilt lab_common every submission links (build_harness), else none
+        self.stubs = {}  # section: the texts of its stubs (is_stub)
         self.build_threads = os.cpu_count() or 2  # compiler jobs of one submission's build (fewer when several build at once)
+
+    def is_stub(self, path, section):
+        """Whether a handed-in file is a stub as generated, untouched: the stub of today's solution,
+        or any stub ever committed to labs/ (the students' release may be older than this tree).
+        Line endings do not count (an editor on Windows may save CRLF)."""
+        if section not in self.stubs:
+            name = f"{section}{path.suffix}"
+            solution = self.root / "solutions" / name
+            known = {self.make_stub(solution.read_text(), name).encode()} if solution.exists() else set()
+            try:
+                log = subprocess.run(["git", "-C", str(self.root), "log", "--format=", "--raw", "--no-abbrev", "--",
+                                      f"labs/{name}"], capture_output=True, text=True)
+                blobs = {w for line in log.stdout.splitlines() for w in line.split()[2:4] if len(w) == 40 and w.strip("0")}
+                if blobs:
+                    shown = subprocess.run(["git", "-C", str(self.root), "cat-file", "--batch"],
+                                           input="\n".join(sorted(blobs)).encode() + b"\n", capture_output=True)
+                    known |= set(split_cat_file_batch(shown.stdout))
+            except OSError:  # no git here: today's stub alone
+                pass
+            self.stubs[section] = {text.replace(b"\r\n", b"\n") for text in known}
+        return path.read_bytes().replace(b"\r\n", b"\n") in self.stubs[section]
 
     def configure_args(self, labs_dir, build_dir):
         args = ["cmake", "-S", str(self.root), "-B", str(build_dir), "-DLAB_BUILD_TESTS=OFF", "-DLAB_BUILD_SOLUTIONS=OFF",
@@ -668,10 +705,7 @@ class Grader:
             report["sections"][s] = sec
             if s not in files:
                 continue
-            text = files[s].read_text(errors="replace")
-            solution = self.root / "solutions" / f"{s}{files[s].suffix}"
-            stub = self.make_stub(solution.read_text(), solution.name) if solution.exists() else None
-            sec["unmodified_stub"] = text == stub
+            sec["unmodified_stub"] = self.is_stub(files[s], s)
             ok, log = built[s]
             (out / f"build-{s}.log").write_text(log)
             if not ok:

@@ -394,6 +394,31 @@ class Reports(unittest.TestCase):
                              [("alice", "none (triage)"), ("bob", "GPU"), ("carol", "none (triage)")])
 
 
+class StubRecognition(unittest.TestCase):
+    """An untouched stub is named so whether it is today's or one the students got from an older
+    commit, and whatever its line endings; one edited character makes it the student's work."""
+
+    def test_stubs_of_any_commit(self):
+        g = grade.Grader(ROOT, ROOT / "build", None, make_labs.make_stub, None, None, None, print)
+        today = (ROOT / "labs" / "01_naive.cu").read_bytes()
+        log = subprocess.run(["git", "-C", str(ROOT), "log", "--format=%H", "--", "labs/01_naive.cu"],
+                             capture_output=True, text=True).stdout.split()
+        older = [subprocess.run(["git", "-C", str(ROOT), "show", f"{c}:labs/01_naive.cu"], capture_output=True).stdout
+                 for c in log[1:]]
+        older = [t for t in older if t and t != today]
+        with tempfile.TemporaryDirectory() as tmp:
+            def handed_in(text):
+                path = Path(tmp, "01_naive.cu")
+                path.write_bytes(text)
+                return g.is_stub(path, "01_naive")
+            self.assertTrue(handed_in(today))
+            self.assertTrue(handed_in(today.replace(b"\n", b"\r\n")))
+            self.assertFalse(handed_in(today.replace(b"return", b"return ", 1)))
+            if not older:
+                self.skipTest("this clone holds one version of labs/01_naive.cu")
+            self.assertTrue(handed_in(older[-1]))
+
+
 class CaseFiles(unittest.TestCase):
     GOOD = {"section": "01_naive", "variants": ["kernels"], "cases": [{"name": "a", "args": ["--t", "1"]}]}
 
