@@ -235,6 +235,8 @@ def classify(code, out, record_ok):
         return "refused the input (exit 2)"
     if code == 3:
         return "CUDA error"
+    if code == -signal.SIGXFSZ:
+        return "wrote too large a file"
     if code < 0:
         return f"crashed (signal {-code})"
     return f"exit {code}"
@@ -526,6 +528,9 @@ def split_cat_file_batch(out):
         texts.append(out[header_end + 1:header_end + 1 + size])
         at = header_end + 1 + size + 1
     return texts
+
+
+MAX_FILE_BYTES = 1 << 30  # the largest file a student's run may write (its record is a few KB)
 
 
 class Grader:

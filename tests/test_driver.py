@@ -8,6 +8,7 @@ import re
 import importlib.util
 import subprocess
 import sys
+import signal
 import tempfile
 import unittest
 from pathlib import Path
@@ -63,6 +64,21 @@ class TimeLimit(unittest.TestCase):
         self.assertEqual(code, 1)
         self.assertIn("EOFError", out)
         self.assertLess(secs, 20)
+
+    def test_no_core_dump_and_a_file_size_limit(self):
+        # a crashing CUDA program's core can take gigabytes, and a grader's runs must not fill the disk
+        code, out, _ = common.run_limited(["sh", "-c", "sleep 0.5; grep 'core file' /proc/$$/limits"], 10)
+        self.assertEqual(code, 0, out)
+        self.assertRegex(out, r"Max core file size\s+0\s+0")
+        with tempfile.TemporaryDirectory() as tmp:
+            big = Path(tmp, "big")
+            write = ["sh", "-c", f"sleep 0.5; exec head -c {3 << 20} /dev/zero > '{big}'"]  # (Python ignores SIGXFSZ)
+            code, out, _ = common.run_limited(write, 10, max_file_bytes=1 << 20)
+            self.assertEqual(code, -signal.SIGXFSZ, out)
+            self.assertIn("STOPPED: it wrote a file larger than the 1 MB a run may write", out)
+            self.assertEqual(big.stat().st_size, 1 << 20)
+            code, _, _ = common.run_limited(write, 10)  # no limit asked: none
+            self.assertEqual((code, big.stat().st_size), (0, 3 << 20))
 
     def test_exit_codes_pass_through(self):
         code, out, _ = common.run_limited([sys.executable, "-c", "print('hi'); raise SystemExit(77)"], 10)

@@ -270,6 +270,7 @@ class Reports(unittest.TestCase):
         self.assertEqual(grade.classify(1, "O too far from fp64", False), "wrong answer")
         self.assertEqual(grade.classify(124, "TIMEOUT", False), "timeout")
         self.assertEqual(grade.classify(-11, "", False), "crashed (signal 11)")
+        self.assertEqual(grade.classify(-25, "STOPPED: it wrote a file larger than", False), "wrote too large a file")
         self.assertEqual(grade.classify(3, "CUDA error", False), "CUDA error")
 
     def test_scan_finds_labs_and_names_the_rest(self):

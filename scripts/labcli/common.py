@@ -2,6 +2,7 @@
 under a time limit."""
 import functools
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -264,10 +265,12 @@ def git_sha():
 OUTPUT_HEAD, OUTPUT_TAIL = 256 << 10, 1 << 20  # bytes of a run's output kept: its start and its end
 
 
-def run_limited(cmd, timeout, capture=True):
+def run_limited(cmd, timeout, capture=True, max_file_bytes=None):
     """Runs cmd in its own process group, its input closed; kills the whole group on timeout (exit
     124). Of the output, the first OUTPUT_HEAD and last OUTPUT_TAIL bytes are kept (a program that
-    prints without end must not fill the memory of a grader running a class)."""
+    prints without end must not fill the memory of a grader running a class). It leaves no core
+    dump (a crashing CUDA program's can take gigabytes), and with max_file_bytes it may write no
+    larger file (the grader's runs: a student's program must not fill the disk)."""
     env = dict(os.environ, LAB_GIT_SHA=os.environ.get("LAB_GIT_SHA") or git_sha())
     start = time.time()
     try:
@@ -276,6 +279,13 @@ def run_limited(cmd, timeout, capture=True):
                                 stderr=subprocess.STDOUT if capture else None, env=env, start_new_session=True)
     except OSError as e:  # a missing tool (compute-sanitizer, ncu) is a failed step, not a crash
         return 127, f"cannot start {cmd[0]}: {e.strerror}\n", 0.0
+    # Set on the started process (a preexec_fn is unsafe beside the threads of parallel runs): it
+    # is in force long before the program's kernels or its output files.
+    for which, value in [(resource.RLIMIT_CORE, 0)] + ([(resource.RLIMIT_FSIZE, max_file_bytes)] if max_file_bytes else []):
+        try:
+            resource.prlimit(proc.pid, which, (value, value))
+        except (OSError, ValueError):  # already ended, or a hard limit already below it
+            pass
     head, tail, dropped = bytearray(), bytearray(), [0]
 
     def drain():
@@ -302,7 +312,9 @@ def run_limited(cmd, timeout, capture=True):
         reader.join(timeout=10)  # a grandchild outside the group may hold the pipe: do not wait on it
     gap = f"\n[... {dropped[0]} bytes of output left out ...]\n".encode() if dropped[0] else b""
     out = (bytes(head) + gap + bytes(tail)).decode(errors="replace") + note
-    if code < 0:
+    if code == -signal.SIGXFSZ and max_file_bytes:
+        out += f"\nSTOPPED: it wrote a file larger than the {max_file_bytes >> 20} MB a run may write\n"
+    elif code < 0:
         out += f"\nCRASHED: killed by signal {-code}\n"
     return code, out, time.time() - start
 

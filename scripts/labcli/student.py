@@ -1,6 +1,7 @@
 """The commands of students and instructors: run, check, test, compare, make-labs, grade,
 grading-example and release."""
 import concurrent.futures
+import functools
 import hashlib
 import json
 import os
@@ -535,7 +536,7 @@ def cmd_grade(a):
             probe.unlink()
         if not on_gpu:
             say(f"lab: {no_gpu_reason(out)}; triage only (compile errors, unmodified stubs), no case is run")
-    grader = grade.Grader(ROOT, BUILD, run_limited, make_labs.make_stub, load_cases, expand_cases, cmake_env,
+    grader = grade.Grader(ROOT, BUILD, functools.partial(run_limited, max_file_bytes=grade.MAX_FILE_BYTES), make_labs.make_stub, load_cases, expand_cases, cmake_env,
                           lambda msg: say(f"  {msg}"), jobs=a.jobs, devices=gpu_devices(a.gpus), on_device=on_device,
                           program=program)
     if any(not is_python(s) and any(s in found for found in handed) for s in graded):
