@@ -554,7 +554,7 @@ def cmd_grade(a):
     # Every submission is compiled first, several at once (the compiler is the slow part of a
     # class on a machine without a GPU); then each one's cases and timing run alone, as they would
     # with no build beside them.
-    build_jobs = min(len(plan), a.build_jobs or max(1, min(8, (os.cpu_count() or 2) // 4)))
+    build_jobs = max(1, min(len(plan), a.build_jobs or min(8, (os.cpu_count() or 2) // 4)))
     grader.build_threads = max(1, (os.cpu_count() or 2) // build_jobs)
     say(f"lab: compiling {len(plan)} submission(s), {build_jobs} at a time ...")
     staged = {}
