@@ -10,7 +10,8 @@ against the repository's harness, and for each section:
   compile      a file that does not compile (a Python file: does not parse) scores 0, with the
                compiler's first errors quoted; so does one that #includes a file from outside its
                grade folder; a build step is stopped after BUILD_TIMEOUT seconds
-  stub check   a file identical to the generated stub is flagged "unmodified stub" (no GPU needed)
+  stub check   a file identical to a stub (today's, or one committed to labs/ before) is flagged
+               "unmodified stub" (no GPU needed)
   correctness  the section's case list (tests/cases/NN_name.json, plus --cases hidden cases), each
                run with a time limit; a case scores its weight when the run exits 0 AND leaves a
                result record saying the check passed (so exiting early earns nothing)
@@ -225,6 +226,8 @@ def classify(code, out, record_ok):
         return "pass"
     if code == 0:
         return "exited early (no passing result record)"
+    if code == -signal.SIGXFSZ or (code == 1 and "[Errno 27] File too large" in out):  # (Python ignores the signal)
+        return "wrote too large a file"
     if code == 1:
         return "wrong answer" if "not written" not in out else "output not written"
     if code == 124:
@@ -235,8 +238,6 @@ def classify(code, out, record_ok):
         return "refused the input (exit 2)"
     if code == 3:
         return "CUDA error"
-    if code == -signal.SIGXFSZ:
-        return "wrote too large a file"
     if code < 0:
         return f"crashed (signal {-code})"
     return f"exit {code}"
@@ -340,9 +341,9 @@ def render_markdown(report):
 
 def write_reports(report, folder):
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "grade.json").write_text(json.dumps(report, indent=1) + "\n")
+    (folder / REPORTS[0]).write_text(json.dumps(report, indent=1) + "\n")
     # a name that is not UTF-8 (a zip made on Windows) is shown with "?" for its odd bytes
-    (folder / "grade.md").write_text(render_markdown(report), errors="replace")
+    (folder / REPORTS[1]).write_text(render_markdown(report), errors="replace")
 
 
 def write_class_summary(reports, path):
@@ -515,6 +516,11 @@ def build_step(cmd, env):
         return 124, out + f"\nerror: the build was stopped after {BUILD_TIMEOUT:.0f} s\n"
 
 
+def normalised(text):
+    """A lab file's bytes as an editor on any system may have saved them: no BOM, LF line ends."""
+    return text.removeprefix(b"\xef\xbb\xbf").replace(b"\r\n", b"\n")
+
+
 def split_cat_file_batch(out):
     """The contents of the objects in `git cat-file --batch`'s output (a header line, the bytes, a newline each)."""
     at, texts = 0, []
@@ -531,6 +537,7 @@ def split_cat_file_batch(out):
 
 
 MAX_FILE_BYTES = 1 << 30  # the largest file a student's run may write (its record is a few KB)
+REPORTS = ("grade.json", "grade.md")  # a grade folder's reports (write_reports)
 
 
 class Grader:
@@ -553,7 +560,7 @@ class Grader:
     def is_stub(self, path, section):
         """Whether a handed-in file is a stub as generated, untouched: the stub of today's solution,
         or any stub ever committed to labs/ (the students' release may be older than this tree).
-        Line endings do not count (an editor on Windows may save CRLF)."""
+        Line endings and a BOM do not count (an editor on Windows may save them)."""
         if section not in self.stubs:
             name = f"{section}{path.suffix}"
             solution = self.root / "solutions" / name
@@ -561,15 +568,18 @@ class Grader:
             try:
                 log = subprocess.run(["git", "-C", str(self.root), "log", "--format=", "--raw", "--no-abbrev", "--",
                                       f"labs/{name}"], capture_output=True, text=True)
-                blobs = {w for line in log.stdout.splitlines() for w in line.split()[2:4] if len(w) == 40 and w.strip("0")}
-                if blobs:
-                    shown = subprocess.run(["git", "-C", str(self.root), "cat-file", "--batch"],
-                                           input="\n".join(sorted(blobs)).encode() + b"\n", capture_output=True)
-                    known |= set(split_cat_file_batch(shown.stdout))
-            except OSError:  # no git here: today's stub alone
-                pass
-            self.stubs[section] = {text.replace(b"\r\n", b"\n") for text in known}
-        return path.read_bytes().replace(b"\r\n", b"\n") in self.stubs[section]
+                blobs = {w for line in log.stdout.splitlines() for w in line.split()[2:4]
+                         if len(w) in (40, 64) and w.strip("0")}  # SHA-1 or SHA-256 ids; not the null id
+                shown = subprocess.run(["git", "-C", str(self.root), "cat-file", "--batch"],
+                                       input="\n".join(sorted(blobs)).encode() + b"\n", capture_output=True) if blobs else None
+                if log.returncode != 0 or not blobs or (shown and shown.returncode != 0):
+                    raise OSError(log.stderr.strip() or "no committed version")
+                known |= set(split_cat_file_batch(shown.stdout))
+            except (OSError, ValueError) as e:
+                self.say(f"lab: {name}: only today's stub counts as unmodified (git history of labs/{name} "
+                         f"not read: {e})")
+            self.stubs[section] = {normalised(text) for text in known}
+        return normalised(path.read_bytes()) in self.stubs[section]
 
     def configure_args(self, labs_dir, build_dir):
         args = ["cmake", "-S", str(self.root), "-B", str(build_dir), "-DLAB_BUILD_TESTS=OFF", "-DLAB_BUILD_SOLUTIONS=OFF",
@@ -672,7 +682,9 @@ class Grader:
         if out.exists():
             if out.is_symlink() or not out.is_dir() or (any(out.iterdir()) and not is_grade_folder(out)):
                 raise ValueError(f"{out} is not a grade: not replaced")  # plan_outputs refuses it first
-            shutil.rmtree(out)
+            for entry in out.iterdir():  # the last grade's reports stay until run() writes new ones:
+                if entry.name not in REPORTS:  # a class whose runs are cut short keeps its grades
+                    shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
         labs_dir = out / "labs"
         labs_dir.mkdir(parents=True)
         (out / MARKER).touch()

@@ -271,6 +271,7 @@ class Reports(unittest.TestCase):
         self.assertEqual(grade.classify(124, "TIMEOUT", False), "timeout")
         self.assertEqual(grade.classify(-11, "", False), "crashed (signal 11)")
         self.assertEqual(grade.classify(-25, "STOPPED: it wrote a file larger than", False), "wrote too large a file")
+        self.assertEqual(grade.classify(1, "OSError: [Errno 27] File too large", False), "wrote too large a file")
         self.assertEqual(grade.classify(3, "CUDA error", False), "CUDA error")
 
     def test_scan_finds_labs_and_names_the_rest(self):
@@ -364,6 +365,20 @@ class Reports(unittest.TestCase):
             self.assertEqual(grade.class_sections([{"01_naive": 1}], out, SECTIONS), ["01_naive", "12_ring"])
 
     # Grader.grade's bookkeeping (StandInGrader)
+    def test_a_regrade_keeps_the_last_grade_until_its_runs_end(self):
+        # build() of a whole class comes before any run: a class cut short must keep its grades
+        with tempfile.TemporaryDirectory() as tmp:
+            sub, out = submission(Path(tmp, "subs", "dave")), Path(tmp, "grades")
+            stand_in_grade(sub, out, on_gpu=True)
+            before = (out / "dave" / "grade.json").read_text()
+            (out / "dave" / "record-1.json").write_text("{}")  # a stray file of the last grade
+            g = StandInGrader(ROOT, ROOT / "build", None, make_labs.make_stub, None, None, dict, print)
+            staged = g.build(sub, out, SECTIONS, None)
+            self.assertEqual((out / "dave" / "grade.json").read_text(), before)
+            self.assertTrue((out / "dave" / "grade.md").is_file())
+            self.assertFalse((out / "dave" / "record-1.json").exists())
+            self.assertEqual(staged["report"]["submission"], "dave")
+
     def test_a_known_zero_is_a_number(self):
         with tempfile.TemporaryDirectory() as tmp:
             sub = submission(Path(tmp, "subs", "carol"))

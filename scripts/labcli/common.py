@@ -265,12 +265,30 @@ def git_sha():
 OUTPUT_HEAD, OUTPUT_TAIL = 256 << 10, 1 << 20  # bytes of a run's output kept: its start and its end
 
 
-def run_limited(cmd, timeout, capture=True, max_file_bytes=None):
+def limit_children(max_file_bytes=None):
+    """Limits this process passes on to every program it starts: no core dump (a crashing CUDA
+    program's can take gigabytes) and, for the grader, no file over max_file_bytes (a student's
+    program must not fill the disk; Python itself ignores SIGXFSZ and gets an error instead, and
+    subprocess restores the signal in its children, which are stopped by it)."""
+    limits = [(resource.RLIMIT_CORE, 0)] + ([(resource.RLIMIT_FSIZE, max_file_bytes)] if max_file_bytes else [])
+    for which, value in limits:
+        soft, hard = resource.getrlimit(which)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        if soft == resource.RLIM_INFINITY or soft > value:
+            resource.setrlimit(which, (value, hard))
+
+
+def file_size_limit():
+    """The largest file a program started from here may write (limit_children), or None."""
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def run_limited(cmd, timeout, capture=True):
     """Runs cmd in its own process group, its input closed; kills the whole group on timeout (exit
     124). Of the output, the first OUTPUT_HEAD and last OUTPUT_TAIL bytes are kept (a program that
-    prints without end must not fill the memory of a grader running a class). It leaves no core
-    dump (a crashing CUDA program's can take gigabytes), and with max_file_bytes it may write no
-    larger file (the grader's runs: a student's program must not fill the disk)."""
+    prints without end must not fill the memory of a grader running a class)."""
     env = dict(os.environ, LAB_GIT_SHA=os.environ.get("LAB_GIT_SHA") or git_sha())
     start = time.time()
     try:
@@ -279,13 +297,6 @@ def run_limited(cmd, timeout, capture=True, max_file_bytes=None):
                                 stderr=subprocess.STDOUT if capture else None, env=env, start_new_session=True)
     except OSError as e:  # a missing tool (compute-sanitizer, ncu) is a failed step, not a crash
         return 127, f"cannot start {cmd[0]}: {e.strerror}\n", 0.0
-    # Set on the started process (a preexec_fn is unsafe beside the threads of parallel runs): it
-    # is in force long before the program's kernels or its output files.
-    for which, value in [(resource.RLIMIT_CORE, 0)] + ([(resource.RLIMIT_FSIZE, max_file_bytes)] if max_file_bytes else []):
-        try:
-            resource.prlimit(proc.pid, which, (value, value))
-        except (OSError, ValueError):  # already ended, or a hard limit already below it
-            pass
     head, tail, dropped = bytearray(), bytearray(), [0]
 
     def drain():
@@ -312,8 +323,8 @@ def run_limited(cmd, timeout, capture=True, max_file_bytes=None):
         reader.join(timeout=10)  # a grandchild outside the group may hold the pipe: do not wait on it
     gap = f"\n[... {dropped[0]} bytes of output left out ...]\n".encode() if dropped[0] else b""
     out = (bytes(head) + gap + bytes(tail)).decode(errors="replace") + note
-    if code == -signal.SIGXFSZ and max_file_bytes:
-        out += f"\nSTOPPED: it wrote a file larger than the {max_file_bytes >> 20} MB a run may write\n"
+    if code == -signal.SIGXFSZ and file_size_limit():
+        out += f"\nSTOPPED: it wrote a file larger than the {file_size_limit() >> 20} MB a run may write\n"
     elif code < 0:
         out += f"\nCRASHED: killed by signal {-code}\n"
     return code, out, time.time() - start

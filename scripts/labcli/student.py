@@ -1,7 +1,6 @@
 """The commands of students and instructors: run, check, test, compare, make-labs, grade,
 grading-example and release."""
 import concurrent.futures
-import functools
 import hashlib
 import json
 import os
@@ -14,8 +13,8 @@ import time
 from pathlib import Path
 
 from labcli.common import (BUILD, EXIT_BAD_INPUT, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_PASS, EXIT_TIMEOUT, ROOT,
-                           BadInput, LabError, build, cmake_env, gpu_devices, git_sha, has_gpu, is_python, load_cases,
-                           no_gpu_reason, on_device, program, resolve, resolve_all, run_limited, say, sections,
+                           BadInput, LabError, build, cmake_env, gpu_devices, git_sha, has_gpu, is_python, limit_children,
+                           load_cases,                            no_gpu_reason, on_device, program, resolve, resolve_all, run_limited, say, sections,
                            source_name, targets)
 import cases  # noqa: E402  (scripts/cases.py, on the path through labcli.common)
 import make_labs  # noqa: E402
@@ -536,7 +535,7 @@ def cmd_grade(a):
             probe.unlink()
         if not on_gpu:
             say(f"lab: {no_gpu_reason(out)}; triage only (compile errors, unmodified stubs), no case is run")
-    grader = grade.Grader(ROOT, BUILD, functools.partial(run_limited, max_file_bytes=grade.MAX_FILE_BYTES), make_labs.make_stub, load_cases, expand_cases, cmake_env,
+    grader = grade.Grader(ROOT, BUILD, run_limited, make_labs.make_stub, load_cases, expand_cases, cmake_env,
                           lambda msg: say(f"  {msg}"), jobs=a.jobs, devices=gpu_devices(a.gpus), on_device=on_device,
                           program=program)
     if any(not is_python(s) and any(s in found for found in handed) for s in graded):
@@ -554,11 +553,14 @@ def cmd_grade(a):
     # Every submission is compiled first, several at once (the compiler is the slow part of a
     # class on a machine without a GPU); then each one's cases and timing run alone, as they would
     # with no build beside them.
-    build_jobs = max(1, min(len(plan), a.build_jobs or min(8, (os.cpu_count() or 2) // 4)))
-    grader.build_threads = max(1, (os.cpu_count() or 2) // build_jobs)
+    limit_children(grade.MAX_FILE_BYTES)  # every build and run from here on: no file over 1 GB
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
+    build_jobs = max(1, min(len(plan), cores, a.build_jobs or min(8, cores // 2)))
+    grader.build_threads = max(1, cores // build_jobs)
     say(f"lab: compiling {len(plan)} submission(s), {build_jobs} at a time ...")
     staged = {}
-    with concurrent.futures.ThreadPoolExecutor(max_workers=build_jobs) as pool:
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=build_jobs)
+    try:
         builds = {pool.submit(grader.build, path, out_root, known, graded, name): (given, name)
                   for given, path, name in plan}
         for n, job in enumerate(concurrent.futures.as_completed(builds), 1):
@@ -572,6 +574,8 @@ def cmd_grade(a):
                 continue
             failed = [s for s, (ok, _) in staged[name]["built"].items() if not ok]
             say(f"   [{n}/{len(plan)}] {given}: " + (f"compile error in {', '.join(failed)}" if failed else "compiled"))
+    finally:  # Ctrl-C: the builds not started are dropped (each one in flight ends at its own pace)
+        pool.shutdown(wait=True, cancel_futures=True)
     for n, (given, path, name) in enumerate(plan, 1):
         if name not in staged:
             continue
