@@ -573,7 +573,8 @@ def cmd_grade(a):
                 say(f"   not graded: {not_graded[-1]}")
                 continue
             failed = [s for s, (ok, _) in staged[name]["built"].items() if not ok]
-            say(f"   [{n}/{len(plan)}] {given}: " + (f"compile error in {', '.join(failed)}" if failed else "compiled"))
+            say(f"   [{n}/{len(plan)}] {given}: " + (f"compile error in {', '.join(failed)}" if failed else
+                                                     "built" if staged[name]["built"] else "nothing to build"))
     finally:  # Ctrl-C: the builds not started are dropped (each one in flight ends at its own pace)
         pool.shutdown(wait=True, cancel_futures=True)
     for n, (given, path, name) in enumerate(plan, 1):
