@@ -32,8 +32,8 @@ namespace lab {
 inline int forced_shared_memory_limit = 0;
 
 // The dynamic shared memory a block may opt in to on the current device (A100: 163 KB; sm_86,
-// sm_89, sm_120: 99 KB; Hopper: 227 KB), or less under --smem-limit. Asked once per thread and
-// device: launchers call it before every launch.
+// sm_89, sm_120: 99 KB; Hopper: 227 KB), or less under --smem-limit. Asked of the driver once per
+// thread and device: a run's set-up may opt in several kernels.
 inline int shared_memory_limit() {
   thread_local int cached_device = -1, limit = 0;
   int device = 0;

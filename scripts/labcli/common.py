@@ -226,7 +226,7 @@ def build(target_list=None):
     if target_list is not None and not target_list:
         return  # Python sections only: nothing to build
     configure()
-    args = ["cmake", "--build", BUILD, "--parallel", str(os.cpu_count() or 2)]
+    args = ["cmake", "--build", BUILD, "--parallel", str(usable_cores())]
     for t in target_list or []:
         args += ["--target", t]
     log = build_log()
@@ -263,6 +263,12 @@ def git_sha():
 
 # ------------------------------------------------------------------------------------- running
 OUTPUT_HEAD, OUTPUT_TAIL = 256 << 10, 1 << 20  # bytes of a run's output kept: its start and its end
+
+
+def usable_cores():
+    """The cores this process may run on (its affinity: a container's or a batch job's share), not
+    the machine's count."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
 
 
 def limit_children(max_file_bytes=None):

@@ -15,7 +15,7 @@ from pathlib import Path
 from labcli.common import (BUILD, EXIT_BAD_INPUT, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_PASS, EXIT_TIMEOUT, ROOT,
                            BadInput, LabError, build, cmake_env, gpu_devices, git_sha, has_gpu, is_python, limit_children,
                            load_cases,                            no_gpu_reason, on_device, program, resolve, resolve_all, run_limited, say, sections,
-                           source_name, targets)
+                           source_name, targets, usable_cores)
 import cases  # noqa: E402  (scripts/cases.py, on the path through labcli.common)
 import make_labs  # noqa: E402
 
@@ -554,7 +554,7 @@ def cmd_grade(a):
     # class on a machine without a GPU); then each one's cases and timing run alone, as they would
     # with no build beside them.
     limit_children(grade.MAX_FILE_BYTES)  # every build and run from here on: no file over 1 GB
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
+    cores = usable_cores()
     build_jobs = max(1, min(len(plan), cores, a.build_jobs or min(8, cores // 2)))
     grader.build_threads = max(1, cores // build_jobs)
     say(f"lab: compiling {len(plan)} submission(s), {build_jobs} at a time ...")
