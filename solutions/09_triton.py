@@ -39,8 +39,9 @@ try:
     from labharness import Section, main  # noqa: E402
     from labharness.backend import import_triton  # noqa: E402
 except ModuleNotFoundError as missing:  # one line and exit 77 (cannot run here), not a traceback
-    print(f"09_triton: cannot run here: the Python package '{missing.name}' is missing "
-          f"(scripts/lab run 09 installs what the section needs)")
+    venv = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "python3"  # where scripts/lab made one
+    how = f"run it with {venv}" if venv.exists() else "scripts/lab run 09 installs what the section needs"
+    print(f"09_triton: cannot run here: the Python package '{missing.name}' is missing ({how})")
     sys.exit(77)
 
 triton, tl = import_triton()  # under --cpu, with TRITON_INTERPRET=1 set first

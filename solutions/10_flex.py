@@ -32,8 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common" / "python"
 try:
     from labharness import Section, main, mods, record  # noqa: E402
 except ModuleNotFoundError as missing:  # one line and exit 77 (cannot run here), not a traceback
-    print(f"10_flex: cannot run here: the Python package '{missing.name}' is missing "
-          f"(scripts/lab run 10 installs what the section needs)")
+    venv = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "python3"  # where scripts/lab made one
+    how = f"run it with {venv}" if venv.exists() else "scripts/lab run 10 installs what the section needs"
+    print(f"10_flex: cannot run here: the Python package '{missing.name}' is missing ({how})")
     sys.exit(77)
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -970,6 +970,7 @@ class Setup(unittest.TestCase):
         for pip_code, expect_ok, expect_text in ((0, True, "installing numpy, matplotlib into"),
                                                  (1, False, "pip install -r scripts/requirements.txt")):
             with tempfile.TemporaryDirectory() as tmp, \
+                    mock.patch.object(setup, "externally_managed", lambda: False), \
                     mock.patch.object(setup.importlib.util, "find_spec", lambda name: None), \
                     mock.patch.object(setup, "logged", lambda cmd, log, env=None: pip_code), \
                     mock.patch.object(setup, "build_log", lambda: Path(tmp) / "log"), \
@@ -989,8 +990,9 @@ class Setup(unittest.TestCase):
         def pip(cmd, log, env=None):
             installed.append([x for x in cmd[cmd.index("15") + 1:] if x != "--user"])
             return 0
-        present = {"torch"}
+        present = {"torch", "numpy"}
         with tempfile.TemporaryDirectory() as tmp, \
+                mock.patch.object(setup, "externally_managed", lambda: False), \
                 mock.patch.object(setup.importlib.util, "find_spec", lambda name: name if name in present else None), \
                 mock.patch.object(setup, "logged", pip), \
                 mock.patch.object(setup, "build_log", lambda: Path(tmp) / "log"), \
@@ -1030,7 +1032,78 @@ class Setup(unittest.TestCase):
             setup.ensure_section_packages(False, ["09_triton"])
             setup.ensure_section_packages(False, ["09_triton", "10_flex"])
             setup.ensure_section_packages(True, ["09_triton"])
-        self.assertEqual(asked, [["triton"], ["torch", "triton"], ["torch", "triton"]])
+        self.assertEqual(asked, [["numpy", "triton"], ["numpy", "torch", "triton"], ["numpy", "torch", "triton"]])
+
+    def test_a_system_python_that_refuses_pip_gets_the_labs_own_venv(self):
+        """Debian 12 and Ubuntu 23.04+ mark their Python as externally managed (PEP 668) and its pip
+        refuses to install: the packages go into .venv/, and the command starts again under it."""
+        import contextlib, io
+        from labcli import setup
+        fake = Path("/nowhere/.venv/bin/python3")
+        for made, expect_ok in ((fake, True), (None, False)):
+            pip_cmds, restarts = [], []
+            with tempfile.TemporaryDirectory() as tmp, \
+                    mock.patch.object(setup, "externally_managed", lambda: True), \
+                    mock.patch.object(setup, "make_lab_venv", lambda: made), \
+                    mock.patch.object(setup, "enter_lab_venv", lambda argv: restarts.append(argv)), \
+                    mock.patch.object(setup.importlib.util, "find_spec", lambda name: None), \
+                    mock.patch.object(setup, "logged", lambda cmd, log, env=None: pip_cmds.append(cmd) or 0), \
+                    mock.patch.object(setup, "build_log", lambda: Path(tmp) / "log"), \
+                    contextlib.redirect_stdout(io.StringIO()) as out:
+                self.assertEqual(setup.ensure_python_deps(), expect_ok)
+            if made:
+                self.assertEqual(pip_cmds[0][:4], [str(fake), "-m", "pip", "install"])
+                self.assertNotIn("--user", pip_cmds[0])
+                self.assertEqual(len(restarts), 1)
+                self.assertIn("into the lab's virtual environment", out.getvalue())
+            else:  # no venv could be made (make_lab_venv said why): nothing installed, nothing restarted
+                self.assertEqual((pip_cmds, restarts), ([], []))
+                self.assertIn("the tests that need them are skipped", out.getvalue())
+
+    def test_a_venv_that_cannot_be_made_names_the_package(self):
+        import contextlib, io
+        from labcli import setup
+        with tempfile.TemporaryDirectory() as tmp, \
+                mock.patch.object(setup, "VENV", Path(tmp) / ".venv"), \
+                mock.patch.object(setup, "can_install", lambda: None), \
+                mock.patch.object(setup, "logged", lambda cmd, log, env=None: 1), \
+                mock.patch.object(setup, "build_log", lambda: Path(tmp) / "log"), \
+                contextlib.redirect_stdout(io.StringIO()) as out:
+            self.assertIsNone(setup.make_lab_venv())
+        self.assertIn("sudo apt-get install python3-venv", out.getvalue())
+
+    def test_the_driver_runs_under_the_labs_venv_once_made(self):
+        """enter_lab_venv replaces the driver by .venv's Python with the same arguments, once: not
+        when it already runs there (the marker a broken venv would not clear)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            venv, said = Path(tmp) / ".venv", Path(tmp) / "argv"
+            (venv / "bin").mkdir(parents=True)
+            fake = venv / "bin" / "python3"
+            fake.write_text(f'#!/bin/sh\necho "$@ [$LAB_VENV_ENTERED]" > {said}\n')
+            fake.chmod(0o755)
+            child = ("import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; from labcli import setup; "
+                     "setup.VENV = Path(sys.argv[2]); setup.enter_lab_venv(['run', '01']); print('stayed')")
+            env = {k: v for k, v in os.environ.items() if k != "LAB_VENV_ENTERED"}
+            base = [sys.executable, "-c", child, str(ROOT / "scripts"), str(venv)]
+            if sys.prefix == getattr(sys, "base_prefix", sys.prefix):  # (under a venv of its own it stays)
+                r = subprocess.run(base, env=env, capture_output=True, text=True, timeout=60)
+                self.assertNotIn("stayed", r.stdout)
+                self.assertEqual(said.read_text().strip(), f"{ROOT / 'scripts' / 'lab'} run 01 [1]")
+            r = subprocess.run(base, env=dict(env, LAB_VENV_ENTERED="1"), capture_output=True, text=True, timeout=60)
+            self.assertIn("stayed", r.stdout)
+
+    def test_a_build_configured_under_another_python_is_told_this_one(self):
+        with tempfile.TemporaryDirectory() as tmp, mock.patch.object(common, "BUILD", Path(tmp)):
+            self.assertIsNone(common.cached_python())
+            Path(tmp, "CMakeCache.txt").write_text("X:BOOL=ON\nPython3_EXECUTABLE:UNINITIALIZED=/usr/bin/python3\n"
+                                                   "_Python3_EXECUTABLE:INTERNAL=/usr/bin/python3\n")
+            self.assertEqual(common.cached_python(), "/usr/bin/python3")
+            calls = []
+            with mock.patch.object(common, "logged", lambda cmd, log, *a, **k: calls.append(cmd) or 0), \
+                    mock.patch.object(common, "build_log", lambda: Path(tmp) / "log"):
+                common.configure()
+            self.assertEqual(calls, [] if sys.executable == "/usr/bin/python3" else
+                             [["cmake", "-S", common.ROOT, "-B", Path(tmp), f"-DPython3_EXECUTABLE={sys.executable}"]])
 
     def test_missing_packages_are_named_when_they_cannot_be_installed(self):
         import contextlib, io

@@ -2,6 +2,7 @@
 under a time limit."""
 import functools
 import os
+import re
 import resource
 import shutil
 import signal
@@ -194,15 +195,32 @@ def prefix_args(root=None):
     return [f"-DCMAKE_PREFIX_PATH={deps}"] if (deps / "include").is_dir() else []
 
 
+def cached_python():
+    """The Python the build's tests run under (its CMake cache's Python3_EXECUTABLE), or None."""
+    try:
+        text = (BUILD / "CMakeCache.txt").read_text(errors="replace")
+    except OSError:
+        return None
+    m = re.search(r"^Python3_EXECUTABLE:[A-Z]*=(.*)$", text, re.M)
+    return m.group(1).strip() if m else None
+
+
 def configure():
     if (BUILD / "CMakeCache.txt").exists():
+        # A build configured under another Python (before the lab made its .venv/, or from another
+        # environment) is pointed at this one: the tests need the packages installed into it.
+        if cached_python() not in (None, sys.executable):
+            if logged(["cmake", "-S", ROOT, "-B", BUILD, f"-DPython3_EXECUTABLE={sys.executable}"], build_log()) != 0:
+                raise LabError("reconfiguring the build for this Python failed; log: " + str(build_log()),
+                               detail=tail(build_log()))
         return
     from labcli import setup  # (first configure of this build folder: a fresh machine's dependencies)
     setup.ensure_cpp_deps()
     if not shutil.which("cmake"):
         raise LabError("cmake not found: install CMake >= 3.24 (e.g. sudo apt-get install cmake ninja-build)")
     if not shutil.which("nvcc", path=cmake_env()["PATH"]):
-        raise LabError("nvcc not found: install the CUDA toolkit (>= 12) or put its bin/ on PATH")
+        raise LabError("nvcc not found: install the CUDA toolkit (>= 12; it installs and compiles without a GPU) "
+                       "or put its bin/ on PATH; the Python sections need no nvcc (scripts/lab run 09)")
     # The tests run under the Python this driver runs under, the one it installs numpy into (CMake
     # would pick the first python3 on PATH, which may be another).
     args = ["cmake", "-S", ROOT, "-B", BUILD, "-G", "Ninja" if shutil.which("ninja") else "Unix Makefiles",

@@ -6,7 +6,9 @@ else the system's; else the Debian packages, installed when this user may (root,
 password); else CMake fetches their sources at configure time. If that fails too, one line names
 the command that installs them.
 Python (numpy, matplotlib: the tests' .npy reader, tables and plots): pip, into the active virtual
-environment or the user's site-packages; if pip cannot, one line names the command. The Python
+environment or the user's site-packages; where the system's Python refuses pip (PEP 668: Debian 12,
+Ubuntu 23.04 and later), into the lab's own virtual environment .venv/, which the driver runs under
+from then on; if pip cannot, one line names the command. The Python
 sections' packages (Triton, PyTorch) and the optional library baselines (FlashInfer,
 FlashAttention-4) likewise, from scripts/requirements-cpu.txt or -gpu.txt, when a command needs them.
 """
@@ -15,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 from labcli.common import ROOT, LabError, say, build_log, logged
@@ -90,15 +93,15 @@ def ensure_python_deps():
                        "the tests that need them are skipped")
 
 
-# What the Python sections import (09 Triton, 10 PyTorch; on a GPU both), and what a baseline
-# (scripts/baselines.py's variants) imports beyond PyTorch.
-SECTION_MODULES = ("triton", "torch")
+# What the Python sections import (their harness numpy; 09 Triton, 10 PyTorch; on a GPU both), and
+# what a baseline (scripts/baselines.py's variants) imports beyond PyTorch.
+SECTION_MODULES = ("numpy", "triton", "torch")
 BASELINE_MODULE = {"flashinfer": "flashinfer", "fa4": "flash_attn"}
 
 
 # What each Python section imports on each path. 09 on the CPU runs Triton's interpreter over numpy
 # arrays: no PyTorch, whose Linux wheel brings about 4.7 GB of CUDA libraries to a laptop without a GPU.
-SECTION_NEEDS = {("09_triton", False): ("triton",)}
+SECTION_NEEDS = {("09_triton", False): ("numpy", "triton")}
 
 
 def ensure_section_packages(on_gpu, sections=()):
@@ -138,23 +141,87 @@ def requirement_lines(requirements, modules):
     return out
 
 
+def in_venv():
+    return sys.prefix != getattr(sys, "base_prefix", sys.prefix)
+
+
+# The lab's own virtual environment: made only where the system's Python refuses pip installs. It
+# sees the system's packages (a numpy from apt is not installed twice).
+VENV = ROOT / ".venv"
+
+
+def venv_python():
+    py = VENV / "bin" / "python3"
+    return py if os.access(py, os.X_OK) else None
+
+
+def externally_managed():
+    """PEP 668: a distribution's Python (Debian 12, Ubuntu 23.04 and later) marks itself so, and
+    its pip refuses to install outside a virtual environment."""
+    return not in_venv() and (Path(sysconfig.get_path("stdlib")) / "EXTERNALLY-MANAGED").exists()
+
+
+def enter_lab_venv(argv):
+    """Once the lab has made .venv/, every command runs under it (a virtual environment the user
+    activated wins: the driver never leaves it). The environment variable stops a loop where a
+    broken .venv/ would not report itself as a virtual environment."""
+    py = venv_python()
+    if py is None or in_venv() or os.environ.get("LAB_VENV_ENTERED"):
+        return
+    os.environ["LAB_VENV_ENTERED"] = "1"
+    os.execv(py, [str(py), str(ROOT / "scripts" / "lab"), *argv])
+
+
+def make_lab_venv():
+    """Makes .venv/ (with pip) from this Python; Debian ships venv's pip apart (python3-venv), which
+    is installed first where this user may. Returns its python, or None having said why not."""
+    cmd = [sys.executable, "-m", "venv", "--clear", "--system-site-packages", str(VENV)]
+    say(f"lab: this Python ({sys.executable}) is managed by your system and refuses pip installs (PEP 668); "
+        f"making the lab's own virtual environment {VENV} (once; log: {build_log()})")
+    if logged(cmd, build_log()) != 0:
+        prefix = can_install()
+        if prefix is not None:
+            env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+            logged(prefix + ["apt-get", "install", "-y", "-q", "--no-install-recommends", "python3-venv"],
+                   build_log(), env)
+        if logged(cmd, build_log()) != 0:
+            shutil.rmtree(VENV, ignore_errors=True)
+            say(f"lab: could not make {VENV}: install Python's venv module (sudo apt-get install python3-venv) "
+                f"and run the command again")
+            return None
+    return venv_python()
+
+
 def pip_install(missing, requirements, otherwise):
     """pip installs the lines of scripts/REQUIREMENTS that provide the missing modules; says what and
-    where. Offline, pip gives up after one short retry."""
+    where. Offline, pip gives up after one short retry. Where this Python refuses pip (PEP 668), the
+    packages go into the lab's .venv/ and the command starts again under it (what ran before this
+    point is repeated; a build is up to date by then)."""
     lines = requirement_lines(requirements, missing)
     if not lines:
         return not missing
-    in_venv = sys.prefix != getattr(sys, "base_prefix", sys.prefix)
-    where = f"the virtual environment {sys.prefix}" if in_venv else "your user site-packages (pip --user)"
-    cmd = ([sys.executable, "-m", "pip", "install", "-q", "--retries", "1", "--timeout", "15"] + lines
-           + ([] if in_venv or os.geteuid() == 0 else ["--user"]))
-    say(f"lab: installing {', '.join(missing)} into {where if os.geteuid() != 0 or in_venv else 'the system Python (root)'}"
-        f" (pip; log: {build_log()})")
+    python, restart = sys.executable, False
+    if externally_managed():
+        python = make_lab_venv()
+        if python is None:
+            say(f"lab: {otherwise}")
+            return False
+        where, restart = f"the lab's virtual environment {VENV}", True
+    elif in_venv():
+        where = f"the virtual environment {sys.prefix}"
+    else:
+        where = "the system Python (root)" if os.geteuid() == 0 else "your user site-packages (pip --user)"
+    cmd = ([str(python), "-m", "pip", "install", "-q", "--retries", "1", "--timeout", "15"] + lines
+           + ([] if restart or in_venv() or os.geteuid() == 0 else ["--user"]))
+    say(f"lab: installing {', '.join(missing)} into {where} (pip; log: {build_log()})")
     if logged(cmd, build_log()) == 0:
+        if restart:
+            say(f"lab: from now on scripts/lab runs under {python}; starting the command again under it")
+            enter_lab_venv(sys.argv[1:])
         importlib.invalidate_caches()
         return True
     say(f"lab: pip could not install {', '.join(missing)}; {otherwise} "
-        f"(install: {sys.executable} -m pip install -r scripts/{requirements})")
+        f"(install: {python} -m pip install -r scripts/{requirements})")
     return False
 
 

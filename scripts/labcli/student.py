@@ -153,10 +153,11 @@ def gpu_available(section, solution, timeout):
 
 def rerun_line(cmd):
     """A case's command as typed from the repository's root: its paths relative to the root, the
-    interpreter as `python3`, and no --quiet (run alone, the program's whole report is wanted)."""
+    interpreter as `python3` (the lab's own .venv/bin/python3 where the driver runs under it: the
+    system's lacks the packages), and no --quiet (run alone, the program's whole report is wanted)."""
     def shown(x):
         if str(x) == sys.executable:
-            return "python3"
+            x = sys.executable if ROOT in Path(sys.executable).parents else "python3"
         path = Path(str(x))
         return str(path.relative_to(ROOT)) if path.is_absolute() and ROOT in path.parents else str(x)
     return " ".join(shlex.quote(shown(x)) for x in cmd if str(x) != "--quiet")
@@ -754,7 +755,7 @@ def tree_files(root):
     r = subprocess.run(["git", "-C", str(root), "ls-files", "-z"], capture_output=True, text=True)
     if r.returncode == 0 and r.stdout:
         return [f for f in r.stdout.split("\0") if f]
-    skip = {".git", "build", ".deps", "__pycache__"}
+    skip = {".git", "build", ".deps", ".venv", "__pycache__"}
     return [str(p.relative_to(root)) for p in Path(root).rglob("*")
             if p.is_file() and not (set(p.relative_to(root).parts) & skip)]
 
