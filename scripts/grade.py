@@ -29,6 +29,7 @@ every submission's build links it.
 import collections
 import csv
 import concurrent.futures
+import difflib
 import json
 import os
 import re
@@ -317,6 +318,10 @@ def render_markdown(report):
             continue
         if s.get("unmodified_stub"):
             lines += ["The file is the unmodified stub: no exercise was attempted.", ""]
+        if s.get("edits_outside_exercises"):
+            lines += [f"Changed outside the exercise regions, at lines {line_ranges(s['edits_outside_exercises'])} "
+                      "of the handed-in file: the given code (the harness call, `main`, the checks) is not the "
+                      "exercise's; review those lines (the score does not change).", ""]
         if s["status"] == NOT_RUN:
             lines += ["Compiled; cases not run (no GPU on the grading machine).", ""]
             continue
@@ -348,19 +353,21 @@ def write_reports(report, folder):
 
 def write_class_summary(reports, path):
     """One row per submission: its total, the GPU it was graded on, each section's score (a number,
-    or empty where none was run) and status, and its misnamed files."""
+    or empty where none was run) and status, its misnamed files, and where it changed given code."""
     sections = sorted({s for r in reports for s in r["graded_sections"]})
     # utf-8-sig: a spreadsheet that opens the file by a double click reads "José" as José
     with open(path, "w", newline="", encoding="utf-8-sig", errors="replace") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(["submission", "total", "gpu"] + [c for s in sections for c in (s, f"{s}_status")] +
-                   ["misnamed_files"])
+                   ["misnamed_files", "edited_outside_exercises"])
         for r in reports:
             row = [r["submission"], number(r["total"]), r["gpu"] or "none (triage)"]
             for s in sections:
                 sec = r["sections"].get(s) if s in r["graded_sections"] else None
                 row += [number(section_score(sec)) if sec else "", section_state(sec)]
-            w.writerow(row + ["; ".join(line.split(": ", 1)[0] for line in r.get("misnamed", []))])
+            outside = [f"{s} (lines {line_ranges(r['sections'][s]['edits_outside_exercises'])})" for s in sections
+                       if s in r["graded_sections"] and (r["sections"].get(s) or {}).get("edits_outside_exercises")]
+            w.writerow(row + ["; ".join(line.split(": ", 1)[0] for line in r.get("misnamed", [])), "; ".join(outside)])
 
 
 def read_report(folder):
@@ -522,8 +529,8 @@ def normalised(text):
 
 
 def split_cat_file_batch(out):
-    """The contents of the objects in `git cat-file --batch`'s output (a header line, the bytes, a newline each)."""
-    at, texts = 0, []
+    """{object id: its bytes} from `git cat-file --batch`'s output (a header line, the bytes, a newline each)."""
+    at, texts = 0, {}
     while at < len(out):
         header_end = out.index(b"\n", at)
         fields = out[at:header_end].split()
@@ -531,9 +538,43 @@ def split_cat_file_batch(out):
             at = header_end + 1
             continue
         size = int(fields[2])
-        texts.append(out[header_end + 1:header_end + 1 + size])
+        texts[fields[0].decode()] = out[header_end + 1:header_end + 1 + size]
         at = header_end + 1 + size + 1
     return texts
+
+
+def code_lines(text):
+    """(index, the line without whitespace) of a file's non-blank lines: an editor's re-indentation,
+    trailing spaces or blank lines are no edit."""
+    squeezed = ((i, re.sub(r"\s+", "", line)) for i, line in enumerate(text.splitlines()))
+    return [(i, line) for i, line in squeezed if line]
+
+
+def edits_outside_exercises(text, stub, regions):
+    """Where a handed-in file changes its stub outside the exercise regions (the given code, main,
+    the harness call): [(first, last)] line numbers of the handed-in file; a deletion is placed at
+    the line after it. `regions`: the stub's exercise lines, (first, end) 0-based (make_stub). Lines
+    added right after a region's last line belong to it (a student's helper next to their code)."""
+    a, b = code_lines(stub), code_lines(text)
+    last_line = max(1, len(text.splitlines()))
+    inside = lambda i: any(first <= i < end for first, end in regions)
+    spans = []
+    matcher = difflib.SequenceMatcher(None, [x for _, x in a], [x for _, x in b], autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        if tag == "insert":
+            outside = i1 == 0 or not inside(a[i1 - 1][0])
+        else:
+            outside = not all(inside(a[k][0]) for k in range(i1, i2))
+        if outside:
+            first = b[j1][0] + 1 if j1 < len(b) else last_line
+            spans.append((first, b[j2 - 1][0] + 1 if j2 > j1 else first))
+    return spans
+
+
+def line_ranges(spans):
+    return ", ".join(f"{a}" if a == b else f"{a}–{b}" for a, b in spans)
 
 
 MAX_FILE_BYTES = 1 << 30  # the largest file a student's run may write (its record is a few KB)
@@ -554,32 +595,85 @@ class Grader:
         self.program = program or (lambda s, solution, build_dir=None, labs_dir=None:
                                    [Path(build_dir or ref_build) / "bin" / (s if solution else f"lab_{s}")])
         self.harness = None  # the prebuilt lab_common every submission links (build_harness), else none
-        self.stubs = {}  # section: the texts of its stubs (is_stub)
+        self.stubs = {}  # section: the stubs a student may have been handed (stub_versions)
+        self.regions = {}  # (section, commit): that stub's exercise regions (exercise_regions)
         self.build_threads = os.cpu_count() or 2  # compiler jobs of one submission's build (fewer when several build at once)
 
-    def is_stub(self, path, section):
-        """Whether a handed-in file is a stub as generated, untouched: the stub of today's solution,
-        or any stub ever committed to labs/ (the students' release may be older than this tree).
-        Line endings and a BOM do not count (an editor on Windows may save them)."""
+    def stub_versions(self, section, suffix):
+        """The stubs of a section a student may have been handed: today's (from solutions/), then
+        every version committed to labs/, newest first (the students' release may be older than this
+        tree), as (normalised bytes, the commit that holds it or None for today's)."""
         if section not in self.stubs:
-            name = f"{section}{path.suffix}"
+            name = f"{section}{suffix}"
             solution = self.root / "solutions" / name
-            known = {self.make_stub(solution.read_text(), name).encode()} if solution.exists() else set()
+            versions = [(normalised(self.make_stub(solution.read_text(), name).encode()), None)] if solution.exists() else []
             try:
-                log = subprocess.run(["git", "-C", str(self.root), "log", "--format=", "--raw", "--no-abbrev", "--",
+                log = subprocess.run(["git", "-C", str(self.root), "log", "--format=%H", "--raw", "--no-abbrev", "--",
                                       f"labs/{name}"], capture_output=True, text=True)
-                blobs = {w for line in log.stdout.splitlines() for w in line.split()[2:4]
-                         if len(w) in (40, 64) and w.strip("0")}  # SHA-1 or SHA-256 ids; not the null id
+                commit, blobs = None, []  # (blob, commit), newest first
+                for line in log.stdout.splitlines():
+                    fields = line.split()
+                    if len(fields) == 1 and len(fields[0]) in (40, 64):
+                        commit = fields[0]
+                    elif line.startswith(":") and len(fields) >= 4 and fields[3].strip("0"):  # not the null id (a deletion)
+                        blobs.append((fields[3], commit))  # SHA-1 or SHA-256 ids
                 shown = subprocess.run(["git", "-C", str(self.root), "cat-file", "--batch"],
-                                       input="\n".join(sorted(blobs)).encode() + b"\n", capture_output=True) if blobs else None
+                                       input="\n".join(b for b, _ in blobs).encode() + b"\n", capture_output=True) if blobs else None
                 if log.returncode != 0 or not blobs or (shown and shown.returncode != 0):
                     raise OSError(log.stderr.strip() or "no committed version")
-                known |= set(split_cat_file_batch(shown.stdout))
+                texts = split_cat_file_batch(shown.stdout)
+                versions += [(normalised(texts[b]), c) for b, c in blobs if b in texts]
             except (OSError, ValueError) as e:
                 self.say(f"lab: {name}: only today's stub counts as unmodified (git history of labs/{name} "
                          f"not read: {e})")
-            self.stubs[section] = {normalised(text) for text in known}
-        return normalised(path.read_bytes()) in self.stubs[section]
+            self.stubs[section] = versions
+        return self.stubs[section]
+
+    def is_stub(self, path, section):
+        """Whether a handed-in file is a stub as generated, untouched (any version of it, see
+        stub_versions). Line endings and a BOM do not count (an editor on Windows may save them)."""
+        text = normalised(path.read_bytes())
+        return any(text == stub for stub, _ in self.stub_versions(section, path.suffix))
+
+    def exercise_regions(self, section, suffix, stub, commit):
+        """A stub version's exercise regions, from its commit's solution (today's: solutions/), or
+        None where today's make_stub does not regenerate that version line for line with the same
+        exercise lines (an older make_labs worded its header comments otherwise: no matter)."""
+        key = (section, commit)
+        if key not in self.regions:
+            name, regions = f"{section}{suffix}", []
+            if commit is None:
+                solution = (self.root / "solutions" / name).read_text()
+            else:
+                r = subprocess.run(["git", "-C", str(self.root), "show", f"{commit}:solutions/{name}"], capture_output=True)
+                solution = r.stdout.decode(errors="replace") if r.returncode == 0 else None
+            try:
+                made = self.make_stub(solution, name, regions=regions).splitlines() if solution is not None else None
+            except Exception:  # an old solution that today's make_labs reads otherwise: not compared
+                made = None
+            old = stub.decode(errors="replace").splitlines()
+            same = made is not None and len(made) == len(old) and all(made[i] == old[i] for a, b in regions
+                                                                       for i in range(a, b))
+            self.regions[key] = regions if same else None
+        return self.regions[key]
+
+    def edits_outside(self, path, section):
+        """The handed-in file's edits outside the exercise regions ([(first, last)] lines), against the
+        stub version it is closest to: today's, else an older one whose exercise regions today's
+        make_stub regenerates from that commit's solution (one it cannot is not compared). None
+        where no stub could be compared."""
+        text = normalised(path.read_bytes()).decode(errors="replace")
+        best = None
+        for stub, commit in self.stub_versions(section, path.suffix):
+            regions = self.exercise_regions(section, path.suffix, stub, commit)
+            if regions is None:
+                continue
+            spans = edits_outside_exercises(text, stub.decode(errors="replace"), regions)
+            if best is None or sum(b - a + 1 for a, b in spans) < sum(b - a + 1 for a, b in best):
+                best = spans
+            if not best:
+                break
+        return best
 
     def configure_args(self, labs_dir, build_dir):
         args = ["cmake", "-S", str(self.root), "-B", str(build_dir), "-DLAB_BUILD_TESTS=OFF", "-DLAB_BUILD_SOLUTIONS=OFF",
@@ -723,6 +817,11 @@ class Grader:
             if s not in files:
                 continue
             sec["unmodified_stub"] = self.is_stub(files[s], s)
+            if not sec["unmodified_stub"]:
+                sec["edits_outside_exercises"] = self.edits_outside(files[s], s)
+                if sec["edits_outside_exercises"]:
+                    progress(f"{name}: {s}: changed given code outside the exercises, lines "
+                             f"{line_ranges(sec['edits_outside_exercises'])} (named in its grade.md)")
             ok, log = built[s]
             (out / f"build-{s}.log").write_text(log)
             if not ok:

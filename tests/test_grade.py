@@ -26,6 +26,7 @@ import grade  # noqa: E402
 import make_labs  # noqa: E402
 from labcli import student  # noqa: E402
 
+needs_solutions = unittest.skipUnless((ROOT / "solutions").is_dir(), "a student release: no solutions/")
 SECTIONS = ["01_naive", "02_v1_tile", "03_v2_loop_order", "09_triton", "12_ring"]
 
 
@@ -129,11 +130,11 @@ class Reports(unittest.TestCase):
             grade.write_class_summary([r, triage, short], Path(tmp, "c.csv"))
             lines = Path(tmp, "c.csv").read_text(encoding="utf-8-sig").splitlines()
             self.assertEqual(lines[0], "submission,total,gpu,01_naive,01_naive_status,02_v1_tile,02_v1_tile_status,"
-                                       "misnamed_files")
-            self.assertEqual(lines[1], "alice,37.5,NVIDIA H200,75.0,graded,0.0,compile error,naive.cu")
+                                       "misnamed_files,edited_outside_exercises")
+            self.assertEqual(lines[1], "alice,37.5,NVIDIA H200,75.0,graded,0.0,compile error,naive.cu,")
             # triage: no number, and the solution and the untouched stub read differently
-            self.assertEqual(lines[2], "bob,,none (triage),,not run (no GPU),,unmodified stub,")
-            self.assertEqual(lines[3], "carol,75.0,NVIDIA H200,75.0,graded,,not graded,")  # graded over fewer
+            self.assertEqual(lines[2], "bob,,none (triage),,not run (no GPU),,unmodified stub,,")
+            self.assertEqual(lines[3], "carol,75.0,NVIDIA H200,75.0,graded,,not graded,,")  # graded over fewer
             self.assertNotIn(b"\r", Path(tmp, "c.csv").read_bytes())  # \n line endings, not CSV's default CRLF
             for row in rows(Path(tmp, "c.csv")):  # every score column is a number or empty
                 for k in ("total", "01_naive", "02_v1_tile"):
@@ -414,6 +415,7 @@ class StubRecognition(unittest.TestCase):
     """An untouched stub is named so whether it is today's or one the students got from an older
     commit, and whatever its line endings; one edited character makes it the student's work."""
 
+    @needs_solutions
     def test_stubs_of_any_commit(self):
         g = grade.Grader(ROOT, ROOT / "build", None, make_labs.make_stub, None, None, None, print)
         today = (ROOT / "labs" / "01_naive.cu").read_bytes()
@@ -433,6 +435,110 @@ class StubRecognition(unittest.TestCase):
             if not older:
                 self.skipTest("this clone holds one version of labs/01_naive.cu")
             self.assertTrue(handed_in(older[-1]))
+
+
+def filled_in(name):
+    """A section's stub with every exercise done as the solution does it (its hints kept): what a
+    student who changed nothing else hands in. Returns (that text, the stub, its regions)."""
+    solution = (ROOT / "solutions" / name).read_text()
+    regions = []
+    stub = make_labs.make_stub(solution, name, regions=regions).splitlines()
+    c = "#" if name.endswith(".py") else "//"
+    begin, end, stub_line, comment = make_labs.SYNTAX[Path(name).suffix]
+    answers, code, inside, leading = [], [], False, False
+    for line in solution.splitlines():
+        if begin.match(line):
+            inside, leading, code = True, True, []
+        elif end.match(line):
+            inside = False
+            answers.append(code)
+        elif inside and not (leading and comment.match(line)):
+            leading = False
+            if not stub_line.match(line):
+                code.append(line)
+    out, at = [], 0
+    for (first, last), code in zip(regions, answers):
+        todo = next(i for i in range(first, last) if stub[i].lstrip().startswith(f"{c} TODO("))
+        out += stub[at:todo] + code
+        at = last
+    return "\n".join(out + stub[at:]) + "\n", "\n".join(stub) + "\n", regions
+
+
+class EditsOutsideExercises(unittest.TestCase):
+    """The grader names the lines where a handed-in file changes the given code (main, the harness
+    call, the checks), the place where a self-check could be bypassed; filling the exercises,
+    helpers next to them, re-indentation and Windows line ends are not such edits."""
+
+    @needs_solutions
+    def test_every_section_filled_in_changes_nothing_outside(self):
+        for src in sorted((ROOT / "solutions").glob("[0-9][0-9]_*.*")):
+            text, stub, regions = filled_in(src.name)
+            self.assertNotEqual(text, stub, src.name)
+            self.assertEqual(grade.edits_outside_exercises(text, stub, regions), [], src.name)
+
+    @needs_solutions
+    def test_edits_of_given_code_are_named_by_line(self):
+        text, stub, regions = filled_in("02_v1_tile.cu")
+        lines = text.splitlines()
+        main = next(i for i, l in enumerate(lines) if l.startswith("int main("))
+        given = regions[0][0] - 2  # a line of given code above the first exercise
+        while not lines[given].strip():
+            given -= 1
+        check = lambda ls: grade.edits_outside_exercises("\n".join(ls) + "\n", stub, regions)
+        self.assertEqual(check(lines[:main + 1] + ["  return 0;"] + lines[main + 1:]), [(main + 2, main + 2)])
+        deleted = lines[:given] + lines[given + 1:]
+        after = next(i for i in range(given, len(deleted)) if deleted[i].strip())
+        self.assertEqual(check(deleted), [(after + 1, after + 1)])  # a deletion: at the next line
+        self.assertEqual(check(lines[:given] + ["int helper() { return 1; }"] + lines[given:]), [(given + 1, given + 1)])
+        # inside: a changed line of the student's own code, a helper right after an exercise's code
+        todo = next(i for i in range(len(lines)) if "rows_in_tile" in lines[i] and "LAB_HD" in lines[i])
+        self.assertEqual(check(lines[:todo + 1] + ["  // my note"] + lines[todo + 1:]), [])
+        region_end = next(i for i in range(todo, len(lines)) if not lines[i].strip())
+        self.assertEqual(check(lines[:region_end] + ["LAB_HD int helper() { return 1; }"] + lines[region_end:]), [])
+        # not edits: indentation, trailing spaces, blank lines, CRLF
+        self.assertEqual(grade.edits_outside_exercises(
+            "\r\n".join("    " + l + "  " for l in lines) + "\r\n\r\n", stub, regions), [])
+
+    @needs_solutions
+    def test_a_file_from_an_older_release_is_compared_with_its_own_stub(self):
+        """The given code changed since the students' release: their file is compared with the stub
+        they were handed (its exercise regions regenerated from that commit's solution), so the
+        release's differences are not theirs."""
+        g = grade.Grader(ROOT, ROOT / "build", None, make_labs.make_stub, None, None, None, print)
+        for src in sorted((ROOT / "solutions").glob("[0-9][0-9]_*.cu")):
+            versions = g.stub_versions(src.stem, src.suffix)
+            today = versions[0][0]
+            older = [v for v, c in versions[1:] if v != today and g.exercise_regions(src.stem, src.suffix, v, c) is not None]
+            if older:
+                break
+        else:
+            self.skipTest("this clone holds no older stub that today's make_labs regenerates")
+        lines = older[0].decode().splitlines()
+        main = next(i for i, l in enumerate(lines) if l.startswith("int main("))
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp, src.name)
+            path.write_text("\n".join(lines[:main + 1] + ["  return 0;"] + lines[main + 1:]) + "\n")
+            self.assertEqual(g.edits_outside(path, src.stem), [(main + 2, main + 2)])
+
+    @needs_solutions
+    def test_the_report_and_the_class_summary_name_the_lines(self):
+        g = grade.Grader(ROOT, ROOT / "build", None, make_labs.make_stub, None, None, None, print)
+        text, _, _ = filled_in("01_naive.cu")
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp, "01_naive.cu")
+            path.write_text(text)
+            self.assertEqual(g.edits_outside(path, "01_naive"), [])
+            lines = text.splitlines()
+            main = next(i for i, l in enumerate(lines) if l.startswith("int main("))
+            path.write_text("\n".join(lines[:main + 1] + ["  puts(\"PASS\");", "  return 0;"] + lines[main + 1:]) + "\n")
+            spans = g.edits_outside(path, "01_naive")
+            self.assertEqual(spans, [(main + 2, main + 3)])
+            report = recorded_report()
+            report["sections"]["01_naive"]["edits_outside_exercises"] = spans
+            self.assertIn(f"at lines {main + 2}–{main + 3} of the handed-in file", grade.render_markdown(report))
+            grade.write_class_summary([report], Path(tmp, "class.csv"))
+            self.assertEqual(rows(Path(tmp, "class.csv"))[0]["edited_outside_exercises"],
+                             f"01_naive (lines {main + 2}–{main + 3})")
 
 
 class CaseFiles(unittest.TestCase):
