@@ -525,6 +525,7 @@ int main(int argc, char** argv) {
   s.paged = true;
   s.gpu = setup_gpu;
   s.cpu = run_cpu;
+  s.precheck = gqa_mapping_error<s05::Decode05>;
   return lab::lab_main(int(args.size()), args.data(), s);
 }
 #endif  // LAB_DECODE06_NO_MAIN

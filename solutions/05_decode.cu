@@ -193,6 +193,7 @@ int main(int argc, char** argv) {
   s.supports_window = true;
   s.gpu = setup_gpu;
   s.cpu = run_cpu;
+  s.precheck = gqa_mapping_error<Decode05>;
   return lab::lab_main(argc, argv, s);
 }
 #endif

@@ -78,3 +78,55 @@ add_test(NAME cpu_model.06.names_unwritten_05_hooks
                  --skip-code 77 -- ${BIN}/lab_06_paged --cpu --t 1 --t-kv 300 --b 2 --h 4 --h-kv 2)
 set_tests_properties(cpu_model.06.names_unwritten_05_hooks PROPERTIES LABELS cpu SKIP_RETURN_CODE 77
                      ENVIRONMENT "LAB_NO_BUILD=1;LAB_BUILD_DIR=${CMAKE_BINARY_DIR}")
+
+# A wrong GQA mapping is refused before anything runs, by name, with exit 1: a head past H would be
+# written past the end of O (on the CPU a corrupted heap, a crash with no word about the exercise).
+# The solution rebuilt with three wrong host mappings (LAB_WRONG_GQA picks one; the kernels keep
+# the right one), run on the CPU model.
+if(LAB_BUILD_SOLUTIONS)
+  file(READ ${PROJECT_SOURCE_DIR}/solutions/05_decode.cu lab_05_text)
+  set(lab_right_gqa "return kv_head * group + r;")
+  string(FIND "${lab_05_text}" "${lab_right_gqa}" lab_at)
+  if(lab_at LESS 0)
+    message(FATAL_ERROR "solutions/05_decode.cu: no '${lab_right_gqa}' for the wrong-GQA tests to replace")
+  endif()
+  string(REPLACE "${lab_right_gqa}" "
+#ifdef __CUDA_ARCH__
+    return kv_head * group + r;
+#else
+    return wrong_gqa(kv_head, r, group);
+#endif
+" lab_05_text "${lab_05_text}")
+  file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/wrong_gqa_05.cu "#include <cstdlib>
+#include <cstring>
+static int wrong_gqa(int kv_head, int r, int group) {
+  const char* mode = std::getenv(\"LAB_WRONG_GQA\");
+  if (mode && !std::strcmp(mode, \"range\")) return kv_head * group + r + 1000;
+  if (mode && !std::strcmp(mode, \"group\")) return r * group + kv_head;
+  if (mode && !std::strcmp(mode, \"twice\")) return kv_head * group;
+  return kv_head * group + r;
+}
+${lab_05_text}")
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/solutions/05_decode.cu)
+  add_executable(wrong_gqa_05 ${CMAKE_CURRENT_BINARY_DIR}/wrong_gqa_05.cu)
+  target_include_directories(wrong_gqa_05 PRIVATE ${PROJECT_SOURCE_DIR}/solutions)
+  target_link_libraries(wrong_gqa_05 PRIVATE lab_common)
+  target_compile_options(wrong_gqa_05 PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${LAB_CUDA_FLAGS}>)
+  list(GET LAB_CUDA_ARCHITECTURES 0 lab_wrong_arch)
+  set_target_properties(wrong_gqa_05 PROPERTIES CUDA_ARCHITECTURES ${lab_wrong_arch})
+  foreach(pair "right;^PASS" "range;EXERCISE gqa: query_head_of\\(kv_head=0, r=0, group=4\\) = 1000, not a query head \\(H = 8\\)"
+               "group;EXERCISE gqa: query_head_of\\(kv_head=0, r=1, group=4\\) = 4, but query head 4 reads K/V head 1"
+               "twice;EXERCISE gqa: query_head_of\\(kv_head=0, r=1, group=4\\) = 0, the head row r=0 already has")
+    list(GET pair 0 mode)
+    list(GET pair 1 said)
+    set(code 1)
+    if(mode STREQUAL "right")
+      set(code 0)
+    endif()
+    foreach(v single split)
+      add_test(NAME precheck.05.gqa_${mode}_${v}
+               COMMAND ${EXPECT} --code ${code} --match=${said} -- ${BIN}/wrong_gqa_05 --cpu --variant ${v} ${DEC_SHAPE})
+      set_tests_properties(precheck.05.gqa_${mode}_${v} PROPERTIES LABELS cpu ENVIRONMENT "LAB_WRONG_GQA=${mode}")
+    endforeach()
+  endforeach()
+endif()

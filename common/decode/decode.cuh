@@ -125,6 +125,33 @@ LAB_HD int query_head(int kv_head, int rr, int group, int h_kv, bool gqa_bug) {
   return gqa_bug ? rr * h_kv + kv_head : Hooks::query_head_of(kv_head, rr, group);
 }
 
+// The section's query_head_of asked on the host for every (K/V head, row) of the problem, before
+// anything runs (Section::precheck): a head past H would be written past the end of O, and a head
+// outside kv_head's run would read another head's K and V. "" or the first wrong answer. The
+// stub's -1 ("no head yet": the blocks skip their work) is left to the run to report.
+template <class Hooks>
+std::string gqa_mapping_error(const lab::Problem& pr, const lab::Options& opt) {
+  if (opt.bug == "gqa-index") return "";  // the planted slip replaces the hook (given code, in range)
+  const int group = pr.h / pr.h_kv;
+  std::vector<int> row_of(size_t(pr.h), -1);  // query head -> the row that claimed it
+  for (int kv_head = 0; kv_head < pr.h_kv; ++kv_head)
+    for (int r = 0; r < group; ++r) {
+      const int q = Hooks::query_head_of(kv_head, r, group);
+      if (q < 0) continue;
+      const std::string asked = "EXERCISE gqa: query_head_of(kv_head=" + std::to_string(kv_head) + ", r=" +
+                                std::to_string(r) + ", group=" + std::to_string(group) + ") = " + std::to_string(q);
+      if (q >= pr.h)
+        return asked + ", not a query head (H = " + std::to_string(pr.h) + "): the run would write past the end of O";
+      if (const int owner = lab::kv_head_of(q, pr.h, pr.h_kv); owner != kv_head)
+        return asked + ", but query head " + std::to_string(q) + " reads K/V head " + std::to_string(owner) +
+               " (each K/V head serves a contiguous run of " + std::to_string(group) + " query heads)";
+      if (row_of[size_t(q)] >= 0)
+        return asked + ", the head row r=" + std::to_string(row_of[size_t(q)]) + " already has";
+      row_of[size_t(q)] = r;
+    }
+  return "";
+}
+
 // Row r (0..15) of a block's chunk of heads -> its query head, or -1 (padding row, or a stub).
 template <class Hooks, class P>
 __device__ __forceinline__ int head_of_row(const P& p, int kv_head, int chunk, int r) {

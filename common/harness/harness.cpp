@@ -463,8 +463,11 @@ int run_section(int argc, char** argv, const Section& s) {
   json metrics = json::object();
   std::string run_failure;  // wrong beyond the output (GpuRun::after_check_run, CpuRun::failure)
   std::string gpu_only_rest;  // CpuRun::gpu_only_rest
+  const std::string refused = s.precheck ? s.precheck(p, opt) : "";  // nothing runs (Section::precheck)
 
-  if (opt.cpu) {
+  if (!refused.empty()) {
+    run_failure = refused;
+  } else if (opt.cpu) {
     if (!opt.quiet)
       std::printf("== CPU model of %s, not your kernel: it runs the section's algorithm in plain C++ ==\n",
                   s.name.c_str());
@@ -522,11 +525,14 @@ int run_section(int argc, char** argv, const Section& s) {
   const std::vector<RowId> rows = rows_to_check(p, opt.check, opt.sample_rows, opt.seed);
   const bool fp8 = std::find(s.fp8_variants.begin(), s.fp8_variants.end(), opt.variant) != s.fp8_variants.end();
   CheckResult check = check_rows(p, in, rows, o, lse, fp8 ? RefKind::fp8_e4m3 : RefKind::same_precision);
-  if (!run_failure.empty()) {  // the output may be right; the run is not
+  if (!refused.empty()) {  // nothing ran: the reason is the whole verdict (not "output not written")
+    check.verdict = refused + " (nothing was run)";
+    check.details.clear();
+  } else if (!run_failure.empty()) {  // the output may be right; the run is not
     if (check.passed) check.verdict = run_failure;
     else check.details.insert(check.details.begin(), run_failure);
-    check.passed = false;
   }
+  if (!run_failure.empty()) check.passed = false;
 
   const double flops = attention_flops(p);
   const bool timed = timing.iters > 0 && timing.median_ms > 0;

@@ -153,6 +153,11 @@ struct Section {
   // and what it is, for the "does not fit" message. nullptr: none.
   std::function<int64_t(const Problem&, const std::string& variant)> workspace_bytes;
   std::string workspace_what = "workspace";
+  // Optional. The student's host-callable exercise code asked before anything runs, where a wrong
+  // answer would make the run itself unsafe (05's GQA mapping: a head past H is written past the end
+  // of O, an illegal address on a GPU and a corrupted heap on the CPU). "" or why it is wrong: then
+  // neither the kernel nor the CPU model runs, and the reason is the check's verdict (exit 1).
+  std::function<std::string(const Problem&, const Options&)> precheck;
   std::function<GpuRun(const RunContext&)> gpu;
   std::function<CpuRun(const Problem&, const Options&, const HostInputs&, std::vector<float>& o,
                        std::vector<float>& lse)> cpu;
