@@ -41,7 +41,26 @@ class TimeLimit(unittest.TestCase):
     def test_a_crash_is_reported(self):
         code, out, _ = common.run_limited([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"], 10)
         self.assertLess(code, 0)
-        self.assertIn("CRASHED", out)
+        self.assertIn("CRASHED: the program was killed by SIGSEGV (signal 11): most often memory", out)
+
+    def test_run_says_a_crash_is_a_failure(self):
+        """`scripts/lab run` exits 1 for a program killed by a signal (the shell would see 128+N,
+        none of the lab's codes)."""
+        crash = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGABRT)"]
+        a = mock.Mock(section="01", solution=True, args=[], timeout=10)
+        with mock.patch.object(student, "build", lambda t: None), \
+                mock.patch.object(student, "program", lambda s, solution: crash), \
+                contextlib.redirect_stdout(io.StringIO()) as out:
+            self.assertEqual(student.cmd_run(a), common.EXIT_FAIL)
+        self.assertIn("killed by SIGABRT", out.getvalue())
+
+    def test_a_failed_run_shows_its_first_lines_and_its_verdict(self):
+        out = "\n".join(["05 exercises"] + [f"failed: check {i}" for i in range(30)] + ["FAIL: 30 of 37 checks failed"])
+        shown = student.excerpt(out)
+        self.assertEqual(shown[:2], ["05 exercises", "failed: check 0"])  # the first failure, not the last
+        self.assertEqual(shown[-1], "FAIL: 30 of 37 checks failed")
+        self.assertIn("25 more lines", shown[-3])
+        self.assertEqual(student.excerpt("a\nb\nFAIL"), ["a", "b", "FAIL"])
 
     def test_a_missing_program_is_a_failed_run(self):
         code, out, _ = common.run_limited(["no-such-tool-here", "--x"], 10)
@@ -207,14 +226,16 @@ class ParallelCheck(unittest.TestCase):
                                    "print('not checked here: needs a GPU: the mma part'); sys.exit(77)\n",
                                    on_gpu=False) as (tmp, data):
             for ts in (["2"], ["2", "1"]):
-                data["cases"] = [{"name": f"t{t}", "args": ["--t", t]} for t in ts]
+                data["cases"] = [{"name": f"t{t}", "args": ["--t", t]} for t in ts] + [
+                    {"name": "gpu only", "args": ["--t", "3"], "cpu": False}]  # not run here: counted, said
                 a = self.check_args(cpu=True, report=str(tmp / "r.json"))
                 with contextlib.redirect_stdout(io.StringIO()) as out:
                     codes[len(ts)] = student.cmd_check(a)
                 report = json.loads(Path(a.report).read_text())
                 self.assertEqual([bool(r["not_checked"]) for r in report], [True] + [False] * (len(ts) - 1))
         self.assertEqual(codes, {1: 77, 2: 1})
-        self.assertIn("== 99_fake: 0 passed, 1 failed, 1 not checked here (needs a GPU: the mma part)", out.getvalue())
+        self.assertIn("== 99_fake (CPU model): 0 passed, 1 failed, 1 not checked here (needs a GPU: the mma part); "
+                      "1 more run of the case list needs a GPU (not run here)", out.getvalue())
 
     def test_a_run_this_gpu_cannot_do_is_named_not_failed(self):
         # On a GPU, a run that exits 77 saying "cannot run here" (a Hopper-only variant, more shared

@@ -350,8 +350,22 @@ def run_limited(cmd, timeout, capture=True):
     if code == -signal.SIGXFSZ and file_size_limit():
         out += f"\nSTOPPED: it wrote a file larger than the {file_size_limit() >> 20} MB a run may write\n"
     elif code < 0:
-        out += f"\nCRASHED: killed by signal {-code}\n"
+        out += f"\nCRASHED: {crash_words(-code)}\n"
     return code, out, time.time() - start
+
+
+def crash_words(signum):
+    """What a program killed by a signal did, in a student's words."""
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    if name in ("SIGSEGV", "SIGBUS", "SIGABRT"):
+        return (f"the program was killed by {name} (signal {signum}): most often memory written or read out of "
+                f"bounds, an index of your code past the end of an array; run it alone to see where it stops")
+    if name == "SIGKILL":
+        return f"the program was killed by {name} (signal {signum}): out of memory, or stopped from outside"
+    return f"the program was killed by {name} (signal {signum})"
 
 
 def no_gpu_reason(output):

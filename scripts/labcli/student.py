@@ -73,7 +73,7 @@ def cmd_run(a):
         say(f"lab: {reason}; {cpu_fallback(section, 'running')}")
         code, out, _ = run_limited(cmd + ["--cpu"], a.timeout)
     say(out, end="")
-    return code
+    return EXIT_FAIL if code < 0 else code  # a crash (killed by a signal) is a failure: exit 1, as a check
 
 
 # ---------------------------------------------------------------------------------------- check
@@ -223,7 +223,7 @@ def check_section(section, a):
         label = f"{variant:<8} {name}"
         say(f"  [{n:>2}/{len(runs)}] {status:<9} {label:<58} exit {code:<3} {secs:6.1f} s")
         if (not ok and not gpu_only) or a.verbose or expect == "bad-input":
-            for line in out.strip().splitlines()[-8:]:
+            for line in excerpt(out):
                 say(f"           | {line}")
         results.append({"section": section, "case": name, "variant": variant, "expect": expect, "exit": code,
                         "ok": ok, "not_checked": gpu_only or None, "seconds": round(secs, 2), "weight": weight,
@@ -231,10 +231,23 @@ def check_section(section, a):
     pool.shutdown()
     passed = sum(r["ok"] for r in results)
     unchecked = [r for r in results if r["not_checked"]]
-    say(f"== {section}: {passed} passed, {len(results) - passed - len(unchecked)} failed"
+    # Cases (and variants) of the list that only a GPU runs are not run here at all: said, not hidden.
+    gpu_runs = 0 if on_gpu else len(expand_cases(data, a.solution, bugs, True)) - len(expand_cases(data, a.solution, bugs, False))
+    say(f"== {section}{'' if on_gpu else ' (CPU model)'}: {passed} passed, {len(results) - passed - len(unchecked)} failed"
         + (f", {len(unchecked)} not checked here ({unchecked[0]['not_checked']})" if unchecked else "")
+        + (f"; {gpu_runs} more {'runs' if gpu_runs > 1 else 'run'} of the case list "
+           f"{'need' if gpu_runs > 1 else 'needs'} a GPU (not run here)" if gpu_runs > 0 else "")
         + f" ({time.time() - t0:.0f} s)")
     return results
+
+
+def excerpt(out, head=5, tail=2):
+    """A failed run's output for the case line: its first lines (where the first failure is said, as
+    the unit tests print it) and its last (the verdict), not the end alone."""
+    lines = out.strip().splitlines()
+    if len(lines) <= head + tail + 1:
+        return lines
+    return lines[:head] + [f"... ({len(lines) - head - tail} more lines: run it alone to see them all)"] + lines[-tail:]
 
 
 def writable_report(path):
