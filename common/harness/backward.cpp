@@ -298,15 +298,19 @@ BackwardCheck check_gradients(const Problem& p, const BackwardInputs& in, const 
         gc.max_abs_err = std::max(gc.max_abs_err, std::fabs(x - e));
       }
     gc.bound = 2 * gc.same_err + atol;
-    for (size_t n = 0; n < rows && gc.details.size() < 4; ++n)
-      for (int c = 0; c < d && gc.details.size() < 4; ++c) {
-        const float x = got[size_t(index(n)) + size_t(c)];
-        const double e = ref[n * size_t(d) + size_t(c)], err = std::fabs(double(x) - e);
-        if (!(err <= gc.bound))
+    // The first few elements over the bound; when some are NaN or inf (the verdict then says so),
+    // those first, then the others.
+    for (const bool nonfinite_pass : {true, false})
+      for (size_t n = 0; n < rows && gc.details.size() < 4; ++n)
+        for (int c = 0; c < d && gc.details.size() < 4; ++c) {
+          const float x = got[size_t(index(n)) + size_t(c)];
+          const double e = ref[n * size_t(d) + size_t(c)], err = std::fabs(double(x) - e);
+          const bool nonfinite = !is_poison(x) && !std::isfinite(x);
+          if (nonfinite_pass ? !nonfinite : (nonfinite || err <= gc.bound)) continue;
           gc.details.push_back(gc.name + where(n) + ", d=" + std::to_string(c) + "] = " +
                                (is_poison(x) ? std::string("unwritten") : fmt("%.6g", x)) + ", expected " +
                                fmt("%.6g", e) + " (error " + fmt("%.3g", err) + ")");
-      }
+        }
     gc.passed = gc.unwritten == 0 && gc.nonfinite == 0 && gc.max_abs_err <= gc.bound;
   };
   auto q_index = [&](size_t n) { const RowId id = q_rows[n]; return p.q_index(id.b, id.i, id.h); };
@@ -335,6 +339,18 @@ BackwardCheck check_gradients(const Problem& p, const BackwardInputs& in, const 
       else v << gc.name << " too far from fp64: max error " << fmt("%.3g", gc.max_abs_err) << " > bound " << fmt("%.3g", gc.bound);
     }
     r.passed = false;
+  }
+  if (!r.passed) {  // every gradient's state: which are right is the clue (dV right: P is, dS is not)
+    v << " [";
+    for (size_t n = 0; n < r.grads.size(); ++n) {
+      const GradCheck& gc = r.grads[n];
+      v << (n ? ", " : "") << gc.name << " ";
+      if (gc.unwritten) v << "not written";
+      else if (gc.nonfinite) v << "NaN/inf";
+      else v << fmt("%.3g", gc.max_abs_err) << (gc.passed ? " <= " : " > ") << fmt("%.3g", gc.bound);
+      v << (gc.passed ? " ok" : " FAIL");
+    }
+    v << "]";
   }
   if (r.passed) {
     v << "max error dQ " << fmt("%.3g", r.grads[0].max_abs_err) << " <= " << fmt("%.3g", r.grads[0].bound) << ", dK "
