@@ -399,6 +399,8 @@ int simulate_main(int argc, const char* const* argv) {
   app.set_help_flag("--help,-h", "Print this help and exit");
   app.get_formatter()->column_width(30);
   app.add_flag("--simulate", simulate, "Run the simulation (this mode)");
+  bool on_host = false;  // the simulation always runs on the host: --cpu, typed from habit, changes nothing
+  app.add_flag("--cpu", on_host, "Accepted and ignored: the simulation runs on the host anyway");
   app.add_option("--requests", c.requests, "Requests in the stream")->capture_default_str();
   app.add_option("--seed", c.seed, "Seed of the request lengths")->capture_default_str();
   app.add_option("--page-size", c.block_size, "Tokens per block")->capture_default_str();

@@ -136,7 +136,7 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
     v << r.o_nan << " elements of O are NaN or inf on the rows checked (a reference value is finite)";
   } else if (!o_ok && o_zero == o_checked) {
     v << "O too far from fp64: every one of the " << o_checked << " elements checked is 0 "
-      << "(nothing was accumulated: an exercise still the stub?)";
+      << "(nothing was accumulated: an exercise still the stub, or one that skips every key?)";
   } else if (!o_ok) {
     v << "O too far from fp64: max error " << fmt("%.3g", r.max_abs_err) << " > bound "
       << fmt("%.3g", r.ref_err_bound) << " (" << r.rule << ")";

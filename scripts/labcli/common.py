@@ -179,7 +179,7 @@ def logged(cmd, log, env=None, progress=False):
                     steps = re.findall(r"^\[(\d+)/(\d+)\]", r.read(), re.MULTILINE)
                 if steps and steps[-1] != shown:
                     shown = steps[-1]
-                    say(f" {shown[0]}/{shown[1]}", end="")
+                    say(f" [{shown[0]}/{shown[1]}]", end="")  # ninja's steps so far, on the building line
 
 
 def tail(path, lines=15):

@@ -202,7 +202,7 @@ def check(p, q, k, v, rows, out_o, out_lse, mods=None):
         verdict = f"{o_nan} elements of O are NaN or inf on the rows checked (a reference value is finite)"
     elif not o_ok and o_zero == o_checked:
         verdict = (f"O too far from fp64: every one of the {o_checked} elements checked is 0 "
-                   "(nothing was accumulated: an exercise still the stub?)")
+                   "(nothing was accumulated: an exercise still the stub, or one that skips every key?)")
     elif not o_ok:
         verdict = f"O too far from fp64: max error {_g(max_err)} > bound {_g(bound)} ({r['rule']})"
     elif not lse_ok:
