@@ -1039,6 +1039,29 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Your block_at, asked on the host for every (rank, step) before anything runs (Section::precheck):
+// the CPU model reads whichever block it names, so a ring turned the wrong way would pass there and
+// fail only between GPUs, where a rank computes on the block it actually received. At step 0 a rank
+// holds its own block; at step s, the block rank r - 1 held at step s - 1. The stub's -1 is left to
+// the run, which names the exercise.
+std::string ring_schedule_error(const lab::Problem&, const lab::Options&) {
+  const int n = g_ring.ranks;
+  for (int step = 0; step < n; ++step)
+    for (int r = 0; r < n; ++r) {
+      const int got = block_at(r, step, n);
+      if (got < 0) return "";
+      const int want = step == 0 ? r : block_at((r + n - 1) % n, step - 1, n);
+      if (got != want)
+        return "EXERCISE shard-map: block_at(rank=" + std::to_string(r) + ", step=" + std::to_string(step) +
+               ", ranks=" + std::to_string(n) + ") = " + std::to_string(got) + ", want " + std::to_string(want) +
+               (step == 0 ? ": at step 0 a rank holds its own block"
+                          : ": what rank " + std::to_string((r + n - 1) % n) + " held at step " + std::to_string(step - 1) +
+                                " (every step, each rank passes its block to rank + 1)");
+    }
+  return "";
+}
+
+// ---------------------------------------------------------------------------------------------
 // CPU model: the same ring on the host (not your kernel). Every rank's Q shard, the block it
 // holds at each step (block_at), each pair's partial (float scores, exp, P rounded to the element
 // type as the kernel feeds it to the Tensor Cores, the sum in float) and the merge (merge_of) of
@@ -1259,6 +1282,7 @@ int main(int argc, char** argv) {
   };
   s.gpu = setup_gpu;
   s.cpu = run_cpu;
+  s.precheck = ring_schedule_error;
   return lab::lab_main(int(args.size()), args.data(), s);
 }
 #endif  // LAB_RING12_NO_MAIN
