@@ -630,8 +630,8 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
   run.metrics = {{"kernel", c.name()}, {"block_q", block_q}, {"block_kv", block_kv}, {"skip", c.skip}};
   run.failure = report_tiles(run.metrics, count_tiles(pr, block_q, block_kv), c.skip, visited.load(), opt.quiet, true);
   if (std::string(LAB_BUILD_KIND) == "lab")  // your build: one of your exercises runs only on a GPU
-    run.gpu_only_rest = "needs a GPU: EXERCISE mma-online-softmax runs in the mma kernel only (the CPU model ran "
-                        "your tile-span and edge-mask, which pass on these runs)";
+    run.gpu_only_rest = "needs a GPU: EXERCISE mma-online-softmax runs in the mma kernel only; the CPU model "
+                        "checked your tile-span and edge-mask on this run";
   return run;
 }
 

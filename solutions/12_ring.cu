@@ -1184,8 +1184,8 @@ lab::CpuRun run_cpu(const lab::Problem& p, const lab::Options& opt, const lab::H
   else if (std::isnan(merge_rows(0.f, 0.f).lse))
     run.failure = "EXERCISE ring-merge is not written yet: merge_rows() returns NaN";
   if (std::string(LAB_BUILD_KIND) == "lab")  // your build: one of your exercises runs only on a GPU
-    run.gpu_only_rest = "needs a GPU: EXERCISE mma-online-softmax runs in the mma kernel only (the CPU model ran "
-                        "your shard-map and ring-merge, which pass on these runs)";
+    run.gpu_only_rest = "needs a GPU: EXERCISE mma-online-softmax runs in the mma kernel only; the CPU model "
+                        "checked your shard-map and ring-merge on this run";
   return run;
 }
 
