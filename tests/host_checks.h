@@ -3,21 +3,116 @@
 // verdict line ctest matches ("PASS: 0 of N checks failed", or "FAIL: k of N checks failed") and
 // returns the exit code (0 when every check passed, 1 otherwise). They take no options:
 // no_options() refuses any (exit 2), so a typed option is never silently ignored.
+//
+// The tests of a lab's exercises are read by students, who should not need the test source to
+// learn what is wrong: exercise("split-merge") opens the checks of one exercise (its BEGIN
+// EXERCISE id), and CHECKF(ok, format, ...) prints a failure in plain words, as printf would:
+//   "  split-merge: merged_lse({2, 1, -inf}, n=3, stride=1) = nan, want 2.31326 (...) [tests/...:104]"
+// ok and the values to print are one call's arguments, evaluated in no set order: print values
+// computed before, never a call to the student's code (online_step changes its arguments). A check
+// that fails in a loop prints its first two failures and then how many more. finish() then lists
+// the exercises, each with its first failure, just above the verdict: scripts/lab check shows only
+// the last lines of a failed run.
 #pragma once
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
 
 static int g_checks = 0, g_failed = 0;
-static void check(bool ok, const char* what, const char* file, int line) {
+struct ExerciseTally {
+  const char* id;
+  int checks, failed;
+  std::string first;  // its first failure, for the summary
+};
+static std::vector<ExerciseTally> g_exercises;
+struct SiteTally {  // the failures of one CHECKF line in the current exercise
+  const char* file;
+  int line, failed;
+};
+static std::vector<SiteTally> g_sites;
+
+static const char* test_path(const char* file) {
+  const char* tests = std::strstr(file, "tests/");
+  return tests ? tests : file;
+}
+
+static inline void check(bool ok, const char* what, const char* file, int line) {
   ++g_checks;
   if (!ok) {
     ++g_failed;
-    const char* tests = std::strstr(file, "tests/");
-    std::printf("  failed (%s:%d): %s\n", tests ? tests : file, line, what);
+    std::printf("  failed (%s:%d): %s\n", test_path(file), line, what);
   }
 }
 #define CHECK(x) check((x), #x, __FILE__, __LINE__)
+
+// Says how many failures of each line of the exercise were not printed.
+static void close_exercise() {
+  for (const SiteTally& s : g_sites)
+    if (s.failed > 2)
+      std::printf("  %s: (and %d more failure%s of the check at %s:%d)\n", g_exercises.back().id, s.failed - 2,
+                  s.failed == 3 ? "" : "s", test_path(s.file), s.line);
+  g_sites.clear();
+}
+
+static void exercise(const char* id) {
+  if (!g_exercises.empty()) close_exercise();
+  g_exercises.push_back({id, 0, 0, {}});
+}
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 4, 5)))
+#endif
+static bool check_f(bool ok, const char* file, int line, const char* format, ...) {
+  ++g_checks;
+  ExerciseTally* ex = g_exercises.empty() ? nullptr : &g_exercises.back();
+  if (ex) ++ex->checks;
+  if (ok) return true;
+  ++g_failed;
+  char what[1024];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(what, sizeof what, format, args);
+  va_end(args);
+  if (!ex) {
+    std::printf("  failed (%s:%d): %s\n", test_path(file), line, what);
+    return false;
+  }
+  if (ex->failed++ == 0) ex->first = what;
+  SiteTally* site = nullptr;
+  for (SiteTally& s : g_sites)
+    if (s.line == line && std::strcmp(s.file, file) == 0) site = &s;
+  if (!site) {
+    g_sites.push_back({file, line, 0});
+    site = &g_sites.back();
+  }
+  if (++site->failed <= 2) std::printf("  %s: %s [%s:%d]\n", ex->id, what, test_path(file), line);
+  return false;
+}
+#define CHECKF(ok, ...) check_f((ok), __FILE__, __LINE__, __VA_ARGS__)
+
+// One check over a whole loop (ok = ok && ... each time round) keeps its first counterexample, the
+// one worth reading: note(pass, format, ...) returns pass and words the first failure; after the
+// loop, CHECKF(c.ok, "%s", c.what) counts it as the one check it is.
+struct FirstFailure {
+  bool ok = true;
+  char what[512] = "";
+#if defined(__GNUC__)
+  __attribute__((format(printf, 3, 4)))
+#endif
+  bool note(bool pass, const char* format, ...) {
+    if (!pass && ok) {
+      va_list args;
+      va_start(args, format);
+      std::vsnprintf(what, sizeof what, format, args);
+      va_end(args);
+    }
+    ok = ok && pass;
+    return pass;
+  }
+};
 
 static void no_options(int argc, char** argv) {
   if (argc > 1) {
@@ -27,6 +122,14 @@ static void no_options(int argc, char** argv) {
 }
 
 static int finish() {
+  if (!g_exercises.empty()) close_exercise();
+  if (g_failed)
+    for (const ExerciseTally& ex : g_exercises)
+      if (ex.failed)
+        std::printf("exercise %s: %d of %d checks failed; the first: %s\n", ex.id, ex.failed, ex.checks,
+                    ex.first.c_str());
+      else
+        std::printf("exercise %s: its %d checks pass\n", ex.id, ex.checks);
   std::printf("%s: %d of %d checks failed\n", g_failed ? "FAIL" : "PASS", g_failed, g_checks);
   return g_failed ? 1 : 0;
 }

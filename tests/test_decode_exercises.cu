@@ -6,7 +6,8 @@
 //       (merged LSE, weights, the online fold; empty splits, no NaN), on numbers worked by hand.
 //   06: the paged address through the block table in both layouts; the allocator's append, free
 //       and prefix sharing (reference counts), and the serving simulation on them.
-// Exit 0 when every check passes, 1 otherwise (each failure printed with its line).
+// Exit 0 when every check passes, 1 otherwise. Each failure is printed under its exercise's id
+// with what was called, what it gave and what was wanted (tests/host_checks.h).
 #include <cmath>
 #include <cstdio>
 #include <set>
@@ -25,12 +26,6 @@ using Hooks = Decode05;
 #endif
 
 #include "host_checks.h"
-#define REQUIRE(x)                     \
-  do {                                 \
-    const bool ok_ = (x);              \
-    check(ok_, #x, __FILE__, __LINE__); \
-    if (!ok_) return;                  \
-  } while (0)
 static bool near(double a, double b, double rel = 1e-5) { return std::fabs(a - b) <= rel * (1 + std::fabs(b)); }
 template <class F>
 static bool throws(F f) {
@@ -61,61 +56,103 @@ static State exact(const std::vector<double>& s, const std::vector<double>& v, i
 }
 
 static void test_gqa() {
+  exercise("gqa");
   // H = 32, H_kv = 8: K/V head 3 serves query heads 12..15, and lab::kv_head_of agrees.
-  CHECK(Hooks::query_head_of(3, 0, 4) == 12);
-  CHECK(Hooks::query_head_of(3, 3, 4) == 15);
+  for (int r : {0, 3}) {
+    const int h = Hooks::query_head_of(3, r, 4);
+    CHECKF(h == 12 + r, "query_head_of(kv_head=3, r=%d, group=4) = %d, want %d: K/V head g serves the query heads "
+           "[g*group, (g+1)*group), in order", r, h, 12 + r);
+  }
   for (int h_kv : {1, 2, 8})
     for (int group : {1, 3, 4, 32})
       for (int kv = 0; kv < h_kv; ++kv)
         for (int r = 0; r < group; ++r) {
           const int h = Hooks::query_head_of(kv, r, group);
           if (h < 0 || h >= h_kv * group || lab::kv_head_of(h, h_kv * group, h_kv) != kv) {
-            CHECK(!"query_head_of(kv_head, r, group) is a head of kv_head's group");
+            CHECKF(false, "query_head_of(kv_head=%d, r=%d, group=%d) = %d with H_kv=%d, want a head of [%d, %d): the "
+                   "query heads lab::kv_head_of gives to K/V head %d", kv, r, group, h, h_kv, kv * group,
+                   (kv + 1) * group, kv);
             return;
           }
         }
 }
 
 static void test_split_state() {
-  // An empty state meeting an all-masked tile stays empty, with no NaN.
+  exercise("split-state");
   float m = -INFINITY, l = 0.f, alpha = 1.f, base = 1.f;
-  CHECK(Hooks::online_step(-INFINITY, m, l, alpha, base));
-  CHECK(m == -INFINITY && l == 0.f && !std::isnan(alpha) && std::exp2(-INFINITY - base) == 0.f);
+  char call[96];  // the last call, with the state it was given
+  auto step = [&](float tile_max) {
+    std::snprintf(call, sizeof call, "online_step(tile_max=%.6g) on m=%.6g, l=%.6g", tile_max, m, l);
+    CHECKF(Hooks::online_step(tile_max, m, l, alpha, base),
+           "%s returned false, want true (false stops the kernel's block, which then writes nothing)", call);
+  };
+  // An empty state meeting an all-masked tile stays empty, with no NaN.
+  step(-INFINITY);
+  CHECKF(m == -INFINITY && l == 0.f && !std::isnan(alpha) && std::exp2(-INFINITY - base) == 0.f,
+         "%s gave m=%.6g, l=%.6g, alpha=%.6g, base=%.6g; want m=-inf, l=0, alpha not NaN, base neither NaN nor -inf: "
+         "still empty, and the kernel's exp2(-inf - base) must be 0, not NaN", call, m, l, alpha, base);
   // Tile maxima 3 then 5 (log2 domain): after the first, base 3 and l still 0 (the kernel adds the
   // tile's p = exp2(s - base)); say the tile's p sum to 1.5. The second rescales by exp2(3 - 5).
-  CHECK(Hooks::online_step(3.f, m, l, alpha, base));
-  CHECK(m == 3.f && base == 3.f && l == 0.f);
+  step(3.f);
+  CHECKF(m == 3.f && base == 3.f && l == 0.f,
+         "%s gave m=%.6g, base=%.6g, l=%.6g; want m=3, base=3, l=0 (the kernel adds the tile's p = exp2(s - base) to l "
+         "itself)", call, m, base, l);
   l += 1.5f;
-  CHECK(Hooks::online_step(5.f, m, l, alpha, base));
-  CHECK(m == 5.f && base == 5.f && near(alpha, 0.25) && near(l, 0.375));
+  step(5.f);
+  CHECKF(m == 5.f && base == 5.f && near(alpha, 0.25) && near(l, 0.375),
+         "%s gave m=%.6g, base=%.6g, alpha=%.6g, l=%.6g; want m=5, base=5, alpha=0.25 = exp2(3 - 5), l=0.375 = "
+         "1.5*alpha", call, m, base, alpha, l);
   // A lower tile max keeps m: alpha 1.
-  CHECK(Hooks::online_step(4.f, m, l, alpha, base));
-  CHECK(m == 5.f && alpha == 1.f);
+  step(4.f);
+  CHECKF(m == 5.f && alpha == 1.f, "%s gave m=%.6g, alpha=%.6g; want m=5, alpha=1: a lower tile max keeps m", call, m,
+         alpha);
   // The split's LSE in natural log: (m + log2 l)·ln 2; an empty split: -inf.
-  CHECK(near(Hooks::split_lse(5.f, 2.f), (5.0 + 1.0) * std::log(2.0)));
-  CHECK(Hooks::split_lse(-INFINITY, 0.f) == -INFINITY);
+  const float lse = Hooks::split_lse(5.f, 2.f), lse_empty = Hooks::split_lse(-INFINITY, 0.f);
+  const double want = (5.0 + 1.0) * std::log(2.0);
+  CHECKF(near(lse, want), "split_lse(m=5, l=2) = %.6g, want %.6g = (m + log2 l)*ln 2: the LSE in natural log", lse,
+         want);
+  CHECKF(lse_empty == -INFINITY, "split_lse(m=-inf, l=0) = %.6g, want -inf: a split that saw no key weighs nothing",
+         lse_empty);
 }
 
 static void test_split_merge() {
+  exercise("split-merge");
   // The worked example of ch12/05_decode.md: two splits with LSE 2 and 1 and O 10 and 4, and an
   // empty third split: LSE = 2 + log(1 + e^-1) = 2.3133, weights 0.7311 and 0.2689, O = 8.3864.
   const float lse3[3] = {2.f, 1.f, -INFINITY};
   const float all = Hooks::merged_lse(lse3, 3, 1);
-  CHECK(near(all, 2.0 + std::log1p(std::exp(-1.0))));
-  CHECK(near(Hooks::partial_weight(2.f, all), 0.7310586));
-  CHECK(near(Hooks::partial_weight(1.f, all), 0.2689414));
-  CHECK(Hooks::partial_weight(-INFINITY, all) == 0.f);
-  CHECK(near(Hooks::partial_weight(2.f, all) * 10 + Hooks::partial_weight(1.f, all) * 4, 8.386352));
+  const double want_all = 2.0 + std::log1p(std::exp(-1.0));
+  CHECKF(near(all, want_all), "merged_lse({2, 1, -inf}, n=3, stride=1) = %.6g, want %.6g = 2 + ln(1 + e^-1), the "
+         "worked example of ch12/05_decode.md", all, want_all);
+  const float w2 = Hooks::partial_weight(2.f, all), w1 = Hooks::partial_weight(1.f, all),
+              w_empty = Hooks::partial_weight(-INFINITY, all);
+  CHECKF(near(w2, 0.7310586), "partial_weight(lse_part=2, lse_all=%.6g) = %.6g, want 0.731059 = exp(2 - 2.31326)",
+         all, w2);
+  CHECKF(near(w1, 0.2689414), "partial_weight(lse_part=1, lse_all=%.6g) = %.6g, want 0.268941 = exp(1 - 2.31326)",
+         all, w1);
+  CHECKF(w_empty == 0.f, "partial_weight(lse_part=-inf, lse_all=%.6g) = %.6g, want 0: an empty split weighs nothing",
+         all, w_empty);
+  const float o = w2 * 10 + w1 * 4;
+  CHECKF(near(o, 8.386352), "O = partial_weight(2, lse_all)*10 + partial_weight(1, lse_all)*4 = %.6g, want "
+         "8.38635: the weights of the splits must sum to 1", o);
   // Only empty parts: LSE -inf, weight 0, never NaN; strided reads.
   const float none[3] = {-INFINITY, -INFINITY, -INFINITY};
-  CHECK(Hooks::merged_lse(none, 3, 1) == -INFINITY);
-  CHECK(Hooks::partial_weight(-INFINITY, -INFINITY) == 0.f);
+  const float lse_none = Hooks::merged_lse(none, 3, 1), w_none = Hooks::partial_weight(-INFINITY, -INFINITY);
+  CHECKF(lse_none == -INFINITY, "merged_lse({-inf, -inf, -inf}, n=3, stride=1) = %.6g, want -inf: every split "
+         "empty (a row that sees no key), never -inf - -inf", lse_none);
+  CHECKF(w_none == 0.f, "partial_weight(lse_part=-inf, lse_all=-inf) = %.6g, want 0, not NaN: an empty split "
+         "weighs nothing, even when every split is empty", w_none);
   const float grid[6] = {1.f, -INFINITY, -INFINITY, -INFINITY, 1.f, -INFINITY};  // [3 warps][2 rows]
-  CHECK(near(Hooks::merged_lse(grid, 3, 2), 1.0 + std::log(2.0)));
-  CHECK(Hooks::merged_lse(grid + 1, 3, 2) == -INFINITY);
+  const float lse_col0 = Hooks::merged_lse(grid, 3, 2), lse_col1 = Hooks::merged_lse(grid + 1, 3, 2);
+  CHECKF(near(lse_col0, 1.0 + std::log(2.0)), "merged_lse(lse, n=3, stride=2) with lse = {1, -inf, -inf, -inf, 1, "
+         "-inf} = %.6g, want 1.69315 = 1 + ln 2: it reads lse[0], lse[2], lse[4] = {1, -inf, 1}", lse_col0);
+  CHECKF(lse_col1 == -INFINITY, "merged_lse(lse + 1, n=3, stride=2) with the same lse = %.6g, want -inf: it reads "
+         "lse[1], lse[3], lse[5], all -inf", lse_col1);
   // Large LSEs: no overflow (subtract the largest first).
   const float big[2] = {100.f, 100.f};
-  CHECK(near(Hooks::merged_lse(big, 2, 1), 100.0 + std::log(2.0)));
+  const float lse_big = Hooks::merged_lse(big, 2, 1);
+  CHECKF(near(lse_big, 100.0 + std::log(2.0)), "merged_lse({100, 100}, n=2, stride=1) = %.6g, want 100.693 = 100 + "
+         "ln 2: subtract the largest LSE before exp (exp(100) overflows a float)", lse_big);
 
   // Splits of a 50-key row, some past its end, merged = attention over the whole row.
   const int n = 50;
@@ -135,7 +172,10 @@ static void test_split_merge() {
     const float m = Hooks::merged_lse(lse.data(), 7, 1);
     float out = 0.f;
     for (int sp = 0; sp < 7; ++sp) out += Hooks::partial_weight(lse[size_t(sp)], m) * o[size_t(sp)];
-    CHECK(near(m, full.lse) && std::isfinite(out) && near(out, full.o, 1e-4));
+    CHECKF(near(m, full.lse) && std::isfinite(out) && near(out, full.o, 1e-4),
+           "a 50-key row in 7 splits of %d keys (%d of them empty), merged by merged_lse and partial_weight: LSE "
+           "%.6g, O %.6g; want the whole row's, LSE %.6g, O %.6g", kps, 7 - (n + kps - 1) / kps, m, out, full.lse,
+           full.o);
     // The same merge folded in groups (the last block's way), an empty group first for kps 64.
     for (int group : {1, 3, 7}) {
       Hooks::LseFold fold;
@@ -146,20 +186,38 @@ static void test_split_merge() {
         acc *= a;
         for (int k = 0; k < cnt; ++k) acc += w[k] * o[size_t(s0 + k)];
       }
-      CHECK(near(fold.lse(), full.lse) && near(acc * fold.inv_l(), full.o, 1e-4));
+      const float lse_fold = fold.lse(), o_fold = acc * fold.inv_l();
+      CHECKF(near(lse_fold, full.lse) && near(o_fold, full.o, 1e-4),
+             "LseFold over the same 7 splits of %d keys, folded %d at a time: lse() %.6g, O = acc*inv_l() %.6g; want "
+             "the whole row's, LSE %.6g, O %.6g", kps, group, lse_fold, o_fold, full.lse, full.o);
     }
   }
   // Folding only empty parts, then a real one: no NaN, the real part alone.
   Hooks::LseFold f;
   float w[3];
-  const float a0 = f.fold(none, 3, w);
-  CHECK(!std::isnan(a0) && w[0] == 0.f && f.lse() == -INFINITY && f.inv_l() == 0.f);
+  const float a0 = f.fold(none, 3, w), lse0 = f.lse(), inv_l0 = f.inv_l();
+  CHECKF(!std::isnan(a0) && w[0] == 0.f && lse0 == -INFINITY && inv_l0 == 0.f,
+         "a new LseFold's fold({-inf, -inf, -inf}) returned %.6g and set w[0] = %.6g, then lse() = %.6g, inv_l() = "
+         "%.6g; want no NaN, w[0] = 0, lse() = -inf, inv_l() = 0: only empty splits so far", a0, w[0], lse0, inv_l0);
   const float one[1] = {2.5f};
-  const float a1 = f.fold(one, 1, w);
-  CHECK(!std::isnan(a1) && near(w[0], 1.0) && near(f.lse(), 2.5));
+  const float a1 = f.fold(one, 1, w), lse1 = f.lse();
+  CHECKF(!std::isnan(a1) && near(w[0], 1.0) && near(lse1, 2.5),
+         "then fold({2.5}) returned %.6g and set w[0] = %.6g, then lse() = %.6g; want no NaN, w[0] = 1, lse() = 2.5: "
+         "the real split alone", a1, w[0], lse1);
+  // inv_l() where l is not 1 (the rows above are dominated by one split, l close to 1): the merged
+  // O is acc * inv_l(), so the weights must come out normalised.
+  Hooks::LseFold g;
+  const float two[2] = {2.f, 1.f};
+  float w_two[2];
+  g.fold(two, 2, w_two);
+  const float inv2 = g.inv_l(), lse2 = g.lse();
+  CHECKF(near(inv2, 0.7310586) && near(lse2, 2.3132617),
+         "a new LseFold's fold({2, 1}), then inv_l() = %.6g, lse() = %.6g; want 0.731059 = 1 / (1 + exp(-1)) and "
+         "2.31326: the merged O is acc * inv_l(), its weights summing to 1", inv2, lse2);
 }
 #else
 static void test_block_table() {
+  exercise("block-table");
   // Two sequences, page 16, 3 table entries each: seq 0 -> blocks 5, 2, 7; seq 1 -> blocks 0, 3, -1.
   const int table[6] = {5, 2, 7, 0, 3, -1};
   const int h_kv = 2, d = 8;
@@ -170,52 +228,106 @@ static void test_block_table() {
         const int64_t nhd = kv_row_offset<KvLayout::nhd>(table, 3, 16, h_kv, d, b, j, kv);
         const int64_t hnd = kv_row_offset<KvLayout::hnd>(table, 3, 16, h_kv, d, b, j, kv);
         const int64_t block = slot / 16, in_page = slot % 16;
-        if (nhd != (slot * h_kv + kv) * d || hnd != ((block * h_kv + kv) * 16 + in_page) * d) {
-          std::printf("  sequence %d key %d head %d: nhd %lld hnd %lld\n", b, j, kv, (long long)nhd, (long long)hnd);
-          CHECK(!"kv_row_offset follows the block table in both layouts");
+        const int64_t want_nhd = (slot * h_kv + kv) * d, want_hnd = ((block * h_kv + kv) * 16 + in_page) * d;
+        if (nhd != want_nhd || hnd != want_hnd) {
+          CHECKF(false, "kv_row_offset(b=%d, j=%d, kv_head=%d) with page_size 16, H_kv 2, D 8, block_table "
+                 "{5, 2, 7 | 0, 3, -1} (table_stride 3) = %lld in nhd, %lld in hnd; want %lld and %lld: key %d is "
+                 "slot %lld of logical block %d, physical block %lld", b, j, kv, (long long)nhd, (long long)hnd,
+                 (long long)want_nhd, (long long)want_hnd, j, (long long)in_page, j / 16, (long long)block);
           return;
         }
       }
-  CHECK(kv_row_offset<KvLayout::nhd>(table, 3, 16, 8, 128, 0, 40, 3) == ((7 * 16 + 8) * 8 + 3) * 128);
+  const int64_t at40 = kv_row_offset<KvLayout::nhd>(table, 3, 16, 8, 128, 0, 40, 3);
+  CHECKF(at40 == ((7 * 16 + 8) * 8 + 3) * 128, "kv_row_offset<nhd>(b=0, j=40, kv_head=3) with page_size 16, H_kv 8, "
+         "D 128, sequence 0's blocks {5, 2, 7} = %lld, want %d = ((7*16 + 8)*8 + 3)*128: key 40 is slot 8 of "
+         "logical block 2, physical block 7", (long long)at40, ((7 * 16 + 8) * 8 + 3) * 128);
   // 64-bit: block 2^20 of page 16, 8 heads of 128: past 2^31 elements.
   const int far[1] = {1 << 20};
-  CHECK(kv_row_offset<KvLayout::nhd>(far, 1, 16, 8, 128, 0, 0, 0) == (int64_t(1) << 20) * 16 * 8 * 128);
+  const int64_t at_far = kv_row_offset<KvLayout::nhd>(far, 1, 16, 8, 128, 0, 0, 0);
+  CHECKF(at_far == (int64_t(1) << 20) * 16 * 8 * 128, "kv_row_offset<nhd>(b=0, j=0, kv_head=0) in physical block "
+         "2^20, page_size 16, H_kv 8, D 128 = %lld, want %lld: past 2^31 elements, so the arithmetic must be 64-bit",
+         (long long)at_far, (long long)((int64_t(1) << 20) * 16 * 8 * 128));
+}
+
+static const char* tf(bool b) { return b ? "true" : "false"; }
+static std::string listed(const lab::SequenceBlocks& s) {  // "20 tokens in blocks {3, 7}"
+  std::string out = std::to_string(s.length) + " tokens in blocks {";
+  for (size_t i = 0; i < s.blocks.size(); ++i) out += (i ? ", " : "") + std::to_string(s.blocks[i]);
+  return out + "}";
 }
 
 static void test_allocator() {
+  exercise("allocator");
   using namespace lab;
-  BlockAllocator a(10, 16);
+  BlockAllocator a(10, 16);  // 10 blocks of 16 tokens
   SequenceBlocks s;
-  REQUIRE(append_tokens(a, s, 1) && s.blocks.size() == 1 && s.length == 1);
-  REQUIRE(append_tokens(a, s, 15) && s.blocks.size() == 1);  // 16 tokens: still one block
-  REQUIRE(append_tokens(a, s, 1) && s.blocks.size() == 2 && s.length == 17);
-  CHECK(a.used_blocks() == 2);
-  CHECK(throws([&] { append_tokens(a, s, -1); }));
+  bool ok = append_tokens(a, s, 1);
+  if (!CHECKF(ok && s.blocks.size() == 1 && s.length == 1, "append_tokens(a, s, 1) on an empty sequence (a pool of "
+              "10 blocks of 16) returned %s, s holds %s; want true, 1 token in 1 block", tf(ok), listed(s).c_str()))
+    return;
+  ok = append_tokens(a, s, 15);
+  if (!CHECKF(ok && s.blocks.size() == 1, "append_tokens(a, s, 15) on 1 token returned %s, s holds %s; want true, 16 "
+              "tokens still in 1 block", tf(ok), listed(s).c_str()))
+    return;
+  ok = append_tokens(a, s, 1);
+  if (!CHECKF(ok && s.blocks.size() == 2 && s.length == 17, "append_tokens(a, s, 1) on 16 tokens returned %s, s "
+              "holds %s; want true, 17 tokens in 2 blocks", tf(ok), listed(s).c_str()))
+    return;
+  CHECKF(a.used_blocks() == 2, "the pool has %d blocks in use, want 2: s holds 17 tokens", a.used_blocks());
+  const bool threw = throws([&] { append_tokens(a, s, -1); });
+  CHECKF(threw, "append_tokens(a, s, -1) did not throw std::invalid_argument: n < 0 is the caller's error");
   // Prefix sharing: a 40-token prompt (16 + 16 + 8); a child takes the 2 full blocks by reference.
   SequenceBlocks prompt;
-  REQUIRE(append_tokens(a, prompt, 40) && a.used_blocks() == 5 && prompt.blocks.size() == 3);
+  ok = append_tokens(a, prompt, 40);
+  if (!CHECKF(ok && a.used_blocks() == 5 && prompt.blocks.size() == 3, "append_tokens(a, prompt, 40) on an empty "
+              "sequence returned %s, prompt holds %s, %d blocks in use; want true, 3 blocks (16 + 16 + 8 tokens), 5 "
+              "in use", tf(ok), listed(prompt).c_str(), a.used_blocks()))
+    return;
   SequenceBlocks child = fork_prefix(a, prompt, 40);
-  REQUIRE(child.length == 32 && child.blocks.size() == 2);
-  CHECK(prompt.blocks.size() == 3 && child.blocks.size() == 2 && child.blocks[0] == prompt.blocks[0] &&
-        child.blocks[1] == prompt.blocks[1]);
-  CHECK(a.ref_count(prompt.blocks[0]) == 2 && a.ref_count(prompt.blocks[2]) == 1);  // partial block not shared
-  REQUIRE(append_tokens(a, child, 18) && child.blocks.size() == 4);                    // 50 tokens
-  CHECK(a.used_blocks() == 2 + 3 + 2);
+  if (!CHECKF(child.length == 32 && child.blocks.size() == 2, "fork_prefix(a, prompt, 40) with prompt holding %s "
+              "gave a child of %s; want 32 tokens in the prompt's first 2 blocks: only full blocks are shared",
+              listed(prompt).c_str(), listed(child).c_str()))
+    return;
+  CHECKF(prompt.blocks.size() == 3 && child.blocks.size() == 2 && child.blocks[0] == prompt.blocks[0] &&
+             child.blocks[1] == prompt.blocks[1],
+         "after fork_prefix(a, prompt, 40) the prompt holds %s and the child %s; want the prompt unchanged and the "
+         "child in the prompt's first 2 blocks (shared, not copied)", listed(prompt).c_str(), listed(child).c_str());
+  const int refs0 = a.ref_count(prompt.blocks[0]), refs2 = a.ref_count(prompt.blocks[2]);
+  CHECKF(refs0 == 2 && refs2 == 1, "after fork_prefix(a, prompt, 40) the prompt's blocks 0 and 2 have %d and %d "
+         "references; want 2 (the child shares it) and 1 (a partly filled block is not shared)", refs0, refs2);
+  ok = append_tokens(a, child, 18);
+  if (!CHECKF(ok && child.blocks.size() == 4, "append_tokens(a, child, 18) on the child's 32 tokens returned %s, "
+              "the child holds %s; want true, 50 tokens in 4 blocks", tf(ok), listed(child).c_str()))
+    return;
+  CHECKF(a.used_blocks() == 2 + 3 + 2, "the pool has %d blocks in use, want 7: s's 2, the prompt's 3 and the "
+         "child's 2 own ones (its first 2 are the prompt's)", a.used_blocks());
   free_sequence(a, prompt);  // the shared blocks stay with the child
-  CHECK(prompt.blocks.empty() && prompt.length == 0);
-  CHECK(a.used_blocks() == 2 + 2 + 2 && a.ref_count(child.blocks[0]) == 1);
+  CHECKF(prompt.blocks.empty() && prompt.length == 0, "free_sequence(a, prompt) left the prompt holding %s; want "
+         "it empty (0 tokens, no blocks)", listed(prompt).c_str());
+  const int refs_child = a.ref_count(child.blocks[0]);
+  CHECKF(a.used_blocks() == 2 + 2 + 2 && refs_child == 1, "after free_sequence(a, prompt): %d blocks in use, the "
+         "child's first block has %d references; want 6 in use (the 2 shared blocks stay with the child) and 1 "
+         "reference", a.used_blocks(), refs_child);
   free_sequence(a, child);
   free_sequence(a, s);
-  CHECK(a.free_blocks() == 10);
-  CHECK(throws([&] { fork_prefix(a, child, 1); }));  // a prefix longer than the parent
+  CHECKF(a.free_blocks() == 10, "after free_sequence of every sequence the pool has %d of its 10 blocks free, want "
+         "10", a.free_blocks());
+  const bool threw_fork = throws([&] { fork_prefix(a, child, 1); });  // a prefix longer than the parent
+  CHECKF(threw_fork, "fork_prefix(a, child, 1) with the child freed (0 tokens) did not throw "
+         "std::invalid_argument: a prefix longer than its parent is the caller's error");
   // The pool running out: all or nothing.
   BlockAllocator small(2, 16);
   SequenceBlocks t;
-  CHECK(append_tokens(small, t, 20));
-  CHECK(!append_tokens(small, t, 13) && t.length == 20 && t.blocks.size() == 2 && small.free_blocks() == 0);
+  ok = append_tokens(small, t, 20);
+  CHECKF(ok, "append_tokens(small, t, 20) on an empty sequence and a pool of 2 blocks of 16 returned false, want "
+         "true (2 blocks)");
+  ok = append_tokens(small, t, 13);
+  CHECKF(!ok && t.length == 20 && t.blocks.size() == 2 && small.free_blocks() == 0, "append_tokens(small, t, 13) "
+         "on 20 tokens, no block free, returned %s, t holds %s, %d blocks free; want false and nothing changed (20 "
+         "tokens in 2 blocks, 0 free): all or nothing", tf(ok), listed(t).c_str(), small.free_blocks());
 }
 
-static void test_simulation() {
+static void test_simulation() {  // the allocator as the serving simulation (--simulate) runs it
   using namespace lab;
   // 4 requests, 2 at a time, prompt 10, output 6, blocks of 16, max_seq_len 32, no sharing:
   // each pair runs 6 steps with lengths 11..16 (one block each).
@@ -227,19 +339,29 @@ static void test_simulation() {
   c.block_size = 16;
   c.max_seq_len = 32;
   c.shared_prefix = 0;
+  const char* small = "simulate_serving of 4 requests, 2 at a time, prompt 10, output 6, blocks of 16, "
+                      "max_seq_len 32";
   try {
     ServingReport r = simulate_serving(c);
-    CHECK(r.steps == 12 && near(r.live_tokens, 27) && near(r.paged_slots, 32) && near(r.contiguous_slots, 64));
+    CHECKF(r.steps == 12 && near(r.live_tokens, 27) && near(r.paged_slots, 32) && near(r.contiguous_slots, 64),
+           "%s, no shared prefix: steps %lld, live_tokens %.6g, paged_slots %.6g, contiguous_slots %.6g; want 12, "
+           "27, 32, 64 (each pair decodes 6 steps at 11..16 tokens, one block each)", small, (long long)r.steps,
+           r.live_tokens, r.paged_slots, r.contiguous_slots);
     // A 16-token system prompt on every request: one full block, shared: 1 + 2 x 1 blocks, not 2 x 2.
     c.shared_prefix = 16;
     c.share_fraction = 1.0;
     r = simulate_serving(c);
-    CHECK(near(r.paged_slots, 64) && near(r.shared_slots, 48) && near(r.sharing_saving(), 0.25));
+    CHECKF(near(r.paged_slots, 64) && near(r.shared_slots, 48) && near(r.sharing_saving(), 0.25),
+           "%s, all sharing a 16-token prefix: paged_slots %.6g, shared_slots %.6g, sharing_saving() %.6g; want 64, "
+           "48, 0.25 (the prefix's full block is held once, 1 + 2 blocks instead of 2 x 2)", small, r.paged_slots,
+           r.shared_slots, r.sharing_saving());
     r = simulate_serving(ServingConfig{});
-    CHECK(r.contiguous_waste() > 0.5 && r.paged_waste() < 0.02 && r.sharing_saving() > 0.1);
+    CHECKF(r.contiguous_waste() > 0.5 && r.paged_waste() < 0.02 && r.sharing_saving() > 0.1,
+           "simulate_serving at its defaults: contiguous_waste() %.6g, paged_waste() %.6g, sharing_saving() %.6g; "
+           "want > 0.5, < 0.02, > 0.1", r.contiguous_waste(), r.paged_waste(), r.sharing_saving());
   } catch (const std::exception& e) {
-    std::printf("  simulate_serving: %s\n", e.what());
-    CHECK(!"simulate_serving runs on the allocator without an error");
+    CHECKF(false, "simulate_serving stopped with an error: %s; want it to run on your allocator without one",
+           e.what());
   }
 }
 #endif
