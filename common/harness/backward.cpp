@@ -480,9 +480,10 @@ int run_backward_section(int argc, char** argv, const BackwardSection& s) {
 
   BackwardCheck check = check_gradients(p, in, g, opt.check, opt.sample_rows, opt.seed);
   std::vector<std::string> reasons;  // what a quiet failure shows under its verdict
-  if (!run_failure.empty()) {
-    if (check.passed) check.verdict = run_failure;
-    else reasons.push_back(run_failure);
+  std::string symptom;  // the gradients' own verdict, under the run's reason
+  if (!run_failure.empty()) {  // the run's reason leads (a cause), the gradients' check follows
+    if (!check.passed) reasons.push_back(symptom = check.verdict);
+    check.verdict = run_failure;
     check.passed = false;
   }
   for (const auto& gc : check.grads)
@@ -498,7 +499,7 @@ int run_backward_section(int argc, char** argv, const BackwardSection& s) {
                 opt.bug.empty() ? "" : ("   --bug " + opt.bug).c_str());
     if (!opt.cpu) std::printf("  gpu      %s (sm_%d%d, %d SMs)\n", dev.name.c_str(), dev.cc_major, dev.cc_minor, dev.sms);
     std::printf("  check    %s (%s)\n", check.verdict.c_str(), check_mode_name(opt.check));
-    if (!run_failure.empty() && check.verdict != run_failure) std::printf("           %s\n", run_failure.c_str());
+    if (!symptom.empty()) std::printf("           %s\n", symptom.c_str());
     int shown = 0;  // the first few elements over the bound, of every gradient that failed
     for (const auto& gc : check.grads)
       for (const auto& d : gc.details)

@@ -121,6 +121,23 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
   const bool o_ok = r.o_unwritten == 0 && r.o_nan == 0 && r.max_abs_err <= r.ref_err_bound;
   const bool lse_ok = out_lse.empty() ||
                       (r.lse_unwritten == 0 && lse_nan == 0 && r.lse_max_abs_err <= r.lse_err_bound);
+  // The first few LSE rows over their bound, after O's elements (a row's max and sum are wrong).
+  for (size_t n = 0, shown = 0; !lse_ok && r.lse_unwritten == 0 && n < rows.size() && shown < 3; ++n) {
+    const RowId id = rows[n];
+    const double ref = exact.lse[n];
+    const float got = out_lse[size_t(p.lse_index(id.b, id.h, id.i))];
+    const bool bad = std::isinf(ref) ? !(std::isinf(got) && got < 0) : !(std::fabs(double(got) - ref) <= r.lse_err_bound);
+    if (!bad) continue;
+    r.details.push_back("LSE[b=" + std::to_string(id.b) + ", h=" + std::to_string(id.h) + ", i=" + std::to_string(id.i) +
+                        "] = " + fmt("%.6g", got) + ", expected " + fmt("%.6g", ref) +
+                        (std::isinf(ref) ? " (the row sees no key)" : " (error " + fmt("%.3g", std::fabs(double(got) - ref)) + ")"));
+    ++shown;
+  }
+  // With O wrong, whether LSE is right says where to look: a right LSE means the row's max and sum
+  // are, and the fault is in how O is accumulated or divided.
+  const std::string lse_too = out_lse.empty() || r.lse_unwritten ? ""
+                              : lse_ok ? "; LSE within its bound (each row's max and sum are right)"
+                                       : "; LSE too far as well (max error " + fmt("%.3g", r.lse_max_abs_err) + ")";
   r.passed = o_ok && lse_ok;
   const int64_t o_total = int64_t(out_o.size()), o_checked = int64_t(rows.size()) * d;
   std::ostringstream v;
@@ -133,13 +150,13 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
     v << "all " << o_checked << " elements of O are NaN or inf on the rows checked: nothing finite came out "
       << "(an exercise still the stub, or a NaN or overflow that reached every row)";
   } else if (r.o_nan) {
-    v << r.o_nan << " elements of O are NaN or inf on the rows checked (a reference value is finite)";
+    v << r.o_nan << " elements of O are NaN or inf on the rows checked (a reference value is finite)" << lse_too;
   } else if (!o_ok && o_zero == o_checked) {
     v << "O too far from fp64: every one of the " << o_checked << " elements checked is 0 "
       << "(nothing was accumulated: an exercise still the stub, or one that skips every key?)";
   } else if (!o_ok) {
     v << "O too far from fp64: max error " << fmt("%.3g", r.max_abs_err) << " > bound "
-      << fmt("%.3g", r.ref_err_bound) << " (" << r.rule << ")";
+      << fmt("%.3g", r.ref_err_bound) << " (" << r.rule << ")" << lse_too;
   } else if (!lse_ok) {
     if (r.lse_unwritten) v << "LSE not written: " << r.lse_unwritten << " of " << out_lse.size() << " elements still hold the poison";
     else v << "LSE too far from fp64: max error " << fmt("%.3g", r.lse_max_abs_err) << " > bound "

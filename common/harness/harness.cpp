@@ -528,9 +528,10 @@ int run_section(int argc, char** argv, const Section& s) {
   if (!refused.empty()) {  // nothing ran: the reason is the whole verdict (not "output not written")
     check.verdict = refused + " (nothing was run)";
     check.details.clear();
-  } else if (!run_failure.empty()) {  // the output may be right; the run is not
-    if (check.passed) check.verdict = run_failure;
-    else check.details.insert(check.details.begin(), run_failure);
+  } else if (!run_failure.empty()) {  // the output may be right; the run is not. Its own reason leads
+    // (a cause: "the tile span is wrong"), the output's check follows (the symptom: O unwritten).
+    if (!check.passed) check.details.insert(check.details.begin(), check.verdict);
+    check.verdict = run_failure;
   }
   if (!run_failure.empty()) check.passed = false;
 

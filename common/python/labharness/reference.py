@@ -191,6 +191,23 @@ def check(p, q, k, v, rows, out_o, out_lse, mods=None):
                            f"(error {err[n, c]:.3g})")
     o_ok = o_unwritten == 0 and o_nan == 0 and max_err <= bound
     lse_ok = out_lse is None or (lse_unwritten == 0 and lse_bad == 0 and lse_err <= lse_bound)
+    if not lse_ok and not lse_unwritten:  # the first few LSE rows over their bound, after O's elements
+        shown = 0
+        for (b, h), idx in rows.items():
+            ref_lse = exact[(b, h)][1]
+            for n, i in enumerate(idx):
+                if shown >= 3:
+                    break
+                g, e = float(out_lse[b, h, i]), float(ref_lse[n])
+                wrong = not (g == -math.inf) if math.isinf(e) else not (abs(g - e) <= lse_bound)
+                if wrong:
+                    details.append(f"LSE[b={b}, h={h}, i={i}] = {g:.6g}, expected {e:.6g} "
+                                   + ("(the row sees no key)" if math.isinf(e) else f"(error {abs(g - e):.3g})"))
+                    shown += 1
+    # With O wrong, whether LSE is right says where to look: a right LSE means each row's max and sum are.
+    lse_too = ("" if out_lse is None or lse_unwritten else
+               "; LSE within its bound (each row's max and sum are right)" if lse_ok else
+               f"; LSE too far as well (max error {_g(lse_err)})")
     if o_unwritten == o_total:
         verdict = f"output not written: all {o_total} elements of O still hold the poison"
     elif o_unwritten:
@@ -199,12 +216,12 @@ def check(p, q, k, v, rows, out_o, out_lse, mods=None):
         verdict = (f"all {o_checked} elements of O are NaN or inf on the rows checked: nothing finite came out "
                    "(an exercise still the stub, or a NaN or overflow that reached every row)")
     elif o_nan:
-        verdict = f"{o_nan} elements of O are NaN or inf on the rows checked (a reference value is finite)"
+        verdict = f"{o_nan} elements of O are NaN or inf on the rows checked (a reference value is finite){lse_too}"
     elif not o_ok and o_zero == o_checked:
         verdict = (f"O too far from fp64: every one of the {o_checked} elements checked is 0 "
                    "(nothing was accumulated: an exercise still the stub, or one that skips every key?)")
     elif not o_ok:
-        verdict = f"O too far from fp64: max error {_g(max_err)} > bound {_g(bound)} ({r['rule']})"
+        verdict = f"O too far from fp64: max error {_g(max_err)} > bound {_g(bound)} ({r['rule']}){lse_too}"
     elif not lse_ok:
         verdict = (f"LSE not written: {lse_unwritten} of {out_lse.size} elements still hold the poison" if lse_unwritten
                    else f"LSE too far from fp64: max error {_g(lse_err)} > bound {_g(lse_bound)}")

@@ -107,12 +107,11 @@ def run(s, forward, argv):
 
     rows = reference.rows_to_check(p, o.check, o.sample_rows, o.seed)
     c = reference.check(p, q, k, v, rows, out_o, out_lse, getattr(ctx, "mods", None))
-    if ctx.metrics.get("failure"):  # the output may be right; the run is not
-        why = ctx.metrics.pop("failure")
-        if c["passed"]:
-            c["verdict"] = why
-        else:
-            c["details"].insert(0, why)
+    if ctx.metrics.get("failure"):  # the output may be right; the run is not. Its reason leads (a
+        why = ctx.metrics.pop("failure")  # cause), the output's check follows (the symptom)
+        if not c["passed"]:
+            c["details"].insert(0, c["verdict"])
+        c["verdict"] = why
         c["passed"] = False
 
     flops = getattr(ctx, "flops", None) or p.flops()
@@ -134,8 +133,10 @@ def run(s, forward, argv):
         for key, val in ctx.metrics.items():
             if key in getattr(s, "print_metrics", ()):
                 print(f"  {key:<8} {val}")
-    if o.quiet and not c["passed"]:  # why, even when quiet
+    if o.quiet and not c["passed"]:  # why, even when quiet: the verdict and its first details, as the C++ harness
         print(f"  check    {c['verdict']}")
+        for d in c["details"][:3]:
+            print(f"           {d}")
     print(f"{'PASS' if c['passed'] else 'FAIL'}: {s.name} {o.variant}{' (CPU)' if cpu else ''}")
 
     if o.json:
