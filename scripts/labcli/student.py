@@ -4,6 +4,7 @@ import concurrent.futures
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -201,6 +202,7 @@ def check_section(section, a):
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, getattr(a, "jobs", 1)))
     pending = [pool.submit(run_limited, on_device(command(v, args, expect), devices[n % len(devices)]), a.timeout)
                for n, (_, v, args, expect, _) in enumerate(runs)]
+    seen_failures = {}  # a failure's verdict (numbers masked) -> the run that showed it first
     for n, ((name, variant, args, expect, weight), job) in enumerate(zip(runs, pending), 1):
         cmd = command(variant, args, expect)
         code, out, secs = job.result()
@@ -220,11 +222,21 @@ def check_section(section, a):
             ok = code == EXIT_FAIL
         status = ("ok" if ok else ("needs-gpu" if not on_gpu else "not-here") if gpu_only
                   else "TIMEOUT" if code == EXIT_TIMEOUT else "FAIL")
-        label = f"{variant:<8} {name}"
+        # a case's name need not say it is causal; its line does (a mask bug fails only those)
+        label = f"{variant:<8} {name}" + (" causal" if "--causal" in args and "causal" not in name else "")
         say(f"  [{n:>2}/{len(runs)}] {status:<9} {label:<58} exit {code:<3} {secs:6.1f} s")
-        if (not ok and not gpu_only) or a.verbose or expect == "bad-input":
-            for line in excerpt(out):
-                say(f"           | {line}")
+        if (not ok and not gpu_only) or a.verbose:
+            shown = excerpt(out)
+            # A failure already shown (the same verdict, its numbers aside: a stub fails every case
+            # alike) is named, not repeated: the first distinct failures stay on screen.
+            same = re.sub(r"[-+0-9.e]+|nan|inf", "#", shown[0]) if shown and not a.verbose else None
+            if same in seen_failures:
+                say(f"           | the same failure as [{seen_failures[same]}]")
+            else:
+                if same:
+                    seen_failures[same] = n
+                for line in shown:
+                    say(f"           | {line}")
         results.append({"section": section, "case": name, "variant": variant, "expect": expect, "exit": code,
                         "ok": ok, "not_checked": gpu_only or None, "seconds": round(secs, 2), "weight": weight,
                         "command": " ".join(map(str, cmd)), "rerun": rerun_line(cmd)})
