@@ -1049,11 +1049,34 @@ class Setup(unittest.TestCase):
         from labcli import setup
         asked = []
         with mock.patch.object(setup.importlib.util, "find_spec", lambda name: None), \
-                mock.patch.object(setup, "pip_install", lambda missing, *rest: asked.append(sorted(missing)) or True):
+                mock.patch.object(setup, "pip_install",
+                                  lambda missing, *rest, index=None, what=None: asked.append((sorted(missing), index)) or True):
             setup.ensure_section_packages(False, ["09_triton"])
             setup.ensure_section_packages(False, ["09_triton", "10_flex"])
             setup.ensure_section_packages(True, ["09_triton"])
-        self.assertEqual(asked, [["numpy", "triton"], ["numpy", "torch", "triton"], ["numpy", "torch", "triton"]])
+        # without a GPU, torch is PyTorch's CPU build (about 200 MB), from its own index, not PyPI's CUDA build
+        self.assertEqual(asked, [(["numpy", "triton"], None),
+                                 (["torch"], setup.TORCH_CPU_INDEX), (["numpy", "triton"], None),
+                                 (["numpy", "torch", "triton"], None)])
+
+    def test_torch_for_the_cpu_comes_from_pytorchs_cpu_index(self):
+        import contextlib, io
+        from labcli import setup
+        for code in (0, 1):
+            cmds = []
+            with tempfile.TemporaryDirectory() as tmp, \
+                    mock.patch.object(setup, "externally_managed", lambda: False), \
+                    mock.patch.object(setup.importlib.util, "find_spec", lambda name: None if name == "torch" else name), \
+                    mock.patch.object(setup, "logged", lambda cmd, log, env=None: cmds.append(cmd) or code), \
+                    mock.patch.object(setup, "build_log", lambda: Path(tmp) / "log"), \
+                    contextlib.redirect_stdout(io.StringIO()) as out:
+                self.assertEqual(setup.ensure_section_packages(False, ["10_flex"]), code == 0)
+            self.assertEqual(len(cmds), 1)
+            self.assertIn("torch==2.11.*", cmds[0])
+            self.assertEqual(cmds[0][-2:], ["--index-url", setup.TORCH_CPU_INDEX])
+            self.assertIn("the CPU build, about 200 MB", out.getvalue())
+            if code:  # the command to type names the same index
+                self.assertIn(f"install 'torch==2.11.*' --index-url {setup.TORCH_CPU_INDEX}", out.getvalue())
 
     def test_a_system_python_that_refuses_pip_gets_the_labs_own_venv(self):
         """Debian 12 and Ubuntu 23.04+ mark their Python as externally managed (PEP 668) and its pip

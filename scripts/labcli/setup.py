@@ -14,6 +14,7 @@ FlashAttention-4) likewise, from scripts/requirements-cpu.txt or -gpu.txt, when 
 """
 import importlib.util
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -104,14 +105,24 @@ BASELINE_MODULE = {"flashinfer": "flashinfer", "fa4": "flash_attn"}
 SECTION_NEEDS = {("09_triton", False): ("numpy", "triton")}
 
 
+# PyPI's Linux torch is the CUDA build (about 4.7 GB installed, with its CUDA libraries); PyTorch's
+# own CPU index holds the CPU build (about 200 MB), all that eager FlexAttention on a laptop needs.
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
 def ensure_section_packages(on_gpu, sections=()):
     """Before Python sections run: the Triton and PyTorch they need, from the requirements of this
-    machine's path (the GPU's, or the CPU's: Triton's interpreter and PyTorch's eager FlexAttention).
-    If pip cannot, the section itself says what is missing (exit 77)."""
+    machine's path (the GPU's, or the CPU's: Triton's interpreter and PyTorch's eager FlexAttention;
+    there torch is the CPU build). If pip cannot, the section itself says what is missing (exit 77)."""
     needed = {m for s in sections or [None] for m in SECTION_NEEDS.get((s, on_gpu), SECTION_MODULES)}
     missing = [m for m in SECTION_MODULES if m in needed and importlib.util.find_spec(m) is None]
+    torch_ok = True
+    if not on_gpu and "torch" in missing:
+        missing.remove("torch")
+        torch_ok = pip_install(["torch"], "requirements-cpu.txt", "the Python sections say what is missing",
+                               index=TORCH_CPU_INDEX, what="the CPU build, about 200 MB, from PyTorch's CPU index")
     return pip_install(missing, "requirements-gpu.txt" if on_gpu else "requirements-cpu.txt",
-                       "the Python sections say what is missing")
+                       "the Python sections say what is missing") and torch_ok
 
 
 def ensure_baseline_packages(variants):
@@ -192,11 +203,12 @@ def make_lab_venv():
     return venv_python()
 
 
-def pip_install(missing, requirements, otherwise):
+def pip_install(missing, requirements, otherwise, index=None, what=None):
     """pip installs the lines of scripts/REQUIREMENTS that provide the missing modules; says what and
-    where. Offline, pip gives up after one short retry. Where this Python refuses pip (PEP 668), the
-    packages go into the lab's .venv/ and the command starts again under it (what ran before this
-    point is repeated; a build is up to date by then)."""
+    where (`what`: a word on the packages, e.g. their size). Offline, pip gives up after one short
+    retry. `index`: the only package index to use (PyTorch's CPU builds). Where this Python refuses
+    pip (PEP 668), the packages go into the lab's .venv/ and the command starts again under it (what
+    ran before this point is repeated; a build is up to date by then)."""
     lines = requirement_lines(requirements, missing)
     if not lines:
         return not missing
@@ -212,16 +224,17 @@ def pip_install(missing, requirements, otherwise):
     else:
         where = "the system Python (root)" if os.geteuid() == 0 else "your user site-packages (pip --user)"
     cmd = ([str(python), "-m", "pip", "install", "-q", "--retries", "1", "--timeout", "15"] + lines
-           + ([] if restart or in_venv() or os.geteuid() == 0 else ["--user"]))
-    say(f"lab: installing {', '.join(missing)} into {where} (pip; log: {build_log()})")
+           + ([] if restart or in_venv() or os.geteuid() == 0 else ["--user"]) + (["--index-url", index] if index else []))
+    say(f"lab: installing {', '.join(missing)}{f' ({what})' if what else ''} into {where} (pip; log: {build_log()})")
     if logged(cmd, build_log()) == 0:
         if restart:
             say(f"lab: from now on scripts/lab runs under {python}; starting the command again under it")
             enter_lab_venv(sys.argv[1:])
         importlib.invalidate_caches()
         return True
-    say(f"lab: pip could not install {', '.join(missing)}; {otherwise} "
-        f"(install: {python} -m pip install -r scripts/{requirements})")
+    how = (f"{python} -m pip install {' '.join(shlex.quote(x) for x in lines)} --index-url {index}" if index
+           else f"{python} -m pip install -r scripts/{requirements}")
+    say(f"lab: pip could not install {', '.join(missing)}; {otherwise} (install: {how})")
     return False
 
 

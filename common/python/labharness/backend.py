@@ -9,6 +9,8 @@ from .options import CannotRun
 
 CPU_REQUIREMENTS = "pip install -r scripts/requirements-cpu.txt"
 GPU_REQUIREMENTS = "pip install -r scripts/requirements-gpu.txt"
+# Without a GPU: PyTorch's CPU build (about 200 MB), not PyPI's CUDA build (about 4.7 GB installed).
+CPU_TORCH = "pip install 'torch==2.11.*' --index-url https://download.pytorch.org/whl/cpu"
 
 
 def cpu_requested(argv=None):
@@ -105,8 +107,9 @@ def import_torch(cuda, section="it"):
     try:
         import torch
     except Exception as e:
-        hint = GPU_REQUIREMENTS if cuda else CPU_REQUIREMENTS
-        raise CannotRun(f"needs torch ({type(e).__name__}: {e}); install it with `{hint}`")
+        how = (f"`{GPU_REQUIREMENTS}`" if cuda else
+               f"`{CPU_TORCH}` (the CPU build, about 200 MB; `scripts/lab run 10` does it for you)")
+        raise CannotRun(f"needs torch ({type(e).__name__}: {e}); install it with {how}")
     if cuda and not torch.cuda.is_available():
         # The reason, then "; " and the advice, as the C++ programs say it: scripts/lab shows the
         # reason alone (everything before the first ";").
