@@ -34,12 +34,14 @@
 # (EXERCISE kv-loop).
 # Run: python3 labs/09_triton.py --cpu --t 100 --causal       (your stub, under Triton's interpreter)
 #      python3 labs/09_triton.py --t 4096 --h 32 --causal  (your build, on a GPU)
+import inspect
+import re
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common" / "python"))
 try:
-    from labharness import Section, main  # noqa: E402
+    from labharness import NotChecked, Section, main  # noqa: E402
     from labharness.backend import import_triton  # noqa: E402
 except ModuleNotFoundError as missing:  # one line and exit 77 (cannot run here), not a traceback
     venv = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "python3"  # where scripts/lab made one
@@ -158,7 +160,22 @@ _attn_fwd_tuned = triton.autotune(configs=GPU_CONFIGS, key=["T_Q", "T_KV", "H", 
 CPU_TILES = {"BLOCK_M": 32, "BLOCK_N": 16}
 
 
+# The branches of --bug no-rescale and --bug local-causal sit in your online-softmax and are
+# optional: a lab without one says so (not checked here, exit 77) rather than run, and pass, a
+# pitfall that was never planted.
+OWN_BRANCHES = {"no-rescale": "NO_RESCALE", "local-causal": "LOCAL_CAUSAL"}
+
+
+def planted(bug):
+    """Whether the code of _kv_sweep (comments aside) uses the bug's constant."""
+    code = inspect.getsource(getattr(_kv_sweep, "fn", _kv_sweep))
+    return re.search(rf"^[^#\n]*\b{OWN_BRANCHES[bug]}\b", code, re.MULTILINE) is not None
+
+
 def forward(ctx):
+    if ctx.bug in OWN_BRANCHES and not planted(ctx.bug):
+        raise NotChecked(f"--bug {ctx.bug}: your online-softmax has no branch for it; it is optional: "
+                         f"`if BUG == {OWN_BRANCHES[ctx.bug]}:`, see ch12/hints/09_triton.md")
     p = ctx.problem
     scale = float(ctx.problem.softmax_scale) * LOG2E
     bug = BUGS[ctx.bug]

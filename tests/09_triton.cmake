@@ -17,6 +17,16 @@ if(LAB_BUILD_SOLUTIONS)  # the solution's case list (a release checks the studen
   lab_test(cpu_interp.09.cases cpu 0 MATCH "passed, 0 failed" COMMAND ${CASES_PY} 09_triton --cpu)
 endif()
 lab_test(cpu_interp.09.stub_not_written cpu 1 MATCH "output not written" COMMAND ${L09} --cpu --t 65 --h 2 --causal)
+# The optional --bug branches of the student's online-softmax: a lab without them says the pitfall
+# was not planted (exit 77, never a PASS that looks like a missed catch). Where triton is missing,
+# the program says that instead.
+foreach(bug no-rescale local-causal)
+  add_test(NAME cpu_interp.09.stub_bug_${bug}_not_planted
+           COMMAND ${EXPECT} --code 77 --stub ${PROJECT_SOURCE_DIR}/labs/09_triton.py
+                   "--match=^not checked here: --bug ${bug}: your online-softmax has no branch for it|^cannot run here: needs triton"
+                   -- ${L09} --cpu --t 100 --t-kv 257 --h 2 --causal --bug ${bug})
+  set_tests_properties(cpu_interp.09.stub_bug_${bug}_not_planted PROPERTIES LABELS cpu SKIP_RETURN_CODE 77)
+endforeach()
 # From another folder too (the program finds its harness from its own path).
 if(LAB_BUILD_SOLUTIONS)  # it runs solutions/09_triton.py
   add_test(NAME cpu_interp.09.from_elsewhere COMMAND ${EXPECT} --code 0 --skip-code 77 --match=^PASS -- ${S09} --cpu --t 40 --h 2 --causal)

@@ -186,7 +186,9 @@ def check_section(section, a):
     tests = unit_test_program(section, a.solution)
     if tests is not None and tests.exists() and not a.expect_fail:  # the exercises' own tests first
         runs.insert(0, ("the exercises' unit tests", "-", [], "pass", 0))
-    say(f"== check {section} ({'solution' if a.solution else 'your lab'}{'' if on_gpu else ', CPU model'}): {len(runs)} runs")
+    where = "" if on_gpu else " on the CPU" if is_python(section) else " (CPU model)"  # a Python lab runs as written
+    say(f"== check {section} ({'solution' if a.solution else 'your lab'}{where.replace(' (', ', ').rstrip(')')}): "
+        f"{len(runs)} runs")
     results, t0 = [], time.time()
 
     def command(variant, args, expect):
@@ -210,18 +212,18 @@ def check_section(section, a):
         # whose host part passed and whose rest only a GPU runs; on a GPU, a run this GPU cannot do
         # (a Hopper-only variant, more shared memory per block than it has). --require-gpu, as a
         # GPU machine's own tests run it, counts the latter as a failure.
+        # (On a GPU, "not checked here" is an optional --bug branch the student's code does not have.)
         gpu_only = None
-        if expect != "bad-input" and code == EXIT_CANNOT_RUN:
-            gpu_only = not_checked_reason(out) if not on_gpu else (
-                None if getattr(a, "require_gpu", False) else no_gpu_reason(out))
+        if expect != "bad-input" and code == EXIT_CANNOT_RUN and not (on_gpu and getattr(a, "require_gpu", False)):
+            gpu_only = not_checked_reason(out) or (no_gpu_reason(out) if on_gpu else None)
         if expect == "pass":
             ok = code == EXIT_PASS
         elif expect == "bad-input":
             ok = code == EXIT_BAD_INPUT and out.strip().startswith("bad input:") and len(out.strip().splitlines()) == 1
         else:  # a --bug run (or a stub) must be caught by the self-check: exit 1, not a crash or a hang
             ok = code == EXIT_FAIL
-        status = ("ok" if ok else ("needs-gpu" if not on_gpu else "not-here") if gpu_only
-                  else "TIMEOUT" if code == EXIT_TIMEOUT else "FAIL")
+        status = ("ok" if ok else ("needs-gpu" if not on_gpu and gpu_only.startswith("needs a GPU") else "not-here")
+                  if gpu_only else "TIMEOUT" if code == EXIT_TIMEOUT else "FAIL")
         # a case's name need not say it is causal; its line does (a mask bug fails only those)
         label = f"{variant:<8} {name}" + (" causal" if "--causal" in args and "causal" not in name else "")
         say(f"  [{n:>2}/{len(runs)}] {status:<9} {label:<58} exit {code:<3} {secs:6.1f} s")
@@ -245,7 +247,7 @@ def check_section(section, a):
     unchecked = [r for r in results if r["not_checked"]]
     # Cases (and variants) of the list that only a GPU runs are not run here at all: said, not hidden.
     gpu_runs = 0 if on_gpu else len(expand_cases(data, a.solution, bugs, True)) - len(expand_cases(data, a.solution, bugs, False))
-    say(f"== {section}{'' if on_gpu else ' (CPU model)'}: {passed} passed, {len(results) - passed - len(unchecked)} failed"
+    say(f"== {section}{where}: {passed} passed, {len(results) - passed - len(unchecked)} failed"
         + (f", {len(unchecked)} not checked here ({unchecked[0]['not_checked']})" if unchecked else "")
         + (f"; {gpu_runs} more {'runs' if gpu_runs > 1 else 'run'} of the case list "
            f"{'need' if gpu_runs > 1 else 'needs'} a GPU (not run here)" if gpu_runs > 0 else "")

@@ -12,7 +12,7 @@ user: every error ends as one line.
 import os
 import sys
 
-from .options import BadInput, CannotRun, Section  # noqa: F401
+from .options import BadInput, CannotRun, NotChecked, Section  # noqa: F401
 from .run import main  # noqa: F401
 
 EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_CANNOT_RUN = 0, 1, 2, 77

@@ -14,6 +14,11 @@ class CannotRun(Exception):
     """This machine cannot run it (no GPU, a missing package): exit 77 with this one line."""
 
 
+class NotChecked(Exception):
+    """The student's code has no part for this run to check (an optional --bug branch the lab left
+    out): "not checked here: <why>", exit 77, never PASS."""
+
+
 @dataclass
 class Section:
     name: str                      # file stem, "09_triton"

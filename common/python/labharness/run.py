@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from . import backend, inputs, record, reference
-from .options import BadInput, CannotRun, parse
+from .options import BadInput, CannotRun, NotChecked, parse
 
 
 def _launch_and_fetch(s, o, ctx, launch):
@@ -206,6 +206,9 @@ def main(section, forward, argv=None):
         code = 2
     except CannotRun as e:
         print(f"cannot run here: {e}", file=sys.stderr)
+        code = 77
+    except NotChecked as e:
+        print(f"not checked here: {e}")
         code = 77
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
