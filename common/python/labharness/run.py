@@ -185,6 +185,9 @@ def where_in_lab(error, program=None):
                 here = frame
     lines = str(root).strip().splitlines()
     said = f"{type(root).__name__}: {lines[-1] if lines else ''}".rstrip(": ")
+    if "data-dependent control flow" in str(root):  # vmap over a mask_mod/score_mod with a Python `if`
+        said += (" (a score_mod or mask_mod sees its indices as tensors: write the condition with &, |, "
+                 "torch.where, not a Python if)")
     if here is None:
         return said
     return f"{os.path.relpath(here.filename)}:{here.lineno} in {here.name}: {said}"
