@@ -98,21 +98,9 @@ endif()
 # before anything runs, by name, with exit 1: the CPU model alone, which reads any block it names,
 # would pass it. The solution rebuilt with that block_at, on the CPU model.
 if(LAB_BUILD_SOLUTIONS)
-  file(READ ${PROJECT_SOURCE_DIR}/solutions/12_ring.cu lab_12_text)
-  set(lab_right_ring "LAB_HD int block_at(int rank, int step, int ranks) { return ((rank - step) % ranks + ranks) % ranks; }")
-  string(FIND "${lab_12_text}" "${lab_right_ring}" lab_at)
-  if(lab_at LESS 0)
-    message(FATAL_ERROR "solutions/12_ring.cu: no '${lab_right_ring}' for the wrong-ring test to replace")
-  endif()
-  string(REPLACE "${lab_right_ring}" "LAB_HD int block_at(int rank, int step, int ranks) { return (rank + step) % ranks; }"
-         lab_12_text "${lab_12_text}")
-  file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/wrong_ring_12.cu "${lab_12_text}")
-  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/solutions/12_ring.cu)
-  add_executable(wrong_ring_12 ${CMAKE_CURRENT_BINARY_DIR}/wrong_ring_12.cu)
-  target_link_libraries(wrong_ring_12 PRIVATE lab_common lab_nccl)
-  target_compile_options(wrong_ring_12 PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${LAB_CUDA_FLAGS}>)
-  list(GET LAB_CUDA_ARCHITECTURES 0 lab_wrong_arch)
-  set_target_properties(wrong_ring_12 PROPERTIES CUDA_ARCHITECTURES ${lab_wrong_arch})
+  lab_wrong_answer(wrong_ring_12 12_ring
+                   "LAB_HD int block_at(int rank, int step, int ranks) { return ((rank - step) % ranks + ranks) % ranks; }"
+                   "LAB_HD int block_at(int rank, int step, int ranks) { return (rank + step) % ranks; }")
   add_test(NAME precheck.12.ring_turned_the_wrong_way
            COMMAND ${EXPECT} --code 1 --match=FAIL
                    "--match=EXERCISE shard-map: block_at\\(rank=0, step=1, ranks=4\\) = 1, want 3: what rank 3 held at step 0"

@@ -1,11 +1,10 @@
 # Each exercise the CPU model runs, left undone alone in an otherwise solved lab, fails the CPU
 # check (the case list `scripts/lab check NN` runs without a GPU): the proof that a student with
 # no GPU is checked on it. A check whose model skipped an exercise, or ran one variant where another
-# holds the exercise, would pass such a lab. Built for one architecture: only the host code runs.
+# holds the exercise, would pass such a lab. Built for one architecture (lab_host_program).
 # (GPU-only exercises are not here: 04's mma ones, 07's and 12's mma-online-softmax, 08's protocol
 # past ring-slot. 01's and 08's single host exercise are the stubs' own tests.)
 if(LAB_BUILD_SOLUTIONS)
-  list(GET LAB_CUDA_ARCHITECTURES 0 lab_partial_arch)
   set(lab_partial_exercises
       02_v1_tile:ragged 02_v1_tile:online-rescale
       03_v2_loop_order:loop-order 03_v2_loop_order:deferred-normalisation
@@ -26,15 +25,8 @@ if(LAB_BUILD_SOLUTIONS)
                        COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/make_labs.py --only ${ex}
                                ${PROJECT_SOURCE_DIR}/solutions/${sec}.cu ${src}
                        DEPENDS ${PROJECT_SOURCE_DIR}/solutions/${sec}.cu ${PROJECT_SOURCE_DIR}/scripts/make_labs.py)
-    add_executable(${target} ${src})
-    target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/solutions)  # 06 includes 05_decode.cu
-    target_link_libraries(${target} PRIVATE lab_common)
-    if(sec STREQUAL "12_ring")
-      target_link_libraries(${target} PRIVATE lab_nccl)
-    endif()
-    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${LAB_CUDA_FLAGS}>)
+    lab_host_program(${target} ${src} ${sec})
     target_compile_definitions(${target} PRIVATE LAB_BUILD_KIND="lab")
-    set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES ${lab_partial_arch})
     add_test(NAME partial.${sec}.${ex}_undone_fails_the_cpu_check
              COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/partial_stub_fails.py ${BIN}/${target} ${sec})
     set_tests_properties(partial.${sec}.${ex}_undone_fails_the_cpu_check PROPERTIES LABELS cpu TIMEOUT 600)

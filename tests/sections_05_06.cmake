@@ -84,36 +84,14 @@ set_tests_properties(cpu_model.06.names_unwritten_05_hooks PROPERTIES LABELS cpu
 # The solution rebuilt with three wrong host mappings (LAB_WRONG_GQA picks one; the kernels keep
 # the right one), run on the CPU model.
 if(LAB_BUILD_SOLUTIONS)
-  file(READ ${PROJECT_SOURCE_DIR}/solutions/05_decode.cu lab_05_text)
-  set(lab_right_gqa "return kv_head * group + r;")
-  string(FIND "${lab_05_text}" "${lab_right_gqa}" lab_at)
-  if(lab_at LESS 0)
-    message(FATAL_ERROR "solutions/05_decode.cu: no '${lab_right_gqa}' for the wrong-GQA tests to replace")
-  endif()
-  string(REPLACE "${lab_right_gqa}" "
+  lab_wrong_answer(wrong_gqa_05 05_decode "return kv_head * group + r;" "
 #ifdef __CUDA_ARCH__
     return kv_head * group + r;
 #else
     return wrong_gqa(kv_head, r, group);
 #endif
-" lab_05_text "${lab_05_text}")
-  file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/wrong_gqa_05.cu "#include <cstdlib>
-#include <cstring>
-static int wrong_gqa(int kv_head, int r, int group) {
-  const char* mode = std::getenv(\"LAB_WRONG_GQA\");
-  if (mode && !std::strcmp(mode, \"range\")) return kv_head * group + r + 1000;
-  if (mode && !std::strcmp(mode, \"group\")) return r * group + kv_head;
-  if (mode && !std::strcmp(mode, \"twice\")) return kv_head * group;
-  return kv_head * group + r;
-}
-${lab_05_text}")
-  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/solutions/05_decode.cu)
-  add_executable(wrong_gqa_05 ${CMAKE_CURRENT_BINARY_DIR}/wrong_gqa_05.cu)
-  target_include_directories(wrong_gqa_05 PRIVATE ${PROJECT_SOURCE_DIR}/solutions)
-  target_link_libraries(wrong_gqa_05 PRIVATE lab_common)
-  target_compile_options(wrong_gqa_05 PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${LAB_CUDA_FLAGS}>)
-  list(GET LAB_CUDA_ARCHITECTURES 0 lab_wrong_arch)
-  set_target_properties(wrong_gqa_05 PROPERTIES CUDA_ARCHITECTURES ${lab_wrong_arch})
+" PREFIX "#include \"${CMAKE_CURRENT_SOURCE_DIR}/wrong_gqa.h\"
+")
   foreach(pair "right;^PASS" "range;EXERCISE gqa: query_head_of\\(kv_head=0, r=0, group=4\\) = 1000, not a query head \\(H = 8\\)"
                "group;EXERCISE gqa: query_head_of\\(kv_head=0, r=1, group=4\\) = 4, but query head 4 reads K/V head 1"
                "twice;EXERCISE gqa: query_head_of\\(kv_head=0, r=1, group=4\\) = 0, the head row r=0 already has")
