@@ -1042,21 +1042,22 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
 // Your block_at, asked on the host for every (rank, step) before anything runs (Section::precheck):
 // the CPU model reads whichever block it names, so a ring turned the wrong way would pass there and
 // fail only between GPUs, where a rank computes on the block it actually received. At step 0 a rank
-// holds its own block; at step s, the block rank r - 1 held at step s - 1. The stub's -1 is left to
-// the run, which names the exercise.
+// holds its own block; at step s, the block rank r - 1 held at step s - 1. The stub (-1 at rank 0,
+// step 0) is left to the run, which names the exercise.
 std::string ring_schedule_error(const lab::Problem&, const lab::Options&) {
   const int n = g_ring.ranks;
+  if (block_at(0, 0, n) < 0) return "";
   for (int step = 0; step < n; ++step)
     for (int r = 0; r < n; ++r) {
       const int got = block_at(r, step, n);
-      if (got < 0) return "";
-      const int want = step == 0 ? r : block_at((r + n - 1) % n, step - 1, n);
+      const int want = step == 0 ? r : (block_at((r + n - 1) % n, step - 1, n) + n) % n;  // (a -1 above is named there)
       if (got != want)
         return "EXERCISE shard-map: block_at(rank=" + std::to_string(r) + ", step=" + std::to_string(step) +
-               ", ranks=" + std::to_string(n) + ") = " + std::to_string(got) + ", want " + std::to_string(want) +
+               ", n=" + std::to_string(n) + ") = " + std::to_string(got) + ", want " + std::to_string(want) +
                (step == 0 ? ": at step 0 a rank holds its own block"
                           : ": what rank " + std::to_string((r + n - 1) % n) + " held at step " + std::to_string(step - 1) +
-                                " (every step, each rank passes its block to rank + 1)");
+                                " (every step, each rank passes its block to rank + 1)") +
+               (got < 0 ? "; C++'s % keeps the sign of a negative number: add n before taking it" : "");
     }
   return "";
 }

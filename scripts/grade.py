@@ -318,6 +318,9 @@ def render_markdown(report):
             continue
         if s.get("unmodified_stub"):
             lines += ["The file is the unmodified stub: no exercise was attempted.", ""]
+        if "edits_outside_exercises" in s and s["edits_outside_exercises"] is None:
+            lines += ["Not compared with its stub (none this tree regenerates is close to it): changes to the "
+                      "given code are not named.", ""]
         if s.get("edits_outside_exercises"):
             lines += [f"Changed outside the exercise regions, at lines {line_ranges(s['edits_outside_exercises'])} "
                       "of the handed-in file: the given code (the harness call, `main`, the checks) is not the "
@@ -546,7 +549,7 @@ def split_cat_file_batch(out):
 def code_lines(text):
     """(index, the line without whitespace) of a file's non-blank lines: an editor's re-indentation,
     trailing spaces or blank lines are no edit."""
-    squeezed = ((i, re.sub(r"\s+", "", line)) for i, line in enumerate(text.splitlines()))
+    squeezed = ((i, re.sub(r"\s+", "", line)) for i, line in enumerate(text.split("\n")))  # lines as an editor numbers them
     return [(i, line) for i, line in squeezed if line]
 
 
@@ -556,7 +559,7 @@ def edits_outside_exercises(text, stub, regions):
     the line after it. `regions`: the stub's exercise lines, (first, end) 0-based (make_stub). Lines
     added right after a region's last line belong to it (a student's helper next to their code)."""
     a, b = code_lines(stub), code_lines(text)
-    last_line = max(1, len(text.splitlines()))
+    last_line = max(1, len(text.rstrip("\n").split("\n")))
     inside = lambda i: any(first <= i < end for first, end in regions)
     spans = []
     matcher = difflib.SequenceMatcher(None, [x for _, x in a], [x for _, x in b], autojunk=False)

@@ -42,7 +42,8 @@ try:
     from labharness.backend import import_triton  # noqa: E402
 except ModuleNotFoundError as missing:  # one line and exit 77 (cannot run here), not a traceback
     venv = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "python3"  # where scripts/lab made one
-    how = f"run it with {venv}" if venv.exists() else "scripts/lab run 09 installs what the section needs"
+    elsewhere = venv.exists() and Path(sys.prefix).resolve() != venv.parents[1].resolve()  # (not run under it)
+    how = f"run it with {venv}" if elsewhere else "scripts/lab run 09 installs what the section needs"
     print(f"09_triton: cannot run here: the Python package '{missing.name}' is missing ({how})")
     sys.exit(77)
 

@@ -94,16 +94,31 @@ sys.exit(0 if command.endswith(' --ranks 2 --layout zigzag --transport local') e
   set_tests_properties(record.12.command_holds_the_ring_options PROPERTIES LABELS cpu)
 endif()
 
-# A ring schedule turned the wrong way (block_at(r, s) = r + s: blocks passed to rank - 1) is refused
-# before anything runs, by name, with exit 1: the CPU model alone, which reads any block it names,
-# would pass it. The solution rebuilt with that block_at, on the CPU model.
+# A ring schedule turned the wrong way (block_at(r, s) = r + s: blocks passed to rank - 1), or one
+# that takes % of a negative number (-1 at rank 0, step 1), is refused before anything runs, by
+# name, with exit 1: the CPU model alone, which reads any block it names, passes the first and
+# skips the -1 pairs of the second. The solution rebuilt with LAB_WRONG_RING's block_at (the
+# kernels keep the right one), on the CPU model.
 if(LAB_BUILD_SOLUTIONS)
   lab_wrong_answer(wrong_ring_12 12_ring
                    "LAB_HD int block_at(int rank, int step, int ranks) { return ((rank - step) % ranks + ranks) % ranks; }"
-                   "LAB_HD int block_at(int rank, int step, int ranks) { return (rank + step) % ranks; }")
-  add_test(NAME precheck.12.ring_turned_the_wrong_way
-           COMMAND ${EXPECT} --code 1 --match=FAIL
-                   "--match=EXERCISE shard-map: block_at\\(rank=0, step=1, ranks=4\\) = 1, want 3: what rank 3 held at step 0"
-                   -- ${BIN}/wrong_ring_12 --cpu ${RING_SHAPE})
-  set_tests_properties(precheck.12.ring_turned_the_wrong_way PROPERTIES LABELS cpu)
+                   "LAB_HD int block_at(int rank, int step, int ranks) {
+#ifdef __CUDA_ARCH__
+  return ((rank - step) % ranks + ranks) % ranks;
+#else
+  return wrong_block_at(rank, step, ranks);
+#endif
+}" PREFIX "#include \"${CMAKE_CURRENT_SOURCE_DIR}/wrong_ring.h\"
+")
+  foreach(pair "right;^PASS" "turn;EXERCISE shard-map: block_at\\(rank=0, step=1, n=4\\) = 1, want 3: what rank 3 held at step 0"
+               "sign;EXERCISE shard-map: block_at\\(rank=0, step=1, n=4\\) = -1, want 3: .*add n before taking it")
+    list(GET pair 0 mode)
+    list(GET pair 1 said)
+    set(code 1)
+    if(mode STREQUAL "right")
+      set(code 0)
+    endif()
+    add_test(NAME precheck.12.ring_${mode} COMMAND ${EXPECT} --code ${code} --match=${said} -- ${BIN}/wrong_ring_12 --cpu ${RING_SHAPE})
+    set_tests_properties(precheck.12.ring_${mode} PROPERTIES LABELS cpu ENVIRONMENT "LAB_WRONG_RING=${mode}")
+  endforeach()
 endif()

@@ -11,8 +11,8 @@
 // ok and the values to print are one call's arguments, evaluated in no set order: print values
 // computed before, never a call to the student's code (online_step changes its arguments). A check
 // that fails in a loop prints its first two failures and then how many more. finish() then lists
-// the exercises, each with its first failure, just above the verdict: scripts/lab check shows only
-// the last lines of a failed run.
+// the exercises, each with its first failure, just above the verdict: scripts/lab check shows a
+// failed run's first lines and its last (these, and the verdict).
 #pragma once
 #include <cstdarg>
 #include <cstdio>

@@ -54,6 +54,19 @@ class TimeLimit(unittest.TestCase):
             self.assertEqual(student.cmd_run(a), common.EXIT_FAIL)
         self.assertIn("killed by SIGABRT", out.getvalue())
 
+    def test_only_the_same_verdict_is_folded(self):
+        """check names a failure already shown instead of repeating it: the same verdict, numbers
+        aside, behind whatever banner the program prints first; another verdict, or a crash, is new."""
+        banner = "paged KV cache: page size 16 tokens, nhd pool of 23 blocks (21 in use)\n"
+        unwritten = lambda n: banner + f"  check    output not written: all {n} elements of O still hold the poison\nFAIL: x"
+        far = banner + "  check    O too far from fp64: max error 0.5 > bound 1e-05 (rule)\nFAIL: x"
+        crash = banner + "  check    output not written: all 1024 elements of O still hold the poison\nCRASHED: killed"
+        self.assertEqual(student.failure_key(unwritten(1024)), student.failure_key(unwritten(2048)))
+        self.assertNotEqual(student.failure_key(unwritten(1024)), student.failure_key(far))
+        self.assertNotEqual(student.failure_key(unwritten(1024)), student.failure_key(crash))
+        self.assertIn("fp64", student.failure_key(far))  # letters and words are not masked as numbers
+        self.assertIsNone(student.failure_key(""))
+
     def test_a_failed_run_shows_its_first_lines_and_its_verdict(self):
         out = "\n".join(["05 exercises"] + [f"failed: check {i}" for i in range(30)] + ["FAIL: 30 of 37 checks failed"])
         shown = student.excerpt(out)
@@ -61,6 +74,10 @@ class TimeLimit(unittest.TestCase):
         self.assertEqual(shown[-1], "FAIL: 30 of 37 checks failed")
         self.assertIn("25 more lines", shown[-3])
         self.assertEqual(student.excerpt("a\nb\nFAIL"), ["a", "b", "FAIL"])
+        # the unit tests' summary, one line an exercise above the verdict, is kept whole
+        tests = out.replace("FAIL: 30", "exercise gqa: ok\nexercise split-state: 3 failed\nexercise split-merge: ok\nFAIL: 30")
+        self.assertEqual(student.excerpt(tests)[-4:], ["exercise gqa: ok", "exercise split-state: 3 failed",
+                                                       "exercise split-merge: ok", "FAIL: 30 of 37 checks failed"])
 
     def test_a_missing_program_is_a_failed_run(self):
         code, out, _ = common.run_limited(["no-such-tool-here", "--x"], 10)
@@ -1049,6 +1066,7 @@ class Setup(unittest.TestCase):
         from labcli import setup
         asked = []
         with mock.patch.object(setup.importlib.util, "find_spec", lambda name: None), \
+                mock.patch.object(setup, "has_gpu", lambda: False), \
                 mock.patch.object(setup, "pip_install",
                                   lambda missing, *rest, index=None, what=None: asked.append((sorted(missing), index)) or True):
             setup.ensure_section_packages(False, ["09_triton"])
@@ -1066,6 +1084,7 @@ class Setup(unittest.TestCase):
             cmds = []
             with tempfile.TemporaryDirectory() as tmp, \
                     mock.patch.object(setup, "externally_managed", lambda: False), \
+                    mock.patch.object(setup, "has_gpu", lambda: False), \
                     mock.patch.object(setup.importlib.util, "find_spec", lambda name: None if name == "torch" else name), \
                     mock.patch.object(setup, "logged", lambda cmd, log, env=None: cmds.append(cmd) or code), \
                     mock.patch.object(setup, "build_log", lambda: Path(tmp) / "log"), \
@@ -1077,6 +1096,17 @@ class Setup(unittest.TestCase):
             self.assertIn("the CPU build, about 200 MB", out.getvalue())
             if code:  # the command to type names the same index
                 self.assertIn(f"install 'torch==2.11.*' --index-url {setup.TORCH_CPU_INDEX}", out.getvalue())
+        # a GPU machine's --cpu run installs PyPI's build: the CPU one would stay and stop its GPU runs
+        cmds = []
+        with tempfile.TemporaryDirectory() as tmp, \
+                mock.patch.object(setup, "externally_managed", lambda: False), \
+                mock.patch.object(setup, "has_gpu", lambda: True), \
+                mock.patch.object(setup.importlib.util, "find_spec", lambda name: None if name == "torch" else name), \
+                mock.patch.object(setup, "logged", lambda cmd, log, env=None: cmds.append(cmd) or 0), \
+                mock.patch.object(setup, "build_log", lambda: Path(tmp) / "log"), \
+                contextlib.redirect_stdout(io.StringIO()):
+            setup.ensure_section_packages(False, ["10_flex"])
+        self.assertNotIn("--index-url", cmds[0])
 
     def test_a_system_python_that_refuses_pip_gets_the_labs_own_venv(self):
         """Debian 12 and Ubuntu 23.04+ mark their Python as externally managed (PEP 668) and its pip
@@ -1109,6 +1139,7 @@ class Setup(unittest.TestCase):
         from labcli import setup
         with tempfile.TemporaryDirectory() as tmp, \
                 mock.patch.object(setup, "VENV", Path(tmp) / ".venv"), \
+                mock.patch.object(setup, "_made", []), \
                 mock.patch.object(setup, "can_install", lambda: None), \
                 mock.patch.object(setup, "logged", lambda cmd, log, env=None: 1), \
                 mock.patch.object(setup, "build_log", lambda: Path(tmp) / "log"), \

@@ -360,9 +360,12 @@ def crash_words(signum):
         name = signal.Signals(signum).name
     except ValueError:
         name = f"signal {signum}"
-    if name in ("SIGSEGV", "SIGBUS", "SIGABRT"):
-        return (f"the program was killed by {name} (signal {signum}): most often memory written or read out of "
-                f"bounds, an index of your code past the end of an array; run it alone to see where it stops")
+    if name in ("SIGSEGV", "SIGBUS"):
+        return (f"the program was killed by {name} (signal {signum}): most often memory read or written out of "
+                f"bounds, an index of your code past the end of an array")
+    if name == "SIGABRT":
+        return (f"the program was killed by {name} (signal {signum}): a failed assert, an uncaught exception, or "
+                f"a heap corrupted by a write out of bounds")
     if name == "SIGKILL":
         return f"the program was killed by {name} (signal {signum}): out of memory, or stopped from outside"
     return f"the program was killed by {name} (signal {signum})"

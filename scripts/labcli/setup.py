@@ -21,7 +21,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from labcli.common import ROOT, LabError, say, build_log, logged
+from labcli.common import ROOT, LabError, say, build_log, has_gpu, logged
 
 # Debian package -> a file it installs (how we tell it is there), and where a vendored copy takes it from.
 DEBIAN_PACKAGES = {
@@ -117,7 +117,7 @@ def ensure_section_packages(on_gpu, sections=()):
     needed = {m for s in sections or [None] for m in SECTION_NEEDS.get((s, on_gpu), SECTION_MODULES)}
     missing = [m for m in SECTION_MODULES if m in needed and importlib.util.find_spec(m) is None]
     torch_ok = True
-    if not on_gpu and "torch" in missing:
+    if not on_gpu and "torch" in missing and not has_gpu():  # (a GPU machine's --cpu run keeps PyPI's CUDA build)
         missing.remove("torch")
         torch_ok = pip_install(["torch"], "requirements-cpu.txt", "the Python sections say what is missing",
                                index=TORCH_CPU_INDEX, what="the CPU build, about 200 MB, from PyTorch's CPU index")
@@ -153,7 +153,11 @@ def requirement_lines(requirements, modules):
 
 
 def in_venv():
-    return sys.prefix != getattr(sys, "base_prefix", sys.prefix)
+    """Whether this Python is an environment of the user's (or the lab's): a virtual environment, or
+    the active conda environment. pip installs into it as it is, and the driver never leaves it."""
+    conda = os.environ.get("CONDA_PREFIX")
+    return (sys.prefix != getattr(sys, "base_prefix", sys.prefix)
+            or bool(conda) and Path(conda).resolve() == Path(sys.prefix).resolve())
 
 
 # The lab's own virtual environment: made only where the system's Python refuses pip installs. It
@@ -172,20 +176,34 @@ def externally_managed():
     return not in_venv() and (Path(sysconfig.get_path("stdlib")) / "EXTERNALLY-MANAGED").exists()
 
 
+DRIVER_ARGV = []  # the driver's own arguments, for a start again under .venv/
+
+
 def enter_lab_venv(argv):
-    """Once the lab has made .venv/, every command runs under it (a virtual environment the user
-    activated wins: the driver never leaves it). The environment variable stops a loop where a
-    broken .venv/ would not report itself as a virtual environment."""
+    """Once the lab has made .venv/, every command runs under it (an environment the user activated
+    wins: the driver never leaves it). The environment variable stops a loop where a broken .venv/
+    would not report itself as a virtual environment."""
+    DRIVER_ARGV[:] = argv
     py = venv_python()
     if py is None or in_venv() or os.environ.get("LAB_VENV_ENTERED"):
         return
     os.environ["LAB_VENV_ENTERED"] = "1"
+    sys.stdout.flush()
     os.execv(py, [str(py), str(ROOT / "scripts" / "lab"), *argv])
+
+
+_made = []  # make_lab_venv's answer, once a command asked (a second install in it does not try again)
 
 
 def make_lab_venv():
     """Makes .venv/ (with pip) from this Python; Debian ships venv's pip apart (python3-venv), which
     is installed first where this user may. Returns its python, or None having said why not."""
+    if not _made:
+        _made.append(_make_lab_venv())
+    return _made[0]
+
+
+def _make_lab_venv():
     cmd = [sys.executable, "-m", "venv", "--clear", "--system-site-packages", str(VENV)]
     say(f"lab: this Python ({sys.executable}) is managed by your system and refuses pip installs (PEP 668); "
         f"making the lab's own virtual environment {VENV} (once; log: {build_log()})")
@@ -229,7 +247,7 @@ def pip_install(missing, requirements, otherwise, index=None, what=None):
     if logged(cmd, build_log()) == 0:
         if restart:
             say(f"lab: from now on scripts/lab runs under {python}; starting the command again under it")
-            enter_lab_venv(sys.argv[1:])
+            enter_lab_venv(DRIVER_ARGV or sys.argv[1:])
         importlib.invalidate_caches()
         return True
     how = (f"{python} -m pip install {' '.join(shlex.quote(x) for x in lines)} --index-url {index}" if index

@@ -235,8 +235,8 @@ def check_section(section, a):
             shown = excerpt(out)
             # A failure already shown (the same verdict, its numbers aside: a stub fails every case
             # alike) is named, not repeated: the first distinct failures stay on screen.
-            same = re.sub(r"[-+0-9.e]+|nan|inf", "#", shown[0]) if shown and not a.verbose else None
-            if same in seen_failures:
+            same = None if a.verbose else failure_key(out)
+            if same is not None and same in seen_failures:
                 say(f"           | the same failure as [{seen_failures[same]}]")
             else:
                 if same:
@@ -259,10 +259,27 @@ def check_section(section, a):
     return results
 
 
+def failure_key(out):
+    """What makes two failed runs' output the same failure: the verdict (the check line, else the
+    FAIL line, else the last line; a crash's note included), its numbers masked. None: no output."""
+    lines = [l.strip() for l in out.strip().splitlines() if l.strip()]
+    if not lines:
+        return None
+    verdict = next((l for l in lines if l.startswith("check ")), None) or \
+        next((l for l in lines if l.startswith("FAIL")), None) or lines[-1]
+    crash = [l for l in lines if l.startswith(("CRASHED", "TIMEOUT", "STOPPED")) and l != verdict]
+    number = r"(?<![\w.])[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?(?![\w.])|\bnan\b|-?\binf\b"
+    return re.sub(number, "#", " | ".join([verdict] + crash))
+
+
 def excerpt(out, head=5, tail=2):
     """A failed run's output for the case line: its first lines (where the first failure is said, as
     the unit tests print it) and its last (the verdict), not the end alone."""
     lines = out.strip().splitlines()
+    summary = 0  # the unit tests' per-exercise lines just above their verdict stay whole
+    while summary + 1 < len(lines) and lines[-2 - summary].startswith("exercise "):
+        summary += 1
+    tail = max(tail, summary + 1)
     if len(lines) <= head + tail + 1:
         return lines
     return lines[:head] + [f"... ({len(lines) - head - tail} more lines: run it alone to see them all)"] + lines[-tail:]
