@@ -12,6 +12,7 @@ import signal
 import tempfile
 import unittest
 from pathlib import Path
+from types import SimpleNamespace
 from unittest import mock
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,7 +48,7 @@ class TimeLimit(unittest.TestCase):
         """`scripts/lab run` exits 1 for a program killed by a signal (the shell would see 128+N,
         none of the lab's codes)."""
         crash = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGABRT)"]
-        a = mock.Mock(section="01", solution=True, args=[], timeout=10)
+        a = SimpleNamespace(section="01", solution=False, args=[], timeout=10)
         with mock.patch.object(student, "build", lambda t: None), \
                 mock.patch.object(student, "program", lambda s, solution: crash), \
                 contextlib.redirect_stdout(io.StringIO()) as out:
