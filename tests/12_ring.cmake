@@ -110,15 +110,10 @@ if(LAB_BUILD_SOLUTIONS)
 #endif
 }" PREFIX "#include \"${CMAKE_CURRENT_SOURCE_DIR}/wrong_ring.h\"
 ")
-  foreach(pair "right;^PASS" "turn;EXERCISE shard-map: block_at\\(rank=0, step=1, n=4\\) = 1, want 3: what rank 3 held at step 0"
-               "sign;EXERCISE shard-map: block_at\\(rank=0, step=1, n=4\\) = -1, want 3: .*add n before taking it")
-    list(GET pair 0 mode)
-    list(GET pair 1 said)
-    set(code 1)
-    if(mode STREQUAL "right")
-      set(code 0)
-    endif()
-    add_test(NAME precheck.12.ring_${mode} COMMAND ${EXPECT} --code ${code} --match=${said} -- ${BIN}/wrong_ring_12 --cpu ${RING_SHAPE})
-    set_tests_properties(precheck.12.ring_${mode} PROPERTIES LABELS cpu ENVIRONMENT "LAB_WRONG_RING=${mode}")
-  endforeach()
+  lab_wrong_answer_tests(precheck.12.ring ${BIN}/wrong_ring_12 LAB_WRONG_RING
+    MODES right turn sign
+    SAID "^PASS"
+         "EXERCISE shard-map: block_at\\(rank=0, step=1, n=4\\) = 1, want 3: what rank 3 held at step 0"
+         "EXERCISE shard-map: block_at\\(rank=0, step=1, n=4\\) = -1, want 3: .*add n before taking it"
+    ARGS --cpu ${RING_SHAPE})
 endif()

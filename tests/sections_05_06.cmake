@@ -92,19 +92,13 @@ if(LAB_BUILD_SOLUTIONS)
 #endif
 " PREFIX "#include \"${CMAKE_CURRENT_SOURCE_DIR}/wrong_gqa.h\"
 ")
-  foreach(pair "right;^PASS" "range;EXERCISE gqa: query_head_of\\(kv_head=0, r=0, group=4\\) = 1000, not a query head \\(H = 8\\)"
-               "group;EXERCISE gqa: query_head_of\\(kv_head=0, r=1, group=4\\) = 4, but query head 4 reads K/V head 1"
-               "twice;EXERCISE gqa: query_head_of\\(kv_head=0, r=1, group=4\\) = 0, the head row r=0 already has")
-    list(GET pair 0 mode)
-    list(GET pair 1 said)
-    set(code 1)
-    if(mode STREQUAL "right")
-      set(code 0)
-    endif()
-    foreach(v single split)
-      add_test(NAME precheck.05.gqa_${mode}_${v}
-               COMMAND ${EXPECT} --code ${code} --match=${said} -- ${BIN}/wrong_gqa_05 --cpu --variant ${v} ${DEC_SHAPE})
-      set_tests_properties(precheck.05.gqa_${mode}_${v} PROPERTIES LABELS cpu ENVIRONMENT "LAB_WRONG_GQA=${mode}")
-    endforeach()
+  foreach(v single split)
+    lab_wrong_answer_tests(precheck.05.gqa_${v} ${BIN}/wrong_gqa_05 LAB_WRONG_GQA
+      MODES right range group twice
+      SAID "^PASS"
+           "EXERCISE gqa: query_head_of\\(kv_head=0, r=0, group=4\\) = 1000, not a query head \\(H = 8\\)"
+           "EXERCISE gqa: query_head_of\\(kv_head=0, r=1, group=4\\) = 4, but query head 4 reads K/V head 1"
+           "EXERCISE gqa: query_head_of\\(kv_head=0, r=1, group=4\\) = 0, the head row r=0 already has"
+      ARGS --cpu --variant ${v} ${DEC_SHAPE})
   endforeach()
 endif()
