@@ -74,7 +74,7 @@ def cmd_run(a):
         say(f"lab: {reason}; {cpu_fallback(section, 'running')}")
         code, out, _ = run_limited(cmd + ["--cpu"], a.timeout)
     say(out, end="")
-    lab = ROOT / "labs" / f"{section}{'.py' if is_python(section) else '.cu'}"
+    lab = ROOT / "labs" / source_name(section)
     if code == EXIT_FAIL and not a.solution and make_labs.is_untouched_stub(lab):
         say(f"lab: labs/{lab.name} is still the stub: fill its EXERCISE regions (ch12/{section}.md), "
             f"then scripts/lab check {section[:2]}")
