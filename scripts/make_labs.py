@@ -21,6 +21,7 @@ where a stub's part feeds given code (01's P, 02's tile state, 04's scalar score
 out all NaN or all 0, and the verdict says that and asks whether an exercise is still the stub.
 Nobody edits labs/ by hand; CI checks that it matches solutions/.
 """
+import hashlib
 import re
 import sys
 from pathlib import Path
@@ -145,14 +146,35 @@ def make_stub(text, source_name, only=None, regions=None):
     return "\n".join(out) + "\n"
 
 
+# A student release has no solutions/ to regenerate a stub from: it carries the stubs' digests
+# instead (sha256sum's format, so `sha256sum -c labs/stubs.sha256` also lists the labs one changed).
+STUB_DIGESTS = "stubs.sha256"
+
+
+def stub_digests(labs):
+    """The digest lines of the stubs in the folder labs/, as STUB_DIGESTS holds them."""
+    return "".join(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.name}\n"
+                   for p in sorted(Path(labs).glob("[0-9][0-9]_*.*")) if p.suffix in (".cu", ".py"))
+
+
 def is_untouched_stub(lab):
-    """Whether a lab file is still the stub generated from its solution; None where there is no
-    solution to generate it from (a student release)."""
+    """Whether a lab file is still the stub generated from its solution (in a release: the stub
+    whose digest labs/stubs.sha256 holds); None where neither is there to tell."""
     lab = Path(lab)
     solution = lab.resolve().parent.parent / "solutions" / lab.name
-    if not solution.exists():
+    if solution.exists():
+        return lab.exists() and lab.read_text() == make_stub(solution.read_text(), solution.name)
+    digests = lab.resolve().parent / STUB_DIGESTS
+    if not digests.exists():
         return None
-    return lab.exists() and lab.read_text() == make_stub(solution.read_text(), solution.name)
+    known = {}
+    for line in digests.read_text().splitlines():
+        if line.strip():
+            digest, name = line.split(None, 1)
+            known[name.strip()] = digest
+    if lab.name not in known:
+        return None
+    return lab.exists() and hashlib.sha256(lab.read_bytes()).hexdigest() == known[lab.name]
 
 
 def generate_all(solutions, labs, check_only=False):

@@ -131,12 +131,31 @@ TEST_CASE("compare fails a single NaN", "[compare]") {
   CHECK(r.verdict.find("NaN") != std::string::npos);
 }
 
+TEST_CASE("compare spells a NaN one way, whatever its sign bit", "[compare]") {
+  Fixture f;
+  f.o[3] = -std::nanf("");  // printf would say "-nan" here and "nan" for the positive one
+  const CheckResult r = f.check();
+  REQUIRE_FALSE(r.details.empty());
+  INFO(r.details.front());
+  CHECK(r.details.front().find("] = NaN, expected ") != std::string::npos);
+  CHECK(r.details.front().find("(error NaN)") != std::string::npos);
+}
+
+TEST_CASE("the check line says what it covered: every row, or a sample and how to check all", "[compare]") {
+  CHECK(check_scope(CheckMode::automatic, 128, 128) == "checked every row");
+  CHECK(check_scope(CheckMode::sample, 8, 8192) == "checked 8 of 8192 rows, a sample; --check full checks every row");
+  CHECK(check_scope(CheckMode::none, 0, 8192).empty());
+}
+
 TEST_CASE("compare reports unwritten output (poison) distinctly", "[compare]") {
   Fixture f;
   std::fill(f.o.begin(), f.o.end(), poison_float());
   CheckResult r = f.check();
   CHECK_FALSE(r.passed);
   CHECK(r.verdict.rfind("output not written", 0) == 0);
+  REQUIRE_FALSE(r.details.empty());
+  CHECK(r.details.front().find("unwritten, expected ") != std::string::npos);
+  CHECK(r.details.front().find("error") == std::string::npos);  // nothing stored: no error to give
   Fixture g;
   g.o[5] = poison_float();
   r = g.check();

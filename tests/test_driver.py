@@ -491,8 +491,16 @@ class Cases(unittest.TestCase):
             r = subprocess.run(expect + ["--stub", str(lab)] + fails, capture_output=True, text=True)
             self.assertEqual(r.returncode, 77, r.stdout)
             self.assertIn("not the generated stub", r.stdout)
-            sol.unlink()  # a student release
+            sol.unlink()  # a student release, before its stubs' digests are written
             self.assertIsNone(make_labs.is_untouched_stub(lab))
+            # a release's digests tell the stub from the student's work without solutions/
+            stub = make_labs.make_stub((ROOT / "solutions" / "01_naive.cu").read_text(), sol.name)
+            lab.write_text(stub)
+            (lab.parent / make_labs.STUB_DIGESTS).write_text(make_labs.stub_digests(lab.parent))
+            self.assertTrue(make_labs.is_untouched_stub(lab))
+            lab.write_text(stub.replace("TODO(", "TODO (", 1))  # one character of the student's
+            self.assertFalse(make_labs.is_untouched_stub(lab))
+            self.assertIsNone(make_labs.is_untouched_stub(lab.parent / "02_v1_tile.cu"))  # not listed
 
     def test_every_test_that_wants_a_lab_to_fail_is_a_stub_test(self):
         ctest = common.BUILD / "tests" / "CTestTestfile.cmake"

@@ -68,6 +68,7 @@ void forward_fp32_host(const Problem& p, const HostInputs& in, std::vector<float
 namespace {
 
 std::string fmt(const char* f, double a) {
+  if (std::isnan(a)) return "NaN";  // printf writes "nan" or "-nan" by the sign bit, which means nothing here
   char buf[64];
   std::snprintf(buf, sizeof buf, f, a);
   return buf;
@@ -309,7 +310,7 @@ BackwardCheck check_gradients(const Problem& p, const BackwardInputs& in, const 
           if (nonfinite_pass ? !nonfinite : (nonfinite || err <= gc.bound)) continue;
           gc.details.push_back(gc.name + where(n) + ", d=" + std::to_string(c) + "] = " +
                                (is_poison(x) ? std::string("unwritten") : fmt("%.6g", x)) + ", expected " +
-                               fmt("%.6g", e) + " (error " + fmt("%.3g", err) + ")");
+                               fmt("%.6g", e) + (is_poison(x) ? std::string() : " (error " + fmt("%.3g", err) + ")"));
         }
     gc.passed = gc.unwritten == 0 && gc.nonfinite == 0 && gc.max_abs_err <= gc.bound;
   };
@@ -498,7 +499,8 @@ int run_backward_section(int argc, char** argv, const BackwardSection& s) {
     std::printf("%s [%s] %s   %s%s\n", s.name.c_str(), opt.variant.c_str(), build.c_str(), p.describe().c_str(),
                 opt.bug.empty() ? "" : ("   --bug " + opt.bug).c_str());
     if (!opt.cpu) std::printf("  gpu      %s (sm_%d%d, %d SMs)\n", dev.name.c_str(), dev.cc_major, dev.cc_minor, dev.sms);
-    std::printf("  check    %s (%s)\n", check.verdict.c_str(), check_mode_name(opt.check));
+    const std::string scope = check_scope(opt.check, check.grads[0].checked, int64_t(p.b) * p.h * p.t_q);
+    std::printf("  check    %s%s\n", check.verdict.c_str(), scope.empty() ? "" : (" (" + scope + ")").c_str());
     if (!symptom.empty()) std::printf("           %s\n", symptom.c_str());
     int shown = 0;  // the first few elements over the bound, of every gradient that failed
     for (const auto& gc : check.grads)

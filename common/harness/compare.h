@@ -15,6 +15,9 @@ namespace lab {
 enum class CheckMode { automatic, full, sample, none };
 bool parse_check_mode(const std::string& s, CheckMode* out);
 const char* check_mode_name(CheckMode m);
+// What a check covered, said after its verdict: "checked every row", or the sample and how to check all
+// ("" under --check none, whose verdict says so). The mode's name alone ("auto") says neither.
+std::string check_scope(CheckMode m, int64_t rows_checked, int64_t rows_total);
 
 struct CheckResult {
   bool passed = false;

@@ -544,7 +544,8 @@ int run_section(int argc, char** argv, const Section& s) {
     std::printf("%s [%s] %s   %s%s\n", s.name.c_str(), opt.variant.c_str(), build.c_str(), p.describe().c_str(),
                 opt.bug.empty() ? "" : ("   --bug " + opt.bug).c_str());
     if (!opt.cpu) std::printf("  gpu      %s (sm_%d%d, %d SMs)\n", dev.name.c_str(), dev.cc_major, dev.cc_minor, dev.sms);
-    std::printf("  check    %s (%s)\n", check.verdict.c_str(), check_mode_name(opt.check));
+    const std::string scope = check_scope(opt.check, int64_t(rows.size()), int64_t(p.b) * p.h * p.t_q);
+    std::printf("  check    %s%s\n", check.verdict.c_str(), scope.empty() ? "" : (" (" + scope + ")").c_str());
     for (const auto& d : check.details) std::printf("           %s\n", d.c_str());
     if (timed) {
       std::printf("  time     %.4g ms median of %d (min %.4g, max %.4g)", timing.median_ms, timing.iters, timing.min_ms,

@@ -832,6 +832,7 @@ def cmd_release(a):
         out = dest / f
         out.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / f, out)
+    (dest / "labs" / make_labs.STUB_DIGESTS).write_text(make_labs.stub_digests(dest / "labs"))
     say(f"lab: wrote the student release to {dest}: {len(files)} files (no "
         f"{', '.join(RELEASE_EXCLUDED + RELEASE_EXCLUDED_FOLDERS)})")
     return EXIT_PASS
