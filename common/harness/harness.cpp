@@ -468,15 +468,15 @@ int run_section(int argc, char** argv, const Section& s) {
   if (!refused.empty()) {
     run_failure = refused;
   } else if (opt.cpu) {
-    if (!opt.quiet)
-      std::printf("== CPU model of %s, not your kernel: it runs the section's algorithm in plain C++ ==\n",
-                  s.name.c_str());
     std::vector<float> lse_buf(size_t(p.lse_elems()), poison_float());
     const CpuRun run = s.cpu(p, opt, in, o, lse_buf);
-    if (!run.not_checked.empty()) {
+    if (!run.not_checked.empty()) {  // no model ran (08's stub: only a host check): no banner
       std::printf("not checked here: %s\n", run.not_checked.c_str());
       return kExitCannotRun;
     }
+    if (!opt.quiet)
+      std::printf("== CPU model of %s, not your kernel: it runs the section's algorithm in plain C++ ==\n",
+                  s.name.c_str());
     if (s.writes_lse) lse = std::move(lse_buf);
     extra_bytes = run.extra_host_bytes;
     if (run.hbm_bytes_model >= 0) hbm_bytes = run.hbm_bytes_model;
