@@ -147,13 +147,14 @@ def make_stub(text, source_name, only=None, regions=None):
 
 
 # A student release has no solutions/ to regenerate a stub from: it carries the stubs' digests
-# instead (sha256sum's format, so `sha256sum -c labs/stubs.sha256` also lists the labs one changed).
+# instead (sha256sum's format, paths from the tree's root: there `sha256sum -c labs/stubs.sha256`
+# lists the labs one changed).
 STUB_DIGESTS = "stubs.sha256"
 
 
 def stub_digests(labs):
     """The digest lines of the stubs in the folder labs/, as STUB_DIGESTS holds them."""
-    return "".join(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.name}\n"
+    return "".join(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {Path(labs).name}/{p.name}\n"
                    for p in sorted(Path(labs).glob("[0-9][0-9]_*.*")) if p.suffix in (".cu", ".py"))
 
 
@@ -171,7 +172,7 @@ def is_untouched_stub(lab):
     for line in digests.read_text().splitlines():
         if line.strip():
             digest, name = line.split(None, 1)
-            known[name.strip()] = digest
+            known[Path(name.strip()).name] = digest
     if lab.name not in known:
         return None
     return lab.exists() and hashlib.sha256(lab.read_bytes()).hexdigest() == known[lab.name]
