@@ -13,8 +13,9 @@ against the repository's harness, and for each section:
   stub check   a file identical to a stub (today's, or one committed to labs/ before) is flagged
                "unmodified stub" (no GPU needed)
   correctness  the section's case list (tests/cases/NN_name.json, plus --cases hidden cases), each
-               run with a time limit; a case scores its weight when the run exits 0 AND leaves a
-               result record saying the check passed (so exiting early earns nothing)
+               run with a time limit (and sandboxed where bubblewrap runs: see sandbox_command);
+               a case scores its weight when the run exits 0 AND leaves a result record saying
+               the check passed (so exiting early earns nothing)
   performance  only when correctness is 100%: the student's median time against the reference
                solution's on the section's grade_perf shape, measured in the same run:
                ratio = solution time / student time;  >= 0.9: +10 points;  >= 0.5: +5;  else +0
@@ -30,6 +31,7 @@ import collections
 import csv
 import concurrent.futures
 import difflib
+import glob
 import json
 import os
 import re
@@ -37,6 +39,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -488,6 +491,48 @@ def plan_outputs(submissions, out_root):
     return plan, notes, problems
 
 
+# ---------------------------------------------------------------------------------- sandbox
+# A student's program runs with the grader's permissions unless it is fenced in. Under bubblewrap
+# (bwrap, Debian's and Ubuntu's package bubblewrap) every file is read-only but the submission's
+# own grade folder, there is no network, of the devices only the GPUs (/dev/nvidia*) are there, and
+# the program's processes die with the run (a timeout kills them all). Temporary files and the
+# caches a Python section fills (Triton's, TorchInductor's) go into the grade folder too: one per
+# submission, so that one student's cache never feeds another's run. (/tmp stays as it is, read
+# only: a tree or a grade folder under /tmp must stay visible.)
+SANDBOX_TOOL = "bwrap"
+
+
+def sandbox_command(cmd, writable):
+    """cmd fenced in by bubblewrap, able to write only the folder writable."""
+    w = str(Path(writable).resolve())
+    fence = [SANDBOX_TOOL, "--ro-bind", "/", "/", "--dev", "/dev"]
+    for dev in sorted(glob.glob("/dev/nvidia*")):  # the GPUs, their control and unified-memory nodes
+        fence += ["--dev-bind", dev, dev]
+    fence += ["--proc", "/proc", "--bind", w, w, "--chdir", w, "--unshare-net", "--unshare-pid", "--unshare-ipc",
+              "--die-with-parent", "--new-session"]
+    (Path(w) / ".cache" / "tmp").mkdir(parents=True, exist_ok=True)
+    for var, sub in (("XDG_CACHE_HOME", ""), ("TMPDIR", "/tmp"), ("TRITON_CACHE_DIR", "/triton"),
+                     ("TORCHINDUCTOR_CACHE_DIR", "/inductor"), ("CUDA_CACHE_PATH", "/nv")):
+        fence += ["--setenv", var, f"{w}/.cache{sub}"]
+    return fence + ["--", *[str(c) for c in cmd]]
+
+
+def sandbox_problem():
+    """Why no program can be fenced in here (bubblewrap missing, or refused by this kernel), in a
+    few words; None where a fenced program runs."""
+    if not shutil.which(SANDBOX_TOOL):
+        return f"{SANDBOX_TOOL} is not installed (package bubblewrap)"
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            r = subprocess.run(sandbox_command(["true"], tmp), capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"{SANDBOX_TOOL} did not run: {e}"
+    if r.returncode != 0:
+        said = (r.stderr or r.stdout).strip().splitlines()
+        return f"{SANDBOX_TOOL} cannot make a sandbox here: {said[-1] if said else f'exit {r.returncode}'}"
+    return None
+
+
 def perf_shape(data):
     """(variant, args) a section's speed is graded on: its case file's grade_perf, else its first
     bench entry, run with that entry's first variant (else the section's first); None if neither."""
@@ -588,12 +633,13 @@ class Grader:
     """Holds what every submission shares: the repository, the reference build, the run helper."""
 
     def __init__(self, root, ref_build, run_limited, make_stub, load_cases, expand_cases, cmake_env, say, jobs=1,
-                 devices=(None,), on_device=lambda cmd, device: cmd, program=None):
+                 devices=(None,), on_device=lambda cmd, device: cmd, program=None, sandbox=False):
         self.root, self.ref_build = Path(root), Path(ref_build)
         self.run_limited, self.make_stub, self.load_cases = run_limited, make_stub, load_cases
         self.expand_cases, self.cmake_env, self.say = expand_cases, cmake_env, say
         self.jobs = max(1, jobs)  # case runs at once (the timing runs stay one at a time)
         self.devices, self.on_device = list(devices), on_device  # case n runs on devices[n % len]
+        self.sandbox = sandbox  # every run fenced in, writing only its grade folder (sandbox_command)
         # program(section, solution, build_dir, labs_dir): the command that runs a section's program
         self.program = program or (lambda s, solution, build_dir=None, labs_dir=None:
                                    [Path(build_dir or ref_build) / "bin" / (s if solution else f"lab_{s}")])
@@ -733,12 +779,17 @@ class Grader:
             results[s] = (code == 0, log)
         return results
 
+    def launch(self, cmd, device, workdir):
+        """The command line of one run: on its GPU, fenced in where the grader sandboxes."""
+        cmd = self.on_device(cmd, device)
+        return sandbox_command(cmd, workdir) if self.sandbox else cmd
+
     def run_case(self, exe, variant, args, timeout, workdir, n=0):
         """Runs one case; the verdict comes from the exit code and the run's result record."""
         rec = workdir / f"record-{n}.json"  # one per run: several may run at once
         rec.unlink(missing_ok=True)
         cmd = list(exe) + ["--variant", variant, "--iters", "0", "--json", rec] + args
-        code, out, secs = self.run_limited(self.on_device(cmd, self.devices[n % len(self.devices)]), timeout)
+        code, out, secs = self.run_limited(self.launch(cmd, self.devices[n % len(self.devices)], workdir), timeout)
         record_ok = False
         if rec.exists():
             try:
@@ -754,7 +805,7 @@ class Grader:
         rec = workdir / "perf.json"
         rec.unlink(missing_ok=True)
         cmd = perf_command(exe, variant, args, rec)
-        code, out, _ = self.run_limited(self.on_device(cmd, self.devices[0]), timeout)  # alone on its GPU
+        code, out, _ = self.run_limited(self.launch(cmd, self.devices[0], workdir), timeout)  # alone on its GPU
         if code != 0 or not rec.exists():
             return None
         try:  # the graded variant's record: a run may add others (10's --against-07 adds 07's kernel)
@@ -811,7 +862,7 @@ class Grader:
         report, out, labs_dir, files, built = (staged[k] for k in ("report", "out", "labs_dir", "files", "built"))
         name, graded = report["submission"], report["graded_sections"]
         report.update(time_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), git_sha=sha,
-                      gpu=gpu_name if on_gpu else None)
+                      gpu=gpu_name if on_gpu else None, sandboxed=bool(self.sandbox and on_gpu))
         # the compiler names the file by the grader's path; the student knows it as labs/NN_name.cu
         paths = [(str(labs_dir) + "/", "labs/"), (str(out) + "/", "")]
         for s in graded:

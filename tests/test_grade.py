@@ -411,6 +411,72 @@ class Reports(unittest.TestCase):
                              [("alice", "none (triage)"), ("bob", "GPU"), ("carol", "none (triage)")])
 
 
+# A stand-in student program: writes its result record where --json says (the grade folder), then
+# tries what a sandboxed program must not do; each attempt's outcome goes into the record.
+HOSTILE = """import json, sys
+rec, outside = sys.argv[sys.argv.index("--json") + 1], sys.argv[-1]
+tried = {}
+try:
+    open(outside, "w").write("pwned")
+    tried["outside"] = "written"
+except OSError as e:
+    tried["outside"] = type(e).__name__
+tried["interfaces"] = [line.split(":")[0].strip() for line in open("/proc/net/dev").readlines()[2:]]
+json.dump([{"build": "lab", "variant": "kernels", "tried": tried,
+            "check": {"passed": True, "rows_checked": 1, "verdict": "fine"}}], open(rec, "w"))
+"""
+
+
+class Sandbox(unittest.TestCase):
+    """Under bubblewrap a student's program writes only its grade folder, has no network, and dies
+    with its run; where bwrap cannot run here the test says so (skipped), as the grader does."""
+
+    def setUp(self):
+        why = grade.sandbox_problem()
+        if why:
+            self.skipTest(why)
+
+    def test_a_fenced_case_writes_its_record_and_nothing_else(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            work, elsewhere = Path(tmp, "grades", "alice"), Path(tmp, "elsewhere")
+            work.mkdir(parents=True)
+            elsewhere.mkdir()
+            prog = Path(tmp, "hostile.py")
+            prog.write_text(HOSTILE)
+            kept = {}
+
+            def run_limited(cmd, timeout):
+                self.assertEqual(cmd[0], grade.SANDBOX_TOOL)
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+                rec = Path(cmd[cmd.index("--json") + 1])
+                if rec.exists():
+                    kept.update(json.loads(rec.read_text())[-1]["tried"])
+                return r.returncode, r.stdout + r.stderr, 0.1
+            g = grade.Grader(ROOT, ROOT / "build", run_limited, None, None, None, dict, print, sandbox=True)
+            code, out, _, record_ok = g.run_case([sys.executable, prog], "kernels", [str(elsewhere / "x")], 60, work)
+            self.assertEqual(code, 0, out)
+            self.assertTrue(record_ok, out)  # the record, in the grade folder, was written and read
+            self.assertNotEqual(kept.get("outside"), "written")
+            self.assertFalse((elsewhere / "x").exists())
+            self.assertEqual(kept.get("interfaces"), ["lo"])  # no network: the loopback alone
+
+    def test_a_timeout_ends_every_process_of_the_run(self):
+        from labcli.common import run_limited
+        with tempfile.TemporaryDirectory() as tmp:
+            late = Path(tmp, "late")
+            cmd = grade.sandbox_command(["sh", "-c", f"(sleep 2; touch {late}) & sleep 30"], tmp)
+            code, _, _ = run_limited(cmd, 0.5)
+            self.assertEqual(code, 124)
+            time.sleep(3)
+            self.assertFalse(late.exists())  # the background child died with the run
+
+    def test_without_a_sandbox_the_run_is_unchanged(self):
+        g = grade.Grader(ROOT, ROOT / "build", None, None, None, None, dict, print)
+        self.assertEqual(g.launch(["prog", "--t", "1"], None, "/tmp"), ["prog", "--t", "1"])
+        with mock.patch.object(grade.shutil, "which", return_value=None):
+            self.assertIn("not installed", grade.sandbox_problem())
+
+
 class StubRecognition(unittest.TestCase):
     """An untouched stub is named so whether it is today's or one the students got from an older
     commit, and whatever its line endings; one edited character makes it the student's work."""

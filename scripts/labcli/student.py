@@ -564,6 +564,9 @@ def cmd_grade(a):
         for p in problems:
             say(f"lab: {p}")
         raise BadInput(f"{len(problems)} problems (above); nothing written{advice}")
+    sandbox_why = grade.sandbox_problem() if a.sandbox != "off" else "--sandbox off"
+    if sandbox_why and a.sandbox == "on":
+        raise BadInput(f"--sandbox on: {sandbox_why}; nothing written")
     for line in notes:
         say(f"lab: {line}")
     # Without --sections, every section that some submission handed in counts for all (a missing one
@@ -584,9 +587,14 @@ def cmd_grade(a):
             probe.unlink()
         if not on_gpu:
             say(f"lab: {no_gpu_reason(out)}; triage only (compile errors, unmodified stubs), no case is run")
+        elif sandbox_why:
+            say(f"lab: the students' programs run with your permissions, not sandboxed ({sandbox_why}): grade as "
+                "a user who can write only --out, or install bubblewrap")
+        else:
+            say("lab: each student's program runs sandboxed (bubblewrap): it writes only its grade folder, no network")
     grader = grade.Grader(ROOT, BUILD, run_limited, make_labs.make_stub, load_cases, expand_cases, cmake_env,
                           lambda msg: say(f"  {msg}"), jobs=a.jobs, devices=gpu_devices(a.gpus), on_device=on_device,
-                          program=program)
+                          program=program, sandbox=not sandbox_why)
     if any(not is_python(s) and any(s in found for found in handed) for s in graded):
         harness = out_root / grade.HARNESS
         say(f"lab: building the harness (common/) once, for every submission, in {harness} ...", end="")
