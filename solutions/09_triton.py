@@ -201,10 +201,14 @@ CPU_TILES = {"BLOCK_M": 32, "BLOCK_N": 16}
 OWN_BRANCHES = {"no-rescale": "NO_RESCALE", "local-causal": "LOCAL_CAUSAL"}
 
 
-def planted(bug):
-    """Whether the code of _kv_sweep (comments aside) uses the bug's constant."""
-    code = inspect.getsource(getattr(_kv_sweep, "fn", _kv_sweep))
-    return re.search(rf"^[^#\n]*\b{OWN_BRANCHES[bug]}\b", code, re.MULTILINE) is not None
+def planted(bug, code=None):
+    """Whether code (default: _kv_sweep's), comments aside, tests for the bug: its constant's name,
+    or BUG compared with its value (`if BUG == 1:`)."""
+    if code is None:
+        code = inspect.getsource(getattr(_kv_sweep, "fn", _kv_sweep))
+    value = BUGS[bug]
+    uses = rf"\b{OWN_BRANCHES[bug]}\b|\bBUG\s*==\s*{value}\b|\b{value}\s*==\s*BUG\b"
+    return re.search(rf"^[^#\n]*({uses})", code, re.MULTILINE) is not None
 
 
 def forward(ctx):

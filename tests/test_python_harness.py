@@ -273,6 +273,24 @@ class Program(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
 
 
+@unittest.skipUnless(have_triton(), "needs triton")
+class OptionalBugBranches(unittest.TestCase):
+    """09's optional --bug branches count as planted however the student spells the test (the
+    constant's name or its value), and never in a comment."""
+
+    def test_planted_by_name_or_value_not_in_a_comment(self):
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("triton_09", SOL)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        self.assertTrue(mod.planted("no-rescale"))  # the solution's own branch
+        for code in ("if BUG == NO_RESCALE:", "    if BUG==1:", "if 1 == BUG:", "x = 1 if BUG == 1 else 0"):
+            self.assertTrue(mod.planted("no-rescale", code), code)
+        for code in ("# if BUG == NO_RESCALE:", "if BUG == 2:", "if BUG == 12:", "if MYBUG == 1:", "pass"):
+            self.assertFalse(mod.planted("no-rescale", code), code)
+        self.assertTrue(mod.planted("local-causal", "        if BUG == 2:"))
+
+
 class CompilesForTheGpu(unittest.TestCase):
     """09's kernel compiled for sm_90 and sm_80 here, without a GPU (Triton ships its ptxas): the
     GPU path cannot fail on a compile error, and the Tensor Core instruction is the expected one."""
