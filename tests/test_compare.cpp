@@ -138,7 +138,7 @@ TEST_CASE("compare spells a NaN one way, whatever its sign bit", "[compare]") {
   REQUIRE_FALSE(r.details.empty());
   INFO(r.details.front());
   CHECK(r.details.front().find("] = NaN, expected ") != std::string::npos);
-  CHECK(r.details.front().find("(error NaN)") != std::string::npos);
+  CHECK(r.details.front().find("error") == std::string::npos);  // a NaN has no distance to give
 }
 
 TEST_CASE("the check line says what it covered: every row, or a sample and how to check all", "[compare]") {

@@ -310,7 +310,7 @@ BackwardCheck check_gradients(const Problem& p, const BackwardInputs& in, const 
           if (nonfinite_pass ? !nonfinite : (nonfinite || err <= gc.bound)) continue;
           gc.details.push_back(gc.name + where(n) + ", d=" + std::to_string(c) + "] = " +
                                (is_poison(x) ? std::string("unwritten") : fmt("%.6g", x)) + ", expected " +
-                               fmt("%.6g", e) + (is_poison(x) ? std::string() : " (error " + fmt("%.3g", err) + ")"));
+                               fmt("%.6g", e) + (is_poison(x) || std::isnan(err) ? std::string() : " (error " + fmt("%.3g", err) + ")"));
         }
     gc.passed = gc.unwritten == 0 && gc.nonfinite == 0 && gc.max_abs_err <= gc.bound;
   };

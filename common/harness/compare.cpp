@@ -118,10 +118,10 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
       const double err = std::fabs(double(o[c]) - ref);
       if (!(err <= r.ref_err_bound)) {
         std::ostringstream s;
-        const bool unwritten = is_poison(o[c]);  // no error to speak of: nothing was stored
+        const bool unwritten = is_poison(o[c]);  // no error to speak of where nothing (or NaN) was stored
         s << "O[b=" << id.b << ", i=" << id.i << ", h=" << id.h << ", d=" << c << "] = "
           << (unwritten ? std::string("unwritten") : fmt("%.6g", o[c])) << ", expected " << fmt("%.6g", ref)
-          << (unwritten ? std::string() : " (error " + fmt("%.3g", err) + ")");
+          << (unwritten || std::isnan(err) ? std::string() : " (error " + fmt("%.3g", err) + ")");
         r.details.push_back(s.str());
       }
     }

@@ -199,9 +199,10 @@ def check(p, q, k, v, rows, out_o, out_lse, mods=None):
         for n, c in zip(*np.nonzero(~(err <= bound))):
             if len(details) >= 6:
                 break
-            unwritten = is_poison(np.float32(got[n, c]))  # no error to speak of: nothing was stored
+            unwritten = is_poison(np.float32(got[n, c]))  # no error to speak of where nothing (or NaN) was stored
             details.append(f"O[b={b}, i={idx[n]}, h={h}, d={c}] = {'unwritten' if unwritten else _v(got[n, c])}, "
-                           f"expected {_v(ref_o[n, c])}" + ("" if unwritten else f" (error {_g(err[n, c])})"))
+                           f"expected {_v(ref_o[n, c])}" +
+                           ("" if unwritten or err[n, c] != err[n, c] else f" (error {_g(err[n, c])})"))
     o_ok = o_unwritten == 0 and o_nan == 0 and max_err <= bound
     lse_ok = out_lse is None or (lse_unwritten == 0 and lse_bad == 0 and lse_err <= lse_bound)
     if not lse_ok and not lse_unwritten:  # the first few LSE rows over their bound, after O's elements
