@@ -477,6 +477,55 @@ class Sandbox(unittest.TestCase):
             self.assertIn("not installed", grade.sandbox_problem())
 
 
+@needs_solutions
+class SandboxThatHidesTheGpu(unittest.TestCase):
+    """Where the GPU run that works unsandboxed fails inside the sandbox (a device node bubblewrap
+    did not bind), auto grades unsandboxed and says why; --sandbox on refuses. No GPU needed: the
+    probe runs are stand-ins."""
+
+    def grade(self, *extra):
+        import importlib.machinery
+        import importlib.util
+        from labcli.common import LabError
+        loader = importlib.machinery.SourceFileLoader("lab_driver", str(ROOT / "scripts" / "lab"))
+        driver = importlib.util.module_from_spec(importlib.util.spec_from_loader("lab_driver", loader))
+        loader.exec_module(driver)
+
+        def run_limited(cmd, timeout):  # the GPU is there, but not inside the fence
+            if str(cmd[0]) == grade.SANDBOX_TOOL:
+                return 1, "CUDA error: no CUDA-capable device is detected\n", 0.1
+            return 0, "PASS\n", 0.1
+        with tempfile.TemporaryDirectory() as tmp:
+            submission(Path(tmp, "alice"), "09_triton.py")
+            a = driver.parse(["grade", str(Path(tmp, "alice")), "--sections", "09", "--out", str(Path(tmp, "grades")),
+                              *extra])
+            staged = {"report": {}, "built": {}}
+            with mock.patch.object(student, "run_limited", run_limited), mock.patch.object(student, "build"), \
+                    mock.patch.object(grade, "sandbox_problem", return_value=None), \
+                    mock.patch.object(grade.Grader, "build", return_value=staged), \
+                    mock.patch.object(grade.Grader, "run", return_value={"submission": "alice"}) as ran, \
+                    mock.patch.object(grade, "rebuild_class_summary", return_value=("summary.csv", [])), \
+                    mock.patch.object(grade, "total_text", return_value="0"), \
+                    contextlib.redirect_stdout(io.StringIO()) as said:
+                try:
+                    code = a.fn(a)
+                except LabError as e:
+                    code = str(e)
+            return code, said.getvalue(), ran
+
+    def test_auto_grades_unsandboxed_and_says_why(self):
+        code, said, ran = self.grade()
+        self.assertEqual(code, 0, said)
+        self.assertIn("not sandboxed (the GPU run fails inside it: exit 1, CUDA error: no CUDA-capable device", said)
+        self.assertNotIn("runs sandboxed", said)
+        self.assertTrue(ran.called)
+
+    def test_on_refuses_to_grade(self):
+        code, said, ran = self.grade("--sandbox", "on")
+        self.assertIn("--sandbox on: the GPU run fails inside it", str(code))
+        self.assertFalse(ran.called)
+
+
 class StubRecognition(unittest.TestCase):
     """An untouched stub is named so whether it is today's or one the students got from an older
     commit, and whatever its line endings; one edited character makes it the student's work."""

@@ -580,17 +580,28 @@ def cmd_grade(a):
         probe = BUILD / "grade_probe.json"
         probe.unlink(missing_ok=True)
         first = (graded or known)[0]
-        code, out, _ = run_limited(program(first, True) + probe_args(first) + ["--json", probe], 120)
-        on_gpu = code != EXIT_CANNOT_RUN
+        probe_code, out, _ = run_limited(program(first, True) + probe_args(first) + ["--json", probe], 120)
+        on_gpu = probe_code != EXIT_CANNOT_RUN
         if on_gpu and probe.exists():
             gpu_name = json.loads(probe.read_text())[-1]["gpu"]["name"]
             probe.unlink()
         if not on_gpu:
             say(f"lab: {no_gpu_reason(out)}; triage only (compile errors, unmodified stubs), no case is run")
-        elif sandbox_why:
+        elif not sandbox_why:  # the same probe fenced in: a sandbox that hides the GPU grades nobody
+            fenced = BUILD / "grade_probe"
+            fenced.mkdir(parents=True, exist_ok=True)
+            code, fenced_out, _ = run_limited(grade.sandbox_command(program(first, True) + probe_args(first) +
+                                                                    ["--json", fenced / "probe.json"], fenced), 120)
+            shutil.rmtree(fenced, ignore_errors=True)
+            if code != probe_code:
+                said = fenced_out.strip().splitlines()
+                sandbox_why = f"the GPU run fails inside it: exit {code}" + (f", {said[-1][:160]}" if said else "")
+                if a.sandbox == "on":
+                    raise LabError(f"--sandbox on: {sandbox_why}; nothing graded")
+        if on_gpu and sandbox_why:
             say(f"lab: the students' programs run with your permissions, not sandboxed ({sandbox_why}): grade as "
                 "a user who can write only --out, or install bubblewrap")
-        else:
+        elif on_gpu:
             say("lab: each student's program runs sandboxed (bubblewrap): it writes only its grade folder, no network")
     grader = grade.Grader(ROOT, BUILD, run_limited, make_labs.make_stub, load_cases, expand_cases, cmake_env,
                           lambda msg: say(f"  {msg}"), jobs=a.jobs, devices=gpu_devices(a.gpus), on_device=on_device,
