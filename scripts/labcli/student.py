@@ -599,8 +599,9 @@ def cmd_grade(a):
                 if a.sandbox == "on":
                     raise LabError(f"--sandbox on: {sandbox_why}; nothing graded")
         if on_gpu and sandbox_why:
+            advice = ", or install bubblewrap" if "not installed" in sandbox_why else ""
             say(f"lab: the students' programs run with your permissions, not sandboxed ({sandbox_why}): grade as "
-                "a user who can write only --out, or install bubblewrap")
+                f"a user who can write only --out{advice}")
         elif on_gpu:
             say("lab: each student's program runs sandboxed (bubblewrap): it writes only its grade folder, no network")
     grader = grade.Grader(ROOT, BUILD, run_limited, make_labs.make_stub, load_cases, expand_cases, cmake_env,
