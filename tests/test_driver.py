@@ -496,7 +496,7 @@ class Cases(unittest.TestCase):
             # a release's digests tell the stub from the student's work without solutions/
             stub = make_labs.make_stub((ROOT / "solutions" / "01_naive.cu").read_text(), sol.name)
             lab.write_text(stub)
-            (lab.parent / make_labs.STUB_DIGESTS).write_text(make_labs.stub_digests(lab.parent))
+            (lab.parent / make_labs.STUB_DIGESTS).write_text("mangled\n" + make_labs.stub_digests(lab.parent))
             self.assertTrue(make_labs.is_untouched_stub(lab))
             lab.write_text(stub.replace("TODO(", "TODO (", 1))  # one character of the student's
             self.assertFalse(make_labs.is_untouched_stub(lab))
