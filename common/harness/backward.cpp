@@ -67,13 +67,6 @@ void forward_fp32_host(const Problem& p, const HostInputs& in, std::vector<float
 
 namespace {
 
-std::string fmt(const char* f, double a) {
-  if (std::isnan(a)) return "NaN";  // printf writes "nan" or "-nan" by the sign bit, which means nothing here
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, a);
-  return buf;
-}
-
 // What the reference gradients of one row take from the forward: the row's LSE and
 // D = rowsum(dO ∘ O), in fp64 (the ground truth) and as an unfused same-precision backward has them.
 struct RowStats {
@@ -207,7 +200,7 @@ BackwardCheck check_gradients(const Problem& p, const BackwardInputs& in, const 
   const bool full = mode == CheckMode::full ||
                     (mode == CheckMode::automatic && double(p.b) * p.h * double(p.t_q) * p.t_kv * p.d <= 1e9);
   r.rule = std::string("per gradient: max|g-fp64| <= 2*max|unfused ") + dtype_name(p.dtype) + " backward - fp64| + " +
-           fmt("%g", atol) + (full ? " (fp64 forward recomputed)" : " (P from the saved LSE, D from the saved O; sampled rows)");
+           format_number("%g", atol) + (full ? " (fp64 forward recomputed)" : " (P from the saved LSE, D from the saved O; sampled rows)");
   r.grads = {{"dQ"}, {"dK"}, {"dV"}};
   const std::vector<float>* outs[3] = {&g.dq, &g.dk, &g.dv};
   for (int n = 0; n < 3; ++n)
@@ -309,8 +302,8 @@ BackwardCheck check_gradients(const Problem& p, const BackwardInputs& in, const 
           const bool nonfinite = !is_poison(x) && !std::isfinite(x);
           if (nonfinite_pass ? !nonfinite : (nonfinite || err <= gc.bound)) continue;
           gc.details.push_back(gc.name + where(n) + ", d=" + std::to_string(c) + "] = " +
-                               (is_poison(x) ? std::string("unwritten") : fmt("%.6g", x)) + ", expected " +
-                               fmt("%.6g", e) + (is_poison(x) || std::isnan(err) ? std::string() : " (error " + fmt("%.3g", err) + ")"));
+                               (is_poison(x) ? std::string("unwritten") : format_number("%.6g", x)) + ", expected " +
+                               format_number("%.6g", e) + (is_poison(x) || std::isnan(err) ? std::string() : " (error " + format_number("%.3g", err) + ")"));
         }
     gc.passed = gc.unwritten == 0 && gc.nonfinite == 0 && gc.max_abs_err <= gc.bound;
   };
@@ -337,7 +330,7 @@ BackwardCheck check_gradients(const Problem& p, const BackwardInputs& in, const 
       if (gc.unwritten == total) v << "output not written: all " << total << " elements of " << gc.name << " still hold the poison";
       else if (gc.unwritten) v << "output partly not written: " << gc.unwritten << " of " << total << " elements of " << gc.name << " still hold the poison";
       else if (gc.nonfinite) v << gc.nonfinite << " elements of " << gc.name << " are NaN or inf on the rows checked";
-      else v << gc.name << " too far from fp64: max error " << fmt("%.3g", gc.max_abs_err) << " > bound " << fmt("%.3g", gc.bound);
+      else v << gc.name << " too far from fp64: max error " << format_number("%.3g", gc.max_abs_err) << " > bound " << format_number("%.3g", gc.bound);
     }
     r.passed = false;
   }
@@ -348,15 +341,15 @@ BackwardCheck check_gradients(const Problem& p, const BackwardInputs& in, const 
       v << (n ? ", " : "") << gc.name << " ";
       if (gc.unwritten) v << "not written";
       else if (gc.nonfinite) v << "NaN/inf";
-      else v << fmt("%.3g", gc.max_abs_err) << (gc.passed ? " <= " : " > ") << fmt("%.3g", gc.bound);
+      else v << format_number("%.3g", gc.max_abs_err) << (gc.passed ? " <= " : " > ") << format_number("%.3g", gc.bound);
       v << (gc.passed ? " ok" : " FAIL");
     }
     v << "]";
   }
   if (r.passed) {
-    v << "max error dQ " << fmt("%.3g", r.grads[0].max_abs_err) << " <= " << fmt("%.3g", r.grads[0].bound) << ", dK "
-      << fmt("%.3g", r.grads[1].max_abs_err) << " <= " << fmt("%.3g", r.grads[1].bound) << ", dV "
-      << fmt("%.3g", r.grads[2].max_abs_err) << " <= " << fmt("%.3g", r.grads[2].bound) << " on " << q_rows.size()
+    v << "max error dQ " << format_number("%.3g", r.grads[0].max_abs_err) << " <= " << format_number("%.3g", r.grads[0].bound) << ", dK "
+      << format_number("%.3g", r.grads[1].max_abs_err) << " <= " << format_number("%.3g", r.grads[1].bound) << ", dV "
+      << format_number("%.3g", r.grads[2].max_abs_err) << " <= " << format_number("%.3g", r.grads[2].bound) << " on " << q_rows.size()
       << " query rows, " << k_rows.size() << " key rows";
   }
   r.verdict = v.str();

@@ -41,14 +41,12 @@ std::vector<RowId> rows_to_check(const Problem& p, CheckMode mode, int sample_bu
   return full ? all_rows(p) : sample_rows(p, sample_budget, seed);
 }
 
-namespace {
-std::string fmt(const char* f, double a) {
+std::string format_number(const char* f, double a) {
   if (std::isnan(a)) return "NaN";  // printf writes "nan" or "-nan" by the sign bit, which means nothing here
   char buf[64];
   std::snprintf(buf, sizeof buf, f, a);
   return buf;
 }
-}  // namespace
 
 CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector<RowId>& rows,
                        const std::vector<float>& out_o, const std::vector<float>& out_lse, RefKind same_kind) {
@@ -120,8 +118,8 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
         std::ostringstream s;
         const bool unwritten = is_poison(o[c]);  // no error to speak of where nothing (or NaN) was stored
         s << "O[b=" << id.b << ", i=" << id.i << ", h=" << id.h << ", d=" << c << "] = "
-          << (unwritten ? std::string("unwritten") : fmt("%.6g", o[c])) << ", expected " << fmt("%.6g", ref)
-          << (unwritten || std::isnan(err) ? std::string() : " (error " + fmt("%.3g", err) + ")");
+          << (unwritten ? std::string("unwritten") : format_number("%.6g", o[c])) << ", expected " << format_number("%.6g", ref)
+          << (unwritten || std::isnan(err) ? std::string() : " (error " + format_number("%.3g", err) + ")");
         r.details.push_back(s.str());
       }
     }
@@ -138,15 +136,15 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
     const bool bad = std::isinf(ref) ? !(std::isinf(got) && got < 0) : !(std::fabs(double(got) - ref) <= r.lse_err_bound);
     if (!bad) continue;
     r.details.push_back("LSE[b=" + std::to_string(id.b) + ", h=" + std::to_string(id.h) + ", i=" + std::to_string(id.i) +
-                        "] = " + fmt("%.6g", got) + ", expected " + fmt("%.6g", ref) +
-                        (std::isinf(ref) ? " (the row sees no key)" : " (error " + fmt("%.3g", std::fabs(double(got) - ref)) + ")"));
+                        "] = " + format_number("%.6g", got) + ", expected " + format_number("%.6g", ref) +
+                        (std::isinf(ref) ? " (the row sees no key)" : " (error " + format_number("%.3g", std::fabs(double(got) - ref)) + ")"));
     ++shown;
   }
   // With O wrong, whether LSE is right says where to look: a right LSE means the row's max and sum
   // are, and the fault is in how O is accumulated or divided.
   const std::string lse_too = out_lse.empty() || r.lse_unwritten ? ""
                               : lse_ok ? "; LSE within its bound (each row's max and sum are right)"
-                                       : "; LSE too far as well (max error " + fmt("%.3g", r.lse_max_abs_err) + ")";
+                                       : "; LSE too far as well (max error " + format_number("%.3g", r.lse_max_abs_err) + ")";
   r.passed = o_ok && lse_ok;
   const int64_t o_total = int64_t(out_o.size()), o_checked = int64_t(rows.size()) * d;
   std::ostringstream v;
@@ -164,14 +162,14 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
     v << "O too far from fp64: every one of the " << o_checked << " elements checked is 0 "
       << "(nothing was accumulated: an exercise still the stub, or one that skips every key?)";
   } else if (!o_ok) {
-    v << "O too far from fp64: max error " << fmt("%.3g", r.max_abs_err) << " > bound "
-      << fmt("%.3g", r.ref_err_bound) << " (" << r.rule << ")" << lse_too;
+    v << "O too far from fp64: max error " << format_number("%.3g", r.max_abs_err) << " > bound "
+      << format_number("%.3g", r.ref_err_bound) << " (" << r.rule << ")" << lse_too;
   } else if (!lse_ok) {
     if (r.lse_unwritten) v << "LSE not written: " << r.lse_unwritten << " of " << out_lse.size() << " elements still hold the poison";
-    else v << "LSE too far from fp64: max error " << fmt("%.3g", r.lse_max_abs_err) << " > bound "
-           << fmt("%.3g", r.lse_err_bound);
+    else v << "LSE too far from fp64: max error " << format_number("%.3g", r.lse_max_abs_err) << " > bound "
+           << format_number("%.3g", r.lse_err_bound);
   } else {
-    v << "max error " << fmt("%.3g", r.max_abs_err) << " <= bound " << fmt("%.3g", r.ref_err_bound);
+    v << "max error " << format_number("%.3g", r.max_abs_err) << " <= bound " << format_number("%.3g", r.ref_err_bound);
   }
   r.verdict = v.str();
   return r;

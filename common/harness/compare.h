@@ -18,6 +18,8 @@ const char* check_mode_name(CheckMode m);
 // What a check covered, said after its verdict: "checked every row", or the sample and how to check all
 // ("" under --check none, whose verdict says so). The mode's name alone ("auto") says neither.
 std::string check_scope(CheckMode m, int64_t rows_checked, int64_t rows_total);
+// A number for a verdict, printf-formatted by f ("%.3g"); NaN is "NaN" whatever its sign bit.
+std::string format_number(const char* f, double a);
 
 struct CheckResult {
   bool passed = false;

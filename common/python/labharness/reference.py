@@ -216,7 +216,7 @@ def check(p, q, k, v, rows, out_o, out_lse, mods=None):
                 wrong = not (g == -math.inf) if math.isinf(e) else not (abs(g - e) <= lse_bound)
                 if wrong:
                     details.append(f"LSE[b={b}, h={h}, i={i}] = {_v(g)}, expected {_v(e)} "
-                                   + ("(the row sees no key)" if math.isinf(e) else f"(error {abs(g - e):.3g})"))
+                                   + ("(the row sees no key)" if math.isinf(e) else f"(error {_g(abs(g - e))})"))
                     shown += 1
     # With O wrong, whether LSE is right says where to look: a right LSE means each row's max and sum are.
     lse_too = ("" if out_lse is None or lse_unwritten else
