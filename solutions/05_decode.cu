@@ -17,6 +17,9 @@
 //     for its own rows, never for the other warps, until the end) and keeps its own online-softmax
 //     state; the block merges the 8 states at the end with the log-sum-exp rule. Two sets put two
 //     warps on each scheduler: one warp's dependent chain per tile hides behind the other's work.
+//     That is 64 KB of shared memory a block at D = 64, 128 KB at D = 128; a GPU that allows a
+//     block less (99 KB: RTX 30/40, sm_120) runs the same kernel with one set (64 KB), slower
+//     (decode.cuh: choose_config; --smem-limit 99 makes a larger GPU do the same).
 // Variants:
 //   single  one block per (sequence, K/V head): B·H_kv blocks. At B = 8, H_kv = 8 that is 64
 //           blocks on a 132-SM GPU: half the SMs idle, and the bandwidth with them.

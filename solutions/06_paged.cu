@@ -12,8 +12,11 @@
 // memory, a window of pages at a time, the address of each page's first row, so a tile's address
 // is one shared-memory read per 16-key group, not a table read in global memory; and it keeps one
 // more tile in flight than 05 (a 3-stage ring per warp set), since each 64-key tile is 4 pages
-// scattered over the pool. Same logical cache, same splits, same arithmetic: O and LSE are
-// bit-identical to 05's (tests/paged_matches_decode.py).
+// scattered over the pool. That is 104 KB of shared memory a block at D = 64, 200 KB at D = 128;
+// a GPU that allows a block less takes 05's 2-stage rings (A100: 136 KB at D = 128), then one warp
+// set (99 KB: 72 KB at D = 128), slower (decode.cuh: choose_config; see --smem-limit).
+// Same logical cache, same splits, same arithmetic: O and LSE are bit-identical to 05's wherever
+// both take the same warp sets, as at 99, 163 and 227 KB a block (tests/paged_matches_decode.py).
 // The pool: the blocks of every sequence, allocated page by page from a free list shuffled with
 // --seed (logical neighbours are physically scattered), plus spare free blocks; every slot no
 // sequence owns is NaN, so a read past kv_len poisons the output and fails the check. The tables

@@ -25,6 +25,9 @@
 //                  tiles streaming through a two-stage ring. Bitwise reproducible, at the cost of
 //                  computing S and dP twice.
 // Both print whether two runs gave identical bits (the `repeat` line, metrics.bitwise_reproducible).
+// Their main kernel takes 161 KB of shared memory a block (162 KB at D = 64), which an A100 allows;
+// the atomic one restages dQ in 8 KB of its own where a block may have them too (Hopper), else in
+// Pᵀ's buffer, after one more barrier per Q tile. A 99 KB GPU (RTX 30/40) cannot run them.
 // On a Hopper GPU (H100, H200) two more variants run the same algorithm on wgmma, with TMA and
 // warp specialisation (the given kernel of common/hopper/ws_backward.cuh; your exercise functions
 // are its element step):
@@ -108,6 +111,16 @@ LAB_HD bool dkdv_weights(float p, float ds, float* dv_weight, float* dk_weight) 
 }
 
 // =============================================================================================
+// What the main kernel does about dQ. The atomic variant restages each warp's dQ through 8 KB of
+// shared memory (the dQ step); where a block may not have those 8 KB on top of the rest (an A100
+// allows 163 KB), the stage borrows Pᵀ's buffer instead, after one more barrier per Q tile.
+enum class DqMode {
+  separate,              // the deterministic variant: dQ is dq_kernel's, nothing staged
+  atomic,                // fp32 atomics, staged in an area of their own
+  atomic_staged_in_pt,   // fp32 atomics, staged in Pᵀ's buffer once every warp has read Pᵀ
+};
+constexpr int A100_SMEM_PER_BLOCK = 163 * 1024;  // cudaDevAttrMaxSharedMemoryPerBlockOptin on sm_80
+
 struct Shape {  // what the kernels need of a lab::Problem
   int t_q, t_kv, h, h_kv;
   bool causal;
@@ -131,7 +144,7 @@ struct Tiles {
   static_assert(BLOCK_Q % 16 == 0 && WARP_ROWS % 16 == 0, "whole k-steps and n-block pairs");
   // Main kernel's shared memory: K, V [128 keys][D]; STAGES x (Q, dO) [BLOCK_Q rows][D]; Pᵀ and dSᵀ
   // [128 keys][BLOCK_Q rows], the scores every warp's dV, dK and dQ steps read; STAGES x the Q tile's
-  // LSE·log2 e and D; dQ's staging for the atomics, a warp's 8 rows x 32 fp32.
+  // LSE·log2 e and D; dQ's staging for the atomics (DqMode::atomic), a warp's 8 rows x 32 fp32.
   static constexpr int KV_TILE_BYTES = BLOCK_KV * ROW_BYTES;
   static constexpr int Q_TILE_BYTES = BLOCK_Q * ROW_BYTES;
   static constexpr int SCORE_BYTES = BLOCK_KV * BLOCK_Q * 2;
@@ -140,7 +153,9 @@ struct Tiles {
   static constexpr int PT_AT = Q_AT + 2 * STAGES * Q_TILE_BYTES, DST_AT = PT_AT + SCORE_BYTES;
   static constexpr int ROWS_AT = DST_AT + SCORE_BYTES;     // [STAGES][LSE·log2 e, D][BLOCK_Q] fp32
   static constexpr int DQ_STAGE_AT = ROWS_AT + STAGES * 2 * BLOCK_Q * 4;
-  static constexpr int SMEM_BYTES = DQ_STAGE_AT + NUM_WARPS * 8 * 32 * 4;
+  static constexpr int DQ_STAGE_BYTES = NUM_WARPS * 8 * 32 * 4;
+  static constexpr int smem_bytes(DqMode mode) { return DQ_STAGE_AT + (mode == DqMode::atomic ? DQ_STAGE_BYTES : 0); }
+  static_assert(DQ_STAGE_BYTES <= SCORE_BYTES, "dQ's stage fits in Pᵀ's buffer");
   // The warp grids of the steps after the scores: dK, dV as 4 x 2 warps of 32 keys x D/2; dQ as
   // warps of 32 columns (D/32 of them) x the rows that leaves (32 rows: 2 x 4 warps at D = 128,
   // 4 x 2 at D = 64), so that every warp stages and adds dQ in 8-row x 32-column pieces.
@@ -153,9 +168,12 @@ struct Tiles {
   static constexpr int DQ_STAGES = 2;
   static constexpr int DQ_SMEM_BYTES = (2 + 2 * DQ_STAGES) * DQ_TILE_BYTES;
   static_assert(STAGES == 2 && DQ_STAGES == 2, "the rings alternate two stages (stage ^ 1)");
-  // One main block an SM (169 KB at D = 128, 170 KB at D = 64); two dQ blocks an SM cover each
-  // other's barriers.
-  static_assert(SMEM_BYTES <= 227 * 1024 && 2 * DQ_SMEM_BYTES <= 227 * 1024, "fits an SM");
+  // One main block an SM: 169 KB at D = 128, 170 KB at D = 64 with dQ's own stage, 8 KB less
+  // without; two dQ blocks an SM cover each other's barriers.
+  static_assert(smem_bytes(DqMode::atomic) <= 227 * 1024 && 2 * DQ_SMEM_BYTES <= 227 * 1024, "fits an SM");
+  static_assert(smem_bytes(DqMode::atomic_staged_in_pt) <= A100_SMEM_PER_BLOCK &&
+                    smem_bytes(DqMode::separate) <= A100_SMEM_PER_BLOCK && DQ_SMEM_BYTES <= A100_SMEM_PER_BLOCK,
+                "an A100 runs both mma.sync variants");
 };
 constexpr uint32_t ROWS16(int row_bytes) { return uint32_t(16 * row_bytes); }
 
@@ -228,17 +246,18 @@ __device__ __forceinline__ void atomic_add4(float4* dst, float4 v) {
 //            (the exercises), then the dV and dK weights to shared memory as Pᵀ and dSᵀ, rounded to T
 //   dK, dV   dV += Pᵀ dO, dK += dSᵀ Q (4 x 2 warps of 32 keys x D/2)
 //   dQ       (atomic) dQ[rows] += dS K (warps of 32 columns), added to the fp32 dQ by atomics
+//            (DqMode::atomic_staged_in_pt: a barrier first, as dQ's stage overwrites Pᵀ)
 // ldmatrix row addresses of this lane (byte offsets in a swizzled tile; k-step kk: ^ 32·kk):
 //   A operand, rows r0..r0+15 of a [rows][k] tile (K, V, Pᵀ, dSᵀ):  row r0 + lane % 16, chunk lane / 16
 //   B operand from a [n][k] tile (Q, dO as Qᵀ, dOᵀ):              row (lane % 8) + 8·(lane / 16), chunk (lane / 8) % 2
 //   B operand from a [k][n] tile, .trans (Q, dO, K):              row lane % 16, chunk lane / 16 (n-block pair: ^ 32·pair)
 //   A operand from a [k][m] tile, .trans (dSᵀ as dS):              row (lane % 8) + 8·(lane / 16), chunk m0 / 8 + (lane / 8) % 2
-template <class T, int HEAD_DIM, bool ATOMIC_DQ>
+template <class T, int HEAD_DIM, DqMode DQ>
 __global__ void __launch_bounds__(THREADS, 1)
 dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,  // Q [B,T_q,H,D]; K, V [B,T_kv,H_kv,D]
             const T* __restrict__ d_o,                                                 // [B, T_q, H, D]
             const float* __restrict__ lse_log2, const float* __restrict__ d_rows,      // [B, H, row_stride]
-            float* __restrict__ dq_acc,                                                // [B, T_q, H, D] fp32 (ATOMIC_DQ)
+            float* __restrict__ dq_acc,                                                // [B, T_q, H, D] fp32 (atomic modes)
             T* __restrict__ dk, T* __restrict__ dv,                                    // [B, T_kv, H_kv, D]
             Shape sh) {
   using TL = Tiles<HEAD_DIM>;
@@ -304,7 +323,8 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
     const int stage = item & 1, head = head_of(item), q0 = q0_of(item);
     cp_async_wait<0>();  // this thread's copies of this item (and, the first time, of K, V) have landed ...
     __syncthreads();     // ... and everyone's; every warp is done with the previous item: with its
-                         // stage, which the next line refills, and with Pᵀ, dSᵀ, which this item rewrites
+                         // stage, which the next line refills, and with Pᵀ, dSᵀ (and dQ staged in
+                         // Pᵀ's buffer), which this item rewrites
     if (item + 1 < items) load_q_tile(stage ^ 1, item + 1);  // in flight during this item's math
     cp_async_commit();
     const uint32_t q_tile = q_tile_of(stage), do_tile = do_tile_of(stage);
@@ -408,7 +428,11 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
       }
     }
 
-    if constexpr (ATOMIC_DQ) {
+    if constexpr (DQ != DqMode::separate) {
+      // Staged in Pᵀ's buffer, dQ must wait for the warps still in their dV step, which reads Pᵀ.
+      // Pᵀ's next writer, the next item's score step, starts after the loop-top barrier, which
+      // every warp reaches after its last stage read.
+      if constexpr (DQ == DqMode::atomic_staged_in_pt) __syncthreads();  // every warp is done with Pᵀ
       // dQ[rows] += dS K   [DQ_WARP_ROWS rows x 128 keys] · [128 keys x 32 columns] per warp;
       // dS is read transposed out of dSᵀ (ldmatrix.trans), K as the B operand (.trans).
       constexpr int MT = TL::DQ_WARP_ROWS / 16;
@@ -440,7 +464,8 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
       // columns, each lane stores its pairs, then reads back 4 consecutive columns of one row, and
       // one 16-byte atomic a lane covers 4 whole lines (the stage's layout: row_stage_word).
       // --bug dq-no-accumulate stores instead of adding: the last block wins.
-      float* stage_words = reinterpret_cast<float*>(smem + TL::DQ_STAGE_AT) + warp * (8 * 32);
+      constexpr int STAGE_AT = DQ == DqMode::atomic ? TL::DQ_STAGE_AT : TL::PT_AT;
+      float* stage_words = reinterpret_cast<float*>(smem + STAGE_AT) + warp * (8 * 32);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -738,16 +763,49 @@ void launch_backward_hopper(const BackwardArgs& a, const Shape& sh, const float*
   CUDA_CHECK_LAST();
 }
 
+// The main kernel's dQ mode on this GPU (or under --smem-limit): the atomic variant keeps dQ's
+// stage apart where a block may have the 8 KB (Hopper), else stages it in Pᵀ's buffer (A100).
+template <int HEAD_DIM>
+DqMode dq_mode_here(bool atomic) {
+  if (!atomic) return DqMode::separate;
+  return Tiles<HEAD_DIM>::smem_bytes(DqMode::atomic) <= lab::shared_memory_limit() ? DqMode::atomic
+                                                                                  : DqMode::atomic_staged_in_pt;
+}
+
+template <class T, int HEAD_DIM>
+struct MainKernel {  // the main kernel of one dQ mode, opted in to its shared memory
+  decltype(&dkdv_kernel<T, HEAD_DIM, DqMode::separate>) kernel;
+  int smem_bytes;
+};
+
+template <class T, int HEAD_DIM, DqMode DQ>
+MainKernel<T, HEAD_DIM> opted_in_main_kernel() {
+  constexpr int smem = Tiles<HEAD_DIM>::smem_bytes(DQ);
+  // More than 48 KB of dynamic shared memory must be asked for, once a kernel (exit 77 where a
+  // block may not have them).
+  static const bool configured = (lab::opt_in_shared_memory(dkdv_kernel<T, HEAD_DIM, DQ>, smem), true);
+  (void)configured;
+  return {dkdv_kernel<T, HEAD_DIM, DQ>, smem};
+}
+
+template <class T, int HEAD_DIM>
+MainKernel<T, HEAD_DIM> opted_in_main_kernel(DqMode mode) {
+  if (mode == DqMode::separate) return opted_in_main_kernel<T, HEAD_DIM, DqMode::separate>();
+  if (mode == DqMode::atomic) return opted_in_main_kernel<T, HEAD_DIM, DqMode::atomic>();
+  return opted_in_main_kernel<T, HEAD_DIM, DqMode::atomic_staged_in_pt>();
+}
+
 template <class T, int HEAD_DIM>
 void launch_backward(const BackwardArgs& a, const std::string& bug, cudaStream_t st) {
-  constexpr int smem = Tiles<HEAD_DIM>::SMEM_BYTES, dq_smem = Tiles<HEAD_DIM>::DQ_SMEM_BYTES;
-  static const bool configured = [] {  // more than 48 KB of dynamic shared memory must be asked for, once
-    lab::opt_in_shared_memory(dkdv_kernel<T, HEAD_DIM, true>, smem);
-    lab::opt_in_shared_memory(dkdv_kernel<T, HEAD_DIM, false>, smem);
-    lab::opt_in_shared_memory(dq_kernel<T, HEAD_DIM>, dq_smem);
-    return true;
-  }();
-  (void)configured;
+  constexpr int dq_smem = Tiles<HEAD_DIM>::DQ_SMEM_BYTES;
+  MainKernel<T, HEAD_DIM> main_kernel{};
+  if (!a.hopper) {  // opted in before any launch: a GPU that cannot run them says so first
+    main_kernel = opted_in_main_kernel<T, HEAD_DIM>(dq_mode_here<HEAD_DIM>(a.atomic));
+    if (!a.atomic) {
+      static const bool dq_configured = (lab::opt_in_shared_memory(dq_kernel<T, HEAD_DIM>, dq_smem), true);
+      (void)dq_configured;
+    }
+  }
   const Shape sh = make_shape(a, bug);
   const T *q = static_cast<const T*>(a.q), *k = static_cast<const T*>(a.k), *v = static_cast<const T*>(a.v);
   const T *o = static_cast<const T*>(a.o), *d_o = static_cast<const T*>(a.d_o);
@@ -768,14 +826,13 @@ void launch_backward(const BackwardArgs& a, const std::string& bug, cudaStream_t
     return;
   }
   const dim3 kv_grid(unsigned(lab::ceil_div(a.t_kv, BLOCK_KV)), unsigned(a.b * a.h_kv));
-  if (a.atomic) {  // dq_acc was zeroed by the preprocessing pass
-    dkdv_kernel<T, HEAD_DIM, true><<<kv_grid, THREADS, smem, st>>>(q, k, v, d_o, lse_log2, d_rows, dq_acc, dk, dv, sh);
-    CUDA_CHECK_LAST();
+  // dq_acc: zeroed by the preprocessing pass (atomic), nullptr (deterministic)
+  main_kernel.kernel<<<kv_grid, THREADS, main_kernel.smem_bytes, st>>>(q, k, v, d_o, lse_log2, d_rows, dq_acc, dk, dv, sh);
+  CUDA_CHECK_LAST();
+  if (a.atomic) {
     if (exercises_written)
       dq_convert_kernel<T><<<unsigned((q_elems / 4 + 255) / 256), 256, 0, st>>>(dq_acc, dq, q_elems / 4, sh.scale);
   } else {
-    dkdv_kernel<T, HEAD_DIM, false><<<kv_grid, THREADS, smem, st>>>(q, k, v, d_o, lse_log2, d_rows, nullptr, dk, dv, sh);
-    CUDA_CHECK_LAST();
     const dim3 q_grid(unsigned(lab::ceil_div(a.t_q, DQ_BLOCK_Q)), unsigned(a.b * a.h));
     dq_kernel<T, HEAD_DIM><<<q_grid, DQ_THREADS, dq_smem, st>>>(q, k, v, d_o, lse_log2, d_rows, dq, sh);
   }
@@ -794,6 +851,11 @@ bool is_hopper(const std::string& variant) { return variant.rfind("wgmma", 0) ==
 
 int64_t workspace_bytes(const lab::Problem& p, const std::string& variant) {
   return 4 * workspace_floats(p.b, p.h, p.t_q, p.d, is_atomic(variant), is_hopper(variant));
+}
+
+// The main kernel's shared memory in the configuration this GPU runs (dq_mode_here).
+int main_kernel_smem_bytes(int d, bool atomic) {
+  return d == 64 ? Tiles<64>::smem_bytes(dq_mode_here<64>(atomic)) : Tiles<128>::smem_bytes(dq_mode_here<128>(atomic));
 }
 
 lab::BackwardGpuRun make_run(const lab::BackwardContext& ctx) {
@@ -816,8 +878,11 @@ lab::BackwardGpuRun make_run(const lab::BackwardContext& ctx) {
   };
   run.extra_device_bytes = workspace_bytes(pr, ctx.variant);
   run.metrics = {{"block_q", pr.d == 64 ? Tiles<64>::BLOCK_Q : Tiles<128>::BLOCK_Q}, {"block_kv", BLOCK_KV}, {"warps", NUM_WARPS}, {"stages", Tiles<64>::STAGES},
-                 {"smem_bytes", pr.d == 64 ? Tiles<64>::SMEM_BYTES : Tiles<128>::SMEM_BYTES},
+                 {"smem_bytes", main_kernel_smem_bytes(pr.d, is_atomic(ctx.variant))},
                  {"dq", is_atomic(ctx.variant) ? "fp32 atomics" : "separate pass"}};
+  run.metrics["smem_limit_bytes"] = lab::shared_memory_limit();  // what a block may have here (--smem-limit)
+  if (!is_hopper(ctx.variant) && is_atomic(ctx.variant))  // where the atomics' 8 KB stage lives
+    run.metrics["dq_stage"] = (pr.d == 64 ? dq_mode_here<64>(true) : dq_mode_here<128>(true)) == DqMode::atomic ? "own" : "in Pt";
   if (is_hopper(ctx.variant)) {
     namespace hb = lab::wsbwd;
     run.metrics["block_q"] = pr.d == 64 ? hb::Tiles<64>::BLOCK_Q : hb::Tiles<128>::BLOCK_Q;

@@ -50,6 +50,14 @@ lab_test(gpu.11_backward.deterministic_reproducible gpu 0 MATCH "bitwise reprodu
 # Hopper only (exit 77 elsewhere): the wgmma kernel's dK, dV with the deterministic dQ pass.
 lab_test(gpu.11_backward.wgmma_deterministic_reproducible gpu 0 MATCH "bitwise reproducible yes" "PASS"
          COMMAND ${BWD} --variant wgmma-deterministic --t 2048 --h 4 --h-kv 2 --causal --dtype bf16 --iters 0)
+# The mma.sync variants under --smem-limit: at 163 KB a block (an A100) the record names the layout
+# that ran (the atomic variant's dQ staged in Pᵀ's buffer, 8 KB less); at 99 KB (RTX 30/40) both say
+# "cannot run here" before any launch. The case list runs the 163 KB layout against fp64.
+if(LAB_BUILD_SOLUTIONS)
+  add_test(NAME gpu.11_backward.smem_limit
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/backward_smem_limit.py ${BWD})
+  set_tests_properties(gpu.11_backward.smem_limit PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 300)
+endif()
 
 # ---- the lab's attention as a PyTorch op (common/torch_op): bad inputs raise a Python exception
 # with a reason (no GPU needed); on a GPU, outputs and gradients against fp64 autograd, opcheck,

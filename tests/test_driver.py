@@ -402,11 +402,17 @@ class Cases(unittest.TestCase):
             with self.assertRaises(cases.CaseFileError):
                 cases.validate(dict(base, sanitize=bad))
         # 06 sanitizes page 16 (the default page) and page 32 (a page size read at run time), and two
-        # sliding windows whose keys lie past the split's first staged table window (re-staged).
+        # sliding windows whose keys lie past the split's first staged table window (re-staged); then
+        # the smaller configurations (--smem-limit 99: one warp set at D = 128, a re-staged window
+        # among them, and 2-stage rings at D = 64; 163: 2-stage rings at D = 128).
         shapes = cases.sanitize_shapes(student.load_cases("06_paged"))
-        self.assertEqual([s[s.index("--page-size") + 1] for s in shapes], ["16", "32", "16", "16", "16", "16"])
+        self.assertEqual([s[s.index("--page-size") + 1] for s in shapes], ["16", "32", "16", "16", "16", "16"] + ["16"] * 4)
         self.assertEqual(sum("hnd" in s for s in shapes), 1)  # and the hnd pool layout once
-        self.assertEqual(sum("--window" in s for s in shapes), 2)
+        self.assertEqual(sum("--window" in s for s in shapes), 3)
+        limits = lambda section: sorted({s[s.index("--smem-limit") + 1] for s in cases.sanitize_shapes(student.load_cases(section))
+                                         if "--smem-limit" in s})
+        self.assertEqual(limits("06_paged"), ["163", "99"])
+        self.assertEqual(limits("05_decode"), ["48", "99"])  # 05 at 163 KB takes its full configuration
         # 05 and 06 each sanitize a shape whose K/V exceed the H200's 50 MB L2: the kernel that copies
         # them evict-first (common/decode/decode.cuh, STREAM_KV). Both sections default to D = 128, fp16.
         def kv_megabytes(shape):

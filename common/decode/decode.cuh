@@ -13,14 +13,17 @@
 //                      LAB_HD float lse() const; LAB_HD float inv_l() const; };
 //   };
 // A Kv (the cache layout) gives: members k, v; kAddressMayFail, kTableWindow (pages staged in
-// shared memory; 0 = no block table), kStages (each warp set's ring depth); row_offset(b, j,
-// kv_head, t_kv, h_kv, d), where K/V row (b, j, kv_head) starts; key_stride(h_kv), rows of D
-// elements between consecutive keys of one page (or of the contiguous cache); and, where kTableWindow > 0,
-// page_keys() (keys per page) and table_entries() (block-table entries per sequence).
+// shared memory; 0 = no block table), kStages (each warp set's ring depth, where the GPU's shared
+// memory allows it); row_offset(b, j, kv_head, t_kv, h_kv, d), where K/V row (b, j, kv_head)
+// starts; key_stride(h_kv), rows of D elements between consecutive keys of one page (or of the
+// contiguous cache); and, where kTableWindow > 0, page_keys() (keys per page) and table_entries()
+// (block-table entries per sequence).
 // How the kernel works (GQA heads as the rows of an mma, two sets of 4 warps taking alternate tiles,
 // each set with its own cp.async ring (2 stages for 05, 3 for 06) that each warp fills with its own
 // keys, split-KV with the merge in the last block): solutions/05_decode.cu's
-// header and ch12/05_decode.md.
+// header and ch12/05_decode.md. On a GPU that allows less shared memory per block than that needs,
+// a launch takes a smaller configuration (Config, choose_config below): the same kernel with
+// shallower rings or one warp set.
 #pragma once
 #include <cuda/atomic>
 
@@ -36,9 +39,6 @@ using namespace lab::sm80;
 constexpr int WARP_KEYS = 16;                   // keys per warp per tile: the k of one O = P V mma
 constexpr int GROUPS = 4;                       // 16-key groups per tile, one per warp of a set
 constexpr int BLOCK_N = GROUPS * WARP_KEYS;     // 64 keys per tile
-constexpr int SETS = 2;                         // warp sets: set s takes tiles s, s + SETS, ... with its own ring
-constexpr int NUM_WARPS = SETS * GROUPS;        // two warps per scheduler
-constexpr int THREADS = NUM_WARPS * 32;
 constexpr int ROWS = 16;                        // query heads per block: the m of mma.m16n8k16
 constexpr int MIN_TILES_PER_SPLIT = 2;
 constexpr int MAX_SPLITS = 128;
@@ -48,38 +48,70 @@ constexpr int WINDOW_ENTRY_BYTES = sizeof(int64_t);  // one page's first-row off
 using lab::kLog2e;
 using lab::kLn2;  // (the sections' split_lse)
 
-// Each set of 4 warps has its own K/V ring of STAGES slots (its tiles i+1 .. i+STAGES-1 load while
-// its tile i computes); the depth is the layout's (Kv::kStages): 2 for 05's contiguous cache, 3 for
+// A block's configuration: its warp sets of 4 warps (set s takes tiles s, s + sets, ...) and the
+// depth of each set's K/V ring (its tiles i+1 .. i+stages-1 load while its tile i computes). The
+// layout's own is two sets with Kv::kStages-deep rings: 2 stages for 05's contiguous cache, 3 for
 // 06's paged one (see the kernel). Two sets put two warps on each scheduler, so one warp's chain of
 // dependent instructions per tile hides behind the other's work.
-template <int HEAD_DIM, int STAGES>
+struct Config {
+  int stages, sets;
+  constexpr bool operator==(const Config& o) const { return stages == o.stages && sets == o.sets; }
+  constexpr bool operator!=(const Config& o) const { return !(*this == o); }
+};
+template <class Kv>
+constexpr Config layout_config() { return {Kv::kStages, 2}; }
+
+// Shared memory of a block: the rings [sets][stages][K, V][BLOCK_N][D] (32 KB a stage at D = 128,
+// 16 KB at D = 64), then a paged Kv's window of table_window pages (their first rows).
+constexpr int smem_bytes(Config c, int head_dim, int table_window) {
+  return c.sets * c.stages * 2 * BLOCK_N * head_dim * 2 + WINDOW_ENTRY_BYTES * table_window;
+}
+
+template <int HEAD_DIM, int STAGES, int SETS>
 struct Tiles {
+  static constexpr int NUM_WARPS = SETS * GROUPS;  // two sets: two warps per scheduler
+  static constexpr int THREADS = NUM_WARPS * 32;
   static constexpr int CHUNKS = HEAD_DIM / 8;     // 16-byte chunks per row of K or V
   static constexpr int D_STEPS = HEAD_DIM / 16;   // k-steps of S = Q Kᵀ
   static constexpr int O_BLOCKS = HEAD_DIM / 8;   // n-blocks (8 columns) of O
   static constexpr int TILE_BYTES = BLOCK_N * HEAD_DIM * 2;
-  static constexpr int SMEM_BYTES = SETS * STAGES * 2 * TILE_BYTES;  // [SETS][STAGES][K, V][BLOCK_N][D]: 32 / 16 KB a stage
+  static constexpr int SMEM_BYTES = smem_bytes({STAGES, SETS}, HEAD_DIM, 0);  // the rings
   static constexpr int ROW_STEP = 32 / CHUNKS;                // rows one pass of a warp's cp.async covers
   static constexpr int LOADS = WARP_KEYS / ROW_STEP;          // rows per lane per tile (K and V each)
-  // Blocks per SM: what the shared memory allows (2 stages a set: 1 at D = 128, 3 at D = 64; 3 stages: 1, 2).
-  static constexpr int MIN_BLOCKS = (227 * 1024) / (SMEM_BYTES + WINDOW_ENTRY_BYTES * MAX_TABLE_WINDOW);
-  // The end-of-block merge of the 8 warps' states reuses the rings: O [warp][row][D + 4] fp32
+  // The end-of-block merge of the warps' states reuses the rings: O [warp][row][D + 4] fp32
   // (4 floats of padding: rows start 4 banks apart), then LSE and weights [warp][row], LSE [row],
   // and the split ticket's verdict.
   static constexpr int O_STRIDE = HEAD_DIM + 4;
   static constexpr int MERGE_BYTES = (NUM_WARPS * ROWS * O_STRIDE + 2 * NUM_WARPS * ROWS + ROWS + 1) * 4;
+  static_assert(WARP_KEYS % ROW_STEP == 0, "whole passes");
+  static_assert(MERGE_BYTES <= SMEM_BYTES, "the warp merge fits in the ring");
 };
-static_assert(WARP_KEYS % Tiles<64, 3>::ROW_STEP == 0 && WARP_KEYS % Tiles<128, 3>::ROW_STEP == 0, "whole passes");
-static_assert(Tiles<64, 3>::MERGE_BYTES <= Tiles<64, 3>::SMEM_BYTES && Tiles<128, 3>::MERGE_BYTES <= Tiles<128, 3>::SMEM_BYTES,
-              "the warp merge fits in the ring");
-static_assert(Tiles<128, 2>::MIN_BLOCKS == 1 && Tiles<64, 2>::MIN_BLOCKS == 3 && Tiles<128, 3>::MIN_BLOCKS == 1 &&
-              Tiles<64, 3>::MIN_BLOCKS == 2, "blocks per SM as the comments say (sm_90's 227 KB)");
 
-// Shared memory of a block: the K/V ring, then a paged Kv's window (its pages' first rows).
-template <class Kv, int HEAD_DIM>
-using KvTiles = Tiles<HEAD_DIM, Kv::kStages>;
-template <class Kv, int HEAD_DIM>
-constexpr int smem_bytes() { return KvTiles<Kv, HEAD_DIM>::SMEM_BYTES + WINDOW_ENTRY_BYTES * Kv::kTableWindow; }
+// Blocks per SM the launch bounds plan registers for. The layout's own configuration: as many as
+// Hopper's 227 KB hold (2 stages a set: 3 at D = 64, 1 at D = 128; 3 stages and 06's window: 2, 1).
+// A smaller one is taken only where a block may have at most 99 KB (SMs of 100 KB: sm_86, sm_89,
+// sm_120) or 163 KB (A100: SMs of 164 KB), and there the SM holds one such block.
+template <class Kv>
+constexpr int min_blocks(Config c, int head_dim) {
+  return c == layout_config<Kv>() ? (227 * 1024) / smem_bytes(c, head_dim, Kv::kTableWindow) : 1;
+}
+static_assert((227 * 1024) / smem_bytes({2, 2}, 64, 0) == 3 && (227 * 1024) / smem_bytes({2, 2}, 128, 0) == 1 &&
+                  (227 * 1024) / smem_bytes({3, 2}, 64, MAX_TABLE_WINDOW) == 2 &&
+                  (227 * 1024) / smem_bytes({3, 2}, 128, MAX_TABLE_WINDOW) == 1,
+              "blocks per SM as the comments say (sm_90's 227 KB)");
+
+// The configuration a block takes where it may have `smem_limit` bytes of shared memory: the
+// layout's own where it fits (Hopper: always; A100's 163 KB: all but 06 at D = 128), else 2-stage
+// rings, else one warp set with 2-stage rings (fits 99 KB at D = 128: RTX 30/40, sm_120). Each
+// step down keeps fewer tiles in flight, and one set leaves one warp per scheduler, so it is
+// slower; the algorithm is the same (with one set, each warp takes its 16 keys of every tile and
+// the block merges 4 warp states, not 8).
+template <class Kv>
+Config choose_config(int head_dim, int smem_limit) {
+  for (const Config c : {layout_config<Kv>(), Config{2, 2}, Config{2, 1}})
+    if (smem_bytes(c, head_dim, Kv::kTableWindow) <= smem_limit) return c;
+  return {2, 1};  // not even that: its opt-in says "cannot run here"
+}
 
 
 // ---------------------------------------------------------------------------------------------
@@ -162,11 +194,11 @@ __device__ __forceinline__ int head_of_row(const P& p, int kv_head, int chunk, i
 // ---------------------------------------------------------------------------------------------
 // One block = one query row i of sequence b, one K/V head, 16 of its query heads, one split.
 // grid.x = ((b·T_q + i)·H_kv + kv_head)·head_chunks + chunk, grid.y = split.
-template <class Hooks, int HEAD_DIM, class T, bool STREAM_KV>
-__global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM>::MIN_BLOCKS))
+template <class Hooks, int HEAD_DIM, class T, int STAGES, int SETS, bool STREAM_KV>
+__global__ void __launch_bounds__(SETS * GROUPS * 32, (min_blocks<typename Hooks::Kv>({STAGES, SETS}, HEAD_DIM)))
     decode_kernel(const Params<typename Hooks::Kv> p) {
-  using TL = KvTiles<typename Hooks::Kv, HEAD_DIM>;
-  constexpr int STAGES = Hooks::Kv::kStages;
+  using TL = Tiles<HEAD_DIM, STAGES, SETS>;
+  constexpr int NUM_WARPS = TL::NUM_WARPS, THREADS = TL::THREADS;
   extern __shared__ __align__(128) uint8_t smem[];
   int idx = blockIdx.x;
   const int chunk = idx % p.head_chunks;
@@ -429,7 +461,7 @@ __global__ void __launch_bounds__(THREADS, (KvTiles<typename Hooks::Kv, HEAD_DIM
   cp_async_wait<0>();
   if (__syncthreads_or(failed)) return;  // every warp is done with the ring (the merge below reuses it); the stub writes nothing
 
-  // Each warp's state -> (LSE, normalised O) in shared memory; then the block merges the 4.
+  // Each warp's state -> (LSE, normalised O) in shared memory; then the block merges them.
   float* o_smem = reinterpret_cast<float*>(smem);          // [NUM_WARPS][ROWS][O_STRIDE]
   float* lse_w = o_smem + NUM_WARPS * ROWS * TL::O_STRIDE;  // [NUM_WARPS][ROWS]
   float* weight = lse_w + NUM_WARPS * ROWS;                 // [NUM_WARPS][ROWS]
@@ -591,35 +623,40 @@ inline int64_t hbm_bytes(const lab::Problem& pr) {
   return kv_bytes_read(pr) + 2 * pr.q_elems() * lab::dtype_bytes(pr.dtype) + pr.lse_elems() * 4;
 }
 
-// The kernel of a run: with or without the evict_first K/V copies (Params::stream_kv).
-template <class Hooks, int HEAD_DIM, class T>
-auto kernel_for(bool stream_kv) {
-  return stream_kv ? decode_kernel<Hooks, HEAD_DIM, T, true> : decode_kernel<Hooks, HEAD_DIM, T, false>;
+// The kernel of a run, and what its launch needs.
+template <class Kv>
+struct Kernel {
+  void (*fn)(Params<Kv>);
+  int threads, smem;
+};
+
+template <class Hooks, int HEAD_DIM, class T, int STAGES, int SETS>
+Kernel<typename Hooks::Kv> kernel_of(bool stream_kv) {
+  return {stream_kv ? decode_kernel<Hooks, HEAD_DIM, T, STAGES, SETS, true> : decode_kernel<Hooks, HEAD_DIM, T, STAGES, SETS, false>,
+          Tiles<HEAD_DIM, STAGES, SETS>::THREADS, smem_bytes({STAGES, SETS}, HEAD_DIM, Hooks::Kv::kTableWindow)};
 }
 
+// The kernel of configuration c (one of choose_config's), with or without the evict_first K/V
+// copies (Params::stream_kv).
 template <class Hooks, int HEAD_DIM, class T>
-void launch(const Params<typename Hooks::Kv>& p, int rows, cudaStream_t stream) {
-  kernel_for<Hooks, HEAD_DIM, T>(p.stream_kv)
-      <<<dim3(unsigned(rows), unsigned(p.num_splits)), THREADS, smem_bytes<typename Hooks::Kv, HEAD_DIM>(), stream>>>(p);
-  CUDA_CHECK_LAST();
-}
-
-template <class Hooks, int HEAD_DIM, class T>
-void prepare(bool stream_kv) {
-  lab::opt_in_shared_memory(kernel_for<Hooks, HEAD_DIM, T>(stream_kv), smem_bytes<typename Hooks::Kv, HEAD_DIM>());
+Kernel<typename Hooks::Kv> kernel_for(Config c, bool stream_kv) {
+  if (c.sets == 1) return kernel_of<Hooks, HEAD_DIM, T, 2, 1>(stream_kv);
+  if (c.stages == 2) return kernel_of<Hooks, HEAD_DIM, T, 2, 2>(stream_kv);
+  return kernel_of<Hooks, HEAD_DIM, T, Hooks::Kv::kStages, 2>(stream_kv);
 }
 
 // The forward of a run: the split workspace, the parameters, the launch. `kv` says where K and V
 // are; `keep` holds whatever else the forward reads (06's pool and tables) alive as long as it.
 template <class Hooks>
 lab::GpuRun make_gpu_run(const lab::RunContext& ctx, const typename Hooks::Kv& kv, std::shared_ptr<void> keep) {
+  using Kv = typename Hooks::Kv;
   const lab::Problem& pr = ctx.problem;
   const Plan pl = make_plan(pr, ctx.variant, ctx.device.sms, ctx.options.splits);
   const int splits = pl.split.num_splits;
   auto workspace = std::make_shared<lab::DeviceBuffer>(size_t(split_workspace_bytes(pr, pl)));
   workspace->poison();  // a partial LSE no split wrote stays NaN: the merge then leaves its row unwritten
 
-  Params<typename Hooks::Kv> p{};
+  Params<Kv> p{};
   p.q = ctx.tensors.q;
   p.kv = kv;
   p.o = ctx.tensors.o;
@@ -644,9 +681,23 @@ lab::GpuRun make_gpu_run(const lab::RunContext& ctx, const typename Hooks::Kv& k
   const int64_t kv_bytes = kv_bytes_read(pr);
   p.stream_kv = kv_bytes > ctx.device.l2_bytes;
 
+  // The configuration this GPU's shared memory per block allows (or --smem-limit's).
+  const int smem_limit = lab::shared_memory_limit();
+  const Config config = choose_config<Kv>(pr.d, smem_limit);
   const bool bf16 = pr.dtype == lab::DType::bf16;
-  if (pr.d == 64) bf16 ? prepare<Hooks, 64, __nv_bfloat16>(p.stream_kv) : prepare<Hooks, 64, __half>(p.stream_kv);
-  else bf16 ? prepare<Hooks, 128, __nv_bfloat16>(p.stream_kv) : prepare<Hooks, 128, __half>(p.stream_kv);
+  const Kernel<Kv> kernel = pr.d == 64 ? (bf16 ? kernel_for<Hooks, 64, __nv_bfloat16>(config, p.stream_kv)
+                                               : kernel_for<Hooks, 64, __half>(config, p.stream_kv))
+                                       : (bf16 ? kernel_for<Hooks, 128, __nv_bfloat16>(config, p.stream_kv)
+                                               : kernel_for<Hooks, 128, __half>(config, p.stream_kv));
+  lab::opt_in_shared_memory(kernel.fn, kernel.smem);
+  if (config != layout_config<Kv>() && !ctx.options.quiet)
+    std::printf("smaller configuration: %d warp set%s of %d warps, %d-stage rings, %d KB of shared memory a block "
+                "(the full one needs %d KB; a block may have %d KB here%s)\n",
+                config.sets, config.sets > 1 ? "s" : "", GROUPS, config.stages, kernel.smem / 1024,
+                smem_bytes(layout_config<Kv>(), pr.d, Kv::kTableWindow) / 1024, smem_limit / 1024,
+                lab::forced_shared_memory_limit == smem_limit ? ", under --smem-limit" : "");
+  int blocks_per_sm = 0;  // what this GPU runs at once (registers and shared memory)
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel.fn, kernel.threads, kernel.smem));
 
   lab::GpuRun run;
   run.extra_device_bytes = split_workspace_bytes(pr, pl);
@@ -655,15 +706,20 @@ lab::GpuRun make_gpu_run(const lab::RunContext& ctx, const typename Hooks::Kv& k
   run.metrics["keys_per_split"] = pl.split.keys_per_split;
   run.metrics["blocks"] = int64_t(pl.rows) * splits;
   run.metrics["blocks_with_keys"] = pl.busy_blocks;
-  run.metrics["blocks_per_sm"] = pr.d == 128 ? KvTiles<typename Hooks::Kv, 128>::MIN_BLOCKS : KvTiles<typename Hooks::Kv, 64>::MIN_BLOCKS;
+  run.metrics["stages"] = config.stages;
+  run.metrics["warp_sets"] = config.sets;
+  run.metrics["warps"] = kernel.threads / 32;
+  run.metrics["smem_bytes"] = kernel.smem;
+  run.metrics["smem_limit_bytes"] = smem_limit;
+  run.metrics["blocks_per_sm"] = blocks_per_sm;
   run.metrics["splits_forced"] = ctx.options.splits > 0;
   run.metrics["kv_bytes_read"] = kv_bytes;
   run.metrics["kv_evict_first"] = p.stream_kv;
   const int rows = pl.rows;
   run.graph_replay = true;  // one kernel launch: timed launched and replayed from a graph, as SDPA is
   run.forward = [=](cudaStream_t st) {
-    if (pr.d == 64) bf16 ? launch<Hooks, 64, __nv_bfloat16>(p, rows, st) : launch<Hooks, 64, __half>(p, rows, st);
-    else bf16 ? launch<Hooks, 128, __nv_bfloat16>(p, rows, st) : launch<Hooks, 128, __half>(p, rows, st);
+    kernel.fn<<<dim3(unsigned(rows), unsigned(splits)), kernel.threads, kernel.smem, st>>>(p);
+    CUDA_CHECK_LAST();
     (void)workspace;  // keep the workspace ...
     (void)keep;       // ... and the section's buffers alive as long as the forward
   };
@@ -673,15 +729,17 @@ lab::GpuRun make_gpu_run(const lab::RunContext& ctx, const typename Hooks::Kv& k
 // ---------------------------------------------------------------------------------------------
 // CPU model: the same blocks, warps, tiles and splits in plain C++ (float; P rounded to the
 // element type before P V, as the mma sees it), with the same online_step / split_lse and the
-// same merges. The split count is the one an H200 (132 SMs) would use, or --splits.
+// same merges. The split count and the warps are those an H200 (132 SMs, 227 KB of shared memory
+// per block) would use, or those --splits and --smem-limit ask for.
 // k_row(b, j, kv_head) / v_row: the K / V row in host memory, or nullptr where the section's
 // address stub has no answer yet (the block then skips its work, as on the GPU).
 template <class Hooks, class KRow, class VRow>
 lab::CpuRun run_cpu_model(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in,
                           std::vector<float>& o, std::vector<float>& lse, KRow k_row, VRow v_row) {
-  constexpr int kModelSms = 132;
+  constexpr int kModelSms = 132, kModelSmem = 227 * 1024;
   const Plan pl = make_plan(pr, opt.variant, kModelSms, opt.splits);
-  const int splits = pl.split.num_splits, d = pr.d;
+  const Config config = choose_config<typename Hooks::Kv>(pr.d, opt.smem_limit_kb > 0 ? opt.smem_limit_kb * 1024 : kModelSmem);
+  const int splits = pl.split.num_splits, d = pr.d, sets = config.sets, warps = sets * GROUPS;
   const bool bug = opt.bug == "gqa-index";
   const float scale_log2 = pr.softmax_scale() * kLog2e;
   std::vector<float> part_o(splits > 1 ? size_t(pr.b) * pr.t_q * pr.h * splits * d : 0, lab::poison_float());
@@ -705,12 +763,12 @@ lab::CpuRun run_cpu_model(const lab::Problem& pr, const lab::Options& opt, const
     const lab::KeyRange range = lab::split_keys(visible, split, pl.split.keys_per_split);
     if (!range.empty() && !k_row(b, range.begin, kv_head)) return;  // the address stub: skip the work
     // Per warp and row: m, l and the unnormalised O.
-    std::vector<float> m(NUM_WARPS * ROWS, -INFINITY), l(NUM_WARPS * ROWS, 0.f), acc(size_t(NUM_WARPS) * ROWS * d, 0.f);
+    std::vector<float> m(warps * ROWS, -INFINITY), l(warps * ROWS, 0.f), acc(size_t(warps) * ROWS * d, 0.f);
     const int first_tile = range.begin / BLOCK_N;
     const int n_tiles = range.empty() ? 0 : lab::ceil_div(range.end, BLOCK_N) - first_tile;
     for (int t = 0; t < n_tiles; ++t)
       for (int g = 0; g < GROUPS; ++g) {
-        const int w = (t % SETS) * GROUPS + g;  // the warp of set t % SETS that takes group g
+        const int w = (t % sets) * GROUPS + g;  // the warp of set t % sets that takes group g
         const int key_w = (first_tile + t) * BLOCK_N + g * WARP_KEYS;
         for (int r = 0; r < ROWS; ++r) {
           if (head[r] < 0) continue;  // a zero row on the GPU: computed there, never written
@@ -741,18 +799,18 @@ lab::CpuRun run_cpu_model(const lab::Problem& pr, const lab::Options& opt, const
           }
         }
       }
+    std::vector<float> lse_w(size_t(warps), 0.f);
     for (int r = 0; r < ROWS; ++r) {  // the block's merge of its warps, then the store
       if (head[r] < 0) continue;
-      float lse_w[NUM_WARPS];
-      for (int w = 0; w < NUM_WARPS; ++w) lse_w[w] = Hooks::split_lse(m[size_t(w * ROWS + r)], l[size_t(w * ROWS + r)]);
-      const float lse_b = Hooks::merged_lse(lse_w, NUM_WARPS, 1);
+      for (int w = 0; w < warps; ++w) lse_w[size_t(w)] = Hooks::split_lse(m[size_t(w * ROWS + r)], l[size_t(w * ROWS + r)]);
+      const float lse_b = Hooks::merged_lse(lse_w.data(), warps, 1);
       const int64_t out_row = (int64_t(b) * pr.t_q + i) * pr.h + head[r];
       for (int c = 0; c < d; ++c) {
         float v = 0.f;
-        for (int w = 0; w < NUM_WARPS; ++w) {
+        for (int w = 0; w < warps; ++w) {
           const float lw = l[size_t(w * ROWS + r)];
           const float on = lw > 0.f ? acc[size_t(w * ROWS + r) * d + c] * (1.f / lw) : 0.f;
-          v += Hooks::partial_weight(lse_w[w], lse_b) * on;
+          v += Hooks::partial_weight(lse_w[size_t(w)], lse_b) * on;
         }
         if (splits > 1) part_o[size_t((out_row * splits + split) * d + c)] = v;
         else o[size_t(out_row * d + c)] = lab::round_to(pr.dtype, v);
@@ -788,6 +846,8 @@ lab::CpuRun run_cpu_model(const lab::Problem& pr, const lab::Options& opt, const
   run.metrics["splits"] = splits;
   run.metrics["keys_per_split"] = pl.split.keys_per_split;
   run.metrics["splits_model_sms"] = kModelSms;
+  run.metrics["warp_sets"] = sets;
+  run.metrics["warps"] = warps;
   return run;
 }
 
