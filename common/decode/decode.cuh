@@ -87,13 +87,27 @@ struct Tiles {
   static_assert(MERGE_BYTES <= SMEM_BYTES, "the warp merge fits in the ring");
 };
 
+// Shared memory an SM gives its blocks, on the architecture a device pass compiles for: the launch
+// bounds must plan registers for blocks that can be resident there (Hopper's 3 blocks planned on an
+// A100, which holds 2, cap the registers for a block that never comes: 05 at D = 64 spilled).
+// A100 and Orin (sm_80, sm_87): 163 KB; the 100 KB SMs (sm_86, sm_89): 99 KB; Hopper, the host
+// pass and the compute_90 PTX: 227 KB.
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 800 || __CUDA_ARCH__ == 870)
+constexpr int SM_SHARED_BYTES = 163 * 1024;
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+constexpr int SM_SHARED_BYTES = 99 * 1024;
+#else
+constexpr int SM_SHARED_BYTES = 227 * 1024;
+#endif
+
 // Blocks per SM the launch bounds plan registers for. The layout's own configuration: as many as
-// Hopper's 227 KB hold (2 stages a set: 3 at D = 64, 1 at D = 128; 3 stages and 06's window: 2, 1).
-// A smaller one is taken only where a block may have at most 99 KB (SMs of 100 KB: sm_86, sm_89,
-// sm_120) or 163 KB (A100: SMs of 164 KB), and there the SM holds one such block.
+// the SM holds (Hopper: 2 stages a set: 3 at D = 64, 1 at D = 128; 3 stages and 06's window: 2, 1;
+// an A100: 2 at D = 64). A smaller one is taken only where a block may have at most 99 KB (SMs of
+// 100 KB: sm_86, sm_89, sm_120) or 163 KB (A100), and there the SM holds one such block.
 template <class Kv>
 constexpr int min_blocks(Config c, int head_dim) {
-  return c == layout_config<Kv>() ? (227 * 1024) / smem_bytes(c, head_dim, Kv::kTableWindow) : 1;
+  const int fit = SM_SHARED_BYTES / smem_bytes(c, head_dim, Kv::kTableWindow);
+  return c == layout_config<Kv>() && fit > 1 ? fit : 1;
 }
 static_assert((227 * 1024) / smem_bytes({2, 2}, 64, 0) == 3 && (227 * 1024) / smem_bytes({2, 2}, 128, 0) == 1 &&
                   (227 * 1024) / smem_bytes({3, 2}, 64, MAX_TABLE_WINDOW) == 2 &&
