@@ -51,7 +51,10 @@ with tempfile.TemporaryDirectory() as tmp:
             limit_kb = m.get("smem_limit_bytes", 0) // KB
             if limit_kb != kb:  # this GPU allows less than asked: its own row
                 stages, sets, smem = EXPECTED.get((section, d, limit_kb), (None, None, None))
-            got = (m.get("stages"), m.get("warp_sets"), m.get("warps"), m.get("smem_bytes"), m.get("blocks_per_sm", 0) >= 1)
+            # blocks an SM holds: at least one, and no more than the limit's GPU fits (limit + 1 KB an SM)
+            fits = (m.get("smem_limit_bytes", 0) + KB) // (m.get("smem_bytes", 0) + KB)
+            got = (m.get("stages"), m.get("warp_sets"), m.get("warps"), m.get("smem_bytes"),
+                   1 <= m.get("blocks_per_sm", 0) <= fits)
             want = (stages, sets, 4 * sets, smem, True)
         ok = got == want
         bad += not ok

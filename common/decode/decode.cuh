@@ -27,6 +27,7 @@
 #pragma once
 #include <cuda/atomic>
 
+#include <algorithm>
 #include <memory>
 
 #include "decode/kv_cache.h"
@@ -712,6 +713,10 @@ lab::GpuRun make_gpu_run(const lab::RunContext& ctx, const typename Hooks::Kv& k
                 lab::forced_shared_memory_limit == smem_limit ? ", under --smem-limit" : "");
   int blocks_per_sm = 0;  // what this GPU runs at once (registers and shared memory)
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel.fn, kernel.threads, kernel.smem));
+  if (lab::forced_shared_memory_limit == smem_limit)  // the GPU --smem-limit stands for: its SM holds the
+    // per-block limit plus the 1 KB a block reserves (A100: 164 KB, 99 KB GPUs: 100 KB), and every sm_80+
+    // SM has this one's 64K registers, so only shared memory can hold fewer blocks there
+    blocks_per_sm = std::min(blocks_per_sm, (smem_limit + 1024) / (kernel.smem + 1024));
 
   lab::GpuRun run;
   run.extra_device_bytes = split_workspace_bytes(pr, pl);
