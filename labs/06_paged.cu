@@ -246,9 +246,11 @@ std::vector<float> host_nhd_to_hnd(const std::vector<float>& nhd, int page, int 
   return hnd;
 }
 
-void print_cache(const lab::Problem& pr, const lab::PagedCache& c, KvLayout kernel) {
-  std::printf("paged KV cache: page size %d tokens, %s pool of %d blocks (%d in use), kernel reads %s\n", pr.page_size,
-              layout_name(g_pool_layout), c.num_blocks, c.used_blocks(), layout_name(kernel));
+std::string cache_line(const lab::Problem& pr, const lab::PagedCache& c, KvLayout kernel) {
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "paged KV cache: page size %d tokens, %s pool of %d blocks (%d in use), kernel reads %s\n",
+                pr.page_size, layout_name(g_pool_layout), c.num_blocks, c.used_blocks(), layout_name(kernel));
+  return buf;
 }
 
 // The pool and the tables, alive as long as the forward.
@@ -276,7 +278,7 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   // (Section::validate refused a bad table or layout already, unless LAB_UNCHECKED_TABLES=1.)
   const lab::PagedCache cache = make_cache(lengths_of(pr), pr, ctx.options.seed, ctx.bug, &clean);
   const KvLayout kernel = kernel_layout(ctx.bug);
-  print_cache(pr, cache, kernel);
+  std::fputs(cache_line(pr, cache, kernel).c_str(), stdout);
   if (!ctx.options.dump_dir.empty()) dump_tables(ctx.options.dump_dir, cache);
 
   auto buf = std::make_shared<PagedBuffers>();
@@ -329,7 +331,6 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
                     std::vector<float>& o, std::vector<float>& lse) {
   const lab::PagedCache cache = make_cache(lengths_of(pr), pr, opt.seed, opt.bug);  // (checked by validate)
   const KvLayout kernel = kernel_layout(opt.bug);
-  print_cache(pr, cache, kernel);
   if (!opt.dump_dir.empty()) dump_tables(opt.dump_dir, cache);
   const int64_t row_elems = int64_t(pr.h_kv) * pr.d;
   std::vector<float> k_pool = lab::paged_pool(cache, in.k, pr.t_kv, row_elems);
@@ -356,6 +357,7 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
   run.hbm_bytes_model += table_bytes_read(pr);
   run.metrics.update(memory_metrics(pr, cache));
   run.metrics["kv_layout"] = layout_name(g_pool_layout);
+  run.header = cache_line(pr, cache, kernel);
   if (run.failure.empty()) run.failure = unwritten_05_hooks();
   return run;
 }

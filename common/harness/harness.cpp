@@ -477,6 +477,7 @@ int run_section(int argc, char** argv, const Section& s) {
     if (!opt.quiet)
       std::printf("== CPU model of %s, not your kernel: it runs the section's algorithm in plain C++ ==\n",
                   s.name.c_str());
+    std::fputs(run.header.c_str(), stdout);
     if (s.writes_lse) lse = std::move(lse_buf);
     extra_bytes = run.extra_host_bytes;
     if (run.hbm_bytes_model >= 0) hbm_bytes = run.hbm_bytes_model;

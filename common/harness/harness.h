@@ -111,6 +111,9 @@ struct CpuRun {
   // (07, 12: the mma kernel's online softmax). The output is checked: a failure fails; a pass
   // prints "not checked here: <this>" and exits 77, never PASS, and writes no record.
   std::string gpu_only_rest;
+  // Lines the model reports about what it built (06: its pool), printed under the CPU banner:
+  // the model runs before the banner is known to be due, so it returns them rather than print.
+  std::string header;
 };
 
 struct Section {
