@@ -224,6 +224,17 @@ def bonus_for(ratio):
     return 0
 
 
+# The builds whose record is of the submission's own code. A C++ lab is compiled here as "lab"; a
+# Python lab declares its build in its SECTION, "solution" where a copy of the solution kept it
+# (the given-code check flags such a copy). "cpu-model" and "baseline" ran other code.
+OWN_CODE_BUILDS = ("lab", "solution")
+
+
+def record_passed(r):
+    """Whether a run's result record shows a passing check, on some rows, of the submission's code."""
+    return bool(r["check"]["passed"]) and r["check"]["rows_checked"] > 0 and r["build"] in OWN_CODE_BUILDS
+
+
 def classify(code, out, record_ok):
     """What happened to one correctness run."""
     if code == 0 and record_ok:
@@ -794,7 +805,7 @@ class Grader:
         if rec.exists():
             try:
                 r = json.loads(rec.read_text())[-1]
-                record_ok = bool(r["check"]["passed"]) and r["check"]["rows_checked"] > 0 and r["build"] == "lab"
+                record_ok = record_passed(r)
                 out += "\n" + r["check"].get("verdict", "")  # "output not written: ..." and the like
             except (ValueError, KeyError, IndexError, TypeError):
                 record_ok = False

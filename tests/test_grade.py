@@ -102,6 +102,18 @@ class CasesThisGpuCannotRun(unittest.TestCase):
         self.assertIn("0 of 1 cases passed (0 of 1 weight). 1 more could not run on this GPU", grade.render_markdown(r))
 
 
+class ResultRecords(unittest.TestCase):
+    def test_a_record_passes_only_for_the_submissions_own_code_on_some_rows(self):
+        """A Python lab copied from the solution declares build "solution": it ran the submission's
+        file and passes. A CPU model's or a baseline's record, or a check of no rows, does not."""
+        def rec(build, passed=True, rows=8):
+            return {"build": build, "check": {"passed": passed, "rows_checked": rows}}
+        self.assertTrue(grade.record_passed(rec("lab")))
+        self.assertTrue(grade.record_passed(rec("solution")))
+        for r in (rec("cpu-model"), rec("baseline"), rec("lab", passed=False), rec("lab", rows=0)):
+            self.assertFalse(grade.record_passed(r), r)
+
+
 class Reports(unittest.TestCase):
     def test_markdown_from_recorded_results(self):
         md = grade.render_markdown(recorded_report())
