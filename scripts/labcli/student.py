@@ -713,7 +713,7 @@ struct Hang {
 def handed_in(path):
     """A section file as a student hands it in. A compiled section is built as a lab by the grader;
     a Python section names its build in the file, so a solution handed in says build="lab", as its
-    generated stub does (the grader counts only records of a lab)."""
+    generated stub does (as a student's finished lab would)."""
     text = Path(path).read_text()
     return make_labs.as_lab(text) if Path(path).suffix == ".py" else text
 
