@@ -21,7 +21,8 @@ against the repository's harness, and for each section:
                ratio = solution time / student time;  >= 0.9: +10 points;  >= 0.5: +5;  else +0
 
 Section score = correctness (0-100) + bonus; the submission's total is the mean over the graded
-sections (--sections, default: every section handed in by the class, a missing one counting 0).
+sections (--sections, default: every section handed in by the class, a missing one counting 0,
+one handed in only as untouched stubs not counting).
 Without a GPU (triage) no case runs: every compiled section reads "not run (no GPU)", never a
 number. Outputs per submission grade.json and grade.md under --out/<name>/, and class_summary.csv,
 rebuilt from every grade under --out. The harness (common/) is built once, in --out/.harness/, and
@@ -422,13 +423,24 @@ def rebuild_class_summary(out_root):
     return path, reports
 
 
-def class_sections(handed, out_root, known_sections):
-    """The sections graded when --sections is not given: every section handed in by a submission of
-    this run or graded in a grade already under out_root, so that a submission that hands in less
-    is not graded over less (and a regraded one over the class's sections)."""
-    got = {s for found in handed for s in found}
-    got |= {s for r in graded_before(out_root).values() for s in r["graded_sections"]}
-    return [s for s in known_sections if s in got]
+def class_sections(handed, out_root, known_sections, is_stub=lambda path, section: False):
+    """The sections graded when --sections is not given, and those handed in only as untouched
+    stubs: every section handed in by a submission of this run ({section: path} each) or by a grade
+    already under out_root, so that a submission that hands in less is not graded over less (and a
+    regraded one over the class's sections). A section counts only where some file for it is not an
+    untouched stub (is_stub(path, section)): one student who hands in the whole release must not
+    give everyone else a zero for each section they were never asked to do. Where no section holds
+    more than stubs, those are graded (each one an unmodified stub): there is nothing else to grade."""
+    real = {s for found in handed for s, path in found.items() if not is_stub(path, s)}
+    stubs = {s for found in handed for s in found}
+    for r in graded_before(out_root).values():
+        for s in r["graded_sections"]:
+            sec = r["sections"].get(s) or {}
+            if sec.get("status", "missing") != "missing":
+                (stubs if sec.get("unmodified_stub") else real).add(s)
+    if not real:
+        real = stubs
+    return [s for s in known_sections if s in real], [s for s in known_sections if s in stubs - real]
 
 
 def is_grade_folder(folder):

@@ -371,11 +371,35 @@ class Reports(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp, "g")
             self.assertEqual(grade.class_sections([{"02_v1_tile": 1}, {"01_naive": 1}], out, SECTIONS),
-                             ["01_naive", "02_v1_tile"])
+                             (["01_naive", "02_v1_tile"], []))
             r = recorded_report()
             grade.write_reports(dict(r, graded_sections=["12_ring"], sections={"12_ring": r["sections"]["01_naive"]}),
                                 out / "alice")
-            self.assertEqual(grade.class_sections([{"01_naive": 1}], out, SECTIONS), ["01_naive", "12_ring"])
+            self.assertEqual(grade.class_sections([{"01_naive": 1}], out, SECTIONS), (["01_naive", "12_ring"], []))
+
+    def test_a_section_handed_in_only_as_stubs_does_not_count(self):
+        """One submission of the whole release (every stub untouched, one section done) must not
+        make the class's other submissions score 0 in every section it holds."""
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp, "g")
+            whole = {s: f"stub {s}" for s in SECTIONS}
+            whole["09_triton"] = "mine"
+            is_stub = lambda path, section: path.startswith("stub")
+            graded, stub_only = grade.class_sections([whole, {"09_triton": "mine"}], out, SECTIONS, is_stub)
+            self.assertEqual(graded, ["09_triton"])
+            self.assertEqual(stub_only, ["01_naive", "02_v1_tile", "03_v2_loop_order", "12_ring"])
+            # a section someone did counts, however many handed in its stub
+            self.assertEqual(grade.class_sections([whole, {"01_naive": "mine"}], out, SECTIONS, is_stub)[0],
+                             ["01_naive", "09_triton"])
+            # a class of nothing but stubs is graded over them (each an unmodified stub)
+            self.assertEqual(grade.class_sections([{"01_naive": "stub"}], out, SECTIONS, is_stub), (["01_naive"], []))
+            # the grades already under --out count alike: a section one graded as a stub does not
+            r = recorded_report()
+            stub_sec = dict(r["sections"]["01_naive"], unmodified_stub=True)
+            grade.write_reports(dict(r, graded_sections=["01_naive", "12_ring"],
+                                     sections={"01_naive": stub_sec, "12_ring": r["sections"]["01_naive"]}), out / "al")
+            self.assertEqual(grade.class_sections([{"09_triton": "mine"}], out, SECTIONS, is_stub),
+                             (["09_triton", "12_ring"], ["01_naive"]))
 
     # Grader.grade's bookkeeping (StandInGrader)
     def test_a_regrade_keeps_the_last_grade_until_its_runs_end(self):
@@ -861,8 +885,11 @@ class GradeTriage(unittest.TestCase):
             self.assertIn("the same folder as", r.stdout)  # subs/stub given twice: graded once
             self.assertIn("graded as subs-stub", r.stdout)
             broken = json.loads((out / "broken" / "grade.json").read_text())
-            # without --sections, every section handed in by the class counts for each submission
-            self.assertEqual(broken["graded_sections"], ["01_naive", "09_triton"])
+            # without --sections, every section handed in by the class counts for each submission; one
+            # handed in only as an untouched stub (09 here) does not
+            self.assertEqual(broken["graded_sections"], ["01_naive"])
+            self.assertIn("graded sections (every one handed in; a missing one counts 0): 01_naive; 09_triton "
+                          "handed in only as untouched stubs: not graded", r.stdout)
             sec = broken["sections"]["01_naive"]
             self.assertEqual(sec["status"], "compile error")
             self.assertIn("error", sec["log_excerpt"])
@@ -886,10 +913,10 @@ class GradeTriage(unittest.TestCase):
             self.assertNotIn(b"\r", (out / "class_summary.csv").read_bytes())
             table = {row["submission"]: row for row in rows(out / "class_summary.csv")}
             self.assertEqual(sorted(table), ["broken", "sec2-stub", "subs-stub", "unknown"])
-            self.assertEqual([table["subs-stub"][k] for k in ("total", "01_naive", "01_naive_status", "09_triton_status")],
-                             ["", "", "unmodified stub", "missing"])
-            self.assertEqual([table["sec2-stub"][k] for k in ("01_naive_status", "09_triton_status")],
-                             ["missing", "unmodified stub"])
+            self.assertEqual([table["subs-stub"][k] for k in ("total", "01_naive", "01_naive_status")],
+                             ["", "", "unmodified stub"])
+            self.assertEqual([table["sec2-stub"][k] for k in ("total", "01_naive_status")], ["0.0", "missing"])
+            self.assertNotIn("09_triton_status", table["sec2-stub"])
             self.assertEqual([table["broken"][k] for k in ("total", "01_naive", "01_naive_status")], ["0.0", "0.0", "compile error"])
             self.assertEqual(table["unknown"]["misnamed_files"], "naive.cu")
             # the harness was built once, in --out, and linked: no submission compiled common/
@@ -902,8 +929,7 @@ class GradeTriage(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             table = {row["submission"]: row for row in rows(out / "class_summary.csv")}
             self.assertEqual(sorted(table), ["broken", "sec2-stub", "subs-stub", "unknown"])
-            self.assertEqual([table["broken"][k] for k in ("total", "01_naive_status", "09_triton_status")],
-                             ["", "not run (no GPU)", "missing"])
+            self.assertEqual([table["broken"][k] for k in ("total", "01_naive_status")], ["", "not run (no GPU)"])
 
 
 class PerfRun(unittest.TestCase):

@@ -569,11 +569,16 @@ def cmd_grade(a):
         raise BadInput(f"--sandbox on: {sandbox_why}; nothing written")
     for line in notes:
         say(f"lab: {line}")
+    grader = grade.Grader(ROOT, BUILD, run_limited, make_labs.make_stub, load_cases, expand_cases, cmake_env,
+                          lambda msg: say(f"  {msg}"), jobs=a.jobs, devices=gpu_devices(a.gpus), on_device=on_device,
+                          program=program)
     # Without --sections, every section that some submission handed in counts for all (a missing one
-    # is 0): a submission of fewer sections must not average over fewer.
-    graded = only or grade.class_sections(handed, out_root, known)
+    # is 0): a submission of fewer sections must not average over fewer. An untouched stub hands in
+    # nothing (a student who hands in the whole release did not do every section).
+    graded, stub_only = (only, []) if only else grade.class_sections(handed, out_root, known, grader.is_stub)
     if not only and graded:
-        say(f"lab: graded sections (every one handed in; a missing one counts 0): {', '.join(graded)}")
+        say(f"lab: graded sections (every one handed in; a missing one counts 0): {', '.join(graded)}" +
+            (f"; {', '.join(stub_only)} handed in only as untouched stubs: not graded" if stub_only else ""))
     on_gpu, gpu_name = False, None
     if not a.no_gpu:
         build(targets(graded or known, lab=False))  # the reference solutions, timed beside the students' code
@@ -604,9 +609,7 @@ def cmd_grade(a):
                 f"a user who can write only --out{advice}")
         elif on_gpu:
             say("lab: each student's program runs sandboxed (bubblewrap): it writes only its grade folder, no network")
-    grader = grade.Grader(ROOT, BUILD, run_limited, make_labs.make_stub, load_cases, expand_cases, cmake_env,
-                          lambda msg: say(f"  {msg}"), jobs=a.jobs, devices=gpu_devices(a.gpus), on_device=on_device,
-                          program=program, sandbox=not sandbox_why)
+    grader.sandbox = not sandbox_why
     if any(not is_python(s) and any(s in found for found in handed) for s in graded):
         harness = out_root / grade.HARNESS
         say(f"lab: building the harness (common/) once, for every submission, in {harness} ...", end="")
