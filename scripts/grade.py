@@ -448,6 +448,45 @@ def is_grade_folder(folder):
     return (folder / MARKER).is_file() or read_report(folder) is not None
 
 
+def is_grades_root(folder):
+    """Whether a folder is an --out the grader wrote (its class summary or harness, or a grade in it)."""
+    folder = Path(folder)
+    if (folder / SUMMARY).is_file() or (folder / HARNESS / MARKER).is_file():
+        return True
+    try:
+        return any(f.is_dir() and not f.is_symlink() and (f / MARKER).is_file() for f in folder.iterdir())
+    except OSError:
+        return False
+
+
+def archive_stems(name):
+    """The folder names an archive unpacks to beside itself: zack.zip -> zack; zack.tar.gz -> zack.tar, zack."""
+    stem = Path(name).stem
+    return [stem] + ([Path(stem).stem] if Path(stem).suffix.lower() == ".tar" else [])
+
+
+def skipped_submissions(submissions, out_root):
+    """{given: the line that says why} for the paths among the submissions that are not one, and
+    that a shell glob (`submissions/*`) catches beside them: --out itself, a grade folder or an --out
+    the grader wrote (a rerun must grade what the first run did), and an archive whose unpacked
+    folder is among the submissions too. A lone archive stays for cmd_grade to refuse."""
+    out_root = Path(out_root).resolve()
+    given_dirs = {Path(g).resolve(): g for g in submissions if Path(g).is_dir()}
+    skipped = {}
+    for given in submissions:
+        p = Path(given)
+        if p.resolve() == out_root:
+            skipped[given] = f"{given}: the --out folder, not a submission; skipped"
+        elif p.is_dir() and (is_grade_folder(p) or is_grades_root(p)):
+            skipped[given] = f"{given}: grades the grader wrote, not a submission; skipped"
+        elif p.exists() and not p.is_dir():
+            twin = next((given_dirs[d] for d in ((p.absolute().parent / s).resolve() for s in archive_stems(p.name))
+                         if d in given_dirs), None)
+            if twin is not None:
+                skipped[given] = f"{given}: not a folder; skipped (the folder {twin} is graded)"
+    return skipped
+
+
 def plan_outputs(submissions, out_root):
     """Where each submission's grade goes. Returns (plan, notes, problems): plan holds (given,
     path, name) once per folder (a path given twice is graded once), notes are lines to print, and

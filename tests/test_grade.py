@@ -326,6 +326,27 @@ class Reports(unittest.TestCase):
             self.assertEqual(problems, [])
             self.assertEqual([n for _, _, n in plan], ["class3-alice", "other-alice"])
 
+    def test_paths_a_glob_catches_beside_the_submissions_are_skipped(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            alice, bob = submission(Path(tmp, "alice")), submission(Path(tmp, "bob.smith"))
+            for name in ("alice.zip", "bob.smith.tar.gz", "carol.zip"):
+                Path(tmp, name).write_bytes(b"x")
+            out = Path(tmp, "grades")
+            given = [alice, bob, Path(tmp, "alice.zip"), Path(tmp, "bob.smith.tar.gz"), Path(tmp, "carol.zip")]
+            self.assertEqual(grade.skipped_submissions(given, out), {
+                Path(tmp, "alice.zip"): f"{tmp}/alice.zip: not a folder; skipped (the folder {alice} is graded)",
+                Path(tmp, "bob.smith.tar.gz"): f"{tmp}/bob.smith.tar.gz: not a folder; skipped (the folder {bob} is graded)"})
+            out.mkdir()  # the rerun: --out exists now, and the glob holds it
+            self.assertEqual(grade.skipped_submissions(given + [out], out)[out],
+                             f"{out}: the --out folder, not a submission; skipped")
+            grade.write_reports(recorded_report(), out / "alice")  # a grade folder, and so an --out, of the grader's
+            (out / "alice" / grade.MARKER).touch()
+            skipped = grade.skipped_submissions([alice, out, out / "alice"], Path(tmp, "other"))
+            self.assertEqual(sorted(skipped), [out, out / "alice"])
+            self.assertTrue(all("grades the grader wrote" in line for line in skipped.values()))
+            # the archive's folder must be a submission of this run to stand for it
+            self.assertEqual(grade.skipped_submissions([Path(tmp, "alice.zip")], out), {})
+
     def test_a_folder_the_grader_did_not_write_is_not_replaced(self):
         with tempfile.TemporaryDirectory() as tmp:
             alice = submission(Path(tmp, "subs", "alice"))
@@ -771,6 +792,39 @@ class GradeTriage(unittest.TestCase):
                 self.assertEqual((alice / "labs" / "01_naive.cu").read_text(), "// mine\n")
                 self.assertEqual(sorted(p.name for p in alice.parent.iterdir()), ["alice", "bob"])
                 self.assertEqual(sorted(p.name for p in alice.iterdir()), ["labs"])
+
+    def test_an_out_and_archives_among_the_submissions_are_skipped(self):
+        """`scripts/lab grade subs/* --out subs/grades` grades the same twice (the rerun's glob holds
+        grades/), and a zip beside the folder it unpacked to is skipped; a lone zip is refused."""
+        with tempfile.TemporaryDirectory() as tmp:
+            subs, out = Path(tmp, "subs"), Path(tmp, "subs", "grades")
+            stub = (ROOT / "labs" / "09_triton.py").read_text()
+            for name in ("amy", "zack"):
+                Path(subs, name, "labs").mkdir(parents=True)
+                Path(subs, name, "labs", "09_triton.py").write_text(stub)
+            Path(subs, "zack.zip").write_bytes(b"PK\x05\x06" + bytes(18))
+            said = []
+            for _ in range(2):
+                r = self.lab(*sorted(subs.iterdir()), "--no-gpu", "--out", out)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                said.append(r.stdout)
+                self.assertIn(f"zack.zip: not a folder; skipped (the folder {subs / 'zack'} is graded)", r.stdout)
+                self.assertEqual(sorted(row["submission"] for row in rows(out / grade.SUMMARY)), ["amy", "zack"])
+            self.assertNotIn("--out folder", said[0])
+            self.assertIn(f"{out}: the --out folder, not a submission; skipped", said[1])
+            self.assertEqual(sorted(p.name for p in out.iterdir()), ["amy", "class_summary.csv", "zack"])
+            # another grader-written folder in the glob: skipped too
+            r = self.lab(*sorted(subs.iterdir()), "--no-gpu", "--out", Path(tmp, "elsewhere"))
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn(f"{out}: grades the grader wrote, not a submission; skipped", r.stdout)
+            # a zip with no folder beside it is refused as before; so is grading grades alone
+            r = self.lab(subs / "zack.zip", subs / "amy", "--no-gpu", "--out", out)
+            self.assertEqual((r.returncode, r.stdout.strip()), (2, f"lab: {subs / 'zack.zip'}: not a folder; nothing written"))
+            r = self.lab(out, "--no-gpu", "--out", out)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn("no submission to grade", r.stdout)
+            self.assertEqual(r.stdout.count("\n"), 1)
+            self.assertNotIn("Traceback", r.stdout + r.stderr)
 
     def test_one_submission_that_breaks_the_grader_leaves_the_rest_graded(self):
         """An unforeseen error while grading one submission (an unreadable file, a full disk) names

@@ -542,8 +542,13 @@ def cmd_grade(a):
         raise LabError("grade needs the full tree (solutions/, the reference it times against), not a release")
     # A typo in a submission's path, or a folder with no lab file, is an error, not a zero grade; so
     # is an --out whose grade folders (each replaced whole) would be, hold or sit in a submission.
+    out_root = Path(a.out)
+    skipped = grade.skipped_submissions(a.submissions, out_root)
+    submissions = [s for s in a.submissions if s not in skipped]
+    if not submissions:
+        raise BadInput(f"no submission to grade ({'; '.join(skipped.values())}); nothing written")
     problems, handed, empty = [], [], False
-    for sub in a.submissions:
+    for sub in submissions:
         p = Path(sub)
         if not p.is_dir():
             problems.append(f"{sub}: {'no such folder' if not p.exists() else 'not a folder'}")
@@ -554,8 +559,7 @@ def cmd_grade(a):
             empty = True
             hint = "; ".join(notes) or "expected labs/NN_name.cu files, e.g. labs/01_naive.cu"
             problems.append(f"{sub}: no lab file ({hint})")
-    out_root = Path(a.out)
-    plan, notes, out_problems = grade.plan_outputs(a.submissions, out_root)
+    plan, notes, out_problems = grade.plan_outputs(submissions, out_root)
     problems += out_problems
     advice = " (--allow-empty grades a folder with no lab file as 0)" if empty else ""
     if len(problems) == 1:
@@ -567,7 +571,7 @@ def cmd_grade(a):
     sandbox_why = grade.sandbox_problem() if a.sandbox != "off" else "--sandbox off"
     if sandbox_why and a.sandbox == "on":
         raise BadInput(f"--sandbox on: {sandbox_why}; nothing written")
-    for line in notes:
+    for line in [*skipped.values(), *notes]:
         say(f"lab: {line}")
     grader = grade.Grader(ROOT, BUILD, run_limited, make_labs.make_stub, load_cases, expand_cases, cmake_env,
                           lambda msg: say(f"  {msg}"), jobs=a.jobs, devices=gpu_devices(a.gpus), on_device=on_device,
