@@ -1,9 +1,9 @@
 """The instructor's grader: `scripts/lab grade SUBMISSION_DIR...`.
 
 A submission is a folder holding a student's versions of labs/NN_<name>.cu (or .py for a Python
-section; any subset; directly in the folder or in a labs/ folder inside it). A path that does not
-exist, or a folder without any lab file, is refused by `scripts/lab grade` (exit 2, nothing
-written) unless --allow-empty; a file that looks like a misnamed lab is named in the report. For each submission the grader copies those files
+section; any subset; directly in the folder or in a labs/ folder inside it, or in the one folder
+it wraps: submission_root). A path that does not exist, or a folder without any lab file, is
+refused by `scripts/lab grade` (exit 2, nothing written) unless --allow-empty; a file that looks like a misnamed lab is named in the report. For each submission the grader copies those files
 into its own tree under --out (the student's code never touches the repository), builds them
 against the repository's harness, and for each section:
 
@@ -160,13 +160,39 @@ def misnamed(ignored, known_sections, found=None, folder=None):
     return out
 
 
+# What an archiver or a desktop adds beside a submission's folder: not the student's.
+JUNK = ("__MACOSX", "Thumbs.db", "desktop.ini")
+
+
+def submission_root(folder, known_sections):
+    """The folder a submission is graded from: itself, or the folder it wraps, where its only entry
+    (dotfiles and an archiver's or a desktop's files aside) is one folder, which holds labs/ or lab
+    files, or wraps such a folder in turn. A zip of the folder zack/ unpacked into zack/ (as
+    `unzip -d`) is zack/zack/labs/...: the student handed in the right files."""
+    root = Path(folder)
+    for _ in range(NESTED_DEPTH):
+        try:
+            entries = [f for f in root.iterdir() if not f.name.startswith(".") and f.name not in JUNK]
+        except OSError:
+            break
+        if len(entries) != 1 or not entries[0].is_dir() or entries[0].is_symlink() or entries[0].name == "labs":
+            break
+        root = entries[0]
+        if (root / "labs").is_dir() or scan_submission(root, known_sections)[0]:
+            return root
+    return Path(folder)
+
+
 def submission_notes(folder, known_sections):
-    """(found, ignored, notes) of a submission: its lab files, the files it ignores and the lines
-    that name the misnamed or misplaced ones."""
+    """(found, ignored, misnamed, notes) of a submission: its lab files, the files it ignores, the
+    lines that name the misnamed or misplaced ones, and the lines that say how the others were
+    found (a wrapper folder)."""
     folder = Path(folder)
-    found, ignored = scan_submission(folder, known_sections)
-    shown = {s: f.relative_to(folder).as_posix() for s, f in found.items()}
-    return found, ignored, misnamed(ignored, known_sections, shown, folder)
+    root = submission_root(folder, known_sections)
+    notes = [f"graded from the folder {root.relative_to(folder).as_posix()}/ inside it"] if root != folder else []
+    found, ignored = scan_submission(root, known_sections)
+    shown = {s: f.relative_to(root).as_posix() for s, f in found.items()}
+    return found, ignored, misnamed(ignored, known_sections, shown, root), notes
 
 
 def total_text(report):
@@ -298,6 +324,9 @@ def render_markdown(report):
     lines = [f"# Grade: {report['submission']}", "",
              f"Graded {report['time_utc']} at commit {report['git_sha']} {where}.", "",
              total_line(report), ""]
+    lines += [f"- {line[0].upper()}{line[1:]}." for line in report.get("intake", [])]
+    if report.get("intake"):
+        lines.append("")
     named = set()
     for line in report.get("misnamed", []):
         name, rest = line.split(": ", 1)
@@ -898,11 +927,12 @@ class Grader:
         labs_dir = out / "labs"
         labs_dir.mkdir(parents=True)
         (out / MARKER).touch()
-        files, ignored, notes = submission_notes(submission, known_sections) if submission.is_dir() else ({}, [], [])
+        files, ignored, notes, intake = (submission_notes(submission, known_sections) if submission.is_dir()
+                                         else ({}, [], [], []))
         graded = only_sections or sorted(files)
         report = {"submission": name, "path": str(submission), "time_utc": None, "git_sha": None, "gpu": None,
                   "ignored_files": ignored, "graded_sections": graded, "sections": {}, "bonus_tiers": BONUS_TIERS,
-                  "misnamed": notes}
+                  "misnamed": notes, "intake": intake}
         if not submission.is_dir():
             report["error"] = "not a folder"
         for s in files:

@@ -266,15 +266,47 @@ class Reports(unittest.TestCase):
             (dup / "labs").mkdir(parents=True)
             (dup / "labs" / "01_naive.cu").write_text("x")
             (dup / "01_naive.cu").write_text("x")
-            found, _, notes = grade.submission_notes(dup, SECTIONS)
+            found, _, notes, _ = grade.submission_notes(dup, SECTIONS)
             self.assertEqual(list(found), ["01_naive"])
             self.assertEqual(notes, ["01_naive.cu: ignored; labs/01_naive.cu is the 01_naive file graded"])
-            zed = Path(tmp, "zed")
+            zed = Path(tmp, "zed")  # a folder beside others (a lone one is a wrapper: below)
             (zed / "zed" / "labs").mkdir(parents=True)
             (zed / "zed" / "labs" / "01_naive.cu").write_text("x")
-            found, ignored, notes = grade.submission_notes(zed, SECTIONS)
-            self.assertEqual((found, ignored), ({}, ["zed/"]))
+            (zed / "notes.txt").write_text("x")
+            found, ignored, notes, _ = grade.submission_notes(zed, SECTIONS)
+            self.assertEqual((found, ignored), ({}, ["notes.txt", "zed/"]))
             self.assertEqual(notes, ["zed/labs/01_naive.cu: in a nested folder, not graded; expected labs/01_naive.cu"])
+
+    def test_a_wrapper_folder_is_graded_from_inside(self):
+        """A zip of zack/ unpacked into zack/ (unzip -d) is zack/zack/labs/...; the archiver's and
+        the desktop's files beside the wrapper do not count."""
+        with tempfile.TemporaryDirectory() as tmp:
+            zack = Path(tmp, "zack")
+            submission(zack / "zack", "01_naive.cu", "02_v1_tile.cu")
+            (zack / "__MACOSX" / "zack").mkdir(parents=True)
+            (zack / ".DS_Store").write_text("x")
+            (zack / "zack" / "report.pdf").write_text("x")
+            found, ignored, notes, intake = grade.submission_notes(zack, SECTIONS)
+            self.assertEqual(found, {s: zack / "zack" / "labs" / f"{s}.cu" for s in ("01_naive", "02_v1_tile")})
+            self.assertEqual((ignored, notes, intake), (["report.pdf"], [], ["graded from the folder zack/ inside it"]))
+            # two wrappers deep; lab files straight in the inner folder
+            amy = Path(tmp, "amy")
+            (amy / "Submission" / "amy").mkdir(parents=True)
+            (amy / "Submission" / "amy" / "01_naive.cu").write_text("x")
+            found, _, _, intake = grade.submission_notes(amy, SECTIONS)
+            self.assertEqual((list(found), intake), (["01_naive"], ["graded from the folder Submission/amy/ inside it"]))
+            # labs/ is the usual layout, not a wrapper; a lone folder with no lab file is not one either
+            self.assertEqual(grade.submission_notes(zack / "zack", SECTIONS)[3], [])
+            bob = Path(tmp, "bob")
+            (bob / "drafts").mkdir(parents=True)
+            (bob / "drafts" / "naive.cu").write_text("x")
+            self.assertEqual(grade.submission_notes(bob, SECTIONS)[:2] + (grade.submission_notes(bob, SECTIONS)[3],),
+                             ({}, ["drafts/"], []))
+            # the report says where the files came from
+            r = stand_in_grade(zack, Path(tmp, "grades"), False, ["01_naive"])
+            self.assertEqual(r["intake"], ["graded from the folder zack/ inside it"])
+            self.assertEqual(r["sections"]["01_naive"]["status"], grade.NOT_RUN)
+            self.assertIn("- Graded from the folder zack/ inside it.", (Path(tmp, "grades", "zack", "grade.md")).read_text())
 
     def test_run_outcomes_are_classified(self):
         self.assertEqual(grade.classify(0, "", True), "pass")
@@ -799,9 +831,9 @@ class GradeTriage(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             subs, out = Path(tmp, "subs"), Path(tmp, "subs", "grades")
             stub = (ROOT / "labs" / "09_triton.py").read_text()
-            for name in ("amy", "zack"):
-                Path(subs, name, "labs").mkdir(parents=True)
-                Path(subs, name, "labs", "09_triton.py").write_text(stub)
+            for folder in ("amy", "zack/zack"):  # zack.zip unpacked with unzip -d zack: a wrapper folder
+                Path(subs, folder, "labs").mkdir(parents=True)
+                Path(subs, folder, "labs", "09_triton.py").write_text(stub)
             Path(subs, "zack.zip").write_bytes(b"PK\x05\x06" + bytes(18))
             said = []
             for _ in range(2):
@@ -811,6 +843,9 @@ class GradeTriage(unittest.TestCase):
                 self.assertIn(f"zack.zip: not a folder; skipped (the folder {subs / 'zack'} is graded)", r.stdout)
                 self.assertEqual(sorted(row["submission"] for row in rows(out / grade.SUMMARY)), ["amy", "zack"])
             self.assertNotIn("--out folder", said[0])
+            self.assertIn("graded from the folder zack/ inside it", said[0])
+            self.assertEqual(json.loads((out / "zack" / "grade.json").read_text())["sections"]["09_triton"]["status"],
+                             grade.NOT_RUN)
             self.assertIn(f"{out}: the --out folder, not a submission; skipped", said[1])
             self.assertEqual(sorted(p.name for p in out.iterdir()), ["amy", "class_summary.csv", "zack"])
             # another grader-written folder in the glob: skipped too

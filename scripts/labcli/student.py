@@ -553,7 +553,7 @@ def cmd_grade(a):
         if not p.is_dir():
             problems.append(f"{sub}: {'no such folder' if not p.exists() else 'not a folder'}")
             continue
-        found, _, notes = grade.submission_notes(p, known)
+        found, _, notes, _ = grade.submission_notes(p, known)
         handed.append(found)
         if not found and not a.allow_empty:
             empty = True
@@ -663,7 +663,7 @@ def cmd_grade(a):
             not_graded.append(f"{given}: {type(e).__name__}: {e}")
             say(f"   not graded: {not_graded[-1]}")
             continue
-        for line in r.get("misnamed", []):
+        for line in r.get("intake", []) + r.get("misnamed", []):
             say(f"   {line}")
         say(f"   total {grade.total_text(r)} -> {out_root / name / 'grade.md'}")
         reports.append(r)
