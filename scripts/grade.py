@@ -3,9 +3,11 @@
 A submission is a folder holding a student's versions of labs/NN_<name>.cu (or .py for a Python
 section; any subset; directly in the folder or in a labs/ folder inside it, or in the one folder
 it wraps: submission_root). A path that does not exist, or a folder without any lab file, is
-refused by `scripts/lab grade` (exit 2, nothing written) unless --allow-empty; a file that looks like a misnamed lab is named in the report. For each submission the grader copies those files
-into its own tree under --out (the student's code never touches the repository), builds them
-against the repository's harness, and for each section:
+refused by `scripts/lab grade` (exit 2, nothing written) unless --allow-empty; a file a learning
+platform renamed is graded as its lab (renamed_section), one that only looks like a lab is named
+in the report. For each submission the grader copies those files into its own tree under --out
+(the student's code never touches the repository), builds them against the repository's harness,
+and for each section:
 
   compile      a file that does not compile (a Python file: does not parse) scores 0, with the
                compiler's first errors quoted; so does one that #includes a file from outside its
@@ -60,10 +62,12 @@ BUILD_TIMEOUT = 600             # seconds one build step may take (an #include "
 
 
 def scan_submission(folder, known_sections):
-    """{section: path} of the lab files in a submission, and the names of the files it ignores."""
+    """{section: path} of the lab files in a submission, and the names of the files it ignores. A
+    file a learning platform or a browser renamed (renamed_section) stands for its section where the
+    submission has no properly named file for it and no other such file."""
     folder = Path(folder)
     roots = [folder / "labs", folder] if (folder / "labs").is_dir() else [folder]
-    found, ignored = {}, []
+    found, ignored, renamed = {}, [], collections.defaultdict(list)
     for root in roots:
         for f in sorted(root.iterdir()):
             if f.is_dir():
@@ -75,7 +79,29 @@ def scan_submission(folder, known_sections):
                 found[stem] = f
             else:
                 ignored.append(f.name if root == folder else f"{root.name}/{f.name}")
+                s = renamed_section(f.name, known_sections) if f.is_file() else None
+                if s:
+                    renamed[s].append((f, ignored[-1]))
+    for s, files in renamed.items():
+        if s not in found and len(files) == 1:  # two candidates: which one is the student's is theirs to say
+            found[s] = files[0][0]
+            ignored.remove(files[0][1])
     return found, ignored
+
+
+def renamed_section(name, known_sections):
+    """The section of a lab file as a learning platform or a browser renames it, else None: a name
+    holding exactly one section's full stem, after nothing or a separator (Canvas and Moodle prefix
+    the student: "larry_123456_01_naive.cu"), followed by its lab suffix, with at most a copy's
+    number between them ("01_naive (1).cu", "01_naive-1.cu") and other suffixes after it
+    ("01_naive.cu.txt"). Looser names ("naive2.cu", "Lab01.cu") are not guessed at."""
+    low = name.lower()
+    inside = [s for s in known_sections if s.lower() in low]
+    if len(inside) != 1:
+        return None
+    s = inside[0]
+    pattern = rf"(?:.*[ _.-])?{re.escape(s.lower())}(?: ?\(\d+\)|-\d+)?{re.escape(lab_suffix(s))}(?:\.[^.]+)*"
+    return s if re.fullmatch(pattern, low) else None
 
 
 def lab_suffix(section):
@@ -192,6 +218,7 @@ def submission_notes(folder, known_sections):
     notes = [f"graded from the folder {root.relative_to(folder).as_posix()}/ inside it"] if root != folder else []
     found, ignored = scan_submission(root, known_sections)
     shown = {s: f.relative_to(root).as_posix() for s, f in found.items()}
+    notes += [f"graded {shown[s]} as labs/{s}{lab_suffix(s)}" for s, f in found.items() if f.name != f"{s}{lab_suffix(s)}"]
     return found, ignored, misnamed(ignored, known_sections, shown, root), notes
 
 
@@ -470,6 +497,13 @@ def class_sections(handed, out_root, known_sections, is_stub=lambda path, sectio
     if not real:
         real = stubs
     return [s for s in known_sections if s in real], [s for s in known_sections if s in stubs - real]
+
+
+def handed_in_stub(grader, path, section):
+    """grader.is_stub of a file under the name it was handed in ("01_naive.cu.txt"), read as its
+    section's lab: is_stub takes the suffix from the name, and caches the stubs by section."""
+    text = normalised(Path(path).read_bytes())
+    return any(text == stub for stub, _ in grader.stub_versions(section, lab_suffix(section)))
 
 
 def is_grade_folder(folder):
@@ -935,8 +969,9 @@ class Grader:
                   "misnamed": notes, "intake": intake}
         if not submission.is_dir():
             report["error"] = "not a folder"
-        for s in files:
-            shutil.copy(files[s], labs_dir / files[s].name)
+        for s in files:  # under its lab's name, whatever name it was handed in under (scan_submission)
+            shutil.copy(files[s], labs_dir / f"{s}{lab_suffix(s)}")
+        files = {s: labs_dir / f"{s}{lab_suffix(s)}" for s in files}
         present = [s for s in graded if s in files]
         compiled = [s for s in present if files[s].suffix == ".cu"]  # a Python lab is only parsed
         outside = {s: outside_include(labs_dir / files[s].name, out) for s in compiled}

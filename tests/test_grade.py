@@ -308,6 +308,57 @@ class Reports(unittest.TestCase):
             self.assertEqual(r["sections"]["01_naive"]["status"], grade.NOT_RUN)
             self.assertIn("- Graded from the folder zack/ inside it.", (Path(tmp, "grades", "zack", "grade.md")).read_text())
 
+    def test_a_file_a_platform_renamed_is_graded_as_its_lab(self):
+        names = {"larry_123456_01_naive.cu": "01_naive", "02_v1_tile (1).cu": "02_v1_tile", "03_v2_loop_order.cu.txt":
+                 "03_v2_loop_order", "Larry Smith_1234_assignsubmission_file_09_triton-2.py": "09_triton",
+                 "01_Naive.CU": "01_naive"}
+        for name, section in names.items():
+            self.assertEqual(grade.renamed_section(name, SECTIONS), section, name)
+        # looser or ambiguous names, or another section's suffix, are not guessed at
+        for name in ("naive2.cu", "Lab01.cu", "x01_naive.cu", "01_naive_02_v1_tile.cu", "01_naive.py", "01_naive_v2.cu",
+                     "01_naive.txt", "09_triton.cu", "01_naive.cu~"):
+            self.assertIsNone(grade.renamed_section(name, SECTIONS), name)
+        with tempfile.TemporaryDirectory() as tmp:
+            sub = Path(tmp, "larry")
+            (sub / "labs").mkdir(parents=True)
+            for name in ("larry_123456_01_naive.cu", "02_v1_tile (1).cu", "02_v1_tile (2).cu", "12_ring.cu",
+                         "12_ring (1).cu", "naive2.cu", "loop_order2.cu"):
+                (sub / "labs" / name).write_text(f"// {name}\n")
+            (sub / "09_triton.py.txt").write_text("x = 1\n")
+            found, ignored, notes, intake = grade.submission_notes(sub, SECTIONS)
+            self.assertEqual({s: f.name for s, f in found.items()},
+                             {"01_naive": "larry_123456_01_naive.cu", "12_ring": "12_ring.cu", "09_triton": "09_triton.py.txt"})
+            self.assertEqual(intake, ["graded labs/larry_123456_01_naive.cu as labs/01_naive.cu",
+                                      "graded 09_triton.py.txt as labs/09_triton.py"])
+            # two candidates for one section, a properly named file beside one, a loose name: as before
+            self.assertEqual(notes, ["labs/02_v1_tile (1).cu: not a lab file; expected labs/02_v1_tile.cu",
+                                     "labs/02_v1_tile (2).cu: not a lab file; expected labs/02_v1_tile.cu",
+                                     "labs/12_ring (1).cu: ignored; labs/12_ring.cu is the 12_ring file graded",
+                                     "labs/loop_order2.cu: not a lab file; expected labs/03_v2_loop_order.cu",
+                                     "labs/naive2.cu: ignored; labs/larry_123456_01_naive.cu is the 01_naive file graded"])
+            self.assertEqual(sorted(ignored), ["labs/02_v1_tile (1).cu", "labs/02_v1_tile (2).cu", "labs/12_ring (1).cu",
+                                               "labs/loop_order2.cu", "labs/naive2.cu"])
+            # graded under its lab's name, and the report says which file it was
+            r = stand_in_grade(sub, Path(tmp, "grades"), False, ["01_naive", "09_triton"])
+            self.assertEqual([r["sections"][s]["status"] for s in ("01_naive", "09_triton")], [grade.NOT_RUN] * 2)
+            self.assertEqual(sorted(p.name for p in Path(tmp, "grades", "larry", "labs").iterdir()),
+                             ["01_naive.cu", "09_triton.py", "12_ring.cu"])
+            md = Path(tmp, "grades", "larry", "grade.md").read_text()
+            self.assertIn("- Graded labs/larry_123456_01_naive.cu as labs/01_naive.cu.", md)
+
+    @needs_solutions
+    def test_a_renamed_stub_is_still_a_stub(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            solution = ROOT / "solutions" / "01_naive.cu"
+            for name in ("01_naive.cu.txt", "01_Naive.CU"):
+                sub = Path(tmp, name)
+                sub.mkdir()
+                (sub / name).write_text(make_labs.make_stub(solution.read_text(), solution.name))
+                r = stand_in_grade(sub, Path(tmp, "grades"), False, ["01_naive"])
+                self.assertTrue(r["sections"]["01_naive"]["unmodified_stub"], name)
+                g = StandInGrader(ROOT, ROOT / "build", None, make_labs.make_stub, None, None, dict, print)
+                self.assertTrue(grade.handed_in_stub(g, sub / name, "01_naive"), name)
+
     def test_run_outcomes_are_classified(self):
         self.assertEqual(grade.classify(0, "", True), "pass")
         self.assertEqual(grade.classify(0, "", False), "exited early (no passing result record)")
@@ -959,7 +1010,8 @@ class GradeTriage(unittest.TestCase):
             (subs / "broken" / "01_naive.cu").write_text('#include "lab.cuh"\nint main(int argc, char** argv) { return lab::missing(argc); }\n')
             (subs / "stub").mkdir()
             solution = ROOT / "solutions" / "01_naive.cu"  # the stub as generated (labs/ may hold a student's work)
-            (subs / "stub" / "01_naive.cu").write_text(make_labs.make_stub(solution.read_text(), solution.name))
+            # as a learning platform renames it: graded as labs/01_naive.cu, and still the stub
+            (subs / "stub" / "stub_123456_01_naive.cu").write_text(make_labs.make_stub(solution.read_text(), solution.name))
             (subs / "unknown").mkdir()
             (subs / "unknown" / "notes.txt").write_text("hi")
             (subs / "unknown" / "naive.cu").write_text("x")
@@ -993,6 +1045,8 @@ class GradeTriage(unittest.TestCase):
             self.assertIsNone(stub["sections"]["01_naive"]["correctness"])  # never a number
             self.assertIsNone(stub["total"])
             self.assertTrue(stub["sections"]["01_naive"]["unmodified_stub"])
+            self.assertEqual(stub["intake"], ["graded stub_123456_01_naive.cu as labs/01_naive.cu"])
+            self.assertIn("   graded stub_123456_01_naive.cu as labs/01_naive.cu\n", r.stdout)
             md = (out / "subs-stub" / "grade.md").read_text()
             self.assertIn("| 01_naive | not run (no GPU), unmodified stub | – | – | – | – |", md)  # no number
             unknown = json.loads((out / "unknown" / "grade.json").read_text())

@@ -579,7 +579,8 @@ def cmd_grade(a):
     # Without --sections, every section that some submission handed in counts for all (a missing one
     # is 0): a submission of fewer sections must not average over fewer. An untouched stub hands in
     # nothing (a student who hands in the whole release did not do every section).
-    graded, stub_only = (only, []) if only else grade.class_sections(handed, out_root, known, grader.is_stub)
+    graded, stub_only = (only, []) if only else grade.class_sections(
+        handed, out_root, known, lambda path, s: grade.handed_in_stub(grader, path, s))
     if not only and graded:
         say(f"lab: graded sections (every one handed in; a missing one counts 0): {', '.join(graded)}" +
             (f"; {', '.join(stub_only)} handed in only as untouched stubs: not graded" if stub_only else ""))
