@@ -501,8 +501,12 @@ def class_sections(handed, out_root, known_sections, is_stub=lambda path, sectio
 
 def handed_in_stub(grader, path, section):
     """grader.is_stub of a file under the name it was handed in ("01_naive.cu.txt"), read as its
-    section's lab: is_stub takes the suffix from the name, and caches the stubs by section."""
-    text = normalised(Path(path).read_bytes())
+    section's lab: is_stub takes the suffix from the name, and caches the stubs by section. A file
+    that cannot be read is not a stub here: its grade names the error (Grader.build)."""
+    try:
+        text = normalised(Path(path).read_bytes())
+    except OSError:
+        return False
     return any(text == stub for stub, _ in grader.stub_versions(section, lab_suffix(section)))
 
 

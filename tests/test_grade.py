@@ -358,6 +358,7 @@ class Reports(unittest.TestCase):
                 self.assertTrue(r["sections"]["01_naive"]["unmodified_stub"], name)
                 g = StandInGrader(ROOT, ROOT / "build", None, make_labs.make_stub, None, None, dict, print)
                 self.assertTrue(grade.handed_in_stub(g, sub / name, "01_naive"), name)
+            self.assertFalse(grade.handed_in_stub(g, Path(tmp, "gone.cu"), "01_naive"))  # read when the grade is made
 
     def test_run_outcomes_are_classified(self):
         self.assertEqual(grade.classify(0, "", True), "pass")
