@@ -1,11 +1,13 @@
 """The instructor's grader: `scripts/lab grade SUBMISSION_DIR...`.
 
 A submission is a folder holding a student's versions of labs/NN_<name>.cu (or .py for a Python
-section; any subset; directly in the folder or in a labs/ folder inside it). A path that does not
-exist, or a folder without any lab file, is refused by `scripts/lab grade` (exit 2, nothing
-written) unless --allow-empty; a file that looks like a misnamed lab is named in the report. For each submission the grader copies those files
-into its own tree under --out (the student's code never touches the repository), builds them
-against the repository's harness, and for each section:
+section; any subset; directly in the folder or in a labs/ folder inside it, or in the one folder
+it wraps: submission_root). A path that does not exist, or a folder without any lab file, is
+refused by `scripts/lab grade` (exit 2, nothing written) unless --allow-empty; a file a learning
+platform renamed is graded as its lab (renamed_section), one that only looks like a lab is named
+in the report. For each submission the grader copies those files into its own tree under --out
+(the student's code never touches the repository), builds them against the repository's harness,
+and for each section:
 
   compile      a file that does not compile (a Python file: does not parse) scores 0, with the
                compiler's first errors quoted; so does one that #includes a file from outside its
@@ -21,7 +23,8 @@ against the repository's harness, and for each section:
                ratio = solution time / student time;  >= 0.9: +10 points;  >= 0.5: +5;  else +0
 
 Section score = correctness (0-100) + bonus; the submission's total is the mean over the graded
-sections (--sections, default: every section handed in by the class, a missing one counting 0).
+sections (--sections, default: every section handed in by the class, a missing one counting 0,
+one handed in only as untouched stubs not counting).
 Without a GPU (triage) no case runs: every compiled section reads "not run (no GPU)", never a
 number. Outputs per submission grade.json and grade.md under --out/<name>/, and class_summary.csv,
 rebuilt from every grade under --out. The harness (common/) is built once, in --out/.harness/, and
@@ -59,10 +62,12 @@ BUILD_TIMEOUT = 600             # seconds one build step may take (an #include "
 
 
 def scan_submission(folder, known_sections):
-    """{section: path} of the lab files in a submission, and the names of the files it ignores."""
+    """{section: path} of the lab files in a submission, and the names of the files it ignores. A
+    file a learning platform or a browser renamed (renamed_section) stands for its section where the
+    submission has no properly named file for it and no other such file."""
     folder = Path(folder)
     roots = [folder / "labs", folder] if (folder / "labs").is_dir() else [folder]
-    found, ignored = {}, []
+    found, ignored, renamed = {}, [], collections.defaultdict(list)
     for root in roots:
         for f in sorted(root.iterdir()):
             if f.is_dir():
@@ -74,7 +79,29 @@ def scan_submission(folder, known_sections):
                 found[stem] = f
             else:
                 ignored.append(f.name if root == folder else f"{root.name}/{f.name}")
+                s = renamed_section(f.name, known_sections) if f.is_file() else None
+                if s:
+                    renamed[s].append((f, ignored[-1]))
+    for s, files in renamed.items():
+        if s not in found and len(files) == 1:  # two candidates: which one is the student's is theirs to say
+            found[s] = files[0][0]
+            ignored.remove(files[0][1])
     return found, ignored
+
+
+def renamed_section(name, known_sections):
+    """The section of a lab file as a learning platform or a browser renames it, else None: a name
+    holding exactly one section's full stem, after nothing or a separator (Canvas and Moodle prefix
+    the student: "larry_123456_01_naive.cu"), followed by its lab suffix, with at most a copy's
+    number between them ("01_naive (1).cu", "01_naive-1.cu") and other suffixes after it
+    ("01_naive.cu.txt"). Looser names ("naive2.cu", "Lab01.cu") are not guessed at."""
+    low = name.lower()
+    inside = [s for s in known_sections if s.lower() in low]
+    if len(inside) != 1:
+        return None
+    s = inside[0]
+    pattern = rf"(?:.*[ _.-])?{re.escape(s.lower())}(?: ?\(\d+\)|-\d+)?{re.escape(lab_suffix(s))}(?:\.[^.]+)*"
+    return s if re.fullmatch(pattern, low) else None
 
 
 def lab_suffix(section):
@@ -159,13 +186,40 @@ def misnamed(ignored, known_sections, found=None, folder=None):
     return out
 
 
+# What an archiver or a desktop adds beside a submission's folder: not the student's.
+JUNK = ("__MACOSX", "Thumbs.db", "desktop.ini")
+
+
+def submission_root(folder, known_sections):
+    """The folder a submission is graded from: itself, or the folder it wraps, where its only entry
+    (dotfiles and an archiver's or a desktop's files aside) is one folder, which holds labs/ or lab
+    files, or wraps such a folder in turn. A zip of the folder zack/ unpacked into zack/ (as
+    `unzip -d`) is zack/zack/labs/...: the student handed in the right files."""
+    root = Path(folder)
+    for _ in range(NESTED_DEPTH):
+        try:
+            entries = [f for f in root.iterdir() if not f.name.startswith(".") and f.name not in JUNK]
+        except OSError:
+            break
+        if len(entries) != 1 or not entries[0].is_dir() or entries[0].is_symlink() or entries[0].name == "labs":
+            break
+        root = entries[0]
+        if (root / "labs").is_dir() or scan_submission(root, known_sections)[0]:
+            return root
+    return Path(folder)
+
+
 def submission_notes(folder, known_sections):
-    """(found, ignored, notes) of a submission: its lab files, the files it ignores and the lines
-    that name the misnamed or misplaced ones."""
+    """(found, ignored, misnamed, notes) of a submission: its lab files, the files it ignores, the
+    lines that name the misnamed or misplaced ones, and the lines that say how the others were
+    found (a wrapper folder)."""
     folder = Path(folder)
-    found, ignored = scan_submission(folder, known_sections)
-    shown = {s: f.relative_to(folder).as_posix() for s, f in found.items()}
-    return found, ignored, misnamed(ignored, known_sections, shown, folder)
+    root = submission_root(folder, known_sections)
+    notes = [f"graded from the folder {root.relative_to(folder).as_posix()}/ inside it"] if root != folder else []
+    found, ignored = scan_submission(root, known_sections)
+    shown = {s: f.relative_to(root).as_posix() for s, f in found.items()}
+    notes += [f"graded {shown[s]} as labs/{s}{lab_suffix(s)}" for s, f in found.items() if f.name != f"{s}{lab_suffix(s)}"]
+    return found, ignored, misnamed(ignored, known_sections, shown, root), notes
 
 
 def total_text(report):
@@ -297,6 +351,9 @@ def render_markdown(report):
     lines = [f"# Grade: {report['submission']}", "",
              f"Graded {report['time_utc']} at commit {report['git_sha']} {where}.", "",
              total_line(report), ""]
+    lines += [f"- {line[0].upper()}{line[1:]}." for line in report.get("intake", [])]
+    if report.get("intake"):
+        lines.append("")
     named = set()
     for line in report.get("misnamed", []):
         name, rest = line.split(": ", 1)
@@ -422,18 +479,79 @@ def rebuild_class_summary(out_root):
     return path, reports
 
 
-def class_sections(handed, out_root, known_sections):
-    """The sections graded when --sections is not given: every section handed in by a submission of
-    this run or graded in a grade already under out_root, so that a submission that hands in less
-    is not graded over less (and a regraded one over the class's sections)."""
-    got = {s for found in handed for s in found}
-    got |= {s for r in graded_before(out_root).values() for s in r["graded_sections"]}
-    return [s for s in known_sections if s in got]
+def class_sections(handed, out_root, known_sections, is_stub=lambda path, section: False):
+    """The sections graded when --sections is not given, and those handed in only as untouched
+    stubs: every section handed in by a submission of this run ({section: path} each) or by a grade
+    already under out_root, so that a submission that hands in less is not graded over less (and a
+    regraded one over the class's sections). A section counts only where some file for it is not an
+    untouched stub (is_stub(path, section)): one student who hands in the whole release must not
+    give everyone else a zero for each section they were never asked to do. Where no section holds
+    more than stubs, those are graded (each one an unmodified stub): there is nothing else to grade."""
+    real = {s for found in handed for s, path in found.items() if not is_stub(path, s)}
+    stubs = {s for found in handed for s in found}
+    for r in graded_before(out_root).values():
+        for s in r["graded_sections"]:
+            sec = r["sections"].get(s) or {}
+            if sec.get("status", "missing") != "missing":
+                (stubs if sec.get("unmodified_stub") else real).add(s)
+    if not real:
+        real = stubs
+    return [s for s in known_sections if s in real], [s for s in known_sections if s in stubs - real]
+
+
+def handed_in_stub(grader, path, section):
+    """grader.is_stub of a file under the name it was handed in ("01_naive.cu.txt"), read as its
+    section's lab: is_stub takes the suffix from the name, and caches the stubs by section. A file
+    that cannot be read is not a stub here: its grade names the error (Grader.build)."""
+    try:
+        text = normalised(Path(path).read_bytes())
+    except OSError:
+        return False
+    return any(text == stub for stub, _ in grader.stub_versions(section, lab_suffix(section)))
 
 
 def is_grade_folder(folder):
     """Whether the grader wrote this folder (its marker; a grade.json from before the marker)."""
     return (folder / MARKER).is_file() or read_report(folder) is not None
+
+
+def is_grades_root(folder):
+    """Whether a folder is an --out the grader wrote (its class summary or harness, or a grade in it)."""
+    folder = Path(folder)
+    if (folder / SUMMARY).is_file() or (folder / HARNESS / MARKER).is_file():
+        return True
+    try:
+        return any(f.is_dir() and not f.is_symlink() and (f / MARKER).is_file() for f in folder.iterdir())
+    except OSError:
+        return False
+
+
+def archive_stems(name):
+    """The folder names an archive unpacks to beside itself: zack.zip -> zack; zack.tar.gz -> zack.tar, zack."""
+    stem = Path(name).stem
+    return [stem] + ([Path(stem).stem] if Path(stem).suffix.lower() == ".tar" else [])
+
+
+def skipped_submissions(submissions, out_root):
+    """{given: the line that says why} for the paths among the submissions that are not one, and
+    that a shell glob (`submissions/*`) catches beside them: --out itself, a grade folder or an --out
+    the grader wrote (a rerun must grade what the first run did), and an archive whose unpacked
+    folder is among the submissions too. A lone archive stays for cmd_grade to refuse."""
+    out_root = Path(out_root).resolve()
+    given_dirs = {Path(g).resolve(): g for g in submissions if Path(g).is_dir()}
+    skipped = {}
+    for given in submissions:
+        p = Path(given)
+        if p.resolve() == out_root:
+            skipped[given] = f"{given}: the --out folder, not a submission; skipped"
+        elif p.is_dir() and (is_grade_folder(p) or is_grades_root(p)):
+            skipped[given] = f"{given}: grades the grader wrote, not a submission; skipped"
+        elif p.exists() and not p.is_dir():
+            twin = next((given_dirs[d] for d in ((p.absolute().parent / s).resolve() for s in archive_stems(p.name))
+                         if d in given_dirs), None)
+            if twin is not None:
+                skipped[given] = f"{given}: not a folder; skipped (the folder {twin} is graded)"
+    return skipped
 
 
 def plan_outputs(submissions, out_root):
@@ -847,15 +965,17 @@ class Grader:
         labs_dir = out / "labs"
         labs_dir.mkdir(parents=True)
         (out / MARKER).touch()
-        files, ignored, notes = submission_notes(submission, known_sections) if submission.is_dir() else ({}, [], [])
+        files, ignored, notes, intake = (submission_notes(submission, known_sections) if submission.is_dir()
+                                         else ({}, [], [], []))
         graded = only_sections or sorted(files)
         report = {"submission": name, "path": str(submission), "time_utc": None, "git_sha": None, "gpu": None,
                   "ignored_files": ignored, "graded_sections": graded, "sections": {}, "bonus_tiers": BONUS_TIERS,
-                  "misnamed": notes}
+                  "misnamed": notes, "intake": intake}
         if not submission.is_dir():
             report["error"] = "not a folder"
-        for s in files:
-            shutil.copy(files[s], labs_dir / files[s].name)
+        for s in files:  # under its lab's name, whatever name it was handed in under (scan_submission)
+            shutil.copy(files[s], labs_dir / f"{s}{lab_suffix(s)}")
+        files = {s: labs_dir / f"{s}{lab_suffix(s)}" for s in files}
         present = [s for s in graded if s in files]
         compiled = [s for s in present if files[s].suffix == ".cu"]  # a Python lab is only parsed
         outside = {s: outside_include(labs_dir / files[s].name, out) for s in compiled}

@@ -542,20 +542,24 @@ def cmd_grade(a):
         raise LabError("grade needs the full tree (solutions/, the reference it times against), not a release")
     # A typo in a submission's path, or a folder with no lab file, is an error, not a zero grade; so
     # is an --out whose grade folders (each replaced whole) would be, hold or sit in a submission.
+    out_root = Path(a.out)
+    skipped = grade.skipped_submissions(a.submissions, out_root)
+    submissions = [s for s in a.submissions if s not in skipped]
+    if not submissions:
+        raise BadInput(f"no submission to grade ({'; '.join(skipped.values())}); nothing written")
     problems, handed, empty = [], [], False
-    for sub in a.submissions:
+    for sub in submissions:
         p = Path(sub)
         if not p.is_dir():
             problems.append(f"{sub}: {'no such folder' if not p.exists() else 'not a folder'}")
             continue
-        found, _, notes = grade.submission_notes(p, known)
+        found, _, notes, _ = grade.submission_notes(p, known)
         handed.append(found)
         if not found and not a.allow_empty:
             empty = True
             hint = "; ".join(notes) or "expected labs/NN_name.cu files, e.g. labs/01_naive.cu"
             problems.append(f"{sub}: no lab file ({hint})")
-    out_root = Path(a.out)
-    plan, notes, out_problems = grade.plan_outputs(a.submissions, out_root)
+    plan, notes, out_problems = grade.plan_outputs(submissions, out_root)
     problems += out_problems
     advice = " (--allow-empty grades a folder with no lab file as 0)" if empty else ""
     if len(problems) == 1:
@@ -567,13 +571,19 @@ def cmd_grade(a):
     sandbox_why = grade.sandbox_problem() if a.sandbox != "off" else "--sandbox off"
     if sandbox_why and a.sandbox == "on":
         raise BadInput(f"--sandbox on: {sandbox_why}; nothing written")
-    for line in notes:
+    for line in [*skipped.values(), *notes]:
         say(f"lab: {line}")
+    grader = grade.Grader(ROOT, BUILD, run_limited, make_labs.make_stub, load_cases, expand_cases, cmake_env,
+                          lambda msg: say(f"  {msg}"), jobs=a.jobs, devices=gpu_devices(a.gpus), on_device=on_device,
+                          program=program)
     # Without --sections, every section that some submission handed in counts for all (a missing one
-    # is 0): a submission of fewer sections must not average over fewer.
-    graded = only or grade.class_sections(handed, out_root, known)
+    # is 0): a submission of fewer sections must not average over fewer. An untouched stub hands in
+    # nothing (a student who hands in the whole release did not do every section).
+    graded, stub_only = (only, []) if only else grade.class_sections(
+        handed, out_root, known, lambda path, s: grade.handed_in_stub(grader, path, s))
     if not only and graded:
-        say(f"lab: graded sections (every one handed in; a missing one counts 0): {', '.join(graded)}")
+        say(f"lab: graded sections (every one handed in; a missing one counts 0): {', '.join(graded)}" +
+            (f"; {', '.join(stub_only)} handed in only as untouched stubs: not graded" if stub_only else ""))
     on_gpu, gpu_name = False, None
     if not a.no_gpu:
         build(targets(graded or known, lab=False))  # the reference solutions, timed beside the students' code
@@ -604,9 +614,7 @@ def cmd_grade(a):
                 f"a user who can write only --out{advice}")
         elif on_gpu:
             say("lab: each student's program runs sandboxed (bubblewrap): it writes only its grade folder, no network")
-    grader = grade.Grader(ROOT, BUILD, run_limited, make_labs.make_stub, load_cases, expand_cases, cmake_env,
-                          lambda msg: say(f"  {msg}"), jobs=a.jobs, devices=gpu_devices(a.gpus), on_device=on_device,
-                          program=program, sandbox=not sandbox_why)
+    grader.sandbox = not sandbox_why
     if any(not is_python(s) and any(s in found for found in handed) for s in graded):
         harness = out_root / grade.HARNESS
         say(f"lab: building the harness (common/) once, for every submission, in {harness} ...", end="")
@@ -656,7 +664,7 @@ def cmd_grade(a):
             not_graded.append(f"{given}: {type(e).__name__}: {e}")
             say(f"   not graded: {not_graded[-1]}")
             continue
-        for line in r.get("misnamed", []):
+        for line in r.get("intake", []) + r.get("misnamed", []):
             say(f"   {line}")
         say(f"   total {grade.total_text(r)} -> {out_root / name / 'grade.md'}")
         reports.append(r)
