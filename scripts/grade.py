@@ -41,7 +41,6 @@ import signal
 import subprocess
 import tempfile
 import time
-import traceback
 from pathlib import Path
 
 BONUS_TIERS = [(0.9, 10), (0.5, 5)]  # (minimum speed ratio vs the solution, bonus points)
@@ -176,11 +175,29 @@ def total_text(report):
 
 
 def python_syntax(path):
-    """(ok, log) of a Python lab: a file that does not parse is that section's compile error."""
+    """(ok, log) of a Python lab: a file that does not parse is that section's compile error. The
+    message quotes the student's own line: traceback's formatter would read labs/NN_name.py from
+    the grader's working folder, the repository's stub, and quote its line instead."""
+    source = Path(path).read_bytes()
+    name = f"labs/{Path(path).name}"
     try:
-        compile(Path(path).read_bytes(), f"labs/{Path(path).name}", "exec")
-    except (SyntaxError, ValueError) as e:  # ValueError: a null byte (before Python 3.12)
-        return False, "".join(traceback.format_exception_only(type(e), e))
+        compile(source, name, "exec")
+    except SyntaxError as e:
+        lines = source.decode(errors="replace").splitlines()
+        where = f'File "{name}", line {e.lineno}' if e.lineno else f'File "{name}"'
+        text = lines[e.lineno - 1] if e.lineno and 0 < e.lineno <= len(lines) else ""
+        shown = text.strip()[:240]
+        out = [where]
+        if shown:
+            out.append("    " + shown)
+            if e.offset and 0 < e.offset <= len(text) + 1:  # the caret under the column, past the indent
+                column = e.offset - 1 - (len(text) - len(text.lstrip()))
+                if 0 <= column <= len(shown):
+                    out.append("    " + " " * column + "^")
+        out.append(f"{type(e).__name__}: {e.msg}")
+        return False, "\n".join(out) + "\n"
+    except ValueError as e:  # a null byte (before Python 3.12)
+        return False, f"{name}: {e}\n"
     return True, ""
 
 
