@@ -214,7 +214,9 @@ def outside_include(path, root):
 def compiler_excerpt(log, lines=8, paths=()):
     """The first error lines of a build log (what a student needs to see); each (long, short) pair
     of `paths` shortened, so that the student reads labs/01_naive.cu, not the grader's folder."""
-    errs = [l for l in log.splitlines() if re.search(r"\berror\b", l, re.IGNORECASE)]
+    # a linker's "error" line says only that it failed; the lines that name the symbol say why
+    errs = [l for l in log.splitlines()
+            if re.search(r"\berror\b|undefined reference|multiple definition", l, re.IGNORECASE)]
     pick = errs[:lines] if errs else log.strip().splitlines()[-lines:]
     text = "\n".join(l[:240] for l in pick)
     for long, short in paths:

@@ -220,6 +220,16 @@ class Reports(unittest.TestCase):
                           sec["log_excerpt"])
             self.assertEqual(r["sections"]["02_v1_tile"]["status"], "not run (no GPU)")  # the lab's own headers
 
+    def test_a_linker_error_names_the_symbol(self):
+        log = ("[2/2] Linking CUDA executable bin/lab_01_naive\nFAILED: bin/lab_01_naive\n"
+               "/usr/bin/ld: Scrt1.o: in function `_start':\n(.text+0x17): undefined reference to `main'\n"
+               "/usr/bin/ld: b.o: multiple definition of `k'; a.o: first defined here\n"
+               "collect2: error: ld returned 1 exit status\nninja: build stopped: subcommand failed.\n")
+        self.assertEqual(grade.compiler_excerpt(log).splitlines(),
+                         ["(.text+0x17): undefined reference to `main'",
+                          "/usr/bin/ld: b.o: multiple definition of `k'; a.o: first defined here",
+                          "collect2: error: ld returned 1 exit status"])
+
     def test_names_that_are_not_utf8_and_broken_links(self):
         with tempfile.TemporaryDirectory() as tmp:
             sub = submission(Path(tmp, "Jos\udce9"), "02_v1_tile.cu")  # a zip made on Windows, unpacked here
