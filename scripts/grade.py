@@ -201,6 +201,20 @@ def python_syntax(path):
     return True, ""
 
 
+def refused_file(path, folder):
+    """Why a submission's lab file is not compiled (or parsed) at all, in a few words; None where it
+    is. A link is never followed: one to the instructor's solutions/ would be copied and graded as
+    the student's file. Nor is a file reached through a linked folder (labs/ -> elsewhere)."""
+    path, folder = Path(path), Path(folder).resolve()
+    if path.is_symlink():
+        return "a symbolic link, not a file: not followed (hand in the file itself)"
+    if folder not in path.resolve().parents:
+        return "outside the submission (its folder is a link): not followed (hand in the file itself)"
+    if not normalised(path.read_bytes()).strip():
+        return "empty file"
+    return None
+
+
 def outside_include(path, root):
     """The first file a lab file #includes from outside `root` (its grade folder): another student's
     graded copy, a file of the grading machine; None if it includes none."""
@@ -873,9 +887,11 @@ class Grader:
                   "misnamed": notes}
         if not submission.is_dir():
             report["error"] = "not a folder"
+        refused = {s: why for s in files if (why := refused_file(files[s], submission))}
         for s in files:
-            shutil.copy(files[s], labs_dir / files[s].name)
-        present = [s for s in graded if s in files]
+            if s not in refused:
+                shutil.copy(files[s], labs_dir / files[s].name)
+        present = [s for s in graded if s in files and s not in refused]
         compiled = [s for s in present if files[s].suffix == ".cu"]  # a Python lab is only parsed
         outside = {s: outside_include(labs_dir / files[s].name, out) for s in compiled}
         inside = [s for s in compiled if not outside[s]]
@@ -884,7 +900,8 @@ class Grader:
                                  'submission; only its own lab files and the lab\'s headers are allowed\n')
                       for s in compiled if outside[s]})
         built.update({s: python_syntax(files[s]) for s in present if s not in compiled})
-        return {"report": report, "out": out, "labs_dir": labs_dir, "files": files, "built": built}
+        built.update({s: (False, f"labs/{files[s].name}: error: {refused[s]}\n") for s in graded if s in refused})
+        return {"report": report, "out": out, "labs_dir": labs_dir, "files": files, "built": built, "refused": refused}
 
     def run(self, staged, hidden, timeout, on_gpu, gpu_name, sha, progress):
         """The other half, one submission at a time (its cases and its timing have the GPU to
@@ -900,8 +917,9 @@ class Grader:
             report["sections"][s] = sec
             if s not in files:
                 continue
-            sec["unmodified_stub"] = self.is_stub(files[s], s)
-            if not sec["unmodified_stub"]:
+            # a refused file (a link, an empty one) is not read through: it has no edits to name
+            sec["unmodified_stub"] = s not in staged.get("refused", {}) and self.is_stub(files[s], s)
+            if not sec["unmodified_stub"] and s not in staged.get("refused", {}):
                 sec["edits_outside_exercises"] = self.edits_outside(files[s], s)
                 if sec["edits_outside_exercises"]:
                     progress(f"{name}: {s}: changed given code outside the exercises, lines "

@@ -220,6 +220,33 @@ class Reports(unittest.TestCase):
                           sec["log_excerpt"])
             self.assertEqual(r["sections"]["02_v1_tile"]["status"], "not run (no GPU)")  # the lab's own headers
 
+    def test_a_link_or_an_empty_file_is_refused_unread(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            sub = submission(Path(tmp, "sub"), "02_v1_tile.cu")
+            (sub / "labs" / "01_naive.cu").symlink_to(ROOT / "solutions" / "01_naive.cu")
+            (sub / "labs" / "02_v1_tile.cu").write_text(" \r\n\n\t\n")  # whitespace only
+            elsewhere = submission(Path(tmp, "elsewhere"), "03_v2_loop_order.cu")
+            r = stand_in_grade(sub, Path(tmp, "grades"), False, ["01_naive", "02_v1_tile"])
+            sec = r["sections"]["01_naive"]
+            self.assertEqual(sec["status"], "compile error")
+            self.assertEqual(sec["log_excerpt"], "labs/01_naive.cu: error: a symbolic link, not a file: not followed "
+                                                 "(hand in the file itself)")
+            self.assertFalse(sec["unmodified_stub"])
+            self.assertNotIn("edits_outside_exercises", sec)
+            self.assertFalse(Path(tmp, "grades", "sub", "labs", "01_naive.cu").exists())  # never copied
+            empty = r["sections"]["02_v1_tile"]
+            self.assertEqual((empty["status"], empty["log_excerpt"]), ("compile error", "labs/02_v1_tile.cu: error: empty file"))
+            self.assertNotIn("edits_outside_exercises", empty)  # not "changed given code, lines 1"
+            md = Path(tmp, "grades", "sub", "grade.md").read_text()
+            self.assertNotIn("Changed outside the exercise regions", md)
+            # a submission whose labs/ folder is a link: its files lie outside it
+            linked = Path(tmp, "linked")
+            linked.mkdir()
+            (linked / "labs").symlink_to(elsewhere / "labs")
+            r = stand_in_grade(linked, Path(tmp, "grades"), False, ["03_v2_loop_order"])
+            self.assertIn("outside the submission (its folder is a link): not followed",
+                          r["sections"]["03_v2_loop_order"]["log_excerpt"])
+
     def test_a_linker_error_names_the_symbol(self):
         log = ("[2/2] Linking CUDA executable bin/lab_01_naive\nFAILED: bin/lab_01_naive\n"
                "/usr/bin/ld: Scrt1.o: in function `_start':\n(.text+0x17): undefined reference to `main'\n"
