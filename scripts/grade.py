@@ -8,8 +8,10 @@ into its own tree under --out (the student's code never touches the repository),
 against the repository's harness, and for each section:
 
   compile      a file that does not compile (a Python file: does not parse) scores 0, with the
-               compiler's first errors quoted; so does one that #includes a file from outside its
-               grade folder; a build step is stopped after BUILD_TIMEOUT seconds
+               compiler's first errors quoted; so does one the compiler read a file for from
+               outside its grade folder and the lab's headers (its depfile; a failed build's
+               messages quote no line of such a file); a build step is stopped after BUILD_TIMEOUT
+               seconds, and runs sandboxed where the cases do
   stub check   a file identical to a stub (today's, or one committed to labs/ before) is flagged
                "unmodified stub" (no GPU needed)
   correctness  the section's case list (tests/cases/NN_name.json, plus --cases hidden cases), each
@@ -222,6 +224,78 @@ def outside_include(path, root):
         p = (Path(path).parent / name).resolve()
         if p.exists() and Path(root).resolve() not in p.parents:
             return name
+    return None
+
+
+def read_dependencies(build_dir, section):
+    """The files the compiler read to build a section's lab, from the depfile it wrote beside the
+    object (nvcc -MD, device passes included): Ninja keeps it in its log (`ninja -t deps`), CMake's
+    Makefiles next to the object (.o.d). Paths as the compiler wrote them (relative ones to
+    build_dir); None where no list was found."""
+    build_dir = Path(build_dir)
+    target = f"CMakeFiles/lab_{section}.dir/"
+    if (build_dir / "build.ninja").is_file() and shutil.which("ninja"):
+        r = subprocess.run(["ninja", "-C", str(build_dir), "-t", "deps"], capture_output=True, text=True,
+                           errors="replace")
+        deps, mine = [], False
+        for line in r.stdout.splitlines():
+            if line and not line[0].isspace():  # "CMakeFiles/lab_01_naive.dir/...o: #deps 436, ..."
+                mine = line.startswith(target)
+            elif mine and line.strip():
+                deps.append(line.strip())
+        return deps or None
+    deps = []
+    for depfile in sorted((build_dir / target).rglob("*.o.d")):
+        rule = depfile.read_text(errors="replace").replace("\\\n", " ")
+        _, _, files = rule.partition(": ")
+        deps += [f.replace("\\ ", " ") for f in re.split(r"(?<!\\)\s+", files) if f]
+    return deps or None
+
+
+def include_dirs(command):
+    """The include folders a compile command names (-I, -isystem, -iquote, -idirafter; joined, after
+    "=", or as the next word)."""
+    words, dirs = shlex.split(command), []
+    for i, w in enumerate(words):
+        for flag in ("-isystem", "-iquote", "-idirafter", "-I"):
+            if w == flag and i + 1 < len(words):
+                dirs.append(words[i + 1])
+            elif w.startswith(flag) and w != flag:
+                dirs.append(w[len(flag):].removeprefix("="))
+    return dirs
+
+
+def outside_of(paths, allowed, base):
+    """The first of `paths` (relative ones to base) that lies in none of the `allowed` folders, as a
+    resolved path (a "common/../solutions/x.cu" is where it leads); None if all do."""
+    for p in paths:
+        try:
+            real = Path(os.path.realpath(Path(base) / p))
+        except (OSError, ValueError):
+            continue
+        if not any(real == a or a in real.parents for a in allowed):
+            return str(real)
+    return None
+
+
+# A diagnostic's place in a compiler's output: nvcc's "path(12): error", gcc's "path:12:5: error" and
+# "In file included from path:12".
+DIAGNOSTIC_PLACE = re.compile(r"""(?:^|[\s"'`])([^\s:()"'`]+)(?:\((\d+)\)|:(\d+))""", re.M)
+
+
+def diagnostic_outside(log, allowed, base):
+    """The first existing file that a build log places a diagnostic in outside the `allowed`
+    folders (its quoted lines would show that file's text), else None."""
+    for m in DIAGNOSTIC_PLACE.finditer(log):
+        name = m.group(1)
+        try:
+            if not (Path(base) / name).is_file():
+                continue
+        except (OSError, ValueError):  # a name too long for a path
+            continue
+        found = outside_of([name], allowed, base)
+        if found:
+            return found
     return None
 
 
@@ -769,8 +843,9 @@ class Grader:
         return best
 
     def configure_args(self, labs_dir, build_dir):
+        # compile_commands.json: the include folders a lab's compile names (allowed_dirs)
         args = ["cmake", "-S", str(self.root), "-B", str(build_dir), "-DLAB_BUILD_TESTS=OFF", "-DLAB_BUILD_SOLUTIONS=OFF",
-                f"-DLAB_LABS_DIR={labs_dir}", "-DCMAKE_BUILD_TYPE=Release"]
+                f"-DLAB_LABS_DIR={labs_dir}", "-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"]
         if shutil.which("ninja"):
             args += ["-G", "Ninja"]
         if (self.root / ".deps" / "include").is_dir():  # a vendored copy (scripts/lab deps --vendor)
@@ -814,14 +889,60 @@ class Grader:
         # for the built ones that repeats a failure's compiler messages into that section's own log:
         # one broken file must not hide the others.
         keep_going = ["-k", "0"] if shutil.which("ninja") else ["-k"]  # ninja needs the count, make takes none
-        build_step(["cmake", "--build", str(build_dir), "--target", *(f"lab_{s}" for s in sections),
-                    "--parallel", str(self.build_threads), "--", *keep_going], self.cmake_env())
+        # The compiler runs fenced in as the programs do (writing only the grade folder, no network)
+        # where the grader sandboxes; the configure above runs the repository's own CMake files.
+        fence = (lambda cmd: sandbox_command(cmd, Path(labs_dir).parent)) if self.sandbox else (lambda cmd: cmd)
+        build_step(fence(["cmake", "--build", str(build_dir), "--target", *(f"lab_{s}" for s in sections),
+                          "--parallel", str(self.build_threads), "--", *keep_going]), self.cmake_env())
         results = {}
+        allowed = self.allowed_dirs(Path(labs_dir).parent, build_dir)
         for s in sections:
-            code, log = build_step(["cmake", "--build", str(build_dir), "--target", f"lab_{s}", "--parallel",
-                                    str(self.build_threads)], self.cmake_env())
-            results[s] = (code == 0, log)
+            code, log = build_step(fence(["cmake", "--build", str(build_dir), "--target", f"lab_{s}", "--parallel",
+                                          str(self.build_threads)]), self.cmake_env())
+            # What the compiler read, not what the #include lines spell (a macro, a relative path
+            # through common/): a file from outside the submission and the lab's headers is a
+            # compile error, and a failed build quotes no line of such a file.
+            if code == 0:
+                deps = read_dependencies(build_dir, s)
+                if deps is None:
+                    results[s] = (False, f"labs/{s}.cu: error: the compiler's list of the files it read was not "
+                                         f"found in {build_dir}: not graded as compiled\n")
+                    continue
+                outside = outside_of(deps, allowed, build_dir)
+            else:
+                outside = diagnostic_outside(log, allowed, build_dir)
+            results[s] = (False, f"labs/{s}.cu: error: reads a file outside the submission: {outside}\n") if outside \
+                else (code == 0, log)
         return results
+
+    def allowed_dirs(self, out, build_dir):
+        """The folders a submission's build may read: its grade folder, the harness (common/, the
+        vendored .deps/, the prebuilt library's folder), the include folders the build itself names
+        (the CUDA toolkit's, NCCL's) and the compilers' own (system headers), resolved. A folder
+        that holds the repository (solutions/ among it) is never one."""
+        build_dir = Path(build_dir)
+        dirs = [Path(out), self.root / "common", self.root / ".deps"]
+        if self.harness:
+            dirs.append(Path(self.harness).parent)
+        try:
+            for entry in json.loads((build_dir / "compile_commands.json").read_text()):
+                dirs += [build_dir / d for d in include_dirs(entry.get("command", ""))]
+        except (OSError, ValueError, TypeError, AttributeError):
+            pass  # none written: the folders above and the compilers' own
+        for found in build_dir.glob("CMakeFiles/*/CMake*Compiler.cmake"):
+            for listed in re.findall(r'_IMPLICIT_INCLUDE_DIRECTORIES "([^"]*)"', found.read_text(errors="replace")):
+                dirs += [Path(d) for d in listed.split(";") if d]
+        cache = build_dir / "CMakeCache.txt"
+        nvcc = re.search(r"^CMAKE_CUDA_COMPILER:\w+=(.+)$", cache.read_text(errors="replace"), re.M) if cache.is_file() else None
+        if nvcc:
+            dirs.append(Path(nvcc.group(1).strip()).resolve().parent.parent)  # the toolkit: bin/..
+        root = self.root.resolve()
+        allowed = []
+        for d in dirs:
+            real = Path(os.path.realpath(d))
+            if real != root and real not in root.parents and real not in allowed:
+                allowed.append(real)
+        return allowed
 
     def launch(self, cmd, device, workdir):
         """The command line of one run: on its GPU, fenced in where the grader sandboxes."""

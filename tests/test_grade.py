@@ -286,6 +286,48 @@ class Reports(unittest.TestCase):
             targets = cmd[cmd.index("--target") + 1:cmd.index("--parallel")]
             self.assertTrue(set(targets) <= {"lab_01_naive", "lab_02_v1_tile"}, cmd)
 
+    def test_what_the_compiler_read_outside_the_submission_is_a_compile_error(self):
+        """The depfile's list, not the #include lines: a macro's or a relative path's file is named,
+        and a failed build whose messages sit in such a file quotes none of its lines."""
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp, "grades", "alice")
+            labs, build = out / "labs", out / "build"
+            obj = build / "CMakeFiles" / "lab_01_naive.dir" / "x"
+            obj.mkdir(parents=True)
+            labs.mkdir()
+            secret = Path(tmp, "secret.txt")
+            secret.write_text("password=hunter2\n")
+            (labs / "01_naive.cu").write_text('#define SRC "x"\n#include SRC\n')
+            # a Makefiles build keeps nvcc's depfile beside the object (Ninja: ninja -t deps)
+            (obj / "01_naive.cu.o.d").write_text(
+                f"CMakeFiles/lab_01_naive.dir/x/01_naive.cu.o: {labs / '01_naive.cu'} \\\n"
+                f"  {ROOT / 'common' / 'lab.cuh'} \\\n  {ROOT / 'common' / '..' / 'solutions' / '01_naive.cu'}\n")
+            self.assertEqual(grade.read_dependencies(build, "01_naive")[2], str(ROOT / "common/../solutions/01_naive.cu"))
+            logs = {"01_naive": (0, ""), "02_v1_tile": (1, f"{secret}(1): error: identifier \"password\" is undefined\n"
+                                                              "  password=hunter2\n  ^\n"),
+                    "03_v2_loop_order": (1, f"{labs}/03_v2_loop_order.cu(3): error: expected a \";\"\n")}
+            commands = []
+            def step(cmd, env):
+                commands.append([str(c) for c in cmd])
+                target = cmd[cmd.index("--target") + 1] if "--target" in cmd else ""
+                return logs.get(target.removeprefix("lab_"), (0, ""))
+            g = grade.Grader(ROOT, ROOT / "build", None, None, None, None, dict, print)
+            with mock.patch.object(grade, "build_step", step), mock.patch.object(grade.shutil, "which", lambda _: None):
+                built = g.build_submission(labs, build, list(logs))
+                self.assertEqual(built["01_naive"], (False, "labs/01_naive.cu: error: reads a file outside the submission: "
+                                                            f"{(ROOT / 'solutions' / '01_naive.cu').resolve()}\n"))
+                self.assertEqual(built["02_v1_tile"], (False, "labs/02_v1_tile.cu: error: reads a file outside the "
+                                                              f"submission: {secret.resolve()}\n"))
+                self.assertFalse(built["03_v2_loop_order"][0])
+                self.assertIn('expected a ";"', built["03_v2_loop_order"][1])  # its own file: quoted as it was
+                # where the grader sandboxes, the compiler runs fenced in too (the configure does not)
+                commands.clear()
+                g.sandbox = True
+                g.build_submission(labs, build, ["03_v2_loop_order"])
+            self.assertNotEqual(commands[0][0], grade.SANDBOX_TOOL)
+            self.assertTrue(all(c[0] == grade.SANDBOX_TOOL for c in commands[1:]), commands)
+            self.assertIn(str(out.resolve()), commands[1][commands[1].index("--bind") + 1])
+
     def test_a_build_that_hangs_is_stopped(self):
         with mock.patch.object(grade, "BUILD_TIMEOUT", 1):
             # input is closed: a file that includes /dev/stdin reads nothing, and waits for nobody
@@ -877,6 +919,27 @@ class GradeTriage(unittest.TestCase):
             self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
             self.assertIn("not a grading example's folder", r.stdout)
             self.assertTrue((course / "submissions" / "alice" / "labs" / "01_naive.cu").is_file())
+
+    def test_a_file_the_compiler_reads_from_outside_is_refused(self):
+        """Real builds: an #include through a macro compiles nothing of the solution's, and a secret
+        read the same way is named in grade.md, never quoted."""
+        with tempfile.TemporaryDirectory() as tmp:
+            sub, out = Path(tmp, "subs", "mallory"), Path(tmp, "grades")
+            sub.mkdir(parents=True)
+            secret = Path(tmp, "secret.txt")
+            secret.write_text("password = hunter2\n")
+            (sub / "01_naive.cu").write_text(f'#define SRC "{ROOT / "solutions" / "01_naive.cu"}"\n#include SRC\n')
+            (sub / "02_v1_tile.cu").write_text(f'#define SECRET "{secret}"\n#include SECRET\n')
+            r = self.lab(sub, "--no-gpu", "--out", out)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            report = json.loads((out / "mallory" / "grade.json").read_text())
+            self.assertEqual(report["sections"]["01_naive"]["log_excerpt"], "labs/01_naive.cu: error: reads a file outside "
+                             f"the submission: {(ROOT / 'solutions' / '01_naive.cu').resolve()}")
+            self.assertEqual(report["sections"]["02_v1_tile"]["log_excerpt"], "labs/02_v1_tile.cu: error: reads a file "
+                             f"outside the submission: {secret.resolve()}")
+            for f in (out / "mallory").rglob("*"):
+                if f.is_file():
+                    self.assertNotIn(b"hunter2", f.read_bytes(), f)
 
     def test_triage(self):
         with tempfile.TemporaryDirectory() as tmp:
