@@ -489,8 +489,13 @@ def write_class_summary(reports, path):
             for s in sections:
                 sec = r["sections"].get(s) if s in r["graded_sections"] else None
                 row += [number(section_score(sec)) if sec else "", section_state(sec)]
-            outside = [f"{s} (lines {line_ranges(r['sections'][s]['edits_outside_exercises'])})" for s in sections
-                       if s in r["graded_sections"] and (r["sections"].get(s) or {}).get("edits_outside_exercises")]
+            outside = []
+            for s in sections:
+                sec = r["sections"].get(s) or {} if s in r["graded_sections"] else {}
+                if sec.get("identical_to_solution"):  # its "edits" are the solution's header: named as what it is
+                    outside.append(f"{s} (identical to the solution, {sec['identical_to_solution']})")
+                elif sec.get("edits_outside_exercises"):
+                    outside.append(f"{s} (lines {line_ranges(sec['edits_outside_exercises'])})")
             w.writerow(row + ["; ".join(line.split(": ", 1)[0] for line in r.get("misnamed", [])), "; ".join(outside)])
 
 
@@ -842,6 +847,16 @@ class Grader:
                 break
         return best
 
+    def solution_copy(self, path, section):
+        """solutions/NN_name.* where the handed-in file is that file (whitespace, blank lines, line
+        endings aside), else None: such a copy's "edits" are the solution's header comment."""
+        solution = self.root / "solutions" / f"{section}{path.suffix}"
+        if not solution.is_file():
+            return None
+        mine = [x for _, x in code_lines(normalised(path.read_bytes()).decode(errors="replace"))]
+        theirs = [x for _, x in code_lines(normalised(solution.read_bytes()).decode(errors="replace"))]
+        return f"solutions/{solution.name}" if mine == theirs else None
+
     def configure_args(self, labs_dir, build_dir):
         # compile_commands.json: the include folders a lab's compile names (allowed_dirs)
         args = ["cmake", "-S", str(self.root), "-B", str(build_dir), "-DLAB_BUILD_TESTS=OFF", "-DLAB_BUILD_SOLUTIONS=OFF",
@@ -1042,7 +1057,11 @@ class Grader:
             sec["unmodified_stub"] = s not in staged.get("refused", {}) and self.is_stub(files[s], s)
             if not sec["unmodified_stub"] and s not in staged.get("refused", {}):
                 sec["edits_outside_exercises"] = self.edits_outside(files[s], s)
-                if sec["edits_outside_exercises"]:
+                copy = self.solution_copy(files[s], s)
+                if copy:  # for the instructor: grade.md, the student's, names no file of solutions/
+                    sec["identical_to_solution"] = copy
+                    progress(f"{name}: {s}: identical to the solution ({copy})")
+                elif sec["edits_outside_exercises"]:
                     progress(f"{name}: {s}: changed given code outside the exercises, lines "
                              f"{line_ranges(sec['edits_outside_exercises'])} (named in its grade.md)")
             ok, log = built[s]

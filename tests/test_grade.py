@@ -749,6 +749,25 @@ class EditsOutsideExercises(unittest.TestCase):
                              f"01_naive (lines {main + 2}–{main + 3})")
 
 
+    def test_a_copy_of_the_solution_is_named_as_one_for_the_instructor(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            sub = submission(Path(tmp, "sub"), "02_v1_tile.cu")
+            text = (ROOT / "solutions" / "01_naive.cu").read_text()
+            (sub / "labs" / "01_naive.cu").write_text(text.replace("\n", "\r\n"))  # saved on Windows
+            said = []
+            g = StandInGrader(ROOT, ROOT / "build", None, make_labs.make_stub, None, None, dict, print)
+            r = g.grade(sub, Path(tmp, "grades"), SECTIONS, ["01_naive", "02_v1_tile"], None, 10, False, None, "abc",
+                        said.append)
+            sec = r["sections"]["01_naive"]
+            self.assertEqual(sec["identical_to_solution"], "solutions/01_naive.cu")
+            self.assertIn("sub: 01_naive: identical to the solution (solutions/01_naive.cu)", said)
+            self.assertFalse([m for m in said if "01_naive: changed given code" in m], said)
+            self.assertNotIn("identical_to_solution", r["sections"]["02_v1_tile"])
+            grade.write_class_summary([r], Path(tmp, "class.csv"))
+            self.assertEqual(rows(Path(tmp, "class.csv"))[0]["edited_outside_exercises"],
+                             "01_naive (identical to the solution, solutions/01_naive.cu); 02_v1_tile (lines 1)")
+            self.assertNotIn("solutions/", Path(tmp, "grades", "sub", "grade.md").read_text())  # the student's report
+
 class CaseFiles(unittest.TestCase):
     GOOD = {"section": "01_naive", "variants": ["kernels"], "cases": [{"name": "a", "args": ["--t", "1"]}]}
 
