@@ -694,6 +694,19 @@ def build_step(cmd, env):
         return 124, out + f"\nerror: the build was stopped after {BUILD_TIMEOUT:.0f} s\n"
 
 
+def prune_build(build_dir):
+    """Leaves of a submission's build only bin/, the programs its cases run: the objects, CMake's
+    and Ninja's files (5-10 MB a submission, most of its grade folder) served the compile and its
+    dependency check, both done. A regrade configures anew (build() empties the grade folder)."""
+    build_dir = Path(build_dir)
+    if not build_dir.is_dir() or build_dir.is_symlink():
+        return
+    for entry in build_dir.iterdir():
+        if entry.name == "bin" and entry.is_dir() and not entry.is_symlink():
+            continue
+        shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+
+
 def normalised(text):
     """A lab file's bytes as an editor on any system may have saved them: no BOM, LF line ends."""
     return text.removeprefix(b"\xef\xbb\xbf").replace(b"\r\n", b"\n")
@@ -1035,6 +1048,7 @@ class Grader:
         built.update({s: (False, f'labs/{files[s].name}: error: #include "{outside[s]}" reads a file outside the '
                                  'submission; only its own lab files and the lab\'s headers are allowed\n')
                       for s in compiled if outside[s]})
+        prune_build(out / "build")
         built.update({s: python_syntax(files[s]) for s in present if s not in compiled})
         built.update({s: (False, f"labs/{files[s].name}: error: {refused[s]}\n") for s in graded if s in refused})
         return {"report": report, "out": out, "labs_dir": labs_dir, "files": files, "built": built, "refused": refused}

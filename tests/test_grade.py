@@ -328,6 +328,17 @@ class Reports(unittest.TestCase):
             self.assertTrue(all(c[0] == grade.SANDBOX_TOOL for c in commands[1:]), commands)
             self.assertIn(str(out.resolve()), commands[1][commands[1].index("--bind") + 1])
 
+    def test_a_build_keeps_only_its_programs(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            build = Path(tmp, "build")
+            for f in ("bin/lab_01_naive", "CMakeFiles/lab_01_naive.dir/01_naive.cu.o", "build.ninja", ".ninja_deps",
+                      "CMakeCache.txt", "common/cmake_install.cmake"):
+                Path(build, f).parent.mkdir(parents=True, exist_ok=True)
+                Path(build, f).write_text("x")
+            grade.prune_build(build)
+            self.assertEqual(sorted(str(f.relative_to(build)) for f in build.rglob("*")), ["bin", "bin/lab_01_naive"])
+            grade.prune_build(Path(tmp, "none"))  # a submission with nothing compiled has no build folder
+
     def test_a_build_that_hangs_is_stopped(self):
         with mock.patch.object(grade, "BUILD_TIMEOUT", 1):
             # input is closed: a file that includes /dev/stdin reads nothing, and waits for nobody
@@ -1017,6 +1028,11 @@ class GradeTriage(unittest.TestCase):
             self.assertTrue((out / grade.HARNESS / "build" / "common" / "liblab_common.a").is_file())
             self.assertTrue((out / "subs-stub" / "build" / "bin" / "lab_01_naive").is_file())
             self.assertFalse((out / "subs-stub" / "build" / "common" / "CMakeFiles" / "lab_common.dir").exists())
+            # of the build, only the programs stay (the objects and CMake's files are most of a grade
+            # folder); the build logs stay, a failed build's too
+            self.assertEqual([f.name for f in (out / "subs-stub" / "build").iterdir()], ["bin"])
+            self.assertLessEqual({f.name for f in (out / "broken" / "build").iterdir()}, {"bin"})
+            self.assertIn("missing", (out / "broken" / "build-01_naive.log").read_text())
             # regrading one submission updates its row and keeps the others'
             (subs / "broken" / "01_naive.cu").write_text("int main() { return 0; }\n")
             r = self.lab(subs / "broken", "--no-gpu", "--out", out)
