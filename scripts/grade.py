@@ -939,6 +939,8 @@ class Grader:
                 outside = outside_of(deps, allowed, build_dir)
             else:
                 outside = diagnostic_outside(log, allowed, build_dir)
+            if outside and code == 0:  # a program built from that file is not the student's: none is kept
+                (Path(build_dir) / "bin" / f"lab_{s}").unlink(missing_ok=True)
             results[s] = (False, f"labs/{s}.cu: error: reads a file outside the submission: {outside}\n") if outside \
                 else (code == 0, log)
         return results

@@ -303,6 +303,8 @@ class Reports(unittest.TestCase):
                 f"CMakeFiles/lab_01_naive.dir/x/01_naive.cu.o: {labs / '01_naive.cu'} \\\n"
                 f"  {ROOT / 'common' / 'lab.cuh'} \\\n  {ROOT / 'common' / '..' / 'solutions' / '01_naive.cu'}\n")
             self.assertEqual(grade.read_dependencies(build, "01_naive")[2], str(ROOT / "common/../solutions/01_naive.cu"))
+            (build / "bin").mkdir()
+            (build / "bin" / "lab_01_naive").write_text("the solution, compiled")
             logs = {"01_naive": (0, ""), "02_v1_tile": (1, f"{secret}(1): error: identifier \"password\" is undefined\n"
                                                               "  password=hunter2\n  ^\n"),
                     "03_v2_loop_order": (1, f"{labs}/03_v2_loop_order.cu(3): error: expected a \";\"\n")}
@@ -318,6 +320,7 @@ class Reports(unittest.TestCase):
                                                             f"{(ROOT / 'solutions' / '01_naive.cu').resolve()}\n"))
                 self.assertEqual(built["02_v1_tile"], (False, "labs/02_v1_tile.cu: error: reads a file outside the "
                                                               f"submission: {secret.resolve()}\n"))
+                self.assertFalse((build / "bin" / "lab_01_naive").exists())  # nothing of it is kept
                 self.assertFalse(built["03_v2_loop_order"][0])
                 self.assertIn('expected a ";"', built["03_v2_loop_order"][1])  # its own file: quoted as it was
                 # where the grader sandboxes, the compiler runs fenced in too (the configure does not)
