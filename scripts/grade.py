@@ -10,8 +10,10 @@ in the report. For each submission the grader copies those files into its own tr
 and for each section:
 
   compile      a file that does not compile (a Python file: does not parse) scores 0, with the
-               compiler's first errors quoted; so does one that #includes a file from outside its
-               grade folder; a build step is stopped after BUILD_TIMEOUT seconds
+               compiler's first errors quoted; so does one the compiler read a file for from
+               outside its grade folder and the lab's headers (its depfile; a failed build's
+               messages quote no line of such a file); a build step is stopped after BUILD_TIMEOUT
+               seconds, and runs sandboxed where the cases do
   stub check   a file identical to a stub (today's, or one committed to labs/ before) is flagged
                "unmodified stub" (no GPU needed)
   correctness  the section's case list (tests/cases/NN_name.json, plus --cases hidden cases), each
@@ -44,7 +46,6 @@ import signal
 import subprocess
 import tempfile
 import time
-import traceback
 from pathlib import Path
 
 BONUS_TIERS = [(0.9, 10), (0.5, 5)]  # (minimum speed ratio vs the solution, bonus points)
@@ -230,12 +231,44 @@ def total_text(report):
 
 
 def python_syntax(path):
-    """(ok, log) of a Python lab: a file that does not parse is that section's compile error."""
+    """(ok, log) of a Python lab: a file that does not parse is that section's compile error. The
+    message quotes the student's own line: traceback's formatter would read labs/NN_name.py from
+    the grader's working folder, the repository's stub, and quote its line instead."""
+    source = Path(path).read_bytes()
+    name = f"labs/{Path(path).name}"
     try:
-        compile(Path(path).read_bytes(), f"labs/{Path(path).name}", "exec")
-    except (SyntaxError, ValueError) as e:  # ValueError: a null byte (before Python 3.12)
-        return False, "".join(traceback.format_exception_only(type(e), e))
+        compile(source, name, "exec")
+    except SyntaxError as e:
+        lines = source.decode(errors="replace").splitlines()
+        where = f'File "{name}", line {e.lineno}' if e.lineno else f'File "{name}"'
+        text = lines[e.lineno - 1] if e.lineno and 0 < e.lineno <= len(lines) else ""
+        shown = text.strip()[:240]
+        out = [where]
+        if shown:
+            out.append("    " + shown)
+            if e.offset and 0 < e.offset <= len(text) + 1:  # the caret under the column, past the indent
+                column = e.offset - 1 - (len(text) - len(text.lstrip()))
+                if 0 <= column <= len(shown):
+                    out.append("    " + " " * column + "^")
+        out.append(f"{type(e).__name__}: {e.msg}")
+        return False, "\n".join(out) + "\n"
+    except ValueError as e:  # a null byte (before Python 3.12)
+        return False, f"{name}: {e}\n"
     return True, ""
+
+
+def refused_file(path, folder):
+    """Why a submission's lab file is not compiled (or parsed) at all, in a few words; None where it
+    is. A link is never followed: one to the instructor's solutions/ would be copied and graded as
+    the student's file. Nor is a file reached through a linked folder (labs/ -> elsewhere)."""
+    path, folder = Path(path), Path(folder).resolve()
+    if path.is_symlink():
+        return "a symbolic link, not a file: not followed (hand in the file itself)"
+    if folder not in path.resolve().parents:
+        return "outside the submission (its folder is a link): not followed (hand in the file itself)"
+    if not normalised(path.read_bytes()).strip():
+        return "empty file"
+    return None
 
 
 def outside_include(path, root):
@@ -248,10 +281,84 @@ def outside_include(path, root):
     return None
 
 
+def read_dependencies(build_dir, section):
+    """The files the compiler read to build a section's lab, from the depfile it wrote beside the
+    object (nvcc -MD, device passes included): Ninja keeps it in its log (`ninja -t deps`), CMake's
+    Makefiles next to the object (.o.d). Paths as the compiler wrote them (relative ones to
+    build_dir); None where no list was found."""
+    build_dir = Path(build_dir)
+    target = f"CMakeFiles/lab_{section}.dir/"
+    if (build_dir / "build.ninja").is_file() and shutil.which("ninja"):
+        r = subprocess.run(["ninja", "-C", str(build_dir), "-t", "deps"], capture_output=True, text=True,
+                           errors="replace")
+        deps, mine = [], False
+        for line in r.stdout.splitlines():
+            if line and not line[0].isspace():  # "CMakeFiles/lab_01_naive.dir/...o: #deps 436, ..."
+                mine = line.startswith(target)
+            elif mine and line.strip():
+                deps.append(line.strip())
+        return deps or None
+    deps = []
+    for depfile in sorted((build_dir / target).rglob("*.o.d")):
+        rule = depfile.read_text(errors="replace").replace("\\\n", " ")
+        _, _, files = rule.partition(": ")
+        deps += [f.replace("\\ ", " ") for f in re.split(r"(?<!\\)\s+", files) if f]
+    return deps or None
+
+
+def include_dirs(command):
+    """The include folders a compile command names (-I, -isystem, -iquote, -idirafter; joined, after
+    "=", or as the next word)."""
+    words, dirs = shlex.split(command), []
+    for i, w in enumerate(words):
+        for flag in ("-isystem", "-iquote", "-idirafter", "-I"):
+            if w == flag and i + 1 < len(words):
+                dirs.append(words[i + 1])
+            elif w.startswith(flag) and w != flag:
+                dirs.append(w[len(flag):].removeprefix("="))
+    return dirs
+
+
+def outside_of(paths, allowed, base):
+    """The first of `paths` (relative ones to base) that lies in none of the `allowed` folders, as a
+    resolved path (a "common/../solutions/x.cu" is where it leads); None if all do."""
+    for p in paths:
+        try:
+            real = Path(os.path.realpath(Path(base) / p))
+        except (OSError, ValueError):
+            continue
+        if not any(real == a or a in real.parents for a in allowed):
+            return str(real)
+    return None
+
+
+# A diagnostic's place in a compiler's output: nvcc's "path(12): error", gcc's "path:12:5: error" and
+# "In file included from path:12".
+DIAGNOSTIC_PLACE = re.compile(r"""(?:^|[\s"'`])([^\s:()"'`]+)(?:\((\d+)\)|:(\d+))""", re.M)
+
+
+def diagnostic_outside(log, allowed, base):
+    """The first existing file that a build log places a diagnostic in outside the `allowed`
+    folders (its quoted lines would show that file's text), else None."""
+    for m in DIAGNOSTIC_PLACE.finditer(log):
+        name = m.group(1)
+        try:
+            if not (Path(base) / name).is_file():
+                continue
+        except (OSError, ValueError):  # a name too long for a path
+            continue
+        found = outside_of([name], allowed, base)
+        if found:
+            return found
+    return None
+
+
 def compiler_excerpt(log, lines=8, paths=()):
     """The first error lines of a build log (what a student needs to see); each (long, short) pair
     of `paths` shortened, so that the student reads labs/01_naive.cu, not the grader's folder."""
-    errs = [l for l in log.splitlines() if re.search(r"\berror\b", l, re.IGNORECASE)]
+    # a linker's "error" line says only that it failed; the lines that name the symbol say why
+    errs = [l for l in log.splitlines()
+            if re.search(r"\berror\b|undefined reference|multiple definition", l, re.IGNORECASE)]
     pick = errs[:lines] if errs else log.strip().splitlines()[-lines:]
     text = "\n".join(l[:240] for l in pick)
     for long, short in paths:
@@ -439,8 +546,13 @@ def write_class_summary(reports, path):
             for s in sections:
                 sec = r["sections"].get(s) if s in r["graded_sections"] else None
                 row += [number(section_score(sec)) if sec else "", section_state(sec)]
-            outside = [f"{s} (lines {line_ranges(r['sections'][s]['edits_outside_exercises'])})" for s in sections
-                       if s in r["graded_sections"] and (r["sections"].get(s) or {}).get("edits_outside_exercises")]
+            outside = []
+            for s in sections:
+                sec = r["sections"].get(s) or {} if s in r["graded_sections"] else {}
+                if sec.get("identical_to_solution"):  # its "edits" are the solution's header: named as what it is
+                    outside.append(f"{s} (identical to the solution, {sec['identical_to_solution']})")
+                elif sec.get("edits_outside_exercises"):
+                    outside.append(f"{s} (lines {line_ranges(sec['edits_outside_exercises'])})")
             w.writerow(row + ["; ".join(line.split(": ", 1)[0] for line in r.get("misnamed", [])), "; ".join(outside)])
 
 
@@ -700,6 +812,19 @@ def build_step(cmd, env):
         return 124, out + f"\nerror: the build was stopped after {BUILD_TIMEOUT:.0f} s\n"
 
 
+def prune_build(build_dir):
+    """Leaves of a submission's build only bin/, the programs its cases run: the objects, CMake's
+    and Ninja's files (5-10 MB a submission, most of its grade folder) served the compile and its
+    dependency check, both done. A regrade configures anew (build() empties the grade folder)."""
+    build_dir = Path(build_dir)
+    if not build_dir.is_dir() or build_dir.is_symlink():
+        return
+    for entry in build_dir.iterdir():
+        if entry.name == "bin" and entry.is_dir() and not entry.is_symlink():
+            continue
+        shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+
+
 def normalised(text):
     """A lab file's bytes as an editor on any system may have saved them: no BOM, LF line ends."""
     return text.removeprefix(b"\xef\xbb\xbf").replace(b"\r\n", b"\n")
@@ -853,9 +978,20 @@ class Grader:
                 break
         return best
 
+    def solution_copy(self, path, section):
+        """solutions/NN_name.* where the handed-in file is that file (whitespace, blank lines, line
+        endings aside), else None: such a copy's "edits" are the solution's header comment."""
+        solution = self.root / "solutions" / f"{section}{path.suffix}"
+        if not solution.is_file():
+            return None
+        mine = [x for _, x in code_lines(normalised(path.read_bytes()).decode(errors="replace"))]
+        theirs = [x for _, x in code_lines(normalised(solution.read_bytes()).decode(errors="replace"))]
+        return f"solutions/{solution.name}" if mine == theirs else None
+
     def configure_args(self, labs_dir, build_dir):
+        # compile_commands.json: the include folders a lab's compile names (allowed_dirs)
         args = ["cmake", "-S", str(self.root), "-B", str(build_dir), "-DLAB_BUILD_TESTS=OFF", "-DLAB_BUILD_SOLUTIONS=OFF",
-                f"-DLAB_LABS_DIR={labs_dir}", "-DCMAKE_BUILD_TYPE=Release"]
+                f"-DLAB_LABS_DIR={labs_dir}", "-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"]
         if shutil.which("ninja"):
             args += ["-G", "Ninja"]
         if (self.root / ".deps" / "include").is_dir():  # a vendored copy (scripts/lab deps --vendor)
@@ -899,14 +1035,62 @@ class Grader:
         # for the built ones that repeats a failure's compiler messages into that section's own log:
         # one broken file must not hide the others.
         keep_going = ["-k", "0"] if shutil.which("ninja") else ["-k"]  # ninja needs the count, make takes none
-        build_step(["cmake", "--build", str(build_dir), "--target", *(f"lab_{s}" for s in sections),
-                    "--parallel", str(self.build_threads), "--", *keep_going], self.cmake_env())
+        # The compiler runs fenced in as the programs do (writing only the grade folder, no network)
+        # where the grader sandboxes; the configure above runs the repository's own CMake files.
+        fence = (lambda cmd: sandbox_command(cmd, Path(labs_dir).parent)) if self.sandbox else (lambda cmd: cmd)
+        build_step(fence(["cmake", "--build", str(build_dir), "--target", *(f"lab_{s}" for s in sections),
+                          "--parallel", str(self.build_threads), "--", *keep_going]), self.cmake_env())
         results = {}
+        allowed = self.allowed_dirs(Path(labs_dir).parent, build_dir)
         for s in sections:
-            code, log = build_step(["cmake", "--build", str(build_dir), "--target", f"lab_{s}", "--parallel",
-                                    str(self.build_threads)], self.cmake_env())
-            results[s] = (code == 0, log)
+            code, log = build_step(fence(["cmake", "--build", str(build_dir), "--target", f"lab_{s}", "--parallel",
+                                          str(self.build_threads)]), self.cmake_env())
+            # What the compiler read, not what the #include lines spell (a macro, a relative path
+            # through common/): a file from outside the submission and the lab's headers is a
+            # compile error, and a failed build quotes no line of such a file.
+            if code == 0:
+                deps = read_dependencies(build_dir, s)
+                if deps is None:
+                    results[s] = (False, f"labs/{s}.cu: error: the compiler's list of the files it read was not "
+                                         f"found in {build_dir}: not graded as compiled\n")
+                    continue
+                outside = outside_of(deps, allowed, build_dir)
+            else:
+                outside = diagnostic_outside(log, allowed, build_dir)
+            if outside and code == 0:  # a program built from that file is not the student's: none is kept
+                (Path(build_dir) / "bin" / f"lab_{s}").unlink(missing_ok=True)
+            results[s] = (False, f"labs/{s}.cu: error: reads a file outside the submission: {outside}\n") if outside \
+                else (code == 0, log)
         return results
+
+    def allowed_dirs(self, out, build_dir):
+        """The folders a submission's build may read: its grade folder, the harness (common/, the
+        vendored .deps/, the prebuilt library's folder), the include folders the build itself names
+        (the CUDA toolkit's, NCCL's) and the compilers' own (system headers), resolved. A folder
+        that holds the repository (solutions/ among it) is never one."""
+        build_dir = Path(build_dir)
+        dirs = [Path(out), self.root / "common", self.root / ".deps"]
+        if self.harness:
+            dirs.append(Path(self.harness).parent)
+        try:
+            for entry in json.loads((build_dir / "compile_commands.json").read_text()):
+                dirs += [build_dir / d for d in include_dirs(entry.get("command", ""))]
+        except (OSError, ValueError, TypeError, AttributeError):
+            pass  # none written: the folders above and the compilers' own
+        for found in build_dir.glob("CMakeFiles/*/CMake*Compiler.cmake"):
+            for listed in re.findall(r'_IMPLICIT_INCLUDE_DIRECTORIES "([^"]*)"', found.read_text(errors="replace")):
+                dirs += [Path(d) for d in listed.split(";") if d]
+        cache = build_dir / "CMakeCache.txt"
+        nvcc = re.search(r"^CMAKE_CUDA_COMPILER:\w+=(.+)$", cache.read_text(errors="replace"), re.M) if cache.is_file() else None
+        if nvcc:
+            dirs.append(Path(nvcc.group(1).strip()).resolve().parent.parent)  # the toolkit: bin/..
+        root = self.root.resolve()
+        allowed = []
+        for d in dirs:
+            real = Path(os.path.realpath(d))
+            if real != root and real not in root.parents and real not in allowed:
+                allowed.append(real)
+        return allowed
 
     def launch(self, cmd, device, workdir):
         """The command line of one run: on its GPU, fenced in where the grader sandboxes."""
@@ -973,10 +1157,12 @@ class Grader:
                   "misnamed": notes, "intake": intake}
         if not submission.is_dir():
             report["error"] = "not a folder"
+        refused = {s: why for s in files if (why := refused_file(files[s], submission))}
         for s in files:  # under its lab's name, whatever name it was handed in under (scan_submission)
-            shutil.copy(files[s], labs_dir / f"{s}{lab_suffix(s)}")
-        files = {s: labs_dir / f"{s}{lab_suffix(s)}" for s in files}
-        present = [s for s in graded if s in files]
+            if s not in refused:
+                shutil.copy(files[s], labs_dir / f"{s}{lab_suffix(s)}")
+        files = {s: labs_dir / f"{s}{lab_suffix(s)}" for s in files}  # a refused one is never there
+        present = [s for s in graded if s in files and s not in refused]
         compiled = [s for s in present if files[s].suffix == ".cu"]  # a Python lab is only parsed
         outside = {s: outside_include(labs_dir / files[s].name, out) for s in compiled}
         inside = [s for s in compiled if not outside[s]]
@@ -984,8 +1170,10 @@ class Grader:
         built.update({s: (False, f'labs/{files[s].name}: error: #include "{outside[s]}" reads a file outside the '
                                  'submission; only its own lab files and the lab\'s headers are allowed\n')
                       for s in compiled if outside[s]})
+        prune_build(out / "build")
         built.update({s: python_syntax(files[s]) for s in present if s not in compiled})
-        return {"report": report, "out": out, "labs_dir": labs_dir, "files": files, "built": built}
+        built.update({s: (False, f"labs/{files[s].name}: error: {refused[s]}\n") for s in graded if s in refused})
+        return {"report": report, "out": out, "labs_dir": labs_dir, "files": files, "built": built, "refused": refused}
 
     def run(self, staged, hidden, timeout, on_gpu, gpu_name, sha, progress):
         """The other half, one submission at a time (its cases and its timing have the GPU to
@@ -1001,10 +1189,15 @@ class Grader:
             report["sections"][s] = sec
             if s not in files:
                 continue
-            sec["unmodified_stub"] = self.is_stub(files[s], s)
-            if not sec["unmodified_stub"]:
+            # a refused file (a link, an empty one) is not read through: it has no edits to name
+            sec["unmodified_stub"] = s not in staged.get("refused", {}) and self.is_stub(files[s], s)
+            if not sec["unmodified_stub"] and s not in staged.get("refused", {}):
                 sec["edits_outside_exercises"] = self.edits_outside(files[s], s)
-                if sec["edits_outside_exercises"]:
+                copy = self.solution_copy(files[s], s)
+                if copy:  # for the instructor: grade.md, the student's, names no file of solutions/
+                    sec["identical_to_solution"] = copy
+                    progress(f"{name}: {s}: identical to the solution ({copy})")
+                elif sec["edits_outside_exercises"]:
                     progress(f"{name}: {s}: changed given code outside the exercises, lines "
                              f"{line_ranges(sec['edits_outside_exercises'])} (named in its grade.md)")
             ok, log = built[s]

@@ -194,11 +194,13 @@ class Reports(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             sub = submission(Path(tmp, "sub"), "01_naive.cu", "09_triton.py")
             (sub / "labs" / "09_triton.py").write_text("import sys\ndef broken(:\n")
-            r = stand_in_grade(sub, Path(tmp, "grades"), False, ["01_naive", "09_triton"])
+            # from the repository's root, where labs/09_triton.py is the stub: the student's line is quoted
+            with contextlib.chdir(ROOT):
+                r = stand_in_grade(sub, Path(tmp, "grades"), False, ["01_naive", "09_triton"])
             sec = r["sections"]["09_triton"]
             self.assertEqual(sec["status"], "compile error")
-            self.assertIn('File "labs/09_triton.py", line 2', sec["log_excerpt"])
-            self.assertIn("SyntaxError", sec["log_excerpt"])
+            self.assertEqual(sec["log_excerpt"], 'File "labs/09_triton.py", line 2\n    def broken(:\n'
+                                                 '               ^\nSyntaxError: invalid syntax')
             self.assertEqual(r["sections"]["01_naive"]["status"], "not run (no GPU)")
             (sub / "labs" / "09_triton.py").write_text("raise RuntimeError('at import')\n")  # parses: not run
             r = stand_in_grade(sub, Path(tmp, "grades"), False, ["09_triton"])
@@ -217,6 +219,43 @@ class Reports(unittest.TestCase):
             self.assertIn('labs/01_naive.cu: error: #include "../../alice/labs/01_naive.cu" reads a file outside',
                           sec["log_excerpt"])
             self.assertEqual(r["sections"]["02_v1_tile"]["status"], "not run (no GPU)")  # the lab's own headers
+
+    def test_a_link_or_an_empty_file_is_refused_unread(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            sub = submission(Path(tmp, "sub"), "02_v1_tile.cu")
+            (sub / "labs" / "01_naive.cu").symlink_to(ROOT / "solutions" / "01_naive.cu")
+            (sub / "labs" / "02_v1_tile.cu").write_text(" \r\n\n\t\n")  # whitespace only
+            elsewhere = submission(Path(tmp, "elsewhere"), "03_v2_loop_order.cu")
+            r = stand_in_grade(sub, Path(tmp, "grades"), False, ["01_naive", "02_v1_tile"])
+            sec = r["sections"]["01_naive"]
+            self.assertEqual(sec["status"], "compile error")
+            self.assertEqual(sec["log_excerpt"], "labs/01_naive.cu: error: a symbolic link, not a file: not followed "
+                                                 "(hand in the file itself)")
+            self.assertFalse(sec["unmodified_stub"])
+            self.assertNotIn("edits_outside_exercises", sec)
+            self.assertFalse(Path(tmp, "grades", "sub", "labs", "01_naive.cu").exists())  # never copied
+            empty = r["sections"]["02_v1_tile"]
+            self.assertEqual((empty["status"], empty["log_excerpt"]), ("compile error", "labs/02_v1_tile.cu: error: empty file"))
+            self.assertNotIn("edits_outside_exercises", empty)  # not "changed given code, lines 1"
+            md = Path(tmp, "grades", "sub", "grade.md").read_text()
+            self.assertNotIn("Changed outside the exercise regions", md)
+            # a submission whose labs/ folder is a link: its files lie outside it
+            linked = Path(tmp, "linked")
+            linked.mkdir()
+            (linked / "labs").symlink_to(elsewhere / "labs")
+            r = stand_in_grade(linked, Path(tmp, "grades"), False, ["03_v2_loop_order"])
+            self.assertIn("outside the submission (its folder is a link): not followed",
+                          r["sections"]["03_v2_loop_order"]["log_excerpt"])
+
+    def test_a_linker_error_names_the_symbol(self):
+        log = ("[2/2] Linking CUDA executable bin/lab_01_naive\nFAILED: bin/lab_01_naive\n"
+               "/usr/bin/ld: Scrt1.o: in function `_start':\n(.text+0x17): undefined reference to `main'\n"
+               "/usr/bin/ld: b.o: multiple definition of `k'; a.o: first defined here\n"
+               "collect2: error: ld returned 1 exit status\nninja: build stopped: subcommand failed.\n")
+        self.assertEqual(grade.compiler_excerpt(log).splitlines(),
+                         ["(.text+0x17): undefined reference to `main'",
+                          "/usr/bin/ld: b.o: multiple definition of `k'; a.o: first defined here",
+                          "collect2: error: ld returned 1 exit status"])
 
     def test_names_that_are_not_utf8_and_broken_links(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -246,6 +285,62 @@ class Reports(unittest.TestCase):
             self.assertIn("--target", cmd)
             targets = cmd[cmd.index("--target") + 1:cmd.index("--parallel")]
             self.assertTrue(set(targets) <= {"lab_01_naive", "lab_02_v1_tile"}, cmd)
+
+    def test_what_the_compiler_read_outside_the_submission_is_a_compile_error(self):
+        """The depfile's list, not the #include lines: a macro's or a relative path's file is named,
+        and a failed build whose messages sit in such a file quotes none of its lines."""
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp, "grades", "alice")
+            labs, build = out / "labs", out / "build"
+            obj = build / "CMakeFiles" / "lab_01_naive.dir" / "x"
+            obj.mkdir(parents=True)
+            labs.mkdir()
+            secret = Path(tmp, "secret.txt")
+            secret.write_text("password=hunter2\n")
+            (labs / "01_naive.cu").write_text('#define SRC "x"\n#include SRC\n')
+            # a Makefiles build keeps nvcc's depfile beside the object (Ninja: ninja -t deps)
+            (obj / "01_naive.cu.o.d").write_text(
+                f"CMakeFiles/lab_01_naive.dir/x/01_naive.cu.o: {labs / '01_naive.cu'} \\\n"
+                f"  {ROOT / 'common' / 'lab.cuh'} \\\n  {ROOT / 'common' / '..' / 'solutions' / '01_naive.cu'}\n")
+            self.assertEqual(grade.read_dependencies(build, "01_naive")[2], str(ROOT / "common/../solutions/01_naive.cu"))
+            (build / "bin").mkdir()
+            (build / "bin" / "lab_01_naive").write_text("the solution, compiled")
+            logs = {"01_naive": (0, ""), "02_v1_tile": (1, f"{secret}(1): error: identifier \"password\" is undefined\n"
+                                                              "  password=hunter2\n  ^\n"),
+                    "03_v2_loop_order": (1, f"{labs}/03_v2_loop_order.cu(3): error: expected a \";\"\n")}
+            commands = []
+            def step(cmd, env):
+                commands.append([str(c) for c in cmd])
+                target = cmd[cmd.index("--target") + 1] if "--target" in cmd else ""
+                return logs.get(target.removeprefix("lab_"), (0, ""))
+            g = grade.Grader(ROOT, ROOT / "build", None, None, None, None, dict, print)
+            with mock.patch.object(grade, "build_step", step), mock.patch.object(grade.shutil, "which", lambda _: None):
+                built = g.build_submission(labs, build, list(logs))
+                self.assertEqual(built["01_naive"], (False, "labs/01_naive.cu: error: reads a file outside the submission: "
+                                                            f"{(ROOT / 'solutions' / '01_naive.cu').resolve()}\n"))
+                self.assertEqual(built["02_v1_tile"], (False, "labs/02_v1_tile.cu: error: reads a file outside the "
+                                                              f"submission: {secret.resolve()}\n"))
+                self.assertFalse((build / "bin" / "lab_01_naive").exists())  # nothing of it is kept
+                self.assertFalse(built["03_v2_loop_order"][0])
+                self.assertIn('expected a ";"', built["03_v2_loop_order"][1])  # its own file: quoted as it was
+                # where the grader sandboxes, the compiler runs fenced in too (the configure does not)
+                commands.clear()
+                g.sandbox = True
+                g.build_submission(labs, build, ["03_v2_loop_order"])
+            self.assertNotEqual(commands[0][0], grade.SANDBOX_TOOL)
+            self.assertTrue(all(c[0] == grade.SANDBOX_TOOL for c in commands[1:]), commands)
+            self.assertIn(str(out.resolve()), commands[1][commands[1].index("--bind") + 1])
+
+    def test_a_build_keeps_only_its_programs(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            build = Path(tmp, "build")
+            for f in ("bin/lab_01_naive", "CMakeFiles/lab_01_naive.dir/01_naive.cu.o", "build.ninja", ".ninja_deps",
+                      "CMakeCache.txt", "common/cmake_install.cmake"):
+                Path(build, f).parent.mkdir(parents=True, exist_ok=True)
+                Path(build, f).write_text("x")
+            grade.prune_build(build)
+            self.assertEqual(sorted(str(f.relative_to(build)) for f in build.rglob("*")), ["bin", "bin/lab_01_naive"])
+            grade.prune_build(Path(tmp, "none"))  # a submission with nothing compiled has no build folder
 
     def test_a_build_that_hangs_is_stopped(self):
         with mock.patch.object(grade, "BUILD_TIMEOUT", 1):
@@ -797,6 +892,25 @@ class EditsOutsideExercises(unittest.TestCase):
                              f"01_naive (lines {main + 2}–{main + 3})")
 
 
+    def test_a_copy_of_the_solution_is_named_as_one_for_the_instructor(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            sub = submission(Path(tmp, "sub"), "02_v1_tile.cu")
+            text = (ROOT / "solutions" / "01_naive.cu").read_text()
+            (sub / "labs" / "01_naive.cu").write_text(text.replace("\n", "\r\n"))  # saved on Windows
+            said = []
+            g = StandInGrader(ROOT, ROOT / "build", None, make_labs.make_stub, None, None, dict, print)
+            r = g.grade(sub, Path(tmp, "grades"), SECTIONS, ["01_naive", "02_v1_tile"], None, 10, False, None, "abc",
+                        said.append)
+            sec = r["sections"]["01_naive"]
+            self.assertEqual(sec["identical_to_solution"], "solutions/01_naive.cu")
+            self.assertIn("sub: 01_naive: identical to the solution (solutions/01_naive.cu)", said)
+            self.assertFalse([m for m in said if "01_naive: changed given code" in m], said)
+            self.assertNotIn("identical_to_solution", r["sections"]["02_v1_tile"])
+            grade.write_class_summary([r], Path(tmp, "class.csv"))
+            self.assertEqual(rows(Path(tmp, "class.csv"))[0]["edited_outside_exercises"],
+                             "01_naive (identical to the solution, solutions/01_naive.cu); 02_v1_tile (lines 1)")
+            self.assertNotIn("solutions/", Path(tmp, "grades", "sub", "grade.md").read_text())  # the student's report
+
 class CaseFiles(unittest.TestCase):
     GOOD = {"section": "01_naive", "variants": ["kernels"], "cases": [{"name": "a", "args": ["--t", "1"]}]}
 
@@ -1004,6 +1118,27 @@ class GradeTriage(unittest.TestCase):
             self.assertIn("not a grading example's folder", r.stdout)
             self.assertTrue((course / "submissions" / "alice" / "labs" / "01_naive.cu").is_file())
 
+    def test_a_file_the_compiler_reads_from_outside_is_refused(self):
+        """Real builds: an #include through a macro compiles nothing of the solution's, and a secret
+        read the same way is named in grade.md, never quoted."""
+        with tempfile.TemporaryDirectory() as tmp:
+            sub, out = Path(tmp, "subs", "mallory"), Path(tmp, "grades")
+            sub.mkdir(parents=True)
+            secret = Path(tmp, "secret.txt")
+            secret.write_text("password = hunter2\n")
+            (sub / "01_naive.cu").write_text(f'#define SRC "{ROOT / "solutions" / "01_naive.cu"}"\n#include SRC\n')
+            (sub / "02_v1_tile.cu").write_text(f'#define SECRET "{secret}"\n#include SECRET\n')
+            r = self.lab(sub, "--no-gpu", "--out", out)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            report = json.loads((out / "mallory" / "grade.json").read_text())
+            self.assertEqual(report["sections"]["01_naive"]["log_excerpt"], "labs/01_naive.cu: error: reads a file outside "
+                             f"the submission: {(ROOT / 'solutions' / '01_naive.cu').resolve()}")
+            self.assertEqual(report["sections"]["02_v1_tile"]["log_excerpt"], "labs/02_v1_tile.cu: error: reads a file "
+                             f"outside the submission: {secret.resolve()}")
+            for f in (out / "mallory").rglob("*"):
+                if f.is_file():
+                    self.assertNotIn(b"hunter2", f.read_bytes(), f)
+
     def test_triage(self):
         with tempfile.TemporaryDirectory() as tmp:
             subs, out = Path(tmp, "subs"), Path(tmp, "grades")
@@ -1067,6 +1202,11 @@ class GradeTriage(unittest.TestCase):
             self.assertTrue((out / grade.HARNESS / "build" / "common" / "liblab_common.a").is_file())
             self.assertTrue((out / "subs-stub" / "build" / "bin" / "lab_01_naive").is_file())
             self.assertFalse((out / "subs-stub" / "build" / "common" / "CMakeFiles" / "lab_common.dir").exists())
+            # of the build, only the programs stay (the objects and CMake's files are most of a grade
+            # folder); the build logs stay, a failed build's too
+            self.assertEqual([f.name for f in (out / "subs-stub" / "build").iterdir()], ["bin"])
+            self.assertLessEqual({f.name for f in (out / "broken" / "build").iterdir()}, {"bin"})
+            self.assertIn("missing", (out / "broken" / "build-01_naive.log").read_text())
             # regrading one submission updates its row and keeps the others'
             (subs / "broken" / "01_naive.cu").write_text("int main() { return 0; }\n")
             r = self.lab(subs / "broken", "--no-gpu", "--out", out)
