@@ -971,6 +971,19 @@ class Arguments(unittest.TestCase):
         self.assertNotIn("Traceback", out.getvalue())
 
 
+class ClosedPipe(unittest.TestCase):
+    def test_a_reader_that_goes_ends_the_driver_quietly(self):
+        """`scripts/lab grade ... | head`: the driver stops with 141, as a Unix tool does, with no
+        traceback on stderr and no internal-error log."""
+        r, w = os.pipe()
+        os.close(r)  # the reader is gone before the first line
+        p = subprocess.run([sys.executable, str(ROOT / "scripts" / "lab"), "run", "99"], stdout=w,
+                           stderr=subprocess.PIPE, text=True, timeout=60)
+        os.close(w)
+        self.assertEqual(p.returncode, 128 + signal.SIGPIPE)
+        self.assertEqual(p.stderr, "")
+
+
 class PythonSections(unittest.TestCase):
     """A section whose solution is NN_name.py: no CMake target, run as [python3, FILE]."""
 
