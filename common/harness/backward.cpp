@@ -416,8 +416,9 @@ int run_backward_section(int argc, char** argv, const BackwardSection& s) {
 
   if (opt.cpu) {
     if (!opt.quiet)
-      std::printf("== CPU model of %s, not your kernel: it runs the section's algorithm in plain C++ ==\n",
-                  s.name.c_str());
+      std::printf("== CPU model of %s: the algorithm in plain C++ around %s exercise code (the kernel runs only "
+                  "on a GPU) ==\n",
+                  s.name.c_str(), s.build == "lab" ? "your" : "the solution's");
     forward_fp32_host(p, in.qkv, in.o, in.lse);
     run_failure = s.cpu(p, opt, in, g);
     extra_bytes = workspace;

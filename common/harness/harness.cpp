@@ -475,8 +475,9 @@ int run_section(int argc, char** argv, const Section& s) {
       return kExitCannotRun;
     }
     if (!opt.quiet)
-      std::printf("== CPU model of %s, not your kernel: it runs the section's algorithm in plain C++ ==\n",
-                  s.name.c_str());
+      std::printf("== CPU model of %s: the algorithm in plain C++ around %s exercise code (the kernel runs only "
+                  "on a GPU) ==\n",
+                  s.name.c_str(), s.build == "lab" ? "your" : "the solution's");
     std::fputs(run.header.c_str(), stdout);
     if (s.writes_lse) lse = std::move(lse_buf);
     extra_bytes = run.extra_host_bytes;
