@@ -437,6 +437,11 @@ def section_state(sec):
     return sec["status"]
 
 
+def millis(x):
+    """A median time for the console: "1.362 ms", or "no time" where the run gave none."""
+    return "no time" if x is None else f"{x:.4g} ms"
+
+
 def number(x):
     """A score cell: a number, or empty (never text, so the column sorts and imports as numbers)."""
     return "" if x is None else f"{x:.1f}"
@@ -743,6 +748,9 @@ def plan_outputs(submissions, out_root):
 SANDBOX_TOOL = "bwrap"
 
 
+SCRATCH = ".cache"  # a grade folder's temporary files and compiler caches, deleted once its runs end
+
+
 def sandbox_command(cmd, writable):
     """cmd fenced in by bubblewrap, able to write only the folder writable."""
     w = str(Path(writable).resolve())
@@ -751,10 +759,10 @@ def sandbox_command(cmd, writable):
         fence += ["--dev-bind", dev, dev]
     fence += ["--proc", "/proc", "--bind", w, w, "--chdir", w, "--unshare-net", "--unshare-pid", "--unshare-ipc",
               "--die-with-parent", "--new-session"]
-    (Path(w) / ".cache" / "tmp").mkdir(parents=True, exist_ok=True)
+    (Path(w) / SCRATCH / "tmp").mkdir(parents=True, exist_ok=True)
     for var, sub in (("XDG_CACHE_HOME", ""), ("TMPDIR", "/tmp"), ("TRITON_CACHE_DIR", "/triton"),
                      ("TORCHINDUCTOR_CACHE_DIR", "/inductor"), ("CUDA_CACHE_PATH", "/nv")):
-        fence += ["--setenv", var, f"{w}/.cache{sub}"]
+        fence += ["--setenv", var, f"{w}/{SCRATCH}{sub}"]
     return fence + ["--", *[str(c) for c in cmd]]
 
 
@@ -1241,9 +1249,11 @@ class Grader:
                 sec["speed_ratio"] = (ref / mine) if mine and ref else None
                 sec["perf_shape"] = {"variant": variant, "args": args, "student_ms": mine, "solution_ms": ref}
                 sec["bonus"] = bonus_for(sec["speed_ratio"])
-                progress(f"{name}: {s} performance: {mine} ms vs solution {ref} ms -> bonus {sec['bonus']}")
+                progress(f"{name}: {s} performance: {millis(mine)} vs solution {millis(ref)} -> bonus {sec['bonus']}")
         # "not run" only where a section was not run: a file that does not compile is a known 0
         scores = [section_score(report["sections"][s]) for s in graded]
         report["total"] = None if None in scores else (sum(scores) / len(scores) if scores else 0.0)
+        # Triton's and CUDA's caches of one submission reach 170 MB: 200 of them would fill a disk
+        shutil.rmtree(out / SCRATCH, ignore_errors=True)
         write_reports(report, out)
         return report

@@ -102,6 +102,25 @@ class CasesThisGpuCannotRun(unittest.TestCase):
         self.assertIn("0 of 1 cases passed (0 of 1 weight). 1 more could not run on this GPU", grade.render_markdown(r))
 
 
+class Scratch(unittest.TestCase):
+    def test_the_caches_of_a_submissions_runs_are_deleted_once_they_end(self):
+        """Triton's and CUDA's caches go to <grade>/.cache (sandbox_command); a class of them would
+        fill the disk, so the grade folder keeps its reports, not its scratch."""
+        def run_limited(cmd, timeout):
+            rec = Path(cmd[cmd.index("--json") + 1])
+            (rec.parent / grade.SCRATCH / "triton").mkdir(parents=True, exist_ok=True)
+            (rec.parent / grade.SCRATCH / "triton" / "kernel.cubin").write_bytes(b"\0" * 1024)
+            return 1, "O too far from fp64", 0.1
+        data = {"section": "01_naive", "variants": ["kernels"], "cases": [{"name": "T=65", "args": ["--t", "65"]}]}
+        g = StandInGrader(ROOT, ROOT / "build", run_limited, make_labs.make_stub, lambda s, hidden: data,
+                          student.expand_cases, dict, print, program=lambda s, sol, build_dir=None, labs_dir=None: ["prog"])
+        with tempfile.TemporaryDirectory() as tmp:
+            g.grade(submission(Path(tmp, "alice")), Path(tmp, "grades"), SECTIONS, ["01_naive"], None, 10, True, "GPU",
+                    "abc", lambda msg: None)
+            self.assertTrue(Path(tmp, "grades", "alice", "grade.md").is_file())
+            self.assertFalse(Path(tmp, "grades", "alice", grade.SCRATCH).exists())
+
+
 class ResultRecords(unittest.TestCase):
     def test_a_record_passes_only_for_the_submissions_own_code_on_some_rows(self):
         """A Python lab copied from the solution declares build "solution": it ran the submission's
