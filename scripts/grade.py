@@ -751,13 +751,19 @@ SANDBOX_TOOL = "bwrap"
 SCRATCH = ".cache"  # a grade folder's temporary files and compiler caches, deleted once its runs end
 
 
-def sandbox_command(cmd, writable):
-    """cmd fenced in by bubblewrap, able to write only the folder writable."""
+def sandbox_command(cmd, writable, hide=()):
+    """cmd fenced in by bubblewrap, able to write only the folder writable; each folder of hide
+    seen empty (writable stays visible inside one)."""
     w = str(Path(writable).resolve())
     fence = [SANDBOX_TOOL, "--ro-bind", "/", "/", "--dev", "/dev"]
     for dev in sorted(glob.glob("/dev/nvidia*")):  # the GPUs, their control and unified-memory nodes
         fence += ["--dev-bind", dev, dev]
-    fence += ["--proc", "/proc", "--bind", w, w, "--chdir", w, "--unshare-net", "--unshare-pid", "--unshare-ipc",
+    for folder in hide:
+        fence += ["--tmpfs", str(folder)]
+    fence += ["--bind", w, w]  # (inside a hidden folder too: its mount point is made in the empty one)
+    for folder in hide:
+        fence += ["--remount-ro", str(folder)]
+    fence += ["--proc", "/proc", "--chdir", w, "--unshare-net", "--unshare-pid", "--unshare-ipc",
               "--die-with-parent", "--new-session"]
     (Path(w) / SCRATCH / "tmp").mkdir(parents=True, exist_ok=True)
     for var, sub in (("XDG_CACHE_HOME", ""), ("TMPDIR", "/tmp"), ("TRITON_CACHE_DIR", "/triton"),
@@ -1100,17 +1106,29 @@ class Grader:
                 allowed.append(real)
         return allowed
 
-    def launch(self, cmd, device, workdir):
-        """The command line of one run: on its GPU, fenced in where the grader sandboxes."""
-        cmd = self.on_device(cmd, device)
-        return sandbox_command(cmd, workdir) if self.sandbox else cmd
+    def unseen(self, workdir):
+        """The folders a student's program must not read, though every other file is readable in
+        the sandbox: the answers (solutions/, which a Python lab could import, and ch12/key/) and
+        the class's other grades (a classmate's graded copy); never one holding the repository."""
+        root = self.root.resolve()
+        folders = [root / "solutions", root / "ch12" / "key", Path(workdir).resolve().parent]
+        return [f for f in folders if f.is_dir() and f != root and f not in root.parents]
 
-    def run_case(self, exe, variant, args, timeout, workdir, n=0):
+    def launch(self, cmd, device, workdir, student=True):
+        """The command line of one run: on its GPU, fenced in where the grader sandboxes (the
+        student's program blind to unseen(); the solution's, run for comparison, not)."""
+        cmd = self.on_device(cmd, device)
+        if not self.sandbox:
+            return cmd
+        return sandbox_command(cmd, workdir, self.unseen(workdir) if student else ())
+
+    def run_case(self, exe, variant, args, timeout, workdir, n=0, student=True):
         """Runs one case; the verdict comes from the exit code and the run's result record."""
         rec = workdir / f"record-{n}.json"  # one per run: several may run at once
         rec.unlink(missing_ok=True)
         cmd = list(exe) + ["--variant", variant, "--iters", "0", "--json", rec] + args
-        code, out, secs = self.run_limited(self.launch(cmd, self.devices[n % len(self.devices)], workdir), timeout)
+        code, out, secs = self.run_limited(self.launch(cmd, self.devices[n % len(self.devices)], workdir, student),
+                                           timeout)
         record_ok = False
         if rec.exists():
             try:
@@ -1122,11 +1140,11 @@ class Grader:
             rec.unlink()
         return code, out, secs, record_ok
 
-    def median_ms(self, exe, variant, args, timeout, workdir):
+    def median_ms(self, exe, variant, args, timeout, workdir, student=True):
         rec = workdir / "perf.json"
         rec.unlink(missing_ok=True)
         cmd = perf_command(exe, variant, args, rec)
-        code, out, _ = self.run_limited(self.launch(cmd, self.devices[0], workdir), timeout)  # alone on its GPU
+        code, out, _ = self.run_limited(self.launch(cmd, self.devices[0], workdir, student), timeout)  # alone on its GPU
         if code != 0 or not rec.exists():
             return None
         try:  # the graded variant's record: a run may add others (10's --against-07 adds 07's kernel)
@@ -1229,7 +1247,7 @@ class Grader:
                 code, text_out, secs, record_ok = job.result()
                 status = classify(code, text_out, record_ok)
                 if status == "cannot run here" and self.run_case(self.program(s, True, self.ref_build), variant, args,
-                                                                 limit, out, n)[0] == 77:
+                                                                 limit, out, n, student=False)[0] == 77:
                     status = NOT_ON_THIS_GPU  # the solution cannot either (a Hopper-only variant): not counted
                 sec["cases"].append({"case": case, "variant": variant, "weight": weight, "status": status, "exit": code,
                                      "seconds": round(secs, 2), "log_excerpt": run_excerpt(text_out)})
@@ -1245,7 +1263,7 @@ class Grader:
             if sec["correctness"] == 100.0 and perf:
                 variant, args = perf
                 mine = self.median_ms(exe, variant, args, limit, out)
-                ref = self.median_ms(self.program(s, True, self.ref_build), variant, args, limit, out)
+                ref = self.median_ms(self.program(s, True, self.ref_build), variant, args, limit, out, student=False)
                 sec["speed_ratio"] = (ref / mine) if mine and ref else None
                 sec["perf_shape"] = {"variant": variant, "args": args, "student_ms": mine, "solution_ms": ref}
                 sec["bonus"] = bonus_for(sec["speed_ratio"])

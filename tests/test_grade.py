@@ -670,12 +670,17 @@ class Reports(unittest.TestCase):
 # tries what a sandboxed program must not do; each attempt's outcome goes into the record.
 HOSTILE = """import json, sys
 rec, outside = sys.argv[sys.argv.index("--json") + 1], sys.argv[-1]
-tried = {}
+tried = {"read": {}}
 try:
     open(outside, "w").write("pwned")
     tried["outside"] = "written"
 except OSError as e:
     tried["outside"] = type(e).__name__
+for path in sys.argv[sys.argv.index("--read") + 1:-1]:
+    try:
+        tried["read"][path] = open(path).read()
+    except OSError as e:
+        tried["read"][path] = type(e).__name__
 tried["interfaces"] = [line.split(":")[0].strip() for line in open("/proc/net/dev").readlines()[2:]]
 json.dump([{"build": "lab", "variant": "kernels", "tried": tried,
             "check": {"passed": True, "rows_checked": 1, "verdict": "fine"}}], open(rec, "w"))
@@ -708,12 +713,33 @@ class Sandbox(unittest.TestCase):
                     kept.update(json.loads(rec.read_text())[-1]["tried"])
                 return r.returncode, r.stdout + r.stderr, 0.1
             g = grade.Grader(ROOT, ROOT / "build", run_limited, None, None, None, dict, print, sandbox=True)
-            code, out, _, record_ok = g.run_case([sys.executable, prog], "kernels", [str(elsewhere / "x")], 60, work)
+            peer = Path(tmp, "grades", "bob", "labs", "09_triton.py")  # a classmate's graded copy
+            peer.parent.mkdir(parents=True)
+            peer.write_text("bob's kernel")
+            answers = [p for p in (ROOT / "solutions" / "09_triton.py", ROOT / "ch12" / "key" / "01_naive.md")
+                       if p.is_file()]  # (a student release has neither)
+            readable = [Path(tmp, "elsewhere", "notes.txt")]
+            readable[0].write_text("anyone's")
+            reads = [str(p) for p in [peer, *answers, *readable]]
+            code, out, _, record_ok = g.run_case([sys.executable, prog], "kernels",
+                                                 ["--read", *reads, str(elsewhere / "x")], 60, work)
             self.assertEqual(code, 0, out)
             self.assertTrue(record_ok, out)  # the record, in the grade folder, was written and read
             self.assertNotEqual(kept.get("outside"), "written")
             self.assertFalse((elsewhere / "x").exists())
             self.assertEqual(kept.get("interfaces"), ["lo"])  # no network: the loopback alone
+            for path in [peer, *answers]:  # unseen: the grades beside its own, the answers
+                self.assertEqual(kept["read"][str(path)], "FileNotFoundError", path)
+            self.assertEqual(kept["read"][str(readable[0])], "anyone's")  # the rest of the machine, read-only
+
+    def test_the_solution_run_for_comparison_sees_the_answers(self):
+        g = grade.Grader(ROOT, ROOT / "build", None, None, None, None, dict, print, sandbox=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Path(tmp, "grades", "alice")
+            work.mkdir(parents=True)
+            mine, theirs = g.launch(["prog"], None, work), g.launch(["sol"], None, work, student=False)
+            self.assertIn(str(work.parent.resolve()), mine)
+            self.assertNotIn(str(work.parent.resolve()), theirs[:theirs.index("--bind")])
 
     def test_a_timeout_ends_every_process_of_the_run(self):
         from labcli.common import run_limited
