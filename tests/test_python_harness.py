@@ -42,6 +42,14 @@ def have_triton():
         return False
 
 
+def have_torch():
+    try:
+        import torch  # noqa: F401
+        return True
+    except Exception:
+        return False
+
+
 def run(cmd, **kw):
     return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=600, **kw)
 
@@ -199,6 +207,30 @@ class Program(unittest.TestCase):
                 ours = run([sys.executable, SOL, "--cpu", "--t", "16", *args]).stderr
                 theirs = run([c, "--cpu", "--t", "16", *args]).stderr
                 self.assertEqual(ours, theirs)
+
+    def test_rows_checked_are_query_rows_as_in_the_cpp_harness(self):
+        """A row is one (b, i, h) query row (compare.cpp's RowId), B*H*T_q of them: --check full says
+        every row was checked, a sample says how many of B*H*T_q, and the record's rows_checked agrees;
+        never the count of (b, h) pairs. A C++ program says the same of the same shape."""
+        p = Problem(2, 3, 3, 100, 100, 64, "fp16", False)
+        n = sum(len(i) for i in reference.rows_to_check(p, "sample", 24, 1234).values())
+        self.assertTrue(6 < n < 600, n)  # neither the (b, h) pairs nor every row
+        shape = ["--cpu", "--b", "2", "--h", "3", "--t", "100", "--sample-rows", "24"]
+        said = {"full": "checked every row", "sample": f"checked {n} of 600 rows, a sample; --check full checks every row"}
+        progs = [prog for prog, ok in ((SOL, have_triton()), (SOL10, have_torch())) if ok]
+        if not progs:
+            self.skipTest("neither triton nor torch is installed")
+        for prog in progs:
+            for mode, scope in said.items():
+                f = Path(tempfile.mkdtemp()) / "r.json"
+                r = run([sys.executable, prog, *shape, "--check", mode, "--json", f])
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                self.assertIn(f"({scope})", r.stdout, f"{prog.name} --check {mode}")
+                self.assertEqual(json.loads(f.read_text())[0]["check"]["rows_checked"], 600 if mode == "full" else n)
+        c = BIN / "01_naive"
+        if c.exists():
+            for mode, scope in said.items():
+                self.assertIn(f"({scope})", run([c, *shape, "--check", mode]).stdout, f"01_naive --check {mode}")
 
     def test_option_mistakes_read_as_in_the_cpp_programs(self):
         """A mistyped command line gets the C++ programs' one line, word for word (and a value option

@@ -123,7 +123,7 @@ def run(s, forward, argv):
         print(f"{s.name} [{o.variant}] {build}   {p.describe()}{bug}")
         if not cpu:
             print(f"  gpu      {gpu['name']} (sm_{gpu['cc'].replace('.', '')}, {gpu['sms']} SMs)")
-        scope = reference.check_scope(o.check, len(rows), p.b * p.h * p.t_q)
+        scope = reference.check_scope(o.check, reference.count_rows(rows), p.b * p.h * p.t_q)
         print(f"  check    {c['verdict']}" + (f" ({scope})" if scope else ""))
         for d in c["details"]:
             print(f"           {d}")
