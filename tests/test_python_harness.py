@@ -50,8 +50,8 @@ def have_torch():
         return False
 
 
-def run(cmd, **kw):
-    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=600, **kw)
+def run(cmd, timeout=600, **kw):
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, **kw)
 
 
 class SameInputsAsCuda(unittest.TestCase):
@@ -231,6 +231,49 @@ class Program(unittest.TestCase):
         if c.exists():
             for mode, scope in said.items():
                 self.assertIn(f"({scope})", run([c, *shape, "--check", mode]).stdout, f"01_naive --check {mode}")
+
+    def test_cpu_alone_runs_a_small_shape_and_says_so(self):
+        """09 under --cpu without --t runs T=100 (several 32 x 16 tiles, the last ones ragged: seconds,
+        not the GPU default's minute under the interpreter) and its banner says the shape; a --t given
+        is kept, and a --h given keeps T=100. 10's eager path keeps its default (seconds already)."""
+        if not have_triton():
+            self.skipTest("triton is not installed")
+        for args, (h, t), said in (([], (8, 100), "B=1 H=8 T=100 D=64 fp16 (T=100 is --cpu's default; a GPU run's T=1024)"),
+                                   (["--h", "2"], (2, 100), "B=1 H=2 T=100 D=64 fp16 (T=100 is --cpu's default"),
+                                   (["--t", "40"], (8, 40), None)):
+            f = Path(tempfile.mkdtemp()) / "r.json"
+            r = run([sys.executable, SOL, "--cpu", "--json", f, *args], timeout=120)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            banner = r.stdout.splitlines()[0]
+            self.assertTrue(banner.startswith("== 09_triton on the CPU"), banner)
+            if said:
+                self.assertIn(said, banner)
+            else:
+                self.assertNotIn("--cpu's default", banner)
+            prob = json.loads(f.read_text())[0]["problem"]
+            self.assertEqual((prob["h"], prob["t_q"], prob["t_kv"]), (h, t, t))
+        self.assertRegex(run([sys.executable, SOL, "--help"]).stdout, r"default 1024; 100 under\s+--cpu")
+
+    def test_a_slow_cpu_run_says_so_before_it_starts(self):
+        """A shape that takes long under --cpu is announced on the first line, with a rough time, before
+        the silent minutes (read here as it comes, then the run is stopped)."""
+        import signal
+        progs = [(SOL, ["--t", "2048"], have_triton()), (SOL10, ["--t", "8192"], have_torch())]
+        for prog, args, ok in progs:
+            if not ok:
+                continue
+            proc = subprocess.Popen([sys.executable, str(prog), "--cpu", "--check", "none", *args],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+            try:
+                first = proc.stdout.readline()
+            finally:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            self.assertRegex(first, rf"^note: B=1 H=8 T={args[1]} D=64 \w+ under --cpu takes roughly \d+ (s|min) on one "
+                                    r"laptop core, in silence until the verdict; .* in seconds$", prog.name)
+        if have_triton():  # and a small one is not announced
+            r = run([sys.executable, SOL, "--cpu", "--t", "64", "--h", "2"])
+            self.assertTrue(r.stdout.startswith("== 09_triton on the CPU"), r.stdout)
 
     def test_option_mistakes_read_as_in_the_cpp_programs(self):
         """A mistyped command line gets the C++ programs' one line, word for word (and a value option
