@@ -348,6 +348,52 @@ class Program(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
 
 
+class TrainTiny(unittest.TestCase):
+    """scripts/train_tiny.py (the 11 handout's training run) refuses bad arguments and output paths
+    as the section programs do, before anything runs: exit 2, one line, nothing created, no file
+    lost, no traceback; with no GPU (or no torch), good arguments are exit 77."""
+    PROG = ROOT / "scripts" / "train_tiny.py"
+
+    def test_bad_arguments_and_paths_are_one_line_and_nothing_made(self):
+        d = Path(tempfile.mkdtemp())
+        afile = d / "afile"
+        afile.write_text("a user's file\n")
+        cases = [(["--out", afile / "x.png"], f"--out: {afile} is a file, not a folder"),
+                 (["--out", "/etc/passwd/x.png"], "--out: /etc/passwd is a file, not a folder"),
+                 (["--out", d / "no" / "x.png"], f"--out: folder {d / 'no'} does not exist"),
+                 (["--json", d / "none" / "r.json"], f"--json: folder {d / 'none'} does not exist"),
+                 (["--out", d / "nojson" / "x.png", "--json", d / "r.json"], "does not exist"),
+                 (["--json", d], "is a folder, not a file"), (["--out", ""], "an empty path"),
+                 (["--out", "/proc/x.png"], "kernel file system"),
+                 (["--replot", afile, "--out", d / "no" / "x.png"], "does not exist"),
+                 (["--replot", afile], "is not a training record"),
+                 (["--steps", "0"], "--steps must be >= 1"), (["--steps", "abc"], "--steps: 'abc' is not a value"),
+                 (["--lr", "nan"], "--lr must be a positive number"), (["--lr", "inf"], "--lr must be a positive"),
+                 (["--clip", "nan"], "--clip must be a number >= 0"), (["--digits", "1"], "--digits must be >= 2"),
+                 (["--seed", "-1"], "--seed must be >= 0"), (["--bogus"], "unknown option --bogus")]
+        if os.geteuid() != 0:  # (root may write anywhere)
+            ro = d / "ro"
+            ro.mkdir()
+            ro.chmod(0o500)
+            cases.append((["--out", ro / "x.png"], "is not writable"))
+        for args, message in cases:
+            r = run([sys.executable, self.PROG, *args], timeout=120)
+            what = f"{args}: {r.stdout + r.stderr}"
+            self.assertEqual((r.returncode, r.stdout), (2, ""), what)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, what)
+            self.assertTrue(r.stderr.startswith("bad input: "), what)
+            self.assertIn(message, r.stderr, what)
+        self.assertEqual(sorted(p.name for p in d.iterdir()), sorted(["afile"] + (["ro"] if os.geteuid() else [])))
+        self.assertEqual(afile.read_text(), "a user's file\n")
+
+    def test_a_record_is_replotted_to_a_good_path(self):
+        f = Path(tempfile.mkdtemp()) / "rec.json"
+        f.write_text(json.dumps({"task": "t", "gpu": "g", "loss_sdpa": [2.0, 1.0], "loss_lab": [2.0, 1.01]}))
+        r = run([sys.executable, self.PROG, "--replot", f, "--out", f.with_suffix(".png")], timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("lab vs SDPA max", r.stdout)
+
+
 @unittest.skipUnless(have_triton(), "needs triton")
 class OptionalBugBranches(unittest.TestCase):
     """09's optional --bug branches count as planted however the student spells the test (the
