@@ -159,6 +159,19 @@ _attn_fwd_tuned = triton.autotune(configs=GPU_CONFIGS, key=["T_Q", "T_KV", "H", 
 # Under the interpreter every program is numpy work on whole tiles: small tiles with BLOCK_M != BLOCK_N
 # (so a causal diagonal crosses several K/V tiles) keep the CPU cases quick and the masks exercised.
 CPU_TILES = {"BLOCK_M": 32, "BLOCK_N": 16}
+CPU_SECONDS_PER_TILE = 4e-3  # one (Q tile, K/V tile) step of _kv_sweep, interpreted, on a laptop core
+
+
+def cpu_seconds(p):
+    """Rough time of --cpu: the (Q tile, K/V tile) steps the kernel takes (causal ones stop at the
+    diagonal), a few ms each under the interpreter. The GPU's default shape, B=1 H=8 T=1024, is
+    16384 of them: about a minute."""
+    import numpy as np
+    bm, bn = CPU_TILES["BLOCK_M"], CPU_TILES["BLOCK_N"]
+    q_end = np.minimum(np.arange(1, -(-p.t_q // bm) + 1, dtype=np.int64) * bm, p.t_q)  # past each Q tile's last row
+    kv_end = np.minimum(q_end + (p.t_kv - p.t_q), p.t_kv).clip(0) if p.causal else np.full_like(q_end, p.t_kv)
+    steps = float((-(-kv_end // bn)).sum()) * p.b * p.h
+    return steps * CPU_SECONDS_PER_TILE
 
 
 # The branches of --bug no-rescale and --bug local-causal sit in your online-softmax and are
@@ -211,6 +224,7 @@ SECTION = Section(
     title="FlashAttention-2 forward in Triton: tiles, online softmax, causal stop (exercise 4)",
     variants=["triton", "triton-tma"], bugs=["no-rescale", "local-causal", "gqa-index"], head_dims=(64, 128),
     dtypes=("fp16", "bf16"), default={"b": 1, "h": 8, "t": 1024, "d": 64, "dtype": "fp16"},
+    cpu_default={"t": 100}, cpu_seconds=cpu_seconds,  # T=100: 4 Q tiles by 7 K/V tiles, both last ones ragged
     build="lab", modules=(triton,), print_metrics=("tiles",))
 
 if __name__ == "__main__":

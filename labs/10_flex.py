@@ -297,6 +297,13 @@ def extra_options(ap):
     ap.add_argument("--against-07", action="store_true", help="Also time section 07's window kernel on this problem")
 
 
+def cpu_seconds(p):
+    """Rough time of --cpu: the eager path builds every score of [B, H, T_q, T_kv] in fp32, whatever
+    the mask (about 0.2 µs each on a laptop core: the default shape takes seconds, T=4096 half a
+    minute)."""
+    return 2e-7 * p.b * p.h * p.t_q * p.t_kv
+
+
 SECTION = Section(
     name="10_flex",
     title="FlexAttention: score_mod / mask_mod variants, block masks, and the recompile pitfall (§12.10)",
@@ -304,7 +311,7 @@ SECTION = Section(
     default={"b": 1, "h": 8, "t": 1024, "d": 64, "dtype": "bf16"}, supports_window=True,
     build="lab",
     validate=validate, extra_options=extra_options, cpu_backend="torch",
-    cpu_what="FlexAttention's eager (unfused) implementation on the CPU: small shapes",
+    cpu_what="FlexAttention's eager (unfused) implementation on the CPU: small shapes", cpu_seconds=cpu_seconds,
     print_metrics=("blocks_skipped_pct", "documents"))
 
 if __name__ == "__main__":

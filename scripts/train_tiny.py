@@ -15,17 +15,72 @@ the steps before any two curves part by more than 5%, and the final losses.
   python3 scripts/train_tiny.py --steps 50 --out /tmp/loss.png
   python3 scripts/train_tiny.py --replot results/h200/training_loss.json   # redraw from the record
 
-Exit 0 done, 2 bad arguments, 77 no torch or no CUDA GPU.
+Exit 0 done, 2 bad arguments or an output path that cannot be written (one line, checked before
+anything runs or is created), 77 no torch or no CUDA GPU, 1 any other error (one line).
 """
 import argparse
 import copy
 import json
+import math
+import os
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "common" / "python"))
+from labharness.options import _as_cpp  # noqa: E402  (argparse's messages in the section programs' words)
+from labharness.record import writable_path_problem  # noqa: E402  (the section programs' path rules)
+
+
+class BadInput(Exception):
+    """Refused before anything runs or is written: exit 2 with this one line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse's usage block and "error:" line, as the lab's one line
+        raise BadInput(_as_cpp(message))
+
+
+def bad_values(a):
+    """The first argument out of its range, in words ("" when all are fine). NaN fails every
+    comparison, so each float is tested for being finite first."""
+    for name, v, low in (("--steps", a.steps, 1), ("--batch", a.batch, 1), ("--digits", a.digits, 2),
+                         ("--layers", a.layers, 1), ("--heads", a.heads, 1), ("--warmup", a.warmup, 0),
+                         ("--seed", a.seed, 0)):
+        if v < low:
+            return f"{name} must be >= {low} (got {v})"
+    if not (math.isfinite(a.lr) and a.lr > 0):
+        return f"--lr must be a positive number (got {a.lr})"
+    if not (math.isfinite(a.clip) and a.clip >= 0):
+        return f"--clip must be a number >= 0 (got {a.clip})"
+    return ""
+
+
+def output_problem(a):
+    """--out and the record beside it (--json, or --out's name with .json) checked before the minutes
+    of training: a missing folder is refused, never created (a typo is not a new tree)."""
+    why = writable_path_problem(a.out, want_dir=False)
+    if why or a.replot:
+        return f"--out: {why}" if why else ""
+    why = writable_path_problem(a.json if a.json is not None else str(Path(a.out).with_suffix(".json")), want_dir=False)
+    return f"--json: {why}" if why else ""
+
+
+def read_record(path):
+    """A saved training record for --replot, or BadInput saying why it is not one."""
+    try:
+        record = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise BadInput(f"{path} is not a training record ({getattr(e, 'strerror', None) or e})") from None
+    curves = ("loss_sdpa", "loss_lab")
+    if not isinstance(record, dict) or not all(isinstance(record.get(k), list) and record[k] for k in curves) or \
+            not all(isinstance(x, (int, float)) for k in curves for x in record[k]):
+        raise BadInput(f"{path} is not a training record (no loss_sdpa and loss_lab curves of numbers)")
+    record.setdefault("task", "training")
+    record.setdefault("gpu", "unknown GPU")
+    return record
 
 
 def build_model(torch, vocab, d_model, heads, layers, seq_len, attention_fn):
@@ -65,7 +120,7 @@ def build_model(torch, vocab, d_model, heads, layers, seq_len, attention_fn):
 
 
 def main():
-    ap = argparse.ArgumentParser(description="train a tiny transformer with SDPA and with the lab's attention op")
+    ap = _Parser(description="train a tiny transformer with SDPA and with the lab's attention op")
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--digits", type=int, default=24, help="sequence to sort (T = 2*digits)")
@@ -79,19 +134,11 @@ def main():
     ap.add_argument("--json", default=None, help="also write both curves here (default: next to --out)")
     ap.add_argument("--replot", metavar="JSON", help="only redraw --out from a saved record (no GPU needed)")
     a = ap.parse_args()
+    why = (bad_values(a) if not a.replot else "") or output_problem(a)
+    if why:
+        raise BadInput(why)
     if a.replot:
-        try:
-            record = json.loads(Path(a.replot).read_text())
-            record["loss_sdpa"], record["loss_lab"]
-        except (OSError, ValueError, KeyError) as e:
-            print(f"bad input: {a.replot} is not a training record ({e})", file=sys.stderr)
-            return 2
-        return report_and_plot(record, Path(a.out))
-    if (a.steps < 1 or a.batch < 1 or a.digits < 2 or a.layers < 1 or a.heads < 1 or not a.lr > 0
-            or a.warmup < 0 or a.clip < 0):
-        print("bad input: --steps, --batch, --layers, --heads >= 1, --digits >= 2, --lr > 0, --warmup, --clip >= 0",
-              file=sys.stderr)
-        return 2
+        return report_and_plot(read_record(a.replot), Path(a.out))
     try:
         import torch
         import torch.nn.functional as F
@@ -163,7 +210,6 @@ def main():
               "loss_sdpa": ref, "loss_lab": mine, "loss_control": other}
     record["gap"] = gaps(ref, mine, other)
     out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     json_path = Path(a.json) if a.json else out.with_suffix(".json")
     json_path.write_text(json.dumps(record) + "\n")
     return report_and_plot(record, out)
@@ -241,11 +287,29 @@ def report_and_plot(record, out):
     ax.set_title(f"{record['task']}: same weights, same batches ({record['gpu']})", fontsize=10)
     ax.legend()
     fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
     print("wrote", out)
     return 0
 
 
+def entry():
+    """Exit codes as the section programs: 2 bad input (one line), 77 cannot run here, and any other
+    error one line too, not a traceback (LAB_TRACEBACK=1 shows it)."""
+    try:
+        code = main()
+    except BadInput as e:
+        print(f"bad input: {e}", file=sys.stderr)
+        code = 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        code = 130
+    except Exception as e:  # noqa: BLE001
+        if os.environ.get("LAB_TRACEBACK"):
+            raise
+        print(f"error: {type(e).__name__}: {e} (LAB_TRACEBACK=1 shows the whole traceback)", file=sys.stderr)
+        code = 1
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

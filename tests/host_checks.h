@@ -7,7 +7,9 @@
 // The tests of a lab's exercises are read by students, who should not need the test source to
 // learn what is wrong: exercise("split-merge") opens the checks of one exercise (its BEGIN
 // EXERCISE id), and CHECKF(ok, format, ...) prints a failure in plain words, as printf would:
-//   "  split-merge: merged_lse({2, 1, -inf}, n=3, stride=1) = nan, want 2.31326 (...) [tests/...:104]"
+//   "  split-merge: merged_lse({2, 1, -inf}, n=3, stride=1) = NaN, want 2.31326 (...) [tests/...:104]"
+// A float is printed with num(x) and "%s" (the harness's format_number): printf's "%g" writes a NaN
+// as "nan" or "-nan" by its sign bit, where every other output of the lab says NaN.
 // ok and the values to print are one call's arguments, evaluated in no set order: print values
 // computed before, never a call to the student's code (online_step changes its arguments). A check
 // that fails in a loop prints its first two failures and then how many more. finish() then lists
@@ -20,6 +22,10 @@
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include "harness/compare.h"
+
+static std::string num(double x) { return lab::format_number("%.6g", x); }
 
 static int g_checks = 0, g_failed = 0;
 struct ExerciseTally {

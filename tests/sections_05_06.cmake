@@ -27,6 +27,17 @@ foreach(sec 05_decode 06_paged)
     lab_test(exercises.${sec}.stub_fails cpu 1 MATCH "^FAIL: [1-9]" COMMAND ${BIN}/lab_exercises_${sec})
   endif()
 endforeach()
+# A group counts the same checks whether they pass or fail (38 for 05: the stub's total is the
+# solution's), and a number prints as the harness prints it: NaN, never printf's "nan" or "-nan".
+if(TARGET exercises_05_decode)
+  lab_test(exercises.05_decode.solution_count cpu 0 MATCH "^PASS: 0 of 38 checks failed$" COMMAND ${BIN}/exercises_05_decode)
+endif()
+if(TARGET lab_exercises_05_decode)
+  lab_test(exercises.05_decode.stub_count_and_nan cpu 1
+           MATCH "^exercise gqa: 3 of 3 checks failed" "^FAIL: [0-9]+ of 38 checks failed$"
+                 "merged_lse\\(\\{2, 1, -inf\\}, n=3, stride=1\\) = NaN, want" "(?s)\\A(?!.*\\bnan\\b)"
+           COMMAND ${BIN}/lab_exercises_05_decode)
+endif()
 
 # Without a GPU the stub's CPU model runs the student's code: an untouched stub fails, every variant.
 set(DEC_SHAPE --t 1 --t-kv 300 --b 3 --h 8 --h-kv 2)

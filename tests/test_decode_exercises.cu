@@ -63,18 +63,20 @@ static void test_gqa() {
     CHECKF(h == 12 + r, "query_head_of(kv_head=3, r=%d, group=4) = %d, want %d: K/V head g serves the query heads "
            "[g*group, (g+1)*group), in order", r, h, 12 + r);
   }
+  // Every mapping of three shapes is one check, passed or failed: a check counted only when it
+  // fails would make the group's total differ between a stub and a solution.
+  FirstFailure mapping;
   for (int h_kv : {1, 2, 8})
     for (int group : {1, 3, 4, 32})
       for (int kv = 0; kv < h_kv; ++kv)
         for (int r = 0; r < group; ++r) {
           const int h = Hooks::query_head_of(kv, r, group);
-          if (h < 0 || h >= h_kv * group || lab::kv_head_of(h, h_kv * group, h_kv) != kv) {
-            CHECKF(false, "query_head_of(kv_head=%d, r=%d, group=%d) = %d with H_kv=%d, want a head of [%d, %d): the "
-                   "query heads lab::kv_head_of gives to K/V head %d", kv, r, group, h, h_kv, kv * group,
-                   (kv + 1) * group, kv);
-            return;
-          }
+          mapping.note(h >= 0 && h < h_kv * group && lab::kv_head_of(h, h_kv * group, h_kv) == kv,
+                       "query_head_of(kv_head=%d, r=%d, group=%d) = %d with H_kv=%d, want a head of [%d, %d): the "
+                       "query heads lab::kv_head_of gives to K/V head %d", kv, r, group, h, h_kv, kv * group,
+                       (kv + 1) * group, kv);
         }
+  CHECKF(mapping.ok, "%s", mapping.what);
 }
 
 static void test_split_state() {
@@ -82,37 +84,39 @@ static void test_split_state() {
   float m = -INFINITY, l = 0.f, alpha = 1.f, base = 1.f;
   char call[96];  // the last call, with the state it was given
   auto step = [&](float tile_max) {
-    std::snprintf(call, sizeof call, "online_step(tile_max=%.6g) on m=%.6g, l=%.6g", tile_max, m, l);
+    std::snprintf(call, sizeof call, "online_step(tile_max=%s) on m=%s, l=%s", num(tile_max).c_str(), num(m).c_str(),
+                  num(l).c_str());
     CHECKF(Hooks::online_step(tile_max, m, l, alpha, base),
            "%s returned false, want true (false stops the kernel's block, which then writes nothing)", call);
   };
   // An empty state meeting an all-masked tile stays empty, with no NaN.
   step(-INFINITY);
   CHECKF(m == -INFINITY && l == 0.f && !std::isnan(alpha) && std::exp2(-INFINITY - base) == 0.f,
-         "%s gave m=%.6g, l=%.6g, alpha=%.6g, base=%.6g; want m=-inf, l=0, alpha not NaN, base neither NaN nor -inf: "
-         "still empty, and the kernel's exp2(-inf - base) must be 0, not NaN", call, m, l, alpha, base);
+         "%s gave m=%s, l=%s, alpha=%s, base=%s; want m=-inf, l=0, alpha not NaN, base neither NaN nor -inf: "
+         "still empty, and the kernel's exp2(-inf - base) must be 0, not NaN",
+         call, num(m).c_str(), num(l).c_str(), num(alpha).c_str(), num(base).c_str());
   // Tile maxima 3 then 5 (log2 domain): after the first, base 3 and l still 0 (the kernel adds the
   // tile's p = exp2(s - base)); say the tile's p sum to 1.5. The second rescales by exp2(3 - 5).
   step(3.f);
   CHECKF(m == 3.f && base == 3.f && l == 0.f,
-         "%s gave m=%.6g, base=%.6g, l=%.6g; want m=3, base=3, l=0 (the kernel adds the tile's p = exp2(s - base) to l "
-         "itself)", call, m, base, l);
+         "%s gave m=%s, base=%s, l=%s; want m=3, base=3, l=0 (the kernel adds the tile's p = exp2(s - base) to l "
+         "itself)", call, num(m).c_str(), num(base).c_str(), num(l).c_str());
   l += 1.5f;
   step(5.f);
   CHECKF(m == 5.f && base == 5.f && near(alpha, 0.25) && near(l, 0.375),
-         "%s gave m=%.6g, base=%.6g, alpha=%.6g, l=%.6g; want m=5, base=5, alpha=0.25 = exp2(3 - 5), l=0.375 = "
-         "1.5*alpha", call, m, base, alpha, l);
+         "%s gave m=%s, base=%s, alpha=%s, l=%s; want m=5, base=5, alpha=0.25 = exp2(3 - 5), l=0.375 = "
+         "1.5*alpha", call, num(m).c_str(), num(base).c_str(), num(alpha).c_str(), num(l).c_str());
   // A lower tile max keeps m: alpha 1.
   step(4.f);
-  CHECKF(m == 5.f && alpha == 1.f, "%s gave m=%.6g, alpha=%.6g; want m=5, alpha=1: a lower tile max keeps m", call, m,
-         alpha);
+  CHECKF(m == 5.f && alpha == 1.f, "%s gave m=%s, alpha=%s; want m=5, alpha=1: a lower tile max keeps m", call,
+         num(m).c_str(), num(alpha).c_str());
   // The split's LSE in natural log: (m + log2 l)·ln 2; an empty split: -inf.
   const float lse = Hooks::split_lse(5.f, 2.f), lse_empty = Hooks::split_lse(-INFINITY, 0.f);
   const double want = (5.0 + 1.0) * std::log(2.0);
-  CHECKF(near(lse, want), "split_lse(m=5, l=2) = %.6g, want %.6g = (m + log2 l)*ln 2: the LSE in natural log", lse,
-         want);
-  CHECKF(lse_empty == -INFINITY, "split_lse(m=-inf, l=0) = %.6g, want -inf: a split that saw no key weighs nothing",
-         lse_empty);
+  CHECKF(near(lse, want), "split_lse(m=5, l=2) = %s, want %s = (m + log2 l)*ln 2: the LSE in natural log",
+         num(lse).c_str(), num(want).c_str());
+  CHECKF(lse_empty == -INFINITY, "split_lse(m=-inf, l=0) = %s, want -inf: a split that saw no key weighs nothing",
+         num(lse_empty).c_str());
 }
 
 static void test_split_merge() {
@@ -122,37 +126,37 @@ static void test_split_merge() {
   const float lse3[3] = {2.f, 1.f, -INFINITY};
   const float all = Hooks::merged_lse(lse3, 3, 1);
   const double want_all = 2.0 + std::log1p(std::exp(-1.0));
-  CHECKF(near(all, want_all), "merged_lse({2, 1, -inf}, n=3, stride=1) = %.6g, want %.6g = 2 + ln(1 + e^-1), the "
-         "worked example of ch12/05_decode.md", all, want_all);
+  CHECKF(near(all, want_all), "merged_lse({2, 1, -inf}, n=3, stride=1) = %s, want %s = 2 + ln(1 + e^-1), the "
+         "worked example of ch12/05_decode.md", num(all).c_str(), num(want_all).c_str());
   const float w2 = Hooks::partial_weight(2.f, all), w1 = Hooks::partial_weight(1.f, all),
               w_empty = Hooks::partial_weight(-INFINITY, all);
-  CHECKF(near(w2, 0.7310586), "partial_weight(lse_part=2, lse_all=%.6g) = %.6g, want 0.731059 = exp(2 - 2.31326)",
-         all, w2);
-  CHECKF(near(w1, 0.2689414), "partial_weight(lse_part=1, lse_all=%.6g) = %.6g, want 0.268941 = exp(1 - 2.31326)",
-         all, w1);
-  CHECKF(w_empty == 0.f, "partial_weight(lse_part=-inf, lse_all=%.6g) = %.6g, want 0: an empty split weighs nothing",
-         all, w_empty);
+  CHECKF(near(w2, 0.7310586), "partial_weight(lse_part=2, lse_all=%s) = %s, want 0.731059 = exp(2 - 2.31326)",
+         num(all).c_str(), num(w2).c_str());
+  CHECKF(near(w1, 0.2689414), "partial_weight(lse_part=1, lse_all=%s) = %s, want 0.268941 = exp(1 - 2.31326)",
+         num(all).c_str(), num(w1).c_str());
+  CHECKF(w_empty == 0.f, "partial_weight(lse_part=-inf, lse_all=%s) = %s, want 0: an empty split weighs nothing",
+         num(all).c_str(), num(w_empty).c_str());
   const float o = w2 * 10 + w1 * 4;
-  CHECKF(near(o, 8.386352), "O = partial_weight(2, lse_all)*10 + partial_weight(1, lse_all)*4 = %.6g, want "
-         "8.38635: the weights of the splits must sum to 1", o);
+  CHECKF(near(o, 8.386352), "O = partial_weight(2, lse_all)*10 + partial_weight(1, lse_all)*4 = %s, want "
+         "8.38635: the weights of the splits must sum to 1", num(o).c_str());
   // Only empty parts: LSE -inf, weight 0, never NaN; strided reads.
   const float none[3] = {-INFINITY, -INFINITY, -INFINITY};
   const float lse_none = Hooks::merged_lse(none, 3, 1), w_none = Hooks::partial_weight(-INFINITY, -INFINITY);
-  CHECKF(lse_none == -INFINITY, "merged_lse({-inf, -inf, -inf}, n=3, stride=1) = %.6g, want -inf: every split "
-         "empty (a row that sees no key), never -inf - -inf", lse_none);
-  CHECKF(w_none == 0.f, "partial_weight(lse_part=-inf, lse_all=-inf) = %.6g, want 0, not NaN: an empty split "
-         "weighs nothing, even when every split is empty", w_none);
+  CHECKF(lse_none == -INFINITY, "merged_lse({-inf, -inf, -inf}, n=3, stride=1) = %s, want -inf: every split "
+         "empty (a row that sees no key), never -inf - -inf", num(lse_none).c_str());
+  CHECKF(w_none == 0.f, "partial_weight(lse_part=-inf, lse_all=-inf) = %s, want 0, not NaN: an empty split "
+         "weighs nothing, even when every split is empty", num(w_none).c_str());
   const float grid[6] = {1.f, -INFINITY, -INFINITY, -INFINITY, 1.f, -INFINITY};  // [3 warps][2 rows]
   const float lse_col0 = Hooks::merged_lse(grid, 3, 2), lse_col1 = Hooks::merged_lse(grid + 1, 3, 2);
   CHECKF(near(lse_col0, 1.0 + std::log(2.0)), "merged_lse(lse, n=3, stride=2) with lse = {1, -inf, -inf, -inf, 1, "
-         "-inf} = %.6g, want 1.69315 = 1 + ln 2: it reads lse[0], lse[2], lse[4] = {1, -inf, 1}", lse_col0);
-  CHECKF(lse_col1 == -INFINITY, "merged_lse(lse + 1, n=3, stride=2) with the same lse = %.6g, want -inf: it reads "
-         "lse[1], lse[3], lse[5], all -inf", lse_col1);
+         "-inf} = %s, want 1.69315 = 1 + ln 2: it reads lse[0], lse[2], lse[4] = {1, -inf, 1}", num(lse_col0).c_str());
+  CHECKF(lse_col1 == -INFINITY, "merged_lse(lse + 1, n=3, stride=2) with the same lse = %s, want -inf: it reads "
+         "lse[1], lse[3], lse[5], all -inf", num(lse_col1).c_str());
   // Large LSEs: no overflow (subtract the largest first).
   const float big[2] = {100.f, 100.f};
   const float lse_big = Hooks::merged_lse(big, 2, 1);
-  CHECKF(near(lse_big, 100.0 + std::log(2.0)), "merged_lse({100, 100}, n=2, stride=1) = %.6g, want 100.693 = 100 + "
-         "ln 2: subtract the largest LSE before exp (exp(100) overflows a float)", lse_big);
+  CHECKF(near(lse_big, 100.0 + std::log(2.0)), "merged_lse({100, 100}, n=2, stride=1) = %s, want 100.693 = 100 + "
+         "ln 2: subtract the largest LSE before exp (exp(100) overflows a float)", num(lse_big).c_str());
 
   // Splits of a 50-key row, some past its end, merged = attention over the whole row.
   const int n = 50;
@@ -174,8 +178,8 @@ static void test_split_merge() {
     for (int sp = 0; sp < 7; ++sp) out += Hooks::partial_weight(lse[size_t(sp)], m) * o[size_t(sp)];
     CHECKF(near(m, full.lse) && std::isfinite(out) && near(out, full.o, 1e-4),
            "a 50-key row in 7 splits of %d keys (%d of them empty), merged by merged_lse and partial_weight: LSE "
-           "%.6g, O %.6g; want the whole row's, LSE %.6g, O %.6g", kps, 7 - (n + kps - 1) / kps, m, out, full.lse,
-           full.o);
+           "%s, O %s; want the whole row's, LSE %s, O %s",
+           kps, 7 - (n + kps - 1) / kps, num(m).c_str(), num(out).c_str(), num(full.lse).c_str(), num(full.o).c_str());
     // The same merge folded in groups (the last block's way), an empty group first for kps 64.
     for (int group : {1, 3, 7}) {
       Hooks::LseFold fold;
@@ -188,8 +192,9 @@ static void test_split_merge() {
       }
       const float lse_fold = fold.lse(), o_fold = acc * fold.inv_l();
       CHECKF(near(lse_fold, full.lse) && near(o_fold, full.o, 1e-4),
-             "LseFold over the same 7 splits of %d keys, folded %d at a time: lse() %.6g, O = acc*inv_l() %.6g; want "
-             "the whole row's, LSE %.6g, O %.6g", kps, group, lse_fold, o_fold, full.lse, full.o);
+             "LseFold over the same 7 splits of %d keys, folded %d at a time: lse() %s, O = acc*inv_l() %s; want "
+             "the whole row's, LSE %s, O %s",
+             kps, group, num(lse_fold).c_str(), num(o_fold).c_str(), num(full.lse).c_str(), num(full.o).c_str());
     }
   }
   // Folding only empty parts, then a real one: no NaN, the real part alone.
@@ -197,13 +202,14 @@ static void test_split_merge() {
   float w[3];
   const float a0 = f.fold(none, 3, w), lse0 = f.lse(), inv_l0 = f.inv_l();
   CHECKF(!std::isnan(a0) && w[0] == 0.f && lse0 == -INFINITY && inv_l0 == 0.f,
-         "a new LseFold's fold({-inf, -inf, -inf}) returned %.6g and set w[0] = %.6g, then lse() = %.6g, inv_l() = "
-         "%.6g; want no NaN, w[0] = 0, lse() = -inf, inv_l() = 0: only empty splits so far", a0, w[0], lse0, inv_l0);
+         "a new LseFold's fold({-inf, -inf, -inf}) returned %s and set w[0] = %s, then lse() = %s, inv_l() = "
+         "%s; want no NaN, w[0] = 0, lse() = -inf, inv_l() = 0: only empty splits so far",
+         num(a0).c_str(), num(w[0]).c_str(), num(lse0).c_str(), num(inv_l0).c_str());
   const float one[1] = {2.5f};
   const float a1 = f.fold(one, 1, w), lse1 = f.lse();
   CHECKF(!std::isnan(a1) && near(w[0], 1.0) && near(lse1, 2.5),
-         "then fold({2.5}) returned %.6g and set w[0] = %.6g, then lse() = %.6g; want no NaN, w[0] = 1, lse() = 2.5: "
-         "the real split alone", a1, w[0], lse1);
+         "then fold({2.5}) returned %s and set w[0] = %s, then lse() = %s; want no NaN, w[0] = 1, lse() = 2.5: "
+         "the real split alone", num(a1).c_str(), num(w[0]).c_str(), num(lse1).c_str());
   // inv_l() where l is not 1 (the rows above are dominated by one split, l close to 1): the merged
   // O is acc * inv_l(), so the weights must come out normalised.
   Hooks::LseFold g;
@@ -212,8 +218,8 @@ static void test_split_merge() {
   g.fold(two, 2, w_two);
   const float inv2 = g.inv_l(), lse2 = g.lse();
   CHECKF(near(inv2, 0.7310586) && near(lse2, 2.3132617),
-         "a new LseFold's fold({2, 1}), then inv_l() = %.6g, lse() = %.6g; want 0.731059 = 1 / (1 + exp(-1)) and "
-         "2.31326: the merged O is acc * inv_l(), its weights summing to 1", inv2, lse2);
+         "a new LseFold's fold({2, 1}), then inv_l() = %s, lse() = %s; want 0.731059 = 1 / (1 + exp(-1)) and "
+         "2.31326: the merged O is acc * inv_l(), its weights summing to 1", num(inv2).c_str(), num(lse2).c_str());
 }
 #else
 static void test_block_table() {
@@ -221,6 +227,7 @@ static void test_block_table() {
   // Two sequences, page 16, 3 table entries each: seq 0 -> blocks 5, 2, 7; seq 1 -> blocks 0, 3, -1.
   const int table[6] = {5, 2, 7, 0, 3, -1};
   const int h_kv = 2, d = 8;
+  FirstFailure walk;  // one check, passed or failed (as gqa's mapping)
   for (int b = 0; b < 2; ++b)
     for (int j = 0; j < (b == 0 ? 48 : 32); ++j)
       for (int kv = 0; kv < h_kv; ++kv) {
@@ -229,14 +236,13 @@ static void test_block_table() {
         const int64_t hnd = kv_row_offset<KvLayout::hnd>(table, 3, 16, h_kv, d, b, j, kv);
         const int64_t block = slot / 16, in_page = slot % 16;
         const int64_t want_nhd = (slot * h_kv + kv) * d, want_hnd = ((block * h_kv + kv) * 16 + in_page) * d;
-        if (nhd != want_nhd || hnd != want_hnd) {
-          CHECKF(false, "kv_row_offset(b=%d, j=%d, kv_head=%d) with page_size 16, H_kv 2, D 8, block_table "
-                 "{5, 2, 7 | 0, 3, -1} (table_stride 3) = %lld in nhd, %lld in hnd; want %lld and %lld: key %d is "
-                 "slot %lld of logical block %d, physical block %lld", b, j, kv, (long long)nhd, (long long)hnd,
-                 (long long)want_nhd, (long long)want_hnd, j, (long long)in_page, j / 16, (long long)block);
-          return;
-        }
+        walk.note(nhd == want_nhd && hnd == want_hnd,
+                  "kv_row_offset(b=%d, j=%d, kv_head=%d) with page_size 16, H_kv 2, D 8, block_table "
+                  "{5, 2, 7 | 0, 3, -1} (table_stride 3) = %lld in nhd, %lld in hnd; want %lld and %lld: key %d is "
+                  "slot %lld of logical block %d, physical block %lld", b, j, kv, (long long)nhd, (long long)hnd,
+                  (long long)want_nhd, (long long)want_hnd, j, (long long)in_page, j / 16, (long long)block);
       }
+  CHECKF(walk.ok, "%s", walk.what);
   const int64_t at40 = kv_row_offset<KvLayout::nhd>(table, 3, 16, 8, 128, 0, 40, 3);
   CHECKF(at40 == ((7 * 16 + 8) * 8 + 3) * 128, "kv_row_offset<nhd>(b=0, j=40, kv_head=3) with page_size 16, H_kv 8, "
          "D 128, sequence 0's blocks {5, 2, 7} = %lld, want %d = ((7*16 + 8)*8 + 3)*128: key 40 is slot 8 of "
@@ -344,21 +350,22 @@ static void test_simulation() {  // the allocator as the serving simulation (--s
   try {
     ServingReport r = simulate_serving(c);
     CHECKF(r.steps == 12 && near(r.live_tokens, 27) && near(r.paged_slots, 32) && near(r.contiguous_slots, 64),
-           "%s, no shared prefix: steps %lld, live_tokens %.6g, paged_slots %.6g, contiguous_slots %.6g; want 12, "
+           "%s, no shared prefix: steps %lld, live_tokens %s, paged_slots %s, contiguous_slots %s; want 12, "
            "27, 32, 64 (each pair decodes 6 steps at 11..16 tokens, one block each)", small, (long long)r.steps,
-           r.live_tokens, r.paged_slots, r.contiguous_slots);
+           num(r.live_tokens).c_str(), num(r.paged_slots).c_str(), num(r.contiguous_slots).c_str());
     // A 16-token system prompt on every request: one full block, shared: 1 + 2 x 1 blocks, not 2 x 2.
     c.shared_prefix = 16;
     c.share_fraction = 1.0;
     r = simulate_serving(c);
     CHECKF(near(r.paged_slots, 64) && near(r.shared_slots, 48) && near(r.sharing_saving(), 0.25),
-           "%s, all sharing a 16-token prefix: paged_slots %.6g, shared_slots %.6g, sharing_saving() %.6g; want 64, "
-           "48, 0.25 (the prefix's full block is held once, 1 + 2 blocks instead of 2 x 2)", small, r.paged_slots,
-           r.shared_slots, r.sharing_saving());
+           "%s, all sharing a 16-token prefix: paged_slots %s, shared_slots %s, sharing_saving() %s; want 64, "
+           "48, 0.25 (the prefix's full block is held once, 1 + 2 blocks instead of 2 x 2)",
+           small, num(r.paged_slots).c_str(), num(r.shared_slots).c_str(), num(r.sharing_saving()).c_str());
     r = simulate_serving(ServingConfig{});
     CHECKF(r.contiguous_waste() > 0.5 && r.paged_waste() < 0.02 && r.sharing_saving() > 0.1,
-           "simulate_serving at its defaults: contiguous_waste() %.6g, paged_waste() %.6g, sharing_saving() %.6g; "
-           "want > 0.5, < 0.02, > 0.1", r.contiguous_waste(), r.paged_waste(), r.sharing_saving());
+           "simulate_serving at its defaults: contiguous_waste() %s, paged_waste() %s, sharing_saving() %s; "
+           "want > 0.5, < 0.02, > 0.1",
+           num(r.contiguous_waste()).c_str(), num(r.paged_waste()).c_str(), num(r.sharing_saving()).c_str());
   } catch (const std::exception& e) {
     CHECKF(false, "simulate_serving stopped with an error: %s; want it to run on your allocator without one",
            e.what());

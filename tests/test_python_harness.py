@@ -42,8 +42,16 @@ def have_triton():
         return False
 
 
-def run(cmd, **kw):
-    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=600, **kw)
+def have_torch():
+    try:
+        import torch  # noqa: F401
+        return True
+    except Exception:
+        return False
+
+
+def run(cmd, timeout=600, **kw):
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, **kw)
 
 
 class SameInputsAsCuda(unittest.TestCase):
@@ -200,6 +208,73 @@ class Program(unittest.TestCase):
                 theirs = run([c, "--cpu", "--t", "16", *args]).stderr
                 self.assertEqual(ours, theirs)
 
+    def test_rows_checked_are_query_rows_as_in_the_cpp_harness(self):
+        """A row is one (b, i, h) query row (compare.cpp's RowId), B*H*T_q of them: --check full says
+        every row was checked, a sample says how many of B*H*T_q, and the record's rows_checked agrees;
+        never the count of (b, h) pairs. A C++ program says the same of the same shape."""
+        p = Problem(2, 3, 3, 100, 100, 64, "fp16", False)
+        n = sum(len(i) for i in reference.rows_to_check(p, "sample", 24, 1234).values())
+        self.assertTrue(6 < n < 600, n)  # neither the (b, h) pairs nor every row
+        shape = ["--cpu", "--b", "2", "--h", "3", "--t", "100", "--sample-rows", "24"]
+        said = {"full": "checked every row", "sample": f"checked {n} of 600 rows, a sample; --check full checks every row"}
+        progs = [prog for prog, ok in ((SOL, have_triton()), (SOL10, have_torch())) if ok]
+        if not progs:
+            self.skipTest("neither triton nor torch is installed")
+        for prog in progs:
+            for mode, scope in said.items():
+                f = Path(tempfile.mkdtemp()) / "r.json"
+                r = run([sys.executable, prog, *shape, "--check", mode, "--json", f])
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                self.assertIn(f"({scope})", r.stdout, f"{prog.name} --check {mode}")
+                self.assertEqual(json.loads(f.read_text())[0]["check"]["rows_checked"], 600 if mode == "full" else n)
+        c = BIN / "01_naive"
+        if c.exists():
+            for mode, scope in said.items():
+                self.assertIn(f"({scope})", run([c, *shape, "--check", mode]).stdout, f"01_naive --check {mode}")
+
+    def test_cpu_alone_runs_a_small_shape_and_says_so(self):
+        """09 under --cpu without --t runs T=100 (several 32 x 16 tiles, the last ones ragged: seconds,
+        not the GPU default's minute under the interpreter) and its banner says the shape; a --t given
+        is kept, and a --h given keeps T=100. 10's eager path keeps its default (seconds already)."""
+        if not have_triton():
+            self.skipTest("triton is not installed")
+        for args, (h, t), said in (([], (8, 100), "B=1 H=8 T=100 D=64 fp16 (T=100 is --cpu's default; a GPU run's T=1024)"),
+                                   (["--h", "2"], (2, 100), "B=1 H=2 T=100 D=64 fp16 (T=100 is --cpu's default"),
+                                   (["--t", "40"], (8, 40), None)):
+            f = Path(tempfile.mkdtemp()) / "r.json"
+            r = run([sys.executable, SOL, "--cpu", "--json", f, *args], timeout=120)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            banner = r.stdout.splitlines()[0]
+            self.assertTrue(banner.startswith("== 09_triton on the CPU"), banner)
+            if said:
+                self.assertIn(said, banner)
+            else:
+                self.assertNotIn("--cpu's default", banner)
+            prob = json.loads(f.read_text())[0]["problem"]
+            self.assertEqual((prob["h"], prob["t_q"], prob["t_kv"]), (h, t, t))
+        self.assertRegex(run([sys.executable, SOL, "--help"]).stdout, r"default 1024; 100 under\s+--cpu")
+
+    def test_a_slow_cpu_run_says_so_before_it_starts(self):
+        """A shape that takes long under --cpu is announced on the first line, with a rough time, before
+        the silent minutes (read here as it comes, then the run is stopped)."""
+        import signal
+        progs = [(SOL, ["--t", "2048"], have_triton()), (SOL10, ["--t", "8192"], have_torch())]
+        for prog, args, ok in progs:
+            if not ok:
+                continue
+            proc = subprocess.Popen([sys.executable, str(prog), "--cpu", "--check", "none", *args],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+            try:
+                first = proc.stdout.readline()
+            finally:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            self.assertRegex(first, rf"^note: B=1 H=8 T={args[1]} D=64 \w+ under --cpu takes roughly \d+ (s|min) on one "
+                                    r"laptop core, in silence until the verdict; .* in seconds$", prog.name)
+        if have_triton():  # and a small one is not announced
+            r = run([sys.executable, SOL, "--cpu", "--t", "64", "--h", "2"])
+            self.assertTrue(r.stdout.startswith("== 09_triton on the CPU"), r.stdout)
+
     def test_option_mistakes_read_as_in_the_cpp_programs(self):
         """A mistyped command line gets the C++ programs' one line, word for word (and a value option
         given twice is refused, not silently the last)."""
@@ -271,6 +346,52 @@ class Program(unittest.TestCase):
         self.assertNotIn("Traceback", r.stderr)
         r = run([sys.executable, SOL, "--cpu", "--t", "0"], env=env)  # bad input is still bad input
         self.assertEqual(r.returncode, 2)
+
+
+class TrainTiny(unittest.TestCase):
+    """scripts/train_tiny.py (the 11 handout's training run) refuses bad arguments and output paths
+    as the section programs do, before anything runs: exit 2, one line, nothing created, no file
+    lost, no traceback; with no GPU (or no torch), good arguments are exit 77."""
+    PROG = ROOT / "scripts" / "train_tiny.py"
+
+    def test_bad_arguments_and_paths_are_one_line_and_nothing_made(self):
+        d = Path(tempfile.mkdtemp())
+        afile = d / "afile"
+        afile.write_text("a user's file\n")
+        cases = [(["--out", afile / "x.png"], f"--out: {afile} is a file, not a folder"),
+                 (["--out", "/etc/passwd/x.png"], "--out: /etc/passwd is a file, not a folder"),
+                 (["--out", d / "no" / "x.png"], f"--out: folder {d / 'no'} does not exist"),
+                 (["--json", d / "none" / "r.json"], f"--json: folder {d / 'none'} does not exist"),
+                 (["--out", d / "nojson" / "x.png", "--json", d / "r.json"], "does not exist"),
+                 (["--json", d], "is a folder, not a file"), (["--out", ""], "an empty path"),
+                 (["--out", "/proc/x.png"], "kernel file system"),
+                 (["--replot", afile, "--out", d / "no" / "x.png"], "does not exist"),
+                 (["--replot", afile], "is not a training record"),
+                 (["--steps", "0"], "--steps must be >= 1"), (["--steps", "abc"], "--steps: 'abc' is not a value"),
+                 (["--lr", "nan"], "--lr must be a positive number"), (["--lr", "inf"], "--lr must be a positive"),
+                 (["--clip", "nan"], "--clip must be a number >= 0"), (["--digits", "1"], "--digits must be >= 2"),
+                 (["--seed", "-1"], "--seed must be >= 0"), (["--bogus"], "unknown option --bogus")]
+        if os.geteuid() != 0:  # (root may write anywhere)
+            ro = d / "ro"
+            ro.mkdir()
+            ro.chmod(0o500)
+            cases.append((["--out", ro / "x.png"], "is not writable"))
+        for args, message in cases:
+            r = run([sys.executable, self.PROG, *args], timeout=120)
+            what = f"{args}: {r.stdout + r.stderr}"
+            self.assertEqual((r.returncode, r.stdout), (2, ""), what)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, what)
+            self.assertTrue(r.stderr.startswith("bad input: "), what)
+            self.assertIn(message, r.stderr, what)
+        self.assertEqual(sorted(p.name for p in d.iterdir()), sorted(["afile"] + (["ro"] if os.geteuid() else [])))
+        self.assertEqual(afile.read_text(), "a user's file\n")
+
+    def test_a_record_is_replotted_to_a_good_path(self):
+        f = Path(tempfile.mkdtemp()) / "rec.json"
+        f.write_text(json.dumps({"task": "t", "gpu": "g", "loss_sdpa": [2.0, 1.0], "loss_lab": [2.0, 1.01]}))
+        r = run([sys.executable, self.PROG, "--replot", f, "--out", f.with_suffix(".png")], timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("lab vs SDPA max", r.stdout)
 
 
 @unittest.skipUnless(have_triton(), "needs triton")

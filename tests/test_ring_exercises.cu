@@ -128,7 +128,8 @@ static void test_keys_seen() {
 
 static std::string shown(const RowMerge& m) {
   char s[96];
-  std::snprintf(s, sizeof s, "{w_run %.6g, w_part %.6g, lse %.6g}", m.w_run, m.w_part, m.lse);
+  std::snprintf(s, sizeof s, "{w_run %s, w_part %s, lse %s}", num(m.w_run).c_str(), num(m.w_part).c_str(),
+                num(m.lse).c_str());
   return s;
 }
 
@@ -168,10 +169,12 @@ static void test_ring_merge() {
       o = w.w_run * o + w.w_part * o_part[part];
       lse = w.lse;
     }
-    CHECKF(near(o, o_whole, 1e-4f) && near(lse, lse_whole, 1e-5f), "3 partials of a 6-key row (LSE %.6g, %.6g, "
-           "%.6g) merged by merge_rows in the order %s, from the empty state: O %.6g, LSE %.6g; want the softmax over "
-           "the 6 keys, O %.6g, LSE %.6g", lse_part[0], lse_part[1], lse_part[2], order == 0 ? "0, 1, 2" : "2, 1, 0",
-           o, lse, o_whole, lse_whole);
+    CHECKF(near(o, o_whole, 1e-4f) && near(lse, lse_whole, 1e-5f),
+           "3 partials of a 6-key row (LSE %s, %s, %s) merged by merge_rows in the order %s, from the empty state: O %s, LSE %s; want the softmax over "
+           "the 6 keys, O %s, LSE %s",
+           num(lse_part[0]).c_str(), num(lse_part[1]).c_str(), num(lse_part[2]).c_str(),
+           order == 0 ? "0, 1, 2" : "2, 1, 0", num(o).c_str(), num(lse).c_str(), num(o_whole).c_str(),
+           num(lse_whole).c_str());
   }
 }
 

@@ -28,6 +28,11 @@ class Section:
     head_dims: tuple = (64, 128)
     dtypes: tuple = ("fp16", "bf16")
     default: dict = field(default_factory=dict)   # b, h, t, d, dtype, causal
+    # Under --cpu, the b, h, t that an option left out takes instead of `default`'s: a GPU's default
+    # shape can be minutes of interpreted Python, so --cpu alone runs a small one that still crosses
+    # tile edges (the C++ programs' --help example is --cpu --t 100).
+    cpu_default: dict = field(default_factory=dict)
+    cpu_seconds: object = None     # f(problem) -> rough seconds of a --cpu run: a slow one is said first
     supports_window: bool = False
     writes_lse: bool = True
     build: str = "solution"        # "lab" in a generated stub
@@ -146,12 +151,15 @@ def _given_twice(argv, parser):
 
 def parser_for(s):
     d = s.default
+
+    def on_cpu(dim):
+        return f"; {s.cpu_default[dim]} under --cpu" if dim in s.cpu_default else ""
     p = _Parser(prog=s.name, description=f"{s.name}: {s.title}", allow_abbrev=False)
     add = p.add_argument
-    add("--b", type=int, default=d.get("b", 1), help="Batch size (sequences) (default %(default)s)")
-    add("--h", type=int, default=d.get("h", 8), help="Query heads (default %(default)s)")
+    add("--b", type=int, default=d.get("b", 1), help=f"Batch size (sequences) (default %(default)s{on_cpu('b')})")
+    add("--h", type=int, default=d.get("h", 8), help=f"Query heads (default %(default)s{on_cpu('h')})")
     add("--h-kv", type=int, default=None, help="K/V heads (GQA when < H); default H")
-    add("--t", type=int, default=d.get("t", 1024), help="Query rows per sequence (T_q) (default %(default)s)")
+    add("--t", type=int, default=d.get("t", 1024), help=f"Query rows per sequence (T_q) (default %(default)s{on_cpu('t')})")
     add("--t-kv", type=int, default=None, help="Keys per sequence (T_kv); default T")
     add("--d", type=int, default=d.get("d", 64), help="Head dimension (default %(default)s)")
     add("--dtype", default=d.get("dtype", "fp16"), help="Element type: " + ", ".join(s.dtypes) + " (default %(default)s)")
@@ -177,6 +185,10 @@ def parser_for(s):
     return p
 
 
+def parser_default(s, dest):
+    return parser_for(s).get_default(dest)
+
+
 def _mem_bytes():
     try:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
@@ -184,12 +196,30 @@ def _mem_bytes():
         return 1 << 62
 
 
+def _given(argv, parser):
+    """The dests of the options on the command line (argparse cannot tell a default from a value)."""
+    given = set()
+    for word in argv:
+        action = parser._option_string_actions.get(word.split("=")[0])
+        if action is not None:
+            given.add(action.dest)
+    return given
+
+
 def parse(argv, s):
+    from .backend import cpu_requested
     parser = parser_for(s)
     o = parser.parse_args(argv)
     twice = _given_twice(argv, parser)
     if twice:
         raise BadInput(f"{twice} is given more than once")
+    o.cpu_defaults = []  # the dimensions that took --cpu's default, for the banner
+    if s.cpu_default and (o.cpu or cpu_requested(argv)):
+        given = _given(argv, parser)
+        for dim, value in s.cpu_default.items():
+            if dim not in given:
+                setattr(o, dim, value)
+                o.cpu_defaults.append(dim)
     dtype = DTYPE_ALIASES.get(o.dtype)
     if dtype is None:
         raise BadInput(f"unknown dtype '{o.dtype}' (fp32, fp16, bf16)")

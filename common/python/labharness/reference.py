@@ -125,6 +125,12 @@ def _v(x):
     return "NaN" if x != x else f"{x:.6g}"
 
 
+def count_rows(rows):
+    """Query rows in {(b, h): [i...]}: a row is one (b, h, i), as compare.cpp's RowId, so that every
+    row of a problem is B*H*T_q (len(rows) counts (b, h) pairs, one per head)."""
+    return sum(len(idx) for idx in rows.values())
+
+
 def check_scope(mode, rows_checked, rows_total):
     """What a check covered, said after its verdict ("" under --check none, whose verdict says so)."""
     if mode == "none":
@@ -158,12 +164,11 @@ def check(p, q, k, v, rows, out_o, out_lse, mods=None):
     same_err = same_lse_err = diff2 = ref2 = 0.0
     max_err = lse_err = 0.0
     o_nan = lse_bad = o_zero = o_checked = 0
-    n_rows = 0
+    n_rows = count_rows(rows)
     bad = []
     for (b, h), idx in rows.items():
         ref_o, ref_lse = exact[(b, h)]
         got = out_o[b, idx, h, :].astype(np.float64)
-        n_rows += len(idx)
         err = np.abs(got - ref_o)
         same_err = max(same_err, float(np.max(np.abs(same[(b, h)][0] - ref_o))))
         fin = np.isfinite(got)

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from . import backend, inputs, record, reference
-from .options import BadInput, CannotRun, NotChecked, parse
+from .options import BadInput, CannotRun, NotChecked, parse, parser_default
 
 
 def _launch_and_fetch(s, o, ctx, launch):
@@ -43,6 +43,10 @@ def run(s, forward, argv):
     p = o.problem
     record.check_outputs(o)
     cpu = o.cpu or backend.cpu_requested(argv)
+    if cpu and s.cpu_seconds and not o.quiet:
+        slow = slow_on_cpu(s, p, s.cpu_seconds(p))
+        if slow:  # said before the minutes of silence, not after them
+            print(slow, flush=True)
     build = s.build
     for m in getattr(s, "modules", ()):
         backend.missing(m)
@@ -80,7 +84,12 @@ def run(s, forward, argv):
         ctx.lse = backend.HostTensor(lse_st, "fp32")
 
     if not o.quiet and cpu:
-        print(f"== {s.name} on the CPU: {s.cpu_what} ==")
+        shape = ""
+        if o.cpu_defaults:  # not the shape that --help states and a GPU run takes
+            ours = " ".join(f"{d.upper()}={getattr(o, d)}" for d in o.cpu_defaults)
+            gpus = " ".join(f"{d.upper()}={s.default.get(d, parser_default(s, d))}" for d in o.cpu_defaults)
+            shape = f", {p.describe()} ({ours} is --cpu's default; a GPU run's {gpus})"
+        print(f"== {s.name} on the CPU{shape}: {s.cpu_what} ==")
     launch = forward(ctx)
     t0 = time.perf_counter()
     _launch_and_fetch(s, o, ctx, launch)
@@ -123,7 +132,7 @@ def run(s, forward, argv):
         print(f"{s.name} [{o.variant}] {build}   {p.describe()}{bug}")
         if not cpu:
             print(f"  gpu      {gpu['name']} (sm_{gpu['cc'].replace('.', '')}, {gpu['sms']} SMs)")
-        scope = reference.check_scope(o.check, len(rows), p.b * p.h * p.t_q)
+        scope = reference.check_scope(o.check, reference.count_rows(rows), p.b * p.h * p.t_q)
         print(f"  check    {c['verdict']}" + (f" ({scope})" if scope else ""))
         for d in c["details"]:
             print(f"           {d}")
@@ -150,6 +159,27 @@ def run(s, forward, argv):
     if o.dump:
         record.dump_npy(o.dump, p, (q, k, v), out_o, out_lse, o, s.name)
     return 0 if c["passed"] else 1
+
+
+SLOW_CPU_SECONDS = 20
+
+
+def _duration(seconds):
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.0f} h"
+
+
+def slow_on_cpu(s, p, seconds):
+    """One line before a --cpu run that will take long, or "" for one that takes seconds."""
+    if seconds < SLOW_CPU_SECONDS:
+        return ""
+    smaller = ("--cpu without " + ", ".join(f"--{d}" for d in s.cpu_default) + " runs a small shape"
+               if s.cpu_default else "a smaller --t or --h runs")
+    return (f"note: {p.describe()} under --cpu takes roughly {_duration(seconds)} on one laptop core, in "
+            f"silence until the verdict; {smaller} in seconds")
 
 
 def argv_command(argv):
