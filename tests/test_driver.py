@@ -570,6 +570,13 @@ class Cases(unittest.TestCase):
         with self.assertRaises(common.BadInput):
             common.resolve("42")
 
+    def test_only_a_command_that_takes_all_offers_it(self):
+        with self.assertRaises(common.BadInput) as one:
+            common.resolve("nope")
+        self.assertNotIn("all", str(one.exception).split("sections:")[1])
+        with self.assertRaisesRegex(common.BadInput, r"12_ring, or all\)$"):
+            common.resolve_all(["nope"])
+
 
 class BaselineServer(unittest.TestCase):
     """bench's one baselines process: answers in order, keeps serving after a failed spec, and a spec

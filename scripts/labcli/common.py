@@ -58,12 +58,13 @@ def source_name(section):
     return f"{section}.py" if is_python(section) else f"{section}.cu"
 
 
-def resolve(name):
-    """'1', '01', '01_naive' -> '01_naive'; anything else is bad input."""
+def resolve(name, all_too=False):
+    """'1', '01', '01_naive' -> '01_naive'; anything else is bad input. all_too: the command also
+    takes 'all' (check, bench), so its refusal offers it."""
     for s in sections():
         if name == s or (name.isdigit() and name.zfill(2) == s[:2]):
             return s
-    raise BadInput(f"unknown section '{name}' (sections: {', '.join(sections())}, or all)")
+    raise BadInput(f"unknown section '{name}' (sections: {', '.join(sections())}{', or all' if all_too else ''})")
 
 
 def resolve_all(names):
@@ -72,7 +73,7 @@ def resolve_all(names):
         return sections()
     out = []
     for n in names:
-        s = resolve(n)
+        s = resolve(n, all_too=True)
         if s not in out:
             out.append(s)
     return out
