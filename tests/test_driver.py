@@ -570,6 +570,17 @@ class Cases(unittest.TestCase):
         with self.assertRaises(common.BadInput):
             common.resolve("42")
 
+    def test_sections_resolve_by_name_without_the_number(self):
+        for name, section in (("naive", "01_naive"), ("V1_Tile", "02_v1_tile"), ("tile", "02_v1_tile"),
+                              ("window", "07_sliding_window"), ("decode", "05_decode"), ("ring", "12_ring")):
+            self.assertEqual(common.resolve(name), section, name)
+        with self.assertRaisesRegex(common.BadInput, r"section 'on' is ambiguous: it could be 08_tma_skeleton, "
+                                                     r"09_triton \(give its number\)"):
+            common.resolve("on")
+        # the whole name wins over a longer name it ends
+        with mock.patch.object(common, "sections", lambda: ["07_sliding_window", "13_window"]):
+            self.assertEqual(common.resolve("window"), "13_window")
+
     def test_only_a_command_that_takes_all_offers_it(self):
         with self.assertRaises(common.BadInput) as one:
             common.resolve("nope")
