@@ -973,6 +973,20 @@ class Arguments(unittest.TestCase):
             self.assertEqual(len((r.stdout + r.stderr).strip().splitlines()), 1, (args, r.stdout, r.stderr))
             self.assertNotIn("Traceback", r.stdout + r.stderr)
 
+    def test_help_is_the_help_option(self):
+        def shown(argv):
+            with contextlib.redirect_stdout(io.StringIO()) as out, self.assertRaises(SystemExit) as end:
+                lab.parse(argv)
+            self.assertEqual(end.exception.code, 0, argv)
+            return out.getvalue()
+        self.assertEqual(shown(["help"]), shown(["--help"]))
+        self.assertEqual(shown(["help", "help"]), shown(["--help"]))
+        self.assertEqual(shown(["help", "check"]), shown(["check", "--help"]))
+        self.assertIn("--expect-fail", shown(["help", "check"]))
+        r = self.cli("help", "frobnicate")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("invalid choice: 'frobnicate'", r.stdout)
+
     def test_an_unexpected_error_is_one_line_not_a_traceback(self):
         import contextlib, io
         from unittest import mock
