@@ -973,6 +973,36 @@ class Arguments(unittest.TestCase):
             self.assertEqual(len((r.stdout + r.stderr).strip().splitlines()), 1, (args, r.stdout, r.stderr))
             self.assertNotIn("Traceback", r.stdout + r.stderr)
 
+    def test_a_mistyped_option_points_to_its_commands_help_and_the_option_meant(self):
+        for args, message in ((["check", "01", "--solutions"], "unrecognized arguments: --solutions; did you mean "
+                                                               "--solution? (see scripts/lab check --help)"),
+                              (["check", "01", "--cpuu"], "unrecognized arguments: --cpuu; did you mean --cpu? (see scripts/lab check --help)"),
+                              (["make-labs", "--chek"], "unrecognized arguments: --chek; did you mean --check? "
+                                                  "(see scripts/lab make-labs --help)"),
+                              (["check", "01", "--wat"], "unrecognized arguments: --wat (see scripts/lab check --help)")):
+            r = self.cli(*args)
+            self.assertEqual(r.returncode, 2, (args, r.stdout, r.stderr))
+            self.assertEqual(r.stdout, f"lab: bad input: {message}\n", args)
+
+    def test_run_refuses_a_near_miss_of_its_own_options_the_program_would_refuse(self):
+        for typo, meant in (("--soluton", "--solution"), ("--solutions", "--solution"), ("--timout", "--timeout")):
+            r = self.cli("run", "01", typo)
+            self.assertEqual((r.returncode, r.stdout, r.stderr), (2, f"lab: bad input: unknown option {typo}; did you "
+                                                                  f"mean {meant} (an option of scripts/lab run)?\n", ""))
+        # the program's options, and whatever follows --, still go to the program
+        self.assertEqual(lab.parse(["run", "01", "--cpuu", "--t", "65"]).args, ["--cpuu", "--t", "65"])
+        self.assertEqual(lab.parse(["run", "01", "--", "--soluton"]).args, ["--soluton"])
+        with mock.patch.object(lab, "program_options", lambda: {"--solutions"}):
+            self.assertEqual(lab.parse(["run", "01", "--solutions"]).args, ["--solutions"])
+        with mock.patch.object(lab, "program_options", lambda: {"--solutoon"}):  # as near a program option
+            self.assertEqual(lab.parse(["run", "01", "--soluton"]).args, ["--soluton"])
+
+    def test_the_programs_options_are_read_from_their_sources(self):
+        known = common.program_options()
+        for option in ("--t", "--cpu", "--causal", "--json", "--variant", "--softcap", "--simulate", "--kv-lens"):
+            self.assertIn(option, known)
+        self.assertFalse({"--solution", "--timeout"} & known)
+
     def test_help_is_the_help_option(self):
         def shown(argv):
             with contextlib.redirect_stdout(io.StringIO()) as out, self.assertRaises(SystemExit) as end:

@@ -88,6 +88,22 @@ def resolve_all(names):
     return out
 
 
+def program_options():
+    """The options the section programs take, read from the sources that declare them (the C++ and
+    Python harnesses, every section file): no build and no run, so the driver can ask before it
+    launches anything. A quoted "--name" anywhere there counts: more names only make the driver
+    leave more to the program."""
+    files = [*(ROOT / "common" / "harness").glob("*.*"), *(ROOT / "common" / "python" / "labharness").glob("*.py"),
+             *(ROOT / "solutions").glob("[0-9][0-9]_*"), *(ROOT / "labs").glob("[0-9][0-9]_*")]
+    names = {"-h", "--help"}
+    for f in files:
+        try:
+            names.update(re.findall(r"[\"'](--[a-z0-9][a-z0-9-]*)", f.read_text(errors="replace")))
+        except OSError:
+            continue
+    return names
+
+
 def targets(names, solution=True, lab=True):
     """The CMake targets of these sections' programs (a Python section has none)."""
     out = []
