@@ -1003,6 +1003,37 @@ class Arguments(unittest.TestCase):
             self.assertIn(option, known)
         self.assertFalse({"--solution", "--timeout"} & known)
 
+    def test_a_file_on_the_way_of_a_path_is_named_not_called_missing(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            f = Path(tmp, "notes.txt")
+            f.write_text("x")
+            sub = Path(tmp, "alice", "labs")
+            sub.mkdir(parents=True)
+            (sub / "01_naive.cu").write_text("// mine\n")
+            commands = [["check", "01", "--report", f / "r.json"], ["deps", "--vendor", f / "tree"],
+                        ["deps", "--vendor", f], ["tables", "--results", f], ["tables", "--results", f / "h200"],
+                        ["tables", "--results", tmp, "--readme", f / "README.md"], ["release", f / "out"],
+                        ["bench", "01", "--out", f / "b"], ["ab", tmp, tmp, "--case", "x=y", "--out", f / "ab"],
+                        ["gpu-check", "--out", f / "g"]]
+            if (ROOT / "solutions").is_dir():  # (a release grades nothing)
+                commands += [["grade", sub.parent, "--no-gpu", "--out", f / "grades"], ["grading-example", "--out", f / "x"],
+                             ["grade", f / "bob", "--no-gpu", "--out", Path(tmp, "grades")]]
+            for args in commands:
+                r = self.cli(*map(str, args))
+                self.assertEqual(r.returncode, 2, (args, r.stdout, r.stderr))
+                self.assertIn(f"{f} is a file, not a folder", r.stdout, args)
+                self.assertEqual(len((r.stdout + r.stderr).strip().splitlines()), 1, (args, r.stdout, r.stderr))
+            self.assertEqual(sorted(p.name for p in Path(tmp).iterdir()), ["alice", "notes.txt"])  # nothing written
+            self.assertEqual(common.folder_problem(Path(tmp, "no", "r"), must_exist=True),
+                             f"the folder {Path(tmp, 'no', 'r')} does not exist")
+            self.assertEqual(common.folder_problem(Path(tmp, "no", "r")), "")  # an --out is made, parents and all
+            here = os.getcwd()
+            os.chdir(tmp)
+            try:  # named as given: the user's relative path, not one made absolute
+                self.assertEqual(common.folder_problem("notes.txt/x"), "notes.txt is a file, not a folder")
+            finally:
+                os.chdir(here)
+
     def test_help_is_the_help_option(self):
         def shown(argv):
             with contextlib.redirect_stdout(io.StringIO()) as out, self.assertRaises(SystemExit) as end:

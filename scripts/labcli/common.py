@@ -141,6 +141,34 @@ def load_cases(section, hidden=None):
     return data
 
 
+# ------------------------------------------------------------------------------------ paths
+def folder_problem(path, must_exist=False, writable=True):
+    """Why `path` cannot serve as a folder ("" if it can), found before anything runs, not as a
+    crash after the runs it was to hold. Nothing on its way may be a file (/etc/passwd/out: the
+    file is named, it is not "missing"); the nearest part that exists must be writable where a
+    command writes there. must_exist: the folder itself must be there (one read from, or a
+    --report's), else it may be missing and is made later, parents and all. Paths are named as
+    given (a relative one stays relative)."""
+    if not str(path):
+        return "an empty path"
+    p = Path(path)
+    for q in (p, *p.parents):
+        if q.exists():
+            if not q.is_dir():
+                return f"{q} is a file, not a folder"
+            if must_exist and q != p:
+                return f"the folder {p} does not exist"
+            if writable and not os.access(q, os.W_OK | os.X_OK):
+                return f"folder {q} is not writable"
+            return ""
+    return f"the folder {p} does not exist" if must_exist else ""
+
+
+def out_folder_problem(path):
+    """An output folder (--out): may be missing, made with its parents."""
+    return folder_problem(path)
+
+
 # ------------------------------------------------------------------------------------ building
 @functools.lru_cache(maxsize=None)
 def local_architectures():
