@@ -1013,10 +1013,10 @@ class Arguments(unittest.TestCase):
             commands = [["check", "01", "--report", f / "r.json"], ["deps", "--vendor", f / "tree"],
                         ["deps", "--vendor", f], ["tables", "--results", f], ["tables", "--results", f / "h200"],
                         ["tables", "--results", tmp, "--readme", f / "README.md"], ["release", f / "out"],
-                        ["bench", "01", "--out", f / "b"], ["ab", tmp, tmp, "--case", "x=y", "--out", f / "ab"],
-                        ["gpu-check", "--out", f / "g"]]
-            if (ROOT / "solutions").is_dir():  # (a release grades nothing)
-                commands += [["grade", sub.parent, "--no-gpu", "--out", f / "grades"], ["grading-example", "--out", f / "x"],
+                        ["ab", tmp, tmp, "--case", "x=y", "--out", f / "ab"], ["gpu-check", "--out", f / "g"]]
+            if (ROOT / "solutions").is_dir():  # (a release grades and benches nothing)
+                commands += [["bench", "01", "--out", f / "b"], ["grade", sub.parent, "--no-gpu", "--out", f / "grades"],
+                             ["grading-example", "--out", f / "x"],
                              ["grade", f / "bob", "--no-gpu", "--out", Path(tmp, "grades")]]
             for args in commands:
                 r = self.cli(*map(str, args))
