@@ -426,7 +426,10 @@ class Cases(unittest.TestCase):
         # The grader runs each submission's copy from a folder of its own, not from labs/.
         with tempfile.TemporaryDirectory() as tmp:
             for s in ("09_triton", "10_flex"):
-                Path(tmp, f"{s}.py").write_text((ROOT / "labs" / f"{s}.py").read_text())
+                stub = make_labs.generated_stub(ROOT / "labs" / f"{s}.py")  # not the student's work in progress
+                if stub is None:
+                    self.skipTest(f"labs/{s}.py holds edits and nothing here tells its stub")
+                Path(tmp, f"{s}.py").write_bytes(stub)
                 code, out, _ = common.run_limited(common.program(s, False, labs_dir=tmp) + ["--help"], 120)
                 self.assertEqual(code, 0, out)
                 self.assertIn("--variant", out)
@@ -563,6 +566,40 @@ class Cases(unittest.TestCase):
                 lab.write_text(lab.read_text() + "// my softmax again\n")  # work on a stub make-labs wrote
                 with self.assertRaises(common.BadInput):
                     update(False)
+
+    def test_the_generated_stub_is_read_never_the_students_work(self):
+        """What a test of the stub reads, in this tree and in a release (no solutions/), with and
+        without git: the stub as generated, though the student edited or even committed the lab."""
+        import shutil
+        stub = make_labs.make_stub((ROOT / "solutions" / "01_naive.cu").read_text(), "01_naive.cu").encode() \
+            if (ROOT / "solutions").is_dir() else make_labs.generated_stub(ROOT / "labs" / "01_naive.cu")
+        if stub is None:
+            self.skipTest("labs/01_naive.cu holds edits and nothing here tells its stub")
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            (root / "labs").mkdir()
+            lab = root / "labs" / "01_naive.cu"
+            if (ROOT / "solutions").is_dir():  # a full tree: made from the solution
+                (root / "solutions").mkdir()
+                shutil.copy(ROOT / "solutions" / "01_naive.cu", root / "solutions")
+                lab.write_bytes(stub + b"// my work\n")
+                self.assertEqual(make_labs.generated_stub(lab), stub)
+                shutil.rmtree(root / "solutions")
+            # a release: the untouched file, by its digest
+            lab.write_bytes(stub)
+            (root / "labs" / make_labs.STUB_DIGESTS).write_text(make_labs.stub_digests(root / "labs"))
+            self.assertEqual(make_labs.generated_stub(lab), stub)
+            lab.write_bytes(stub + b"// my work\n")
+            self.assertIsNone(make_labs.generated_stub(lab))  # no git: nothing tells
+            git = lambda *args: subprocess.run(["git", "-C", tmp, "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                                               capture_output=True, check=True)
+            git("init", "-q")
+            lab.write_bytes(stub)
+            git("add", "labs")
+            git("commit", "-qm", "release")
+            lab.write_bytes(stub + b"// my work\n")
+            git("commit", "-qam", "my work")  # the student's own commit: HEAD is not the stub
+            self.assertEqual(make_labs.generated_stub(lab), stub)
 
     def test_sections_resolve_by_number(self):
         self.assertEqual(common.resolve("1"), "01_naive")
