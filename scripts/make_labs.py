@@ -158,14 +158,9 @@ def stub_digests(labs):
                    for p in sorted(Path(labs).glob("[0-9][0-9]_*.*")) if p.suffix in (".cu", ".py"))
 
 
-def is_untouched_stub(lab):
-    """Whether a lab file is still the stub generated from its solution (in a release: the stub
-    whose digest labs/stubs.sha256 holds); None where neither is there to tell."""
-    lab = Path(lab)
-    solution = lab.resolve().parent.parent / "solutions" / lab.name
-    if solution.exists():
-        return lab.exists() and lab.read_text() == make_stub(solution.read_text(), solution.name)
-    digests = lab.resolve().parent / STUB_DIGESTS
+def stub_digest(lab):
+    """The sha256 that labs/stubs.sha256 (a release's) holds for this lab file, or None."""
+    digests = Path(lab).resolve().parent / STUB_DIGESTS
     if not digests.exists():
         return None
     known = {}
@@ -173,9 +168,50 @@ def is_untouched_stub(lab):
         fields = line.split(None, 1)
         if len(fields) == 2:  # a line the student mangled tells nothing
             known[Path(fields[1].strip()).name] = fields[0]
-    if lab.name not in known:
+    return known.get(Path(lab).name)
+
+
+def is_untouched_stub(lab):
+    """Whether a lab file is still the stub generated from its solution (in a release: the stub
+    whose digest labs/stubs.sha256 holds); None where neither is there to tell."""
+    lab = Path(lab)
+    solution = lab.resolve().parent.parent / "solutions" / lab.name
+    if solution.exists():
+        return lab.exists() and lab.read_text() == make_stub(solution.read_text(), solution.name)
+    digest = stub_digest(lab)
+    if digest is None:
         return None
-    return lab.exists() and hashlib.sha256(lab.read_bytes()).hexdigest() == known[lab.name]
+    return lab.exists() and hashlib.sha256(lab.read_bytes()).hexdigest() == digest
+
+
+def generated_stub(lab):
+    """The stub a lab file was generated as (bytes), whatever has been written into the file since
+    (a test about the stub must not read a student's work): made from its solution; in a release
+    (no solutions/), the file itself or a committed version of it whose digest is the one
+    labs/stubs.sha256 holds (a student may have committed their work since). None where nothing
+    tells."""
+    lab = Path(lab)
+    root = lab.resolve().parent.parent
+    solution = root / "solutions" / lab.name
+    if solution.exists():
+        return make_stub(solution.read_text(), solution.name).encode()
+    digest = stub_digest(lab)
+    if digest is None:
+        return None
+    if is_untouched_stub(lab):
+        return lab.read_bytes()
+    import subprocess
+    git = ["git", "-C", str(root)]
+    try:
+        commits = subprocess.run(git + ["log", "--format=%H", "--", f"labs/{lab.name}"], capture_output=True,
+                                 text=True).stdout.split()
+        for commit in commits:
+            text = subprocess.run(git + ["show", f"{commit}:labs/{lab.name}"], capture_output=True).stdout
+            if hashlib.sha256(text).hexdigest() == digest:
+                return text
+    except OSError:  # no git here: the file itself was the last chance
+        pass
+    return None
 
 
 def generate_all(solutions, labs, check_only=False):

@@ -426,7 +426,10 @@ class Cases(unittest.TestCase):
         # The grader runs each submission's copy from a folder of its own, not from labs/.
         with tempfile.TemporaryDirectory() as tmp:
             for s in ("09_triton", "10_flex"):
-                Path(tmp, f"{s}.py").write_text((ROOT / "labs" / f"{s}.py").read_text())
+                stub = make_labs.generated_stub(ROOT / "labs" / f"{s}.py")  # not the student's work in progress
+                if stub is None:
+                    self.skipTest(f"labs/{s}.py holds edits and nothing here tells its stub")
+                Path(tmp, f"{s}.py").write_bytes(stub)
                 code, out, _ = common.run_limited(common.program(s, False, labs_dir=tmp) + ["--help"], 120)
                 self.assertEqual(code, 0, out)
                 self.assertIn("--variant", out)
@@ -564,11 +567,63 @@ class Cases(unittest.TestCase):
                 with self.assertRaises(common.BadInput):
                     update(False)
 
+    def test_the_generated_stub_is_read_never_the_students_work(self):
+        """What a test of the stub reads, in this tree and in a release (no solutions/), with and
+        without git: the stub as generated, though the student edited or even committed the lab."""
+        import shutil
+        stub = make_labs.make_stub((ROOT / "solutions" / "01_naive.cu").read_text(), "01_naive.cu").encode() \
+            if (ROOT / "solutions").is_dir() else make_labs.generated_stub(ROOT / "labs" / "01_naive.cu")
+        if stub is None:
+            self.skipTest("labs/01_naive.cu holds edits and nothing here tells its stub")
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            (root / "labs").mkdir()
+            lab = root / "labs" / "01_naive.cu"
+            if (ROOT / "solutions").is_dir():  # a full tree: made from the solution
+                (root / "solutions").mkdir()
+                shutil.copy(ROOT / "solutions" / "01_naive.cu", root / "solutions")
+                lab.write_bytes(stub + b"// my work\n")
+                self.assertEqual(make_labs.generated_stub(lab), stub)
+                shutil.rmtree(root / "solutions")
+            # a release: the untouched file, by its digest
+            lab.write_bytes(stub)
+            (root / "labs" / make_labs.STUB_DIGESTS).write_text(make_labs.stub_digests(root / "labs"))
+            self.assertEqual(make_labs.generated_stub(lab), stub)
+            lab.write_bytes(stub + b"// my work\n")
+            self.assertIsNone(make_labs.generated_stub(lab))  # no git: nothing tells
+            git = lambda *args: subprocess.run(["git", "-C", tmp, "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                                               capture_output=True, check=True)
+            git("init", "-q")
+            lab.write_bytes(stub)
+            git("add", "labs")
+            git("commit", "-qm", "release")
+            lab.write_bytes(stub + b"// my work\n")
+            git("commit", "-qam", "my work")  # the student's own commit: HEAD is not the stub
+            self.assertEqual(make_labs.generated_stub(lab), stub)
+
     def test_sections_resolve_by_number(self):
         self.assertEqual(common.resolve("1"), "01_naive")
         self.assertEqual(common.resolve("01"), "01_naive")
         with self.assertRaises(common.BadInput):
             common.resolve("42")
+
+    def test_sections_resolve_by_name_without_the_number(self):
+        for name, section in (("naive", "01_naive"), ("V1_Tile", "02_v1_tile"), ("tile", "02_v1_tile"),
+                              ("window", "07_sliding_window"), ("decode", "05_decode"), ("ring", "12_ring")):
+            self.assertEqual(common.resolve(name), section, name)
+        with self.assertRaisesRegex(common.BadInput, r"section 'on' is ambiguous: it could be 08_tma_skeleton, "
+                                                     r"09_triton \(give its number\)"):
+            common.resolve("on")
+        # the whole name wins over a longer name it ends
+        with mock.patch.object(common, "sections", lambda: ["07_sliding_window", "13_window"]):
+            self.assertEqual(common.resolve("window"), "13_window")
+
+    def test_only_a_command_that_takes_all_offers_it(self):
+        with self.assertRaises(common.BadInput) as one:
+            common.resolve("nope")
+        self.assertNotIn("all", str(one.exception).split("sections:")[1])
+        with self.assertRaisesRegex(common.BadInput, r"12_ring, or all\)$"):
+            common.resolve_all(["nope"])
 
 
 class BaselineServer(unittest.TestCase):
@@ -954,6 +1009,81 @@ class Arguments(unittest.TestCase):
             self.assertIn(message, r.stdout, args)
             self.assertEqual(len((r.stdout + r.stderr).strip().splitlines()), 1, (args, r.stdout, r.stderr))
             self.assertNotIn("Traceback", r.stdout + r.stderr)
+
+    def test_a_mistyped_option_points_to_its_commands_help_and_the_option_meant(self):
+        for args, message in ((["check", "01", "--solutions"], "unrecognized arguments: --solutions; did you mean "
+                                                               "--solution? (see scripts/lab check --help)"),
+                              (["check", "01", "--cpuu"], "unrecognized arguments: --cpuu; did you mean --cpu? (see scripts/lab check --help)"),
+                              (["make-labs", "--chek"], "unrecognized arguments: --chek; did you mean --check? "
+                                                  "(see scripts/lab make-labs --help)"),
+                              (["check", "01", "--wat"], "unrecognized arguments: --wat (see scripts/lab check --help)")):
+            r = self.cli(*args)
+            self.assertEqual(r.returncode, 2, (args, r.stdout, r.stderr))
+            self.assertEqual(r.stdout, f"lab: bad input: {message}\n", args)
+
+    def test_run_refuses_a_near_miss_of_its_own_options_the_program_would_refuse(self):
+        for typo, meant in (("--soluton", "--solution"), ("--solutions", "--solution"), ("--timout", "--timeout")):
+            r = self.cli("run", "01", typo)
+            self.assertEqual((r.returncode, r.stdout, r.stderr), (2, f"lab: bad input: unknown option {typo}; did you "
+                                                                  f"mean {meant} (an option of scripts/lab run)?\n", ""))
+        # the program's options, and whatever follows --, still go to the program
+        self.assertEqual(lab.parse(["run", "01", "--cpuu", "--t", "65"]).args, ["--cpuu", "--t", "65"])
+        self.assertEqual(lab.parse(["run", "01", "--", "--soluton"]).args, ["--soluton"])
+        with mock.patch.object(lab, "program_options", lambda: {"--solutions"}):
+            self.assertEqual(lab.parse(["run", "01", "--solutions"]).args, ["--solutions"])
+        with mock.patch.object(lab, "program_options", lambda: {"--solutoon"}):  # as near a program option
+            self.assertEqual(lab.parse(["run", "01", "--soluton"]).args, ["--soluton"])
+
+    def test_the_programs_options_are_read_from_their_sources(self):
+        known = common.program_options()
+        for option in ("--t", "--cpu", "--causal", "--json", "--variant", "--softcap", "--simulate", "--kv-lens"):
+            self.assertIn(option, known)
+        self.assertFalse({"--solution", "--timeout"} & known)
+
+    def test_a_file_on_the_way_of_a_path_is_named_not_called_missing(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            f = Path(tmp, "notes.txt")
+            f.write_text("x")
+            sub = Path(tmp, "alice", "labs")
+            sub.mkdir(parents=True)
+            (sub / "01_naive.cu").write_text("// mine\n")
+            commands = [["check", "01", "--report", f / "r.json"], ["deps", "--vendor", f / "tree"],
+                        ["deps", "--vendor", f], ["tables", "--results", f], ["tables", "--results", f / "h200"],
+                        ["tables", "--results", tmp, "--readme", f / "README.md"], ["release", f / "out"],
+                        ["ab", tmp, tmp, "--case", "x=y", "--out", f / "ab"], ["gpu-check", "--out", f / "g"]]
+            if (ROOT / "solutions").is_dir():  # (a release grades and benches nothing)
+                commands += [["bench", "01", "--out", f / "b"], ["grade", sub.parent, "--no-gpu", "--out", f / "grades"],
+                             ["grading-example", "--out", f / "x"],
+                             ["grade", f / "bob", "--no-gpu", "--out", Path(tmp, "grades")]]
+            for args in commands:
+                r = self.cli(*map(str, args))
+                self.assertEqual(r.returncode, 2, (args, r.stdout, r.stderr))
+                self.assertIn(f"{f} is a file, not a folder", r.stdout, args)
+                self.assertEqual(len((r.stdout + r.stderr).strip().splitlines()), 1, (args, r.stdout, r.stderr))
+            self.assertEqual(sorted(p.name for p in Path(tmp).iterdir()), ["alice", "notes.txt"])  # nothing written
+            self.assertEqual(common.folder_problem(Path(tmp, "no", "r"), must_exist=True),
+                             f"the folder {Path(tmp, 'no', 'r')} does not exist")
+            self.assertEqual(common.folder_problem(Path(tmp, "no", "r")), "")  # an --out is made, parents and all
+            here = os.getcwd()
+            os.chdir(tmp)
+            try:  # named as given: the user's relative path, not one made absolute
+                self.assertEqual(common.folder_problem("notes.txt/x"), "notes.txt is a file, not a folder")
+            finally:
+                os.chdir(here)
+
+    def test_help_is_the_help_option(self):
+        def shown(argv):
+            with contextlib.redirect_stdout(io.StringIO()) as out, self.assertRaises(SystemExit) as end:
+                lab.parse(argv)
+            self.assertEqual(end.exception.code, 0, argv)
+            return out.getvalue()
+        self.assertEqual(shown(["help"]), shown(["--help"]))
+        self.assertEqual(shown(["help", "help"]), shown(["--help"]))
+        self.assertEqual(shown(["help", "check"]), shown(["check", "--help"]))
+        self.assertIn("--expect-fail", shown(["help", "check"]))
+        r = self.cli("help", "frobnicate")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("invalid choice: 'frobnicate'", r.stdout)
 
     def test_an_unexpected_error_is_one_line_not_a_traceback(self):
         import contextlib, io

@@ -811,12 +811,13 @@ class StubRecognition(unittest.TestCase):
     """An untouched stub is named so whether it is today's or one the students got from an older
     commit, and whatever its line endings; one edited character makes it the student's work."""
 
-    @needs_solutions
     def test_stubs_of_any_commit(self):
         g = grade.Grader(ROOT, ROOT / "build", None, make_labs.make_stub, None, None, None, print)
-        today = (ROOT / "labs" / "01_naive.cu").read_bytes()
+        today = stub_of(self, "01_naive.cu")  # labs/01_naive.cu may hold the student's work by now
         log = subprocess.run(["git", "-C", str(ROOT), "log", "--format=%H", "--", "labs/01_naive.cu"],
                              capture_output=True, text=True).stdout.split()
+        if not (ROOT / "solutions").is_dir() and not log:
+            self.skipTest("a release without git history: the grader knows no stub here")
         older = [subprocess.run(["git", "-C", str(ROOT), "show", f"{c}:labs/01_naive.cu"], capture_output=True).stdout
                  for c in log[1:]]
         older = [t for t in older if t and t != today]
@@ -831,6 +832,15 @@ class StubRecognition(unittest.TestCase):
             if not older:
                 self.skipTest("this clone holds one version of labs/01_naive.cu")
             self.assertTrue(handed_in(older[-1]))
+
+
+def stub_of(test, name):
+    """labs/NAME as generated (bytes), never the student's work in it; the test is skipped where
+    nothing tells (a release without git, its lab edited)."""
+    stub = make_labs.generated_stub(ROOT / "labs" / name)
+    if stub is None:
+        test.skipTest(f"labs/{name} holds edits and nothing here tells its stub (no solutions/, no git history)")
+    return stub
 
 
 def filled_in(name):
@@ -1041,7 +1051,7 @@ class GradeTriage(unittest.TestCase):
         grades/), and a zip beside the folder it unpacked to is skipped; a lone zip is refused."""
         with tempfile.TemporaryDirectory() as tmp:
             subs, out = Path(tmp, "subs"), Path(tmp, "subs", "grades")
-            stub = (ROOT / "labs" / "09_triton.py").read_text()
+            stub = stub_of(self, "09_triton.py").decode()
             for folder in ("amy", "zack/zack"):  # zack.zip unpacked with unzip -d zack: a wrapper folder
                 Path(subs, folder, "labs").mkdir(parents=True)
                 Path(subs, folder, "labs", "09_triton.py").write_text(stub)
@@ -1092,7 +1102,7 @@ class GradeTriage(unittest.TestCase):
                 raise PermissionError(13, "Permission denied")
             return real_run(self, staged, *args, **kw)
         with tempfile.TemporaryDirectory() as tmp:
-            stub = (ROOT / "labs" / "09_triton.py").read_text()
+            stub = stub_of(self, "09_triton.py").decode()
             for name in ("good", "bad", "worse"):
                 Path(tmp, "subs", name, "labs").mkdir(parents=True)
                 Path(tmp, "subs", name, "labs", "09_triton.py").write_text(stub)
@@ -1137,7 +1147,7 @@ class GradeTriage(unittest.TestCase):
             return real_run(self, staged, *args, **kw)
         names = ["s1", "s2", "s3", "s4"]
         with tempfile.TemporaryDirectory() as tmp:
-            stub = (ROOT / "labs" / "09_triton.py").read_text()
+            stub = stub_of(self, "09_triton.py").decode()
             for name in names:
                 Path(tmp, "subs", name, "labs").mkdir(parents=True)
                 Path(tmp, "subs", name, "labs", "09_triton.py").write_text(stub)

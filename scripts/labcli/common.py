@@ -58,12 +58,22 @@ def source_name(section):
     return f"{section}.py" if is_python(section) else f"{section}.cu"
 
 
-def resolve(name):
-    """'1', '01', '01_naive' -> '01_naive'; anything else is bad input."""
-    for s in sections():
+def resolve(name, all_too=False):
+    """'1', '01', '01_naive', 'naive' -> '01_naive': a number, the stem, or (any case) a suffix of the
+    name after NN_ that one section alone ends with ('tile', 'window'); anything else is bad input.
+    all_too: the command also takes 'all' (check, bench), so its refusal offers it."""
+    secs = sections()
+    for s in secs:
         if name == s or (name.isdigit() and name.zfill(2) == s[:2]):
             return s
-    raise BadInput(f"unknown section '{name}' (sections: {', '.join(sections())}, or all)")
+    word = name.lower()
+    # The whole name wins over the sections it is a suffix of (a 'window' beside a 'sliding_window').
+    named = [s for s in secs if s[3:].lower() == word] or [s for s in secs if word and s[3:].lower().endswith(word)]
+    if len(named) == 1:
+        return named[0]
+    if named:
+        raise BadInput(f"section '{name}' is ambiguous: it could be {', '.join(named)} (give its number)")
+    raise BadInput(f"unknown section '{name}' (sections: {', '.join(secs)}{', or all' if all_too else ''})")
 
 
 def resolve_all(names):
@@ -72,10 +82,26 @@ def resolve_all(names):
         return sections()
     out = []
     for n in names:
-        s = resolve(n)
+        s = resolve(n, all_too=True)
         if s not in out:
             out.append(s)
     return out
+
+
+def program_options():
+    """The options the section programs take, read from the sources that declare them (the C++ and
+    Python harnesses, every section file): no build and no run, so the driver can ask before it
+    launches anything. A quoted "--name" anywhere there counts: more names only make the driver
+    leave more to the program."""
+    files = [*(ROOT / "common" / "harness").glob("*.*"), *(ROOT / "common" / "python" / "labharness").glob("*.py"),
+             *(ROOT / "solutions").glob("[0-9][0-9]_*"), *(ROOT / "labs").glob("[0-9][0-9]_*")]
+    names = {"-h", "--help"}
+    for f in files:
+        try:
+            names.update(re.findall(r"[\"'](--[a-z0-9][a-z0-9-]*)", f.read_text(errors="replace")))
+        except OSError:
+            continue
+    return names
 
 
 def targets(names, solution=True, lab=True):
@@ -113,6 +139,34 @@ def load_cases(section, hidden=None):
     except cases.CaseFileError as e:
         raise BadInput(str(e))
     return data
+
+
+# ------------------------------------------------------------------------------------ paths
+def folder_problem(path, must_exist=False, writable=True):
+    """Why `path` cannot serve as a folder ("" if it can), found before anything runs, not as a
+    crash after the runs it was to hold. Nothing on its way may be a file (/etc/passwd/out: the
+    file is named, it is not "missing"); the nearest part that exists must be writable where a
+    command writes there. must_exist: the folder itself must be there (one read from, or a
+    --report's), else it may be missing and is made later, parents and all. Paths are named as
+    given (a relative one stays relative)."""
+    if not str(path):
+        return "an empty path"
+    p = Path(path)
+    for q in (p, *p.parents):
+        if q.exists():
+            if not q.is_dir():
+                return f"{q} is a file, not a folder"
+            if must_exist and q != p:
+                return f"the folder {p} does not exist"
+            if writable and not os.access(q, os.W_OK | os.X_OK):
+                return f"folder {q} is not writable"
+            return ""
+    return f"the folder {p} does not exist" if must_exist else ""
+
+
+def out_folder_problem(path):
+    """An output folder (--out): may be missing, made with its parents."""
+    return folder_problem(path)
 
 
 # ------------------------------------------------------------------------------------ building

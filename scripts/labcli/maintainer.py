@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from labcli.common import (BUILD, EXIT_BAD_INPUT, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_PASS, EXIT_TIMEOUT, ROOT,
-                           BadInput, LabError, build, git_sha, has_gpu, is_python, load_cases, no_gpu_reason, program,
-                           resolve_all, run_limited, say, sections, targets)
+                           BadInput, LabError, build, folder_problem, git_sha, has_gpu, is_python, load_cases,
+                           no_gpu_reason, out_folder_problem, program, resolve_all, run_limited, say, sections, targets)
 from labcli.student import grading_example
 from baselines import is_unavailable  # noqa: E402  (scripts/baselines.py: no PyTorch at import)
 import cases  # noqa: E402
@@ -25,23 +25,6 @@ import cases  # noqa: E402
 def gpu_slug(out):
     """The results folder of the GPU a record names ("NVIDIA H200" -> "h200")."""
     return out.get("gpu", {}).get("slug") or "unknown-gpu"
-
-
-def out_folder_problem(path):
-    """Why the folder `path` cannot take a command's output ("" if it can). It may be missing (it is
-    made, parents and all), but nothing on its way may be a file: found up front, not as a crash
-    after the runs it was to hold."""
-    if not str(path):
-        return "an empty path"
-    p = Path(path).absolute()
-    for q in (p, *p.parents):  # the nearest part that exists
-        if q.exists():
-            if not q.is_dir():
-                return f"{q} is a file, not a folder"
-            if not os.access(q, os.W_OK | os.X_OK):
-                return f"folder {q} is not writable"
-            return ""
-    return ""
 
 
 def bench_tags(names):
@@ -334,9 +317,13 @@ def cmd_tables(a):
         raise LabError("tables needs numpy and matplotlib (pip install -r scripts/requirements.txt)")
     import tables
     folder = Path(a.results) if a.results else ROOT / "results" / a.gpu
-    if not folder.is_dir():
-        raise BadInput(f"no results folder {folder}")
+    why = folder_problem(folder, must_exist=True)  # TABLES.md and the plots are written there
+    if why:
+        raise BadInput(f"tables: results: {why}")
     readme = None if a.no_readme else Path(a.readme or ROOT / "README.md")
+    if readme is not None and not readme.is_file():  # updated last: found before any table is written
+        why = folder_problem(readme.parent, must_exist=True, writable=False)
+        raise BadInput(f"tables: --readme {readme}: {why or ('a folder, not a file' if readme.is_dir() else 'no such file')}")
     return tables.run(folder, readme, None if a.no_readme else ROOT / "ch12", say=say)
 
 

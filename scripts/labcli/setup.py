@@ -21,7 +21,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from labcli.common import ROOT, LabError, say, build_log, has_gpu, logged
+from labcli.common import ROOT, LabError, build_log, folder_problem, has_gpu, logged, say
 
 # Debian package -> a file it installs (how we tell it is there), and where a vendored copy takes it from.
 DEBIAN_PACKAGES = {
@@ -260,8 +260,9 @@ def vendor(dest, prefix="/usr"):
     """Copies the installed C++ dependencies into DEST/.deps: the tree's vendored copy, which the
     build uses by itself on a machine that has neither the packages nor network access."""
     dest = Path(dest)
-    if not dest.is_dir():
-        raise LabError(f"deps --vendor: {dest} is not a folder (give the lab tree to copy into)", 2)
+    why = folder_problem(dest, must_exist=True)
+    if why:
+        raise LabError(f"deps --vendor: {why} (give the lab tree to copy into)", 2)
     missing = missing_packages((prefix,))
     if missing:
         raise LabError(f"deps --vendor: this machine lacks {', '.join(missing)} under {prefix} "

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 from labcli.common import (BUILD, EXIT_BAD_INPUT, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_PASS, EXIT_TIMEOUT, ROOT,
-                           BadInput, LabError, build, cmake_env, gpu_devices, git_sha, has_gpu, is_python, limit_children,
-                           load_cases,                            no_gpu_reason, on_device, program, resolve, resolve_all, run_limited, say, sections,
-                           source_name, targets, usable_cores)
+                           BadInput, LabError, build, cmake_env, folder_problem, gpu_devices, git_sha, has_gpu, is_python,
+                           limit_children, load_cases, no_gpu_reason, on_device, out_folder_problem, program, resolve,
+                           resolve_all, run_limited, say, sections, source_name, targets, usable_cores)
 import cases  # noqa: E402  (scripts/cases.py, on the path through labcli.common)
 import make_labs  # noqa: E402
 
@@ -292,9 +292,10 @@ def writable_report(path):
     p = Path(path)
     if p.is_dir():
         raise BadInput(f"--report {path}: is a folder; give a file name, e.g. {p / 'check.json'}")
-    if not p.parent.is_dir():
-        raise BadInput(f"--report {path}: the folder {p.parent} does not exist")
-    if not os.access(p.parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+    why = folder_problem(p.parent, must_exist=True)
+    if why:
+        raise BadInput(f"--report {path}: {why}")
+    if p.exists() and not os.access(p, os.W_OK):
         raise BadInput(f"--report {path}: cannot be written")
     return p
 
@@ -551,7 +552,8 @@ def cmd_grade(a):
     for sub in submissions:
         p = Path(sub)
         if not p.is_dir():
-            problems.append(f"{sub}: {'no such folder' if not p.exists() else 'not a folder'}")
+            why = folder_problem(p.parent, must_exist=True, writable=False)  # a file on its way is named
+            problems.append(f"{sub}: {'not a folder' if p.exists() else why if ' is a file' in why else 'no such folder'}")
             continue
         found, _, notes, _ = grade.submission_notes(p, known)
         handed.append(found)
@@ -560,6 +562,9 @@ def cmd_grade(a):
             hint = "; ".join(notes) or "expected labs/NN_name.cu files, e.g. labs/01_naive.cu"
             problems.append(f"{sub}: no lab file ({hint})")
     plan, notes, out_problems = grade.plan_outputs(submissions, out_root)
+    why = out_folder_problem(out_root)
+    if why:  # (it says what stands in the way; the plan's own "not a folder" would repeat it)
+        out_problems = [f"--out {a.out}: {why}"]
     problems += out_problems
     advice = " (--allow-empty grades a folder with no lab file as 0)" if empty else ""
     if len(problems) == 1:
@@ -691,6 +696,9 @@ EXAMPLE_MARKER = ".grading-example"  # in a folder the grading example wrote: on
 def refuse_foreign_example_folder(out):
     """--out of the grading example: a new or empty folder, or one the example wrote (its marker, or
     its submissions from before the marker); anything else is bad input, never emptied."""
+    why = out_folder_problem(out)
+    if why:
+        raise BadInput(f"grading example: --out: {why}")
     mine = (out / EXAMPLE_MARKER).exists() or (out / "submissions" / "planted-bug").is_dir()
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not mine)):
         raise BadInput(f"grading example: {out} is not empty and not a grading example's folder; give a new folder")
@@ -843,6 +851,9 @@ def cmd_release(a):
     dest = Path(a.dir).resolve()
     if dest == ROOT or ROOT in dest.parents:
         raise BadInput(f"release: {a.dir} is inside this tree; give a folder outside it")
+    why = out_folder_problem(a.dir)
+    if why:
+        raise BadInput(f"release: {why}")
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise BadInput(f"release: {a.dir} exists and is not an empty folder")
     if not (ROOT / "solutions").is_dir():
