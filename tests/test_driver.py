@@ -611,9 +611,13 @@ class Cases(unittest.TestCase):
         for name, section in (("naive", "01_naive"), ("V1_Tile", "02_v1_tile"), ("tile", "02_v1_tile"),
                               ("window", "07_sliding_window"), ("decode", "05_decode"), ("ring", "12_ring")):
             self.assertEqual(common.resolve(name), section, name)
-        with self.assertRaisesRegex(common.BadInput, r"section 'on' is ambiguous: it could be 08_tma_skeleton, "
-                                                     r"09_triton \(give its number\)"):
-            common.resolve("on")
+        for part in ("on", "ive", "_tile"):  # whole words only: not the end of one
+            with self.assertRaisesRegex(common.BadInput, "unknown section"):
+                common.resolve(part)
+        with mock.patch.object(common, "sections", lambda: ["07_sliding_window", "14_tumbling_window"]):
+            with self.assertRaisesRegex(common.BadInput, r"section 'window' is ambiguous: it could be "
+                                                         r"07_sliding_window, 14_tumbling_window \(give its number\)"):
+                common.resolve("window")
         # the whole name wins over a longer name it ends
         with mock.patch.object(common, "sections", lambda: ["07_sliding_window", "13_window"]):
             self.assertEqual(common.resolve("window"), "13_window")

@@ -59,16 +59,17 @@ def source_name(section):
 
 
 def resolve(name, all_too=False):
-    """'1', '01', '01_naive', 'naive' -> '01_naive': a number, the stem, or (any case) a suffix of the
-    name after NN_ that one section alone ends with ('tile', 'window'); anything else is bad input.
-    all_too: the command also takes 'all' (check, bench), so its refusal offers it."""
+    """'1', '01', '01_naive', 'naive' -> '01_naive': a number, the stem, or (any case) the last words
+    of the name after NN_ that one section alone ends with ('tile', 'sliding_window', not 'ive');
+    anything else is bad input. all_too: the command also takes 'all' (check, bench), so its refusal
+    offers it."""
     secs = sections()
     for s in secs:
         if name == s or (name.isdigit() and name.zfill(2) == s[:2]):
             return s
     word = name.lower()
     # The whole name wins over the sections it is a suffix of (a 'window' beside a 'sliding_window').
-    named = [s for s in secs if s[3:].lower() == word] or [s for s in secs if word and s[3:].lower().endswith(word)]
+    named = [s for s in secs if s[3:].lower() == word] or [s for s in secs if word and s.lower().endswith("_" + word)]
     if len(named) == 1:
         return named[0]
     if named:
