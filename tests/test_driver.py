@@ -10,6 +10,7 @@ import subprocess
 import sys
 import signal
 import tempfile
+import time
 import unittest
 from pathlib import Path
 from types import SimpleNamespace
@@ -126,6 +127,58 @@ class TimeLimit(unittest.TestCase):
     def test_exit_codes_pass_through(self):
         code, out, _ = common.run_limited([sys.executable, "-c", "print('hi'); raise SystemExit(77)"], 10)
         self.assertEqual((code, out.strip()), (77, "hi"))
+
+
+    def test_a_run_is_shown_as_it_comes(self):
+        """echo sees a line before the program ends (a long run is not silent), then how it ended."""
+        seen = []
+        prog = "import sys, time; print('first', flush=True); time.sleep(3); print('second')"
+        start = time.time()
+        code, out, _ = common.run_limited([sys.executable, "-c", prog], 1.5,
+                                          echo=lambda b: seen.append((time.time() - start, b)))
+        self.assertEqual(code, common.EXIT_TIMEOUT)
+        self.assertEqual(seen[0][1], b"first\n")
+        self.assertLess(seen[0][0], 1.4)  # shown while the program still ran
+        self.assertIn(b"TIMEOUT", seen[-1][1])
+        self.assertEqual(out, "first\n" + seen[-1][1].decode())
+
+
+class LiveRun(unittest.TestCase):
+    def run_cmd(self, runs, args=()):
+        """cmd_run of 01 over stand-in runs [(exit, output)], the lines it printed."""
+        calls = []
+
+        def run_limited(cmd, timeout, echo=None):
+            code, text = runs[len(calls)]
+            calls.append(cmd)
+            for piece in (text[:7], text[7:]):  # in two chunks, split mid-line
+                echo(piece.encode())
+            return code, text, 0.1
+        a = SimpleNamespace(section="01", solution=False, args=list(args), timeout=60)
+        with mock.patch.object(student, "run_limited", run_limited), mock.patch.object(student, "build"), \
+                mock.patch.object(student, "python_parses"), mock.patch.object(student, "python_packages"), \
+                mock.patch.object(make_labs, "is_untouched_stub", return_value=False), \
+                contextlib.redirect_stdout(io.StringIO()) as printed:
+            code = student.cmd_run(a)
+        return code, printed.getvalue().splitlines(), calls
+
+    def test_without_a_gpu_the_cpu_model_runs_and_the_no_gpu_line_is_not_shown(self):
+        code, lines, calls = self.run_cmd([
+            (77, "cannot run here: no CUDA GPU found (no driver); add --cpu to run the CPU model of 01_naive instead\n"),
+            (1, "== CPU model ==\nFAIL: 01_naive kernels (CPU model)\n")])
+        self.assertEqual(code, 1)
+        self.assertEqual(calls[1][-1], "--cpu")
+        self.assertEqual(lines, ["lab: no CUDA GPU found (no driver); running the CPU model of 01_naive instead "
+                                 "(--cpu; the kernel itself needs a GPU)", "== CPU model ==", "FAIL: 01_naive kernels (CPU model)"])
+
+    def test_where_the_cpu_model_cannot_run_either_the_reason_is_shown(self):
+        code, lines, calls = self.run_cmd([(77, "cannot run here: 01_naive has no CPU model\n")], ["--cpu"])
+        self.assertEqual((code, len(calls)), (77, 1))
+        self.assertEqual(lines, ["cannot run here: 01_naive has no CPU model"])
+
+    def test_a_last_line_without_its_newline_is_shown(self):
+        _, lines, _ = self.run_cmd([(0, "PASS: 01_naive kernels\nno newline")])
+        self.assertEqual(lines, ["PASS: 01_naive kernels", "no newline"])
 
 
 class Architectures(unittest.TestCase):

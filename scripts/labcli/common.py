@@ -364,10 +364,11 @@ def file_size_limit():
     return None if soft == resource.RLIM_INFINITY else soft
 
 
-def run_limited(cmd, timeout, capture=True):
+def run_limited(cmd, timeout, capture=True, echo=None):
     """Runs cmd in its own process group, its input closed; kills the whole group on timeout (exit
     124). Of the output, the first OUTPUT_HEAD and last OUTPUT_TAIL bytes are kept (a program that
-    prints without end must not fill the memory of a grader running a class)."""
+    prints without end must not fill the memory of a grader running a class). echo(bytes), if given,
+    is handed all of it as it comes, then the note on how the run ended (a timeout, a crash)."""
     env = dict(os.environ, LAB_GIT_SHA=os.environ.get("LAB_GIT_SHA") or git_sha())
     start = time.time()
     try:
@@ -380,6 +381,8 @@ def run_limited(cmd, timeout, capture=True):
 
     def drain():
         for chunk in iter(lambda: proc.stdout.read1(1 << 16), b""):
+            if echo:
+                echo(chunk)
             room = OUTPUT_HEAD - len(head)
             head.extend(chunk[:max(room, 0)])
             tail.extend(chunk[max(room, 0):])
@@ -401,12 +404,13 @@ def run_limited(cmd, timeout, capture=True):
     if reader:
         reader.join(timeout=10)  # a grandchild outside the group may hold the pipe: do not wait on it
     gap = f"\n[... {dropped[0]} bytes of output left out ...]\n".encode() if dropped[0] else b""
-    out = (bytes(head) + gap + bytes(tail)).decode(errors="replace") + note
     if code == -signal.SIGXFSZ and file_size_limit():
-        out += f"\nSTOPPED: it wrote a file larger than the {file_size_limit() >> 20} MB a run may write\n"
+        note += f"\nSTOPPED: it wrote a file larger than the {file_size_limit() >> 20} MB a run may write\n"
     elif code < 0:
-        out += f"\nCRASHED: {crash_words(-code)}\n"
-    return code, out, time.time() - start
+        note += f"\nCRASHED: {crash_words(-code)}\n"
+    if echo and note:
+        echo(note.encode())
+    return code, (bytes(head) + gap + bytes(tail)).decode(errors="replace") + note, time.time() - start
 
 
 def crash_words(signum):

@@ -45,12 +45,12 @@ def python_packages(names, args=()):
 
 
 def cpu_fallback(section, verb):
-    """What --cpu runs of a section: a CUDA section's CPU model is the algorithm in C++, not the
-    student's kernel; a Python section's --cpu runs the student's own code (Triton's interpreter,
-    or FlexAttention's eager path)."""
+    """What --cpu runs of a section: a CUDA section's CPU model is the algorithm in C++ around the
+    student's exercise code, not their kernel; a Python section's --cpu runs the student's own code
+    (Triton's interpreter, or FlexAttention's eager path)."""
     if is_python(section):
         return f"{verb} your {section} on the CPU instead (--cpu)"
-    return f"{verb} the CPU model of {section} instead (--cpu), not your kernel"
+    return f"{verb} the CPU model of {section} instead (--cpu; the kernel itself needs a GPU)"
 
 
 def needs_solutions(a):
@@ -61,6 +61,29 @@ def needs_solutions(a):
                            "run your lab without it")
 
 
+class LiveOutput:
+    """A program's output shown line by line as it comes (a long run is not silent until its end),
+    except a "cannot run here:" line, held back: where it means no GPU, the CPU model runs instead
+    and that line is not the verdict."""
+
+    def __init__(self):
+        self.partial, self.held = b"", []
+
+    def __call__(self, chunk):
+        *lines, self.partial = (self.partial + chunk).split(b"\n")
+        for line in lines:
+            if line.startswith(b"cannot run here:"):
+                self.held.append(line)
+            else:
+                say(line.decode(errors="replace"))
+
+    def end(self, show_held=True):
+        if self.partial:
+            say(self.partial.decode(errors="replace"))
+        for line in self.held if show_held else ():
+            say(line.decode(errors="replace"))
+
+
 def cmd_run(a):
     section = resolve(a.section)
     needs_solutions(a)
@@ -68,12 +91,16 @@ def cmd_run(a):
     python_parses([section], a.solution)
     python_packages([section], a.args)
     cmd = program(section, a.solution) + a.args
-    code, out, _ = run_limited(cmd, a.timeout)
+    live = LiveOutput()
+    code, out, _ = run_limited(cmd, a.timeout, echo=live)
     reason = no_gpu_reason(out) if code == EXIT_CANNOT_RUN else None
-    if reason and "--cpu" not in a.args:
+    fall_back = reason and "--cpu" not in a.args
+    live.end(show_held=not fall_back)
+    if fall_back:
         say(f"lab: {reason}; {cpu_fallback(section, 'running')}")
-        code, out, _ = run_limited(cmd + ["--cpu"], a.timeout)
-    say(out, end="")
+        live = LiveOutput()
+        code, out, _ = run_limited(cmd + ["--cpu"], a.timeout, echo=live)
+        live.end()
     lab = ROOT / "labs" / source_name(section)
     if code == EXIT_FAIL and not a.solution and make_labs.is_untouched_stub(lab):
         say(f"lab: labs/{lab.name} is still the stub: fill its EXERCISE regions (ch12/{section}.md), "
