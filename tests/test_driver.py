@@ -305,8 +305,8 @@ class ParallelCheck(unittest.TestCase):
                 report = json.loads(Path(a.report).read_text())
                 self.assertEqual([bool(r["not_checked"]) for r in report], [True] + [False] * (len(ts) - 1))
         self.assertEqual(codes, {1: 77, 2: 1})
-        self.assertIn("== 99_fake (CPU model): 0 passed, 1 failed, 1 not checked here (needs a GPU: the mma part); "
-                      "1 more run of the case list needs a GPU (not run here)", out.getvalue())
+        self.assertIn("== 99_fake (CPU model): 0 passed, 1 failed, 1 checked in part (needs a GPU: the mma part); "
+                      "1 GPU-only run of the case list not run here", out.getvalue())
 
     def test_a_run_this_gpu_cannot_do_is_named_not_failed(self):
         # On a GPU, a run that exits 77 saying "cannot run here" (a Hopper-only variant, more shared
