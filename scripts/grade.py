@@ -230,6 +230,28 @@ def total_text(report):
     return f"{report['total']:.1f}"
 
 
+def is_triage(report):
+    """Whether a grade ran no case (no GPU): its total says nothing of what to send back."""
+    return report.get("gpu") is None and not any(sec.get("status") == "graded"
+                                                 for sec in report.get("sections", {}).values())
+
+
+def section_states(report):
+    """Each graded section's state, short, as the class summary's NN_status names it, a compiled
+    one "compiled": "01 compiled, 02 compile error, 09 unmodified stub"."""
+    states = []
+    for s in report.get("graded_sections", []):
+        state = section_state(report["sections"].get(s))
+        states.append(f"{s[:2]} {'compiled' if state == NOT_RUN else state}")
+    return ", ".join(states) or "no lab file"
+
+
+def outcome_text(report):
+    """A grade as the console's class summary shows it: its total, or in triage (where every student
+    who compiled reads "not run") each section's state."""
+    return section_states(report) if is_triage(report) else total_text(report)
+
+
 def python_syntax(path):
     """(ok, log) of a Python lab: a file that does not parse is that section's compile error. The
     message quotes the student's own line: traceback's formatter would read labs/NN_name.py from

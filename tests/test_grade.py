@@ -184,6 +184,18 @@ class Reports(unittest.TestCase):
         self.assertNotIn("on no GPU", md)
         self.assertIsNone(grade.section_score(r["sections"]["01_naive"]))
 
+    def test_the_console_shows_a_triage_grade_by_its_sections(self):
+        # a triage total reads "not run" for everyone who compiled: each section's state says more
+        r = recorded_report()
+        self.assertEqual(grade.outcome_text(r), "0.0")  # a GPU grade: its total, as before
+        r.update(gpu=None, total=None, graded_sections=["01_naive", "02_v1_tile", "09_triton", "12_ring"])
+        r["sections"]["01_naive"] = {"status": grade.NOT_RUN, "correctness": None, "cases": [], "unmodified_stub": False}
+        r["sections"]["09_triton"] = {"status": grade.NOT_RUN, "correctness": None, "cases": [], "unmodified_stub": True}
+        r["sections"]["12_ring"] = {"status": "missing", "correctness": 0.0, "cases": []}
+        self.assertEqual(grade.outcome_text(r), "01 compiled, 02 compile error, 09 unmodified stub, 12 missing")
+        r["sections"]["01_naive"]["status"] = "compile error"  # nothing compiled: still no total of 0 alone
+        self.assertEqual(grade.outcome_text(r), "01 compile error, 02 compile error, 09 unmodified stub, 12 missing")
+
     def test_a_misnamed_file_is_named_once(self):
         r = recorded_report()
         r["ignored_files"] = ["naive.cu", "notes.txt"]
@@ -1252,6 +1264,10 @@ class GradeTriage(unittest.TestCase):
             self.assertEqual([table["sec2-stub"][k] for k in ("total", "01_naive_status")], ["0.0", "missing"])
             self.assertNotIn("09_triton_status", table["sec2-stub"])
             self.assertEqual([table["broken"][k] for k in ("total", "01_naive", "01_naive_status")], ["0.0", "0.0", "compile error"])
+            # the console's class summary names each section's state, not a total
+            self.assertRegex(r.stdout, r"\n   broken +01 compile error\n")
+            self.assertRegex(r.stdout, r"\n   subs-stub +01 unmodified stub\n")
+            self.assertRegex(r.stdout, r"\n   unknown +01 missing\n")
             self.assertEqual(table["unknown"]["misnamed_files"], "naive.cu")
             # the harness was built once, in --out, and linked: no submission compiled common/
             self.assertTrue((out / grade.HARNESS / "build" / "common" / "liblab_common.a").is_file())
@@ -1269,6 +1285,7 @@ class GradeTriage(unittest.TestCase):
             table = {row["submission"]: row for row in rows(out / "class_summary.csv")}
             self.assertEqual(sorted(table), ["broken", "sec2-stub", "subs-stub", "unknown"])
             self.assertEqual([table["broken"][k] for k in ("total", "01_naive_status")], ["", "not run (no GPU)"])
+            self.assertRegex(r.stdout, r"\n   broken +01 compiled\n")
 
 
 class PerfRun(unittest.TestCase):

@@ -676,7 +676,7 @@ def cmd_grade(a):
     summary, every = grade.rebuild_class_summary(out_root)
     say(f"lab: class summary ({len(every)} submissions: these and the grades already in {out_root}) in {summary}")
     for r in reports:
-        say(f"   {r['submission']:<30} {grade.total_text(r)}")
+        say(f"   {r['submission']:<30} {grade.outcome_text(r)}")
     if len({tuple(r["graded_sections"]) for r in every}) > 1:
         say(f"lab: the grades in {out_root} are not all over the same sections; grade them again together "
             "(or with the same --sections) for totals that compare")
