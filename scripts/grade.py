@@ -37,6 +37,7 @@ import csv
 import concurrent.futures
 import difflib
 import glob
+import hashlib
 import json
 import os
 import re
@@ -53,6 +54,10 @@ LAB_SUFFIXES = (".cu", ".py")
 NOT_RUN = "not run (no GPU)"
 MARKER = ".lab-grade"          # in every folder the grader writes: only such a folder is ever replaced
 HARNESS = ".harness"           # --out/.harness: the harness, built once for every submission
+# A grade folder's mark that its grade.json is a finished grading's, holding that file's sha256:
+# written last by run() and removed first by build(), whose kept reports (REPORTS) are the last
+# grade's while the new one is made. Only a grade so marked is ever kept by --resume.
+COMPLETE = ".lab-grade-complete"
 SUMMARY = "class_summary.csv"
 NESTED_DEPTH, NESTED_FILES = 3, 2000  # how deep, and through how many files, to look for nested labs
 # A case this GPU cannot run for the solution either (a Hopper-only variant on an A100, more shared
@@ -605,6 +610,39 @@ def graded_before(out_root):
             if r is not None:
                 found[f.name] = r
     return found
+
+
+def file_digest(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def lab_digests(found, folder):
+    """{a lab file's path in the submission: its sha256} of the files scan_submission found. A link,
+    or a file reached through a linked folder, is refused unread (refused_file): it stands for
+    where it leads, never for what it holds."""
+    digests = {}
+    for f in found.values():
+        shown = f.relative_to(folder).as_posix()
+        if f.is_symlink() or Path(folder).resolve() not in f.resolve().parents:
+            digests[shown] = "not read: " + hashlib.sha256(str(f.resolve()).encode()).hexdigest()
+        else:
+            digests[shown] = file_digest(f)
+    return digests
+
+
+def mark_complete(folder):
+    """Marks a grade folder's grade.json as a finished grading's (COMPLETE): written whole, then renamed."""
+    tmp = Path(folder) / (COMPLETE + ".tmp")
+    tmp.write_text(file_digest(Path(folder) / REPORTS[0]) + "\n")
+    tmp.replace(Path(folder) / COMPLETE)
+
+
+def is_complete(folder):
+    """Whether a grade folder's grade.json is the one its last finished grading wrote (COMPLETE)."""
+    try:
+        return (Path(folder) / COMPLETE).read_text().strip() == file_digest(Path(folder) / REPORTS[0])
+    except OSError:
+        return False
 
 
 def rebuild_class_summary(out_root):
@@ -1191,6 +1229,9 @@ class Grader:
         if out.exists():
             if out.is_symlink() or not out.is_dir() or (any(out.iterdir()) and not is_grade_folder(out)):
                 raise ValueError(f"{out} is not a grade: not replaced")  # plan_outputs refuses it first
+            # before anything else: a grading cut short from here on leaves the last grade's reports
+            # with no mark, never taken by --resume for finished and unchanged
+            (out / COMPLETE).unlink(missing_ok=True)
             for entry in out.iterdir():  # the last grade's reports stay until run() writes new ones:
                 if entry.name not in REPORTS:  # a class whose runs are cut short keeps its grades
                     shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
@@ -1200,9 +1241,10 @@ class Grader:
         files, ignored, notes, intake = (submission_notes(submission, known_sections) if submission.is_dir()
                                          else ({}, [], [], []))
         graded = only_sections or sorted(files)
+        # the files as they are now, before they are copied: what --resume compares a later class with
         report = {"submission": name, "path": str(submission), "time_utc": None, "git_sha": None, "gpu": None,
                   "ignored_files": ignored, "graded_sections": graded, "sections": {}, "bonus_tiers": BONUS_TIERS,
-                  "misnamed": notes, "intake": intake}
+                  "misnamed": notes, "intake": intake, "lab_files": lab_digests(files, submission)}
         if not submission.is_dir():
             report["error"] = "not a folder"
         refused = {s: why for s in files if (why := refused_file(files[s], submission))}
@@ -1229,7 +1271,8 @@ class Grader:
         report, out, labs_dir, files, built = (staged[k] for k in ("report", "out", "labs_dir", "files", "built"))
         name, graded = report["submission"], report["graded_sections"]
         report.update(time_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), git_sha=sha,
-                      gpu=gpu_name if on_gpu else None, sandboxed=bool(self.sandbox and on_gpu))
+                      gpu=gpu_name if on_gpu else None, sandboxed=bool(self.sandbox and on_gpu),
+                      hidden_cases_sha256=file_digest(hidden) if hidden else None, timeout_s=timeout)
         # the compiler names the file by the grader's path; the student knows it as labs/NN_name.cu
         paths = [(str(labs_dir) + "/", "labs/"), (str(out) + "/", "")]
         for s in graded:
@@ -1296,4 +1339,5 @@ class Grader:
         # Triton's and CUDA's caches of one submission reach 170 MB: 200 of them would fill a disk
         shutil.rmtree(out / SCRATCH, ignore_errors=True)
         write_reports(report, out)
+        mark_complete(out)  # last: only now is this grade finished
         return report

@@ -678,6 +678,33 @@ class Reports(unittest.TestCase):
                              [("alice", "none (triage)"), ("bob", "GPU"), ("carol", "none (triage)")])
 
 
+    # the record --resume reads
+    def test_a_grade_records_its_files_and_is_marked_once_finished(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            sub, out = submission(Path(tmp, "subs", "alice"), "01_naive.cu", "02_v1_tile.cu"), Path(tmp, "out")
+            report = stand_in_grade(sub, out, on_gpu=True)
+            self.assertEqual(report["lab_files"], {f"labs/{n}": grade.file_digest(sub / "labs" / n)
+                                                   for n in ("01_naive.cu", "02_v1_tile.cu")})
+            self.assertEqual((report["timeout_s"], report["hidden_cases_sha256"]), (10, None))
+            self.assertTrue(grade.is_complete(out / "alice"))
+            g = StandInGrader(ROOT, ROOT / "build", None, make_labs.make_stub, None, None, dict, print)
+            g.build(sub, out, SECTIONS, None)  # a regrade stopped before its run: its last reports stay, unmarked
+            self.assertTrue((out / "alice" / "grade.json").is_file())
+            self.assertFalse(grade.is_complete(out / "alice"))
+
+    def test_a_linked_lab_file_is_recorded_unread(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            sub = submission(Path(tmp, "subs", "eve"))
+            secret = Path(tmp, "secret.cu")
+            secret.write_text("answer\n")
+            (sub / "labs" / "02_v1_tile.cu").symlink_to(secret)
+            found = grade.scan_submission(sub, SECTIONS)[0]
+            digests = grade.lab_digests(found, sub)
+            self.assertTrue(digests["labs/02_v1_tile.cu"].startswith("not read: "))
+            secret.write_text("another answer\n")  # still refused unread: the same grade
+            self.assertEqual(grade.lab_digests(found, sub), digests)
+
+
 # A stand-in student program: writes its result record where --json says (the grade folder), then
 # tries what a sandboxed program must not do; each attempt's outcome goes into the record.
 HOSTILE = """import json, sys
