@@ -645,6 +645,55 @@ def is_complete(folder):
         return False
 
 
+def resume_reason(folder, submission, expected, known_sections):
+    """(why, report): why a submission's grade in `folder` is not kept by --resume (a line), or None
+    with that grade where it was finished under the conditions `expected` holds (path, git_sha,
+    graded_sections, gpu, sandboxed, hidden_cases_sha256, timeout_s: what run() records) for the lab
+    files the submission holds now. A grade from a tree with uncommitted changes is never kept: its
+    commit does not say which grader made it."""
+    report = read_report(folder)
+    if report is None:
+        return "no grade before", None
+    if not is_complete(folder):
+        return "its last grading did not finish", report
+    if not isinstance(report.get("lab_files"), dict):
+        return "graded before lab files were recorded", report
+    said = lambda gpu: gpu or "no GPU (triage)"
+    if report.get("path") != expected["path"]:
+        return f"graded from another folder before ({report.get('path')})", report
+    if report.get("git_sha") != expected["git_sha"]:
+        return f"the grader changed (commit {report.get('git_sha')}, now {expected['git_sha']})", report
+    if expected["git_sha"] == "unknown" or expected["git_sha"].endswith("-dirty"):
+        return f"the grader's tree has uncommitted changes ({expected['git_sha']}): no grade of it is kept", report
+    if report.get("graded_sections") != expected["graded_sections"]:
+        return (f"the graded sections changed ({', '.join(report.get('graded_sections') or []) or 'none'}, now "
+                f"{', '.join(expected['graded_sections']) or 'none'})"), report
+    if report.get("hidden_cases_sha256") != expected["hidden_cases_sha256"]:
+        return ("hidden cases " + ("changed" if report.get("hidden_cases_sha256") and expected["hidden_cases_sha256"]
+                                   else "added" if expected["hidden_cases_sha256"] else "removed")), report
+    if report.get("gpu") != expected["gpu"]:
+        return f"graded on {said(report.get('gpu'))} before, now on {said(expected['gpu'])}", report
+    if bool(report.get("sandboxed")) != expected["sandboxed"]:
+        return ("graded sandboxed before, now not" if report.get("sandboxed") else
+                "graded unsandboxed before, now sandboxed"), report
+    if report.get("timeout_s") != expected["timeout_s"]:
+        secs = lambda x: f"{x:g} s" if isinstance(x, (int, float)) else "none"  # --timeout 30 is 30.0
+        return f"timeout {secs(report.get('timeout_s'))} before, now {secs(expected['timeout_s'])}", report
+    try:
+        found = submission_notes(submission, known_sections)[0] if Path(submission).is_dir() else {}
+        now = lab_digests(found, Path(submission))
+    except OSError as e:
+        return f"its files cannot be read ({e})", report
+    old = report["lab_files"]
+    changes = [(f"{', '.join(names)} " + how) for names, how in (
+        (sorted(f for f in now if f in old and now[f] != old[f]), "changed"),
+        (sorted(f for f in now if f not in old), "handed in now"),
+        (sorted(f for f in old if f not in now), "no longer handed in")) if names]
+    if changes:
+        return "; ".join(changes), report
+    return None, report
+
+
 def rebuild_class_summary(out_root):
     """class_summary.csv from every grade under out_root (so regrading one submission keeps the
     others' rows); returns (path, reports). Written whole, then renamed: never half a file."""
