@@ -30,7 +30,9 @@ one handed in only as untouched stubs not counting).
 Without a GPU (triage) no case runs: every compiled section reads "not run (no GPU)", never a
 number. Outputs per submission grade.json and grade.md under --out/<name>/, and class_summary.csv,
 rebuilt from every grade under --out. The harness (common/) is built once, in --out/.harness/, and
-every submission's build links it.
+every submission's build links it. With --resume, a grade whose grading finished (COMPLETE) under
+the same conditions, of lab files unchanged since (their sha256 in grade.json), is kept
+(resume_reason).
 """
 import collections
 import csv

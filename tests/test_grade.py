@@ -1319,6 +1319,10 @@ class GradeTriage(unittest.TestCase):
             self.assertIn("--resume: 2 of 3 submission(s) kept", said)
             self.assertEqual([r["submission"] for r in rows(out / grade.SUMMARY)], names)
             self.assertRegex(said, r"\n   s1 +09 unmodified stub\n   s2 +09 unmodified stub\n   s3 ")  # in order
+            code, said = lab("--resume")  # all finished: nothing to do but the summary
+            self.assertEqual((code, ran), (0, []), said)
+            self.assertIn("--resume: 3 of 3 submission(s) kept", said)
+            self.assertNotIn("compiling", said)
             # a regrade stopped after the class is built: s2's and s3's last grades stay, unfinished
             self.assertEqual(lab(stop="s2")[0], "interrupted")
             Path(tmp, "subs", "s1", "labs", "09_triton.py").write_text(stub + "\n# mine\n")

@@ -664,7 +664,8 @@ def cmd_grade(a):
     cores = usable_cores()
     build_jobs = max(1, min(len(plan), cores, a.build_jobs or min(8, cores // 2)))
     grader.build_threads = max(1, cores // build_jobs)
-    say(f"lab: compiling {len(plan)} submission(s), {build_jobs} at a time ...")
+    if plan:  # (--resume may have kept them all)
+        say(f"lab: compiling {len(plan)} submission(s), {build_jobs} at a time ...")
     staged = {}
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=build_jobs)
     try:
