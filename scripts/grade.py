@@ -30,13 +30,16 @@ one handed in only as untouched stubs not counting).
 Without a GPU (triage) no case runs: every compiled section reads "not run (no GPU)", never a
 number. Outputs per submission grade.json and grade.md under --out/<name>/, and class_summary.csv,
 rebuilt from every grade under --out. The harness (common/) is built once, in --out/.harness/, and
-every submission's build links it.
+every submission's build links it. With --resume, a grade whose grading finished (COMPLETE) under
+the same conditions, of lab files unchanged since (their sha256 in grade.json), is kept
+(resume_reason).
 """
 import collections
 import csv
 import concurrent.futures
 import difflib
 import glob
+import hashlib
 import json
 import os
 import re
@@ -53,6 +56,10 @@ LAB_SUFFIXES = (".cu", ".py")
 NOT_RUN = "not run (no GPU)"
 MARKER = ".lab-grade"          # in every folder the grader writes: only such a folder is ever replaced
 HARNESS = ".harness"           # --out/.harness: the harness, built once for every submission
+# A grade folder's mark that its grade.json is a finished grading's, holding that file's sha256:
+# written last by run() and removed first by build(), whose kept reports (REPORTS) are the last
+# grade's while the new one is made. Only a grade so marked is ever kept by --resume.
+COMPLETE = ".lab-grade-complete"
 SUMMARY = "class_summary.csv"
 NESTED_DEPTH, NESTED_FILES = 3, 2000  # how deep, and through how many files, to look for nested labs
 # A case this GPU cannot run for the solution either (a Hopper-only variant on an A100, more shared
@@ -228,6 +235,28 @@ def total_text(report):
     if report["total"] is None:
         return NOT_RUN
     return f"{report['total']:.1f}"
+
+
+def is_triage(report):
+    """Whether a grade ran no case (no GPU): its total says nothing of what to send back."""
+    return report.get("gpu") is None and not any(sec.get("status") == "graded"
+                                                 for sec in report.get("sections", {}).values())
+
+
+def section_states(report):
+    """Each graded section's state, short, as the class summary's NN_status names it, a compiled
+    one "compiled": "01 compiled, 02 compile error, 09 unmodified stub"."""
+    states = []
+    for s in report.get("graded_sections", []):
+        state = section_state(report["sections"].get(s))
+        states.append(f"{s[:2]} {'compiled' if state == NOT_RUN else state}")
+    return ", ".join(states) or "no lab file"
+
+
+def outcome_text(report):
+    """A grade as the console's class summary shows it: its total, or in triage (where every student
+    who compiled reads "not run") each section's state."""
+    return section_states(report) if is_triage(report) else total_text(report)
 
 
 def python_syntax(path):
@@ -583,6 +612,88 @@ def graded_before(out_root):
             if r is not None:
                 found[f.name] = r
     return found
+
+
+def file_digest(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def lab_digests(found, folder):
+    """{a lab file's path in the submission: its sha256} of the files scan_submission found. A link,
+    or a file reached through a linked folder, is refused unread (refused_file): it stands for
+    where it leads, never for what it holds."""
+    digests = {}
+    for f in found.values():
+        shown = f.relative_to(folder).as_posix()
+        if f.is_symlink() or Path(folder).resolve() not in f.resolve().parents:
+            digests[shown] = "not read: " + hashlib.sha256(str(f.resolve()).encode()).hexdigest()
+        else:
+            digests[shown] = file_digest(f)
+    return digests
+
+
+def mark_complete(folder):
+    """Marks a grade folder's grade.json as a finished grading's (COMPLETE): written whole, then renamed."""
+    tmp = Path(folder) / (COMPLETE + ".tmp")
+    tmp.write_text(file_digest(Path(folder) / REPORTS[0]) + "\n")
+    tmp.replace(Path(folder) / COMPLETE)
+
+
+def is_complete(folder):
+    """Whether a grade folder's grade.json is the one its last finished grading wrote (COMPLETE)."""
+    try:
+        return (Path(folder) / COMPLETE).read_text().strip() == file_digest(Path(folder) / REPORTS[0])
+    except OSError:
+        return False
+
+
+def resume_reason(folder, submission, expected, known_sections):
+    """(why, report): why a submission's grade in `folder` is not kept by --resume (a line), or None
+    with that grade where it was finished under the conditions `expected` holds (path, git_sha,
+    graded_sections, gpu, sandboxed, hidden_cases_sha256, timeout_s: what run() records) for the lab
+    files the submission holds now. A grade from a tree with uncommitted changes is never kept: its
+    commit does not say which grader made it."""
+    report = read_report(folder)
+    if report is None:
+        return "no grade before", None
+    if not is_complete(folder):
+        return "its last grading did not finish", report
+    if not isinstance(report.get("lab_files"), dict):
+        return "graded before lab files were recorded", report
+    said = lambda gpu: gpu or "no GPU (triage)"
+    if report.get("path") != expected["path"]:
+        return f"graded from another folder before ({report.get('path')})", report
+    if report.get("git_sha") != expected["git_sha"]:
+        return f"the grader changed (commit {report.get('git_sha')}, now {expected['git_sha']})", report
+    if expected["git_sha"] == "unknown" or expected["git_sha"].endswith("-dirty"):
+        return f"the grader's tree has uncommitted changes ({expected['git_sha']}): no grade of it is kept", report
+    if report.get("graded_sections") != expected["graded_sections"]:
+        return (f"the graded sections changed ({', '.join(report.get('graded_sections') or []) or 'none'}, now "
+                f"{', '.join(expected['graded_sections']) or 'none'})"), report
+    if report.get("hidden_cases_sha256") != expected["hidden_cases_sha256"]:
+        return ("hidden cases " + ("changed" if report.get("hidden_cases_sha256") and expected["hidden_cases_sha256"]
+                                   else "added" if expected["hidden_cases_sha256"] else "removed")), report
+    if report.get("gpu") != expected["gpu"]:
+        return f"graded on {said(report.get('gpu'))} before, now on {said(expected['gpu'])}", report
+    if bool(report.get("sandboxed")) != expected["sandboxed"]:
+        return ("graded sandboxed before, now not" if report.get("sandboxed") else
+                "graded unsandboxed before, now sandboxed"), report
+    if report.get("timeout_s") != expected["timeout_s"]:
+        secs = lambda x: f"{x:g} s" if isinstance(x, (int, float)) else "none"  # --timeout 30 is 30.0
+        return f"timeout {secs(report.get('timeout_s'))} before, now {secs(expected['timeout_s'])}", report
+    try:
+        found = submission_notes(submission, known_sections)[0] if Path(submission).is_dir() else {}
+        now = lab_digests(found, Path(submission))
+    except OSError as e:
+        return f"its files cannot be read ({e})", report
+    old = report["lab_files"]
+    changes = [(f"{', '.join(names)} " + how) for names, how in (
+        (sorted(f for f in now if f in old and now[f] != old[f]), "changed"),
+        (sorted(f for f in now if f not in old), "handed in now"),
+        (sorted(f for f in old if f not in now), "no longer handed in")) if names]
+    if changes:
+        return "; ".join(changes), report
+    return None, report
 
 
 def rebuild_class_summary(out_root):
@@ -1169,6 +1280,9 @@ class Grader:
         if out.exists():
             if out.is_symlink() or not out.is_dir() or (any(out.iterdir()) and not is_grade_folder(out)):
                 raise ValueError(f"{out} is not a grade: not replaced")  # plan_outputs refuses it first
+            # before anything else: a grading cut short from here on leaves the last grade's reports
+            # with no mark, never taken by --resume for finished and unchanged
+            (out / COMPLETE).unlink(missing_ok=True)
             for entry in out.iterdir():  # the last grade's reports stay until run() writes new ones:
                 if entry.name not in REPORTS:  # a class whose runs are cut short keeps its grades
                     shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
@@ -1178,9 +1292,10 @@ class Grader:
         files, ignored, notes, intake = (submission_notes(submission, known_sections) if submission.is_dir()
                                          else ({}, [], [], []))
         graded = only_sections or sorted(files)
+        # the files as they are now, before they are copied: what --resume compares a later class with
         report = {"submission": name, "path": str(submission), "time_utc": None, "git_sha": None, "gpu": None,
                   "ignored_files": ignored, "graded_sections": graded, "sections": {}, "bonus_tiers": BONUS_TIERS,
-                  "misnamed": notes, "intake": intake}
+                  "misnamed": notes, "intake": intake, "lab_files": lab_digests(files, submission)}
         if not submission.is_dir():
             report["error"] = "not a folder"
         refused = {s: why for s in files if (why := refused_file(files[s], submission))}
@@ -1207,7 +1322,8 @@ class Grader:
         report, out, labs_dir, files, built = (staged[k] for k in ("report", "out", "labs_dir", "files", "built"))
         name, graded = report["submission"], report["graded_sections"]
         report.update(time_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), git_sha=sha,
-                      gpu=gpu_name if on_gpu else None, sandboxed=bool(self.sandbox and on_gpu))
+                      gpu=gpu_name if on_gpu else None, sandboxed=bool(self.sandbox and on_gpu),
+                      hidden_cases_sha256=file_digest(hidden) if hidden else None, timeout_s=timeout)
         # the compiler names the file by the grader's path; the student knows it as labs/NN_name.cu
         paths = [(str(labs_dir) + "/", "labs/"), (str(out) + "/", "")]
         for s in graded:
@@ -1274,4 +1390,5 @@ class Grader:
         # Triton's and CUDA's caches of one submission reach 170 MB: 200 of them would fill a disk
         shutil.rmtree(out / SCRATCH, ignore_errors=True)
         write_reports(report, out)
+        mark_complete(out)  # last: only now is this grade finished
         return report

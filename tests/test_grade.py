@@ -184,6 +184,18 @@ class Reports(unittest.TestCase):
         self.assertNotIn("on no GPU", md)
         self.assertIsNone(grade.section_score(r["sections"]["01_naive"]))
 
+    def test_the_console_shows_a_triage_grade_by_its_sections(self):
+        # a triage total reads "not run" for everyone who compiled: each section's state says more
+        r = recorded_report()
+        self.assertEqual(grade.outcome_text(r), "0.0")  # a GPU grade: its total, as before
+        r.update(gpu=None, total=None, graded_sections=["01_naive", "02_v1_tile", "09_triton", "12_ring"])
+        r["sections"]["01_naive"] = {"status": grade.NOT_RUN, "correctness": None, "cases": [], "unmodified_stub": False}
+        r["sections"]["09_triton"] = {"status": grade.NOT_RUN, "correctness": None, "cases": [], "unmodified_stub": True}
+        r["sections"]["12_ring"] = {"status": "missing", "correctness": 0.0, "cases": []}
+        self.assertEqual(grade.outcome_text(r), "01 compiled, 02 compile error, 09 unmodified stub, 12 missing")
+        r["sections"]["01_naive"]["status"] = "compile error"  # nothing compiled: still no total of 0 alone
+        self.assertEqual(grade.outcome_text(r), "01 compile error, 02 compile error, 09 unmodified stub, 12 missing")
+
     def test_a_misnamed_file_is_named_once(self):
         r = recorded_report()
         r["ignored_files"] = ["naive.cu", "notes.txt"]
@@ -664,6 +676,103 @@ class Reports(unittest.TestCase):
             path, reports = grade.rebuild_class_summary(out)
             self.assertEqual([(r["submission"], r["gpu"]) for r in rows(path)],
                              [("alice", "none (triage)"), ("bob", "GPU"), ("carol", "none (triage)")])
+
+
+    # --resume: which grades are kept (grade.resume_reason)
+    def resumed(self, sub, out, **changed):
+        """resume_reason of sub's grade in out/NAME against the conditions it was graded under, some
+        of them `changed`."""
+        report = json.loads((out / sub.name / "grade.json").read_text())
+        expected = {k: report[k] for k in ("path", "git_sha", "graded_sections", "gpu", "sandboxed",
+                                           "hidden_cases_sha256", "timeout_s")}
+        return grade.resume_reason(out / sub.name, sub.resolve(), dict(expected, **changed), SECTIONS)[0]
+
+    def test_a_finished_grade_is_kept_only_while_nothing_changed(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            sub, out = submission(Path(tmp, "subs", "alice"), "01_naive.cu", "02_v1_tile.cu"), Path(tmp, "out")
+            report = stand_in_grade(sub, out, on_gpu=True)
+            self.assertEqual(set(report["lab_files"]), {"labs/01_naive.cu", "labs/02_v1_tile.cu"})
+            self.assertEqual(report["timeout_s"], 10)
+            self.assertIsNone(report["hidden_cases_sha256"])
+            self.assertIsNone(self.resumed(sub, out))
+            self.assertEqual(self.resumed(sub, out, git_sha="def"), "the grader changed (commit abc, now def)")
+            self.assertIn("graded sections changed", self.resumed(sub, out, graded_sections=["01_naive"]))
+            self.assertEqual(self.resumed(sub, out, hidden_cases_sha256="0" * 64), "hidden cases added")
+            self.assertEqual(self.resumed(sub, out, gpu=None), "graded on GPU before, now on no GPU (triage)")
+            self.assertEqual(self.resumed(sub, out, sandboxed=True), "graded unsandboxed before, now sandboxed")
+            self.assertEqual(self.resumed(sub, out, timeout_s=60), "timeout 10 s before, now 60 s")
+            self.assertIn("another folder", self.resumed(sub, out, path="/elsewhere/alice"))
+            (sub / "labs" / "02_v1_tile.cu").write_text("// mine, fixed\n")
+            (sub / "labs" / "03_v2_loop_order.cu").write_text("// new\n")
+            (sub / "labs" / "01_naive.cu").unlink()
+            self.assertEqual(self.resumed(sub, out), "labs/02_v1_tile.cu changed; labs/03_v2_loop_order.cu handed in "
+                                                     "now; labs/01_naive.cu no longer handed in")
+            self.assertEqual(grade.resume_reason(out / "bob", sub, {}, SECTIONS), ("no grade before", None))
+            # a tree with uncommitted changes: its commit does not name the grader, then or now
+            dirty = dict(json.loads((out / "alice" / "grade.json").read_text()), git_sha="abc-dirty")
+            (out / "alice" / "grade.json").write_text(json.dumps(dirty))
+            grade.mark_complete(out / "alice")
+            self.assertEqual(self.resumed(sub, out), "the grader's tree has uncommitted changes (abc-dirty): no grade "
+                                                     "of it is kept")
+
+    def test_a_grading_cut_short_is_never_kept(self):
+        # build() keeps the last grade's reports until run() writes new ones: a class stopped between
+        # the two leaves a grade.json that looks finished, for files that may not be its own
+        with tempfile.TemporaryDirectory() as tmp:
+            sub, out = submission(Path(tmp, "subs", "dave")), Path(tmp, "out")
+            stand_in_grade(sub, out, on_gpu=False)
+            before = (out / "dave" / "grade.json").read_bytes()
+            g = StandInGrader(ROOT, ROOT / "build", None, make_labs.make_stub, None, None, dict, print)
+            g.build(sub, out, SECTIONS, None)  # ... and stopped before its run
+            self.assertEqual((out / "dave" / "grade.json").read_bytes(), before)
+            self.assertEqual(self.resumed(sub, out), "its last grading did not finish")
+            stand_in_grade(sub, out, on_gpu=False)
+            self.assertIsNone(self.resumed(sub, out))
+            # stopped as build() empties the folder, at its first folder, whatever order the disk lists them in
+            real_iterdir = Path.iterdir
+            dots_last = lambda folder: iter(sorted(real_iterdir(folder), key=lambda e: e.name.startswith(".")))
+
+            def stopped(*args, **kw):
+                raise KeyboardInterrupt
+            with mock.patch.object(Path, "iterdir", dots_last), mock.patch.object(grade.shutil, "rmtree", stopped):
+                with self.assertRaises(KeyboardInterrupt):
+                    g.build(sub, out, SECTIONS, None)
+            self.assertEqual(self.resumed(sub, out), "its last grading did not finish")
+            stand_in_grade(sub, out, on_gpu=False)
+            # a grade.json written after its mark (reports cut short mid-way, or edited) is not the finished one
+            report = json.loads(before)
+            (out / "dave" / "grade.json").write_text(json.dumps(report))
+            self.assertEqual(self.resumed(sub, out), "its last grading did not finish")
+            # a grade from before lab files were recorded: its files are not known, so never kept
+            del report["lab_files"]
+            (out / "dave" / "grade.json").write_text(json.dumps(report))
+            grade.mark_complete(out / "dave")
+            self.assertEqual(self.resumed(sub, out), "graded before lab files were recorded")
+
+    def test_a_grade_records_its_files_and_is_marked_once_finished(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            sub, out = submission(Path(tmp, "subs", "alice"), "01_naive.cu", "02_v1_tile.cu"), Path(tmp, "out")
+            report = stand_in_grade(sub, out, on_gpu=True)
+            self.assertEqual(report["lab_files"], {f"labs/{n}": grade.file_digest(sub / "labs" / n)
+                                                   for n in ("01_naive.cu", "02_v1_tile.cu")})
+            self.assertEqual((report["timeout_s"], report["hidden_cases_sha256"]), (10, None))
+            self.assertTrue(grade.is_complete(out / "alice"))
+            g = StandInGrader(ROOT, ROOT / "build", None, make_labs.make_stub, None, None, dict, print)
+            g.build(sub, out, SECTIONS, None)  # a regrade stopped before its run: its last reports stay, unmarked
+            self.assertTrue((out / "alice" / "grade.json").is_file())
+            self.assertFalse(grade.is_complete(out / "alice"))
+
+    def test_a_linked_lab_file_is_recorded_unread(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            sub = submission(Path(tmp, "subs", "eve"))
+            secret = Path(tmp, "secret.cu")
+            secret.write_text("answer\n")
+            (sub / "labs" / "02_v1_tile.cu").symlink_to(secret)
+            found = grade.scan_submission(sub, SECTIONS)[0]
+            digests = grade.lab_digests(found, sub)
+            self.assertTrue(digests["labs/02_v1_tile.cu"].startswith("not read: "))
+            secret.write_text("another answer\n")  # still refused unread: the same grade
+            self.assertEqual(grade.lab_digests(found, sub), digests)
 
 
 # A stand-in student program: writes its result record where --json says (the grade folder), then
@@ -1162,6 +1271,72 @@ class GradeTriage(unittest.TestCase):
         self.assertEqual([kind for kind, _ in events], ["built"] * 4 + ["run"] * 4)
         self.assertEqual([n for kind, n in events if kind == "run"], names)
 
+    def test_resume_finishes_a_class_cut_short(self):
+        """--resume keeps a grade finished under the same conditions for unchanged files, and grades
+        the rest, each with its reason; a regrade stopped between its build and its run is not kept.
+        Without --resume every submission is graded."""
+        import importlib.machinery
+        import importlib.util
+        loader = importlib.machinery.SourceFileLoader("lab_driver", str(ROOT / "scripts" / "lab"))
+        driver = importlib.util.module_from_spec(importlib.util.spec_from_loader("lab_driver", loader))
+        loader.exec_module(driver)
+        real_run, ran = grade.Grader.run, []
+
+        def stopped_at(name):  # Ctrl-C as that submission's cases begin
+            def run(self, staged, *args, **kw):
+                if staged["report"]["submission"] == name:
+                    raise KeyboardInterrupt
+                ran.append(staged["report"]["submission"])
+                return real_run(self, staged, *args, **kw)
+            return run
+        names = ["s1", "s2", "s3"]
+        with tempfile.TemporaryDirectory() as tmp:
+            stub = stub_of(self, "09_triton.py").decode()
+            for name in names:
+                Path(tmp, "subs", name, "labs").mkdir(parents=True)
+                Path(tmp, "subs", name, "labs", "09_triton.py").write_text(stub)
+            out = Path(tmp, "grades")
+
+            def lab(*extra, stop=None):
+                ran.clear()
+                a = driver.parse(["grade", *(str(Path(tmp, "subs", n)) for n in names), "--no-gpu", "--sections",
+                                  "09", "--out", str(out), *extra])
+                with mock.patch.object(grade.Grader, "run", stopped_at(stop)), \
+                        mock.patch.object(student, "git_sha", return_value="abc1234"), \
+                        contextlib.redirect_stdout(io.StringIO()) as said:
+                    try:
+                        code = a.fn(a)
+                    except KeyboardInterrupt:
+                        code = "interrupted"
+                return code, said.getvalue()
+            self.assertEqual(lab(stop="s3")[0], "interrupted")  # s1 and s2 graded, s3 built only
+            self.assertEqual(ran, ["s1", "s2"])
+            code, said = lab("--resume")
+            self.assertEqual(code, 0, said)
+            self.assertEqual(ran, ["s3"])
+            self.assertIn("   s1: graded before, unchanged; kept (09 unmodified stub)\n", said)
+            self.assertIn("   s3: not graded before\n", said)
+            self.assertIn("--resume: 2 of 3 submission(s) kept", said)
+            self.assertEqual([r["submission"] for r in rows(out / grade.SUMMARY)], names)
+            self.assertRegex(said, r"\n   s1 +09 unmodified stub\n   s2 +09 unmodified stub\n   s3 ")  # in order
+            code, said = lab("--resume")  # all finished: nothing to do but the summary
+            self.assertEqual((code, ran), (0, []), said)
+            self.assertIn("--resume: 3 of 3 submission(s) kept", said)
+            self.assertNotIn("compiling", said)
+            # a regrade stopped after the class is built: s2's and s3's last grades stay, unfinished
+            self.assertEqual(lab(stop="s2")[0], "interrupted")
+            Path(tmp, "subs", "s1", "labs", "09_triton.py").write_text(stub + "\n# mine\n")
+            code, said = lab("--resume")
+            self.assertEqual(ran, names, said)
+            self.assertIn("   s1: regraded: labs/09_triton.py changed\n", said)
+            self.assertIn("   s2: regraded: its last grading did not finish\n", said)
+            self.assertIn("   s3: regraded: its last grading did not finish\n", said)
+            code, said = lab("--resume", "--timeout", "30")
+            self.assertEqual(ran, names, said)
+            self.assertIn("   s1: regraded: timeout 120 s before, now 30 s\n", said)
+            lab()
+            self.assertEqual(ran, names)  # without --resume: all of them, as ever
+
     def test_the_grading_example_empties_only_its_own_folder(self):
         with tempfile.TemporaryDirectory() as tmp:
             course = Path(tmp, "course")
@@ -1252,6 +1427,10 @@ class GradeTriage(unittest.TestCase):
             self.assertEqual([table["sec2-stub"][k] for k in ("total", "01_naive_status")], ["0.0", "missing"])
             self.assertNotIn("09_triton_status", table["sec2-stub"])
             self.assertEqual([table["broken"][k] for k in ("total", "01_naive", "01_naive_status")], ["0.0", "0.0", "compile error"])
+            # the console's class summary names each section's state, not a total
+            self.assertRegex(r.stdout, r"\n   broken +01 compile error\n")
+            self.assertRegex(r.stdout, r"\n   subs-stub +01 unmodified stub\n")
+            self.assertRegex(r.stdout, r"\n   unknown +01 missing\n")
             self.assertEqual(table["unknown"]["misnamed_files"], "naive.cu")
             # the harness was built once, in --out, and linked: no submission compiled common/
             self.assertTrue((out / grade.HARNESS / "build" / "common" / "liblab_common.a").is_file())
@@ -1269,6 +1448,7 @@ class GradeTriage(unittest.TestCase):
             table = {row["submission"]: row for row in rows(out / "class_summary.csv")}
             self.assertEqual(sorted(table), ["broken", "sec2-stub", "subs-stub", "unknown"])
             self.assertEqual([table["broken"][k] for k in ("total", "01_naive_status")], ["", "not run (no GPU)"])
+            self.assertRegex(r.stdout, r"\n   broken +01 compiled\n")
 
 
 class PerfRun(unittest.TestCase):

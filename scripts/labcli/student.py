@@ -559,6 +559,25 @@ def cmd_compare(a):
 
 
 # ---------------------------------------------------------------------------------------- grade
+def resume_plan(grade, plan, out_root, known, expected):
+    """(the plan's submissions --resume grades, {name: report} of those it keeps): a grade is kept
+    where its grading finished under the conditions `expected` holds, of the lab files the
+    submission holds now (grade.resume_reason). One line each, saying which and why."""
+    todo, kept = [], {}
+    for given, path, name in plan:
+        why, report = grade.resume_reason(out_root / name, path, dict(expected, path=str(path)), known)
+        if why is None:
+            shown = grade.outcome_text(report)
+            say(f"   {name}: graded before, unchanged; kept ({shown if grade.is_triage(report) else 'total ' + shown})")
+            kept[name] = report
+        else:
+            say(f"   {name}: {'regraded' if report else 'not graded before'}{': ' + why if report else ''}")
+            todo.append((given, path, name))
+    say(f"lab: --resume: {len(kept)} of {len(plan)} submission(s) kept (graded before, unchanged); "
+        f"{len(todo)} to grade")
+    return todo, kept
+
+
 def cmd_grade(a):
     import grade
     known = sections()
@@ -650,7 +669,13 @@ def cmd_grade(a):
         elif on_gpu:
             say("lab: each student's program runs sandboxed (bubblewrap): it writes only its grade folder, no network")
     grader.sandbox = not sandbox_why
-    if any(not is_python(s) and any(s in found for found in handed) for s in graded):
+    sha, kept, order = git_sha(), {}, {name: n for n, (_, _, name) in enumerate(plan)}
+    if a.resume:  # a class cut short: what was finished under these very conditions stays as it is
+        plan, kept = resume_plan(grade, plan, out_root, known, {
+            "git_sha": sha, "graded_sections": graded, "gpu": gpu_name if on_gpu else None,
+            "sandboxed": bool(grader.sandbox and on_gpu), "timeout_s": a.timeout,
+            "hidden_cases_sha256": grade.file_digest(hidden) if hidden else None})
+    if plan and any(not is_python(s) and any(s in found for found in handed) for s in graded):
         harness = out_root / grade.HARNESS
         say(f"lab: building the harness (common/) once, for every submission, in {harness} ...", end="")
         t0 = time.time()
@@ -661,7 +686,7 @@ def cmd_grade(a):
             raise LabError(f"the harness (common/) does not build; nothing graded (log: {harness / 'build.log'})",
                            detail=grade.compiler_excerpt(log, 15))
         say(f" done ({time.time() - t0:.0f} s)")
-    reports, sha, not_graded = [], git_sha(), []
+    reports, not_graded = list(kept.values()), []
     # Every submission is compiled first, several at once (the compiler is the slow part of a
     # class on a machine without a GPU); then each one's cases and timing run alone, as they would
     # with no build beside them.
@@ -669,7 +694,8 @@ def cmd_grade(a):
     cores = usable_cores()
     build_jobs = max(1, min(len(plan), cores, a.build_jobs or min(8, cores // 2)))
     grader.build_threads = max(1, cores // build_jobs)
-    say(f"lab: compiling {len(plan)} submission(s), {build_jobs} at a time ...")
+    if plan:  # (--resume may have kept them all)
+        say(f"lab: compiling {len(plan)} submission(s), {build_jobs} at a time ...")
     staged = {}
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=build_jobs)
     try:
@@ -703,10 +729,11 @@ def cmd_grade(a):
             say(f"   {line}")
         say(f"   total {grade.total_text(r)} -> {out_root / name / 'grade.md'}")
         reports.append(r)
+    reports.sort(key=lambda r: order.get(r.get("submission"), 0))  # the kept and the graded, in the order given
     summary, every = grade.rebuild_class_summary(out_root)
     say(f"lab: class summary ({len(every)} submissions: these and the grades already in {out_root}) in {summary}")
     for r in reports:
-        say(f"   {r['submission']:<30} {grade.total_text(r)}")
+        say(f"   {r['submission']:<30} {grade.outcome_text(r)}")
     if len({tuple(r["graded_sections"]) for r in every}) > 1:
         say(f"lab: the grades in {out_root} are not all over the same sections; grade them again together "
             "(or with the same --sections) for totals that compare")
