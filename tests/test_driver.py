@@ -143,6 +143,19 @@ class TimeLimit(unittest.TestCase):
         self.assertEqual(out, "first\n" + seen[-1][1].decode())
 
 
+class InARelease(unittest.TestCase):
+    def test_the_instructors_commands_cannot_run_in_a_student_release(self):
+        """grade and grading-example need solutions/: in a release they exit 77 (cannot run here), as
+        bench does, not 1 (a failure) or 2 (bad input)."""
+        with tempfile.TemporaryDirectory() as tmp, mock.patch.object(student, "ROOT", Path(tmp)):
+            for fn, a in ((student.cmd_grade, SimpleNamespace(sections=None, cases=None, out=tmp, submissions=[tmp])),
+                          (student.cmd_grading_example, SimpleNamespace(out=tmp))):
+                with self.assertRaises(common.LabError) as refused:
+                    fn(a)
+                self.assertEqual(refused.exception.code, common.EXIT_CANNOT_RUN)
+                self.assertIn("not a release", str(refused.exception))
+
+
 class LiveRun(unittest.TestCase):
     def run_cmd(self, runs, args=()):
         """cmd_run of 01 over stand-in runs [(exit, output)], the lines it printed."""

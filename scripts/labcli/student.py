@@ -589,7 +589,8 @@ def cmd_grade(a):
         except cases.CaseFileError as e:
             raise BadInput(str(e))
     if not (ROOT / "solutions").is_dir():
-        raise LabError("grade needs the full tree (solutions/, the reference it times against), not a release")
+        raise LabError("grade needs the full tree (solutions/, the reference it times against), not a release",
+                       EXIT_CANNOT_RUN)  # as bench: not bad input, a tree that cannot do it
     # A typo in a submission's path, or a folder with no lab file, is an error, not a zero grade; so
     # is an --out whose grade folders (each replaced whole) would be, hold or sit in a submission.
     out_root = Path(a.out)
@@ -863,7 +864,8 @@ def grading_example(out, names, lab, step, gpus=1):
 
 def cmd_grading_example(a):
     if not (ROOT / "solutions").is_dir():
-        raise LabError("grading-example needs the full tree (solutions/, which it grades), not a release")
+        raise LabError("grading-example needs the full tree (solutions/, which it grades), not a release",
+                       EXIT_CANNOT_RUN)
     out = Path(a.out).resolve()
     refuse_foreign_example_folder(out)
     out.mkdir(parents=True, exist_ok=True)
