@@ -507,6 +507,10 @@ def render_markdown(report):
             if f not in named and not any(n.startswith(f) for n in named if f.endswith("/"))]
     if rest:
         lines += ["Ignored files (not a lab of this course): " + ", ".join(f"`{f}`" for f in rest), ""]
+        tree = [f for f in rest if f.rstrip("/") in TREE_FOLDERS]
+        if tree:  # a student who edited the harness to pass must learn that the grade did not use it
+            lines += [f"Your {', '.join(f'`{f}`' for f in tree)} {'is' if len(tree) == 1 else 'are'} not used: "
+                      "your labs are built against the course's own harness and scripts, unchanged.", ""]
     lines += ["| section | status | correctness | speed vs solution | bonus | score |", "|---|---|---:|---:|---:|---:|"]
     for name in report["graded_sections"]:
         s = report["sections"][name]
@@ -859,6 +863,7 @@ def plan_outputs(submissions, out_root):
 SANDBOX_TOOL = "bwrap"
 
 
+TREE_FOLDERS = {"common", "scripts", "tests", "solutions", "ch12", "results", ".ci"}  # the course's, not a lab's
 SCRATCH = ".cache"  # a grade folder's temporary files and compiler caches, deleted once its runs end
 
 

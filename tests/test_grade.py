@@ -204,6 +204,15 @@ class Reports(unittest.TestCase):
         self.assertIn("- `naive.cu`: not a lab file; expected labs/01_naive.cu", md)
         self.assertEqual(md.count("naive.cu`"), 1)
         self.assertIn("Ignored files (not a lab of this course): `notes.txt`", md)
+        self.assertNotIn("not used", md)
+
+    def test_a_whole_tree_handed_in_is_told_its_harness_is_not_used(self):
+        r = recorded_report()
+        r["ignored_files"] = ["common/", "scripts/", "README.md"]
+        md = grade.render_markdown(r)
+        self.assertIn("Ignored files (not a lab of this course): `common/`, `scripts/`, `README.md`", md)
+        self.assertIn("Your `common/`, `scripts/` are not used: your labs are built against the course's own "
+                      "harness and scripts, unchanged.", md)
 
     def test_misnamed_files_are_named(self):
         self.assertEqual(grade.misnamed(["naive.cu", "notes.txt", "labs/tile.cu"], ["01_naive", "02_v1_tile"]),
