@@ -732,14 +732,12 @@ def class_sections(handed, out_root, known_sections, is_stub=lambda path, sectio
 
 
 def handed_in_stub(grader, path, section):
-    """grader.is_stub of a file under the name it was handed in ("01_naive.cu.txt"), read as its
-    section's lab: is_stub takes the suffix from the name, and caches the stubs by section. A file
-    that cannot be read is not a stub here: its grade names the error (Grader.build)."""
+    """grader.is_stub of a file as handed in, under any name ("01_naive.cu.txt"). A file that
+    cannot be read is not a stub here: its grade names the error (Grader.build)."""
     try:
-        text = normalised(Path(path).read_bytes())
+        return grader.is_stub(Path(path), section)
     except OSError:
         return False
-    return any(text == stub for stub, _ in grader.stub_versions(section, lab_suffix(section)))
 
 
 def is_grade_folder(folder):
@@ -1032,12 +1030,12 @@ class Grader:
         self.regions = {}  # (section, commit): that stub's exercise regions (exercise_regions)
         self.build_threads = os.cpu_count() or 2  # compiler jobs of one submission's build (fewer when several build at once)
 
-    def stub_versions(self, section, suffix):
+    def stub_versions(self, section):
         """The stubs of a section a student may have been handed: today's (from solutions/), then
         every version committed to labs/, newest first (the students' release may be older than this
         tree), as (normalised bytes, the commit that holds it or None for today's)."""
         if section not in self.stubs:
-            name = f"{section}{suffix}"
+            name = f"{section}{lab_suffix(section)}"
             solution = self.root / "solutions" / name
             versions = [(normalised(self.make_stub(solution.read_text(), name).encode()), None)] if solution.exists() else []
             try:
@@ -1064,9 +1062,10 @@ class Grader:
 
     def is_stub(self, path, section):
         """Whether a handed-in file is a stub as generated, untouched (any version of it, see
-        stub_versions). Line endings and a BOM do not count (an editor on Windows may save them)."""
+        stub_versions), whatever name it was handed in under (the section says .cu or .py). Line
+        endings and a BOM do not count (an editor on Windows may save them)."""
         text = normalised(path.read_bytes())
-        return any(text == stub for stub, _ in self.stub_versions(section, path.suffix))
+        return any(text == stub for stub, _ in self.stub_versions(section))
 
     def exercise_regions(self, section, suffix, stub, commit):
         """A stub version's exercise regions, from its commit's solution (today's: solutions/), or
@@ -1097,8 +1096,8 @@ class Grader:
         where no stub could be compared."""
         text = normalised(path.read_bytes()).decode(errors="replace")
         best = None
-        for stub, commit in self.stub_versions(section, path.suffix):
-            regions = self.exercise_regions(section, path.suffix, stub, commit)
+        for stub, commit in self.stub_versions(section):
+            regions = self.exercise_regions(section, lab_suffix(section), stub, commit)
             if regions is None:
                 continue
             spans = edits_outside_exercises(text, stub.decode(errors="replace"), regions)

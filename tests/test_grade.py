@@ -1030,7 +1030,7 @@ class EditsOutsideExercises(unittest.TestCase):
         release's differences are not theirs."""
         g = grade.Grader(ROOT, ROOT / "build", None, make_labs.make_stub, None, None, None, print)
         for src in sorted((ROOT / "solutions").glob("[0-9][0-9]_*.cu")):
-            versions = g.stub_versions(src.stem, src.suffix)
+            versions = g.stub_versions(src.stem)
             today = versions[0][0]
             older = [v for v, c in versions[1:] if v != today and g.exercise_regions(src.stem, src.suffix, v, c) is not None]
             if older:

@@ -99,11 +99,11 @@ class OutFolder(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             f = Path(tmp) / "afile"
             f.write_text("x")
-            self.assertEqual(maintainer.out_folder_problem(tmp), "")
-            self.assertEqual(maintainer.out_folder_problem(Path(tmp) / "new" / "deeper"), "")
-            self.assertIn("is a file, not a folder", maintainer.out_folder_problem(f))
-            self.assertIn(f"{f} is a file, not a folder", maintainer.out_folder_problem(f / "sub" / "dir"))
-            self.assertEqual(maintainer.out_folder_problem(""), "an empty path")
+            self.assertEqual(maintainer.folder_problem(tmp), "")
+            self.assertEqual(maintainer.folder_problem(Path(tmp) / "new" / "deeper"), "")
+            self.assertIn("is a file, not a folder", maintainer.folder_problem(f))
+            self.assertIn(f"{f} is a file, not a folder", maintainer.folder_problem(f / "sub" / "dir"))
+            self.assertEqual(maintainer.folder_problem(""), "an empty path")
 
 
 @needs_solutions

@@ -165,11 +165,6 @@ def folder_problem(path, must_exist=False, writable=True):
     return f"the folder {p} does not exist" if must_exist else ""
 
 
-def out_folder_problem(path):
-    """An output folder (--out): may be missing, made with its parents."""
-    return folder_problem(path)
-
-
 # ------------------------------------------------------------------------------------ building
 @functools.lru_cache(maxsize=None)
 def local_architectures():

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from labcli.common import (BUILD, EXIT_BAD_INPUT, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_PASS, EXIT_TIMEOUT, ROOT,
                            BadInput, LabError, build, folder_problem, git_sha, has_gpu, is_python, load_cases,
-                           no_gpu_reason, out_folder_problem, program, resolve_all, run_limited, say, sections, targets)
+                           no_gpu_reason, program, resolve_all, run_limited, say, sections, targets)
 from labcli.student import grading_example
 from baselines import is_unavailable  # noqa: E402  (scripts/baselines.py: no PyTorch at import)
 import cases  # noqa: E402
@@ -334,7 +334,7 @@ def cmd_gpu_check(a):
     """What a GPU machine verifies, in one go: build, ctest (gpu label included), every
     section's case list on the solution (with its --bug cases), every stub failing cleanly,
     compute-sanitizer on small cases, and the benchmark sweeps. Logs and JSON go to --out."""
-    why = out_folder_problem(a.out)
+    why = folder_problem(a.out)
     if why:
         raise BadInput(f"gpu-check: --out: {why}")
     out = Path(a.out).resolve()
@@ -435,7 +435,7 @@ def cmd_ab(a):
     faster): the comparison every "A/B" in the handouts is. Writes every run and the summary to --out."""
     if a.rounds < 1:
         raise BadInput("ab: --rounds must be at least 1")
-    why = out_folder_problem(a.out)
+    why = folder_problem(a.out)
     if why:
         raise BadInput(f"ab: --out: {why}")
     builds = {"A": Path(a.build_a), "B": Path(a.build_b)}
@@ -558,8 +558,9 @@ def cmd_bench_all(a):
         say("lab: bench times the reference solutions, which a student release does not have")
         return EXIT_CANNOT_RUN
     names = resolve_all(a.section)  # every name before the first sweep: a typo is not found after one
-    if a.out is not None and out_folder_problem(a.out):
-        raise BadInput(f"bench: --out: {out_folder_problem(a.out)}")
+    why = folder_problem(a.out) if a.out is not None else ""
+    if why:
+        raise BadInput(f"bench: --out: {why}")
     if a.tag and not any(a.tag in t for t in bench_tags(names).values()):  # (else a sweep of nothing, exit 0)
         which = "any section" if "all" in a.section else " ".join(names)
         raise BadInput(f"bench: no bench entry of {which} is tagged '{a.tag}' (the tags: " +

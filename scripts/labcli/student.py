@@ -15,7 +15,7 @@ from pathlib import Path
 
 from labcli.common import (BUILD, EXIT_BAD_INPUT, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_PASS, EXIT_TIMEOUT, ROOT,
                            BadInput, LabError, build, cmake_env, folder_problem, gpu_devices, git_sha, has_gpu, is_python,
-                           limit_children, load_cases, no_gpu_reason, on_device, out_folder_problem, program, resolve,
+                           limit_children, load_cases, no_gpu_reason, on_device, program, resolve,
                            resolve_all, run_limited, say, sections, source_name, targets, usable_cores)
 import cases  # noqa: E402  (scripts/cases.py, on the path through labcli.common)
 import make_labs  # noqa: E402
@@ -612,7 +612,7 @@ def cmd_grade(a):
             hint = "; ".join(notes) or "expected labs/NN_name.cu files, e.g. labs/01_naive.cu"
             problems.append(f"{sub}: no lab file ({hint})")
     plan, notes, out_problems = grade.plan_outputs(submissions, out_root)
-    why = out_folder_problem(out_root)
+    why = folder_problem(out_root)
     if why:  # (it says what stands in the way; the plan's own "not a folder" would repeat it)
         out_problems = [f"--out {a.out}: {why}"]
     problems += out_problems
@@ -754,7 +754,7 @@ EXAMPLE_MARKER = ".grading-example"  # in a folder the grading example wrote: on
 def refuse_foreign_example_folder(out):
     """--out of the grading example: a new or empty folder, or one the example wrote (its marker, or
     its submissions from before the marker); anything else is bad input, never emptied."""
-    why = out_folder_problem(out)
+    why = folder_problem(out)
     if why:
         raise BadInput(f"grading example: --out: {why}")
     mine = (out / EXAMPLE_MARKER).exists() or (out / "submissions" / "planted-bug").is_dir()
@@ -910,7 +910,7 @@ def cmd_release(a):
     dest = Path(a.dir).resolve()
     if dest == ROOT or ROOT in dest.parents:
         raise BadInput(f"release: {a.dir} is inside this tree; give a folder outside it")
-    why = out_folder_problem(a.dir)
+    why = folder_problem(a.dir)
     if why:
         raise BadInput(f"release: {why}")
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
