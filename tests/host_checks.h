@@ -99,6 +99,20 @@ static bool check_f(bool ok, const char* file, int line, const char* format, ...
 }
 #define CHECKF(ok, ...) check_f((ok), __FILE__, __LINE__, __VA_ARGS__)
 
+// A failed step that later checks build on: not_run(n) counts those n checks as failed without
+// running them (their messages would describe a state the test never reached), so a group counts
+// the same checks whether it passes or fails. Returns nothing: write `return not_run(n);`.
+static void not_run(int n) {
+  g_checks += n;
+  g_failed += n;
+  if (g_exercises.empty()) return;
+  ExerciseTally& ex = g_exercises.back();
+  ex.checks += n;
+  ex.failed += n;
+  std::printf("  %s: (%d check%s after it not run: %s on this step)\n", ex.id, n, n == 1 ? "" : "s",
+              n == 1 ? "it builds" : "they build");
+}
+
 // One check over a whole loop (ok = ok && ... each time round) keeps its first counterexample, the
 // one worth reading: note(pass, format, ...) returns pass and words the first failure; after the
 // loop, CHECKF(c.ok, "%s", c.what) counts it as the one check it is.

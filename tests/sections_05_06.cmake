@@ -38,6 +38,16 @@ if(TARGET lab_exercises_05_decode)
                  "merged_lse\\(\\{2, 1, -inf\\}, n=3, stride=1\\) = NaN, want" "(?s)\\A(?!.*\\bnan\\b)"
            COMMAND ${BIN}/lab_exercises_05_decode)
 endif()
+if(TARGET exercises_06_paged)
+  lab_test(exercises.06_paged.solution_count cpu 0 MATCH "^PASS: 0 of 24 checks failed$" COMMAND ${BIN}/exercises_06_paged)
+endif()
+if(TARGET lab_exercises_06_paged)
+  # Every allocator operation is reported on its own: a wrong append_tokens does not hide free_sequence.
+  lab_test(exercises.06_paged.stub_count cpu 1
+           MATCH "^FAIL: [0-9]+ of 24 checks failed$" "allocator: free_sequence\\(a, s\\) on 40 tokens"
+                 "allocator: fork_prefix\\(a, prompt, 40\\)"
+           COMMAND ${BIN}/lab_exercises_06_paged)
+endif()
 
 # Without a GPU the stub's CPU model runs the student's code: an untouched stub fails, every variant.
 set(DEC_SHAPE --t 1 --t-kv 300 --b 3 --h 8 --h-kv 2)

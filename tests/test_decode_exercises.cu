@@ -262,75 +262,143 @@ static std::string listed(const lab::SequenceBlocks& s) {  // "20 tokens in bloc
   return out + "}";
 }
 
-static void test_allocator() {
-  exercise("allocator");
+// A sequence of `tokens` tokens built with the allocator's primitives, not the exercise's
+// operations, so free_sequence and fork_prefix are tested even while append_tokens is wrong.
+static lab::SequenceBlocks made_sequence(lab::BlockAllocator& a, int tokens) {
+  lab::SequenceBlocks s;
+  for (int held = 0; held < tokens; held += a.block_size()) s.blocks.push_back(a.allocate());
+  s.length = tokens;
+  return s;
+}
+
+// Each operation is tested on its own pool, so a student sees every operation that is wrong, not
+// only the first; inside one operation a failed step ends it (the next steps build on it).
+static void test_append() {
   using namespace lab;
   BlockAllocator a(10, 16);  // 10 blocks of 16 tokens
   SequenceBlocks s;
   bool ok = append_tokens(a, s, 1);
   if (!CHECKF(ok && s.blocks.size() == 1 && s.length == 1, "append_tokens(a, s, 1) on an empty sequence (a pool of "
               "10 blocks of 16) returned %s, s holds %s; want true, 1 token in 1 block", tf(ok), listed(s).c_str()))
-    return;
+    return not_run(4);
   ok = append_tokens(a, s, 15);
-  if (!CHECKF(ok && s.blocks.size() == 1, "append_tokens(a, s, 15) on 1 token returned %s, s holds %s; want true, 16 "
-              "tokens still in 1 block", tf(ok), listed(s).c_str()))
-    return;
+  if (!CHECKF(ok && s.blocks.size() == 1 && s.length == 16, "append_tokens(a, s, 15) on 1 token returned %s, s "
+              "holds %s; want true, 16 tokens still in 1 block", tf(ok), listed(s).c_str()))
+    return not_run(3);
   ok = append_tokens(a, s, 1);
   if (!CHECKF(ok && s.blocks.size() == 2 && s.length == 17, "append_tokens(a, s, 1) on 16 tokens returned %s, s "
               "holds %s; want true, 17 tokens in 2 blocks", tf(ok), listed(s).c_str()))
-    return;
+    return not_run(2);
   CHECKF(a.used_blocks() == 2, "the pool has %d blocks in use, want 2: s holds 17 tokens", a.used_blocks());
+  ok = append_tokens(a, s, 40);
+  CHECKF(ok && s.length == 57 && s.blocks.size() == 4 && a.used_blocks() == 4, "append_tokens(a, s, 40) on 17 "
+         "tokens returned %s, s holds %s, %d blocks in use; want true, 57 tokens in 4 blocks, 4 in use: one call may "
+         "need several blocks", tf(ok), listed(s).c_str(), a.used_blocks());
+}
+
+static void test_append_errors() {
+  using namespace lab;
+  BlockAllocator a(10, 16);
+  SequenceBlocks s;
   const bool threw = throws([&] { append_tokens(a, s, -1); });
   CHECKF(threw, "append_tokens(a, s, -1) did not throw std::invalid_argument: n < 0 is the caller's error");
-  // Prefix sharing: a 40-token prompt (16 + 16 + 8); a child takes the 2 full blocks by reference.
-  SequenceBlocks prompt;
-  ok = append_tokens(a, prompt, 40);
-  if (!CHECKF(ok && a.used_blocks() == 5 && prompt.blocks.size() == 3, "append_tokens(a, prompt, 40) on an empty "
-              "sequence returned %s, prompt holds %s, %d blocks in use; want true, 3 blocks (16 + 16 + 8 tokens), 5 "
-              "in use", tf(ok), listed(prompt).c_str(), a.used_blocks()))
-    return;
-  SequenceBlocks child = fork_prefix(a, prompt, 40);
-  if (!CHECKF(child.length == 32 && child.blocks.size() == 2, "fork_prefix(a, prompt, 40) with prompt holding %s "
-              "gave a child of %s; want 32 tokens in the prompt's first 2 blocks: only full blocks are shared",
-              listed(prompt).c_str(), listed(child).c_str()))
-    return;
-  CHECKF(prompt.blocks.size() == 3 && child.blocks.size() == 2 && child.blocks[0] == prompt.blocks[0] &&
-             child.blocks[1] == prompt.blocks[1],
-         "after fork_prefix(a, prompt, 40) the prompt holds %s and the child %s; want the prompt unchanged and the "
-         "child in the prompt's first 2 blocks (shared, not copied)", listed(prompt).c_str(), listed(child).c_str());
-  const int refs0 = a.ref_count(prompt.blocks[0]), refs2 = a.ref_count(prompt.blocks[2]);
-  CHECKF(refs0 == 2 && refs2 == 1, "after fork_prefix(a, prompt, 40) the prompt's blocks 0 and 2 have %d and %d "
-         "references; want 2 (the child shares it) and 1 (a partly filled block is not shared)", refs0, refs2);
-  ok = append_tokens(a, child, 18);
-  if (!CHECKF(ok && child.blocks.size() == 4, "append_tokens(a, child, 18) on the child's 32 tokens returned %s, "
-              "the child holds %s; want true, 50 tokens in 4 blocks", tf(ok), listed(child).c_str()))
-    return;
-  CHECKF(a.used_blocks() == 2 + 3 + 2, "the pool has %d blocks in use, want 7: s's 2, the prompt's 3 and the "
-         "child's 2 own ones (its first 2 are the prompt's)", a.used_blocks());
-  free_sequence(a, prompt);  // the shared blocks stay with the child
-  CHECKF(prompt.blocks.empty() && prompt.length == 0, "free_sequence(a, prompt) left the prompt holding %s; want "
-         "it empty (0 tokens, no blocks)", listed(prompt).c_str());
-  const int refs_child = a.ref_count(child.blocks[0]);
-  CHECKF(a.used_blocks() == 2 + 2 + 2 && refs_child == 1, "after free_sequence(a, prompt): %d blocks in use, the "
-         "child's first block has %d references; want 6 in use (the 2 shared blocks stay with the child) and 1 "
-         "reference", a.used_blocks(), refs_child);
-  free_sequence(a, child);
-  free_sequence(a, s);
-  CHECKF(a.free_blocks() == 10, "after free_sequence of every sequence the pool has %d of its 10 blocks free, want "
-         "10", a.free_blocks());
-  const bool threw_fork = throws([&] { fork_prefix(a, child, 1); });  // a prefix longer than the parent
-  CHECKF(threw_fork, "fork_prefix(a, child, 1) with the child freed (0 tokens) did not throw "
-         "std::invalid_argument: a prefix longer than its parent is the caller's error");
   // The pool running out: all or nothing.
   BlockAllocator small(2, 16);
-  SequenceBlocks t;
-  ok = append_tokens(small, t, 20);
-  CHECKF(ok, "append_tokens(small, t, 20) on an empty sequence and a pool of 2 blocks of 16 returned false, want "
-         "true (2 blocks)");
-  ok = append_tokens(small, t, 13);
+  SequenceBlocks t = made_sequence(small, 20);  // 2 blocks: the pool is full
+  const bool ok = append_tokens(small, t, 13);
   CHECKF(!ok && t.length == 20 && t.blocks.size() == 2 && small.free_blocks() == 0, "append_tokens(small, t, 13) "
          "on 20 tokens, no block free, returned %s, t holds %s, %d blocks free; want false and nothing changed (20 "
          "tokens in 2 blocks, 0 free): all or nothing", tf(ok), listed(t).c_str(), small.free_blocks());
+  BlockAllocator three(3, 16);
+  SequenceBlocks u = made_sequence(three, 16);  // 1 block used, 2 free: 40 more tokens need 3
+  const bool ok_u = append_tokens(three, u, 40);
+  CHECKF(!ok_u && u.length == 16 && u.blocks.size() == 1 && three.free_blocks() == 2, "append_tokens(three, u, 40) "
+         "on 16 tokens with 2 of 3 blocks free returned %s, u holds %s, %d blocks free; want false and nothing "
+         "changed (16 tokens in 1 block, 2 free): the blocks it took before running out go back", tf(ok_u),
+         listed(u).c_str(), three.free_blocks());
+}
+
+static void test_free() {
+  using namespace lab;
+  BlockAllocator a(10, 16);
+  SequenceBlocks s = made_sequence(a, 40);  // 3 blocks
+  const int shared = s.blocks[0];
+  a.retain(shared);  // another sequence uses the first block too
+  free_sequence(a, s);
+  CHECKF(s.blocks.empty() && s.length == 0, "free_sequence(a, s) on %s left s holding %s; want it empty (0 tokens, "
+         "no blocks)", "40 tokens in 3 blocks", listed(s).c_str());
+  const int refs = a.ref_count(shared);
+  CHECKF(a.used_blocks() == 1 && refs == 1, "free_sequence(a, s) on 3 blocks, the first also used by another "
+         "sequence: %d blocks in use, the shared one has %d references; want 1 in use (the shared block stays "
+         "with its other user) and 1 reference", a.used_blocks(), refs);
+}
+
+static void test_fork() {
+  using namespace lab;
+  BlockAllocator a(10, 16);
+  SequenceBlocks prompt = made_sequence(a, 40);  // 16 + 16 + 8 tokens in 3 blocks
+  SequenceBlocks child = fork_prefix(a, prompt, 40);
+  if (CHECKF(child.length == 32 && child.blocks.size() == 2, "fork_prefix(a, prompt, 40) with prompt holding %s "
+             "gave a child of %s; want 32 tokens in the prompt's first 2 blocks: only full blocks are shared",
+             listed(prompt).c_str(), listed(child).c_str())) {
+    CHECKF(prompt.blocks.size() == 3 && child.blocks[0] == prompt.blocks[0] && child.blocks[1] == prompt.blocks[1],
+           "after fork_prefix(a, prompt, 40) the prompt holds %s and the child %s; want the prompt unchanged and the "
+           "child in the prompt's first 2 blocks (shared, not copied)", listed(prompt).c_str(), listed(child).c_str());
+    const int refs0 = a.ref_count(prompt.blocks[0]), refs2 = a.ref_count(prompt.blocks[2]);
+    CHECKF(refs0 == 2 && refs2 == 1 && a.used_blocks() == 3, "after fork_prefix(a, prompt, 40) the prompt's blocks "
+           "0 and 2 have %d and %d references, %d blocks in use; want 2 (the child shares it), 1 (a partly filled "
+           "block is not shared) and 3 in use (nothing allocated)", refs0, refs2, a.used_blocks());
+  } else {
+    not_run(2);
+  }
+  SequenceBlocks short_child = fork_prefix(a, prompt, 20);
+  CHECKF(short_child.length == 16 && short_child.blocks.size() == 1, "fork_prefix(a, prompt, 20) gave a child of "
+         "%s; want 16 tokens in 1 block: the prefix's full blocks only", listed(short_child).c_str());
+  const bool threw = throws([&] { fork_prefix(a, prompt, 41); });
+  CHECKF(threw, "fork_prefix(a, prompt, 41) with the prompt holding 40 tokens did not throw std::invalid_argument: "
+         "a prefix longer than its parent is the caller's error");
+}
+
+// The three operations together: a prompt, a child sharing its prefix and growing, both freed.
+static void test_allocator_together() {
+  using namespace lab;
+  BlockAllocator a(10, 16);
+  SequenceBlocks prompt;
+  bool ok = append_tokens(a, prompt, 40);
+  SequenceBlocks child = fork_prefix(a, prompt, 40);
+  const bool grew = append_tokens(a, child, 18);
+  if (!CHECKF(ok && grew && child.blocks.size() == 4 && a.used_blocks() == 5, "append_tokens(a, prompt, 40), "
+              "fork_prefix(a, prompt, 40), append_tokens(a, child, 18): the child holds %s, %d blocks in use; want "
+              "50 tokens in 4 blocks (2 shared), 5 in use", listed(child).c_str(), a.used_blocks()))
+    return not_run(2);
+  free_sequence(a, prompt);  // the shared blocks stay with the child
+  const int refs_child = a.ref_count(child.blocks[0]);
+  CHECKF(a.used_blocks() == 4 && refs_child == 1, "after free_sequence(a, prompt): %d blocks in use, the child's "
+         "first block has %d references; want 4 in use (the 2 shared blocks stay with the child) and 1 reference",
+         a.used_blocks(), refs_child);
+  free_sequence(a, child);
+  CHECKF(a.free_blocks() == 10, "after free_sequence of every sequence the pool has %d of its 10 blocks free, want "
+         "10", a.free_blocks());
+}
+
+static void test_allocator() {
+  exercise("allocator");
+  test_append();
+  test_append_errors();
+  test_free();
+  test_fork();
+  test_allocator_together();
+}
+
+// One run of the simulation: true with its report, or one failed check naming the error.
+static bool simulated(const lab::ServingConfig& c, lab::ServingReport& r, const char* what) {
+  try {
+    r = lab::simulate_serving(c);
+    return true;
+  } catch (const std::exception& e) {
+    CHECKF(false, "%s stopped with an error: %s; want it to run on your allocator without one", what, e.what());
+    return false;
+  }
 }
 
 static void test_simulation() {  // the allocator as the serving simulation (--simulate) runs it
@@ -347,29 +415,25 @@ static void test_simulation() {  // the allocator as the serving simulation (--s
   c.shared_prefix = 0;
   const char* small = "simulate_serving of 4 requests, 2 at a time, prompt 10, output 6, blocks of 16, "
                       "max_seq_len 32";
-  try {
-    ServingReport r = simulate_serving(c);
+  ServingReport r;
+  if (simulated(c, r, small))
     CHECKF(r.steps == 12 && near(r.live_tokens, 27) && near(r.paged_slots, 32) && near(r.contiguous_slots, 64),
            "%s, no shared prefix: steps %lld, live_tokens %s, paged_slots %s, contiguous_slots %s; want 12, "
            "27, 32, 64 (each pair decodes 6 steps at 11..16 tokens, one block each)", small, (long long)r.steps,
            num(r.live_tokens).c_str(), num(r.paged_slots).c_str(), num(r.contiguous_slots).c_str());
-    // A 16-token system prompt on every request: one full block, shared: 1 + 2 x 1 blocks, not 2 x 2.
-    c.shared_prefix = 16;
-    c.share_fraction = 1.0;
-    r = simulate_serving(c);
+  // A 16-token system prompt on every request: one full block, shared: 1 + 2 x 1 blocks, not 2 x 2.
+  c.shared_prefix = 16;
+  c.share_fraction = 1.0;
+  if (simulated(c, r, small))
     CHECKF(near(r.paged_slots, 64) && near(r.shared_slots, 48) && near(r.sharing_saving(), 0.25),
            "%s, all sharing a 16-token prefix: paged_slots %s, shared_slots %s, sharing_saving() %s; want 64, "
            "48, 0.25 (the prefix's full block is held once, 1 + 2 blocks instead of 2 x 2)",
            small, num(r.paged_slots).c_str(), num(r.shared_slots).c_str(), num(r.sharing_saving()).c_str());
-    r = simulate_serving(ServingConfig{});
+  if (simulated(ServingConfig{}, r, "simulate_serving at its defaults"))
     CHECKF(r.contiguous_waste() > 0.5 && r.paged_waste() < 0.02 && r.sharing_saving() > 0.1,
            "simulate_serving at its defaults: contiguous_waste() %s, paged_waste() %s, sharing_saving() %s; "
            "want > 0.5, < 0.02, > 0.1",
            num(r.contiguous_waste()).c_str(), num(r.paged_waste()).c_str(), num(r.sharing_saving()).c_str());
-  } catch (const std::exception& e) {
-    CHECKF(false, "simulate_serving stopped with an error: %s; want it to run on your allocator without one",
-           e.what());
-  }
 }
 #endif
 
