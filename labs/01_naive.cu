@@ -25,6 +25,8 @@
 //      build/bin/lab_01_naive --variant cublas --t 4096  (your build)
 #include <cublas_v2.h>
 
+#include <atomic>
+
 #include "lab.cuh"
 
 constexpr int TILE = 16;               // S and PV tiles: 16 x 16 threads, one output each
@@ -99,9 +101,10 @@ struct SumOp { __device__ float operator()(float a, float b) const { return a + 
 
 // ---------------------------------------------------------------------------------------------
 // Step 2: P = softmax(S), one row at a time. The row is shared by a team of threads: on the GPU
-// the SOFTMAX_THREADS threads of a block (block-wide reductions), in the CPU model one thread.
-// The softmax is written once, against the team, and both call it: what the CPU model checks is
-// the code the kernel runs.
+// the SOFTMAX_THREADS threads of a block (block-wide reductions), in the CPU model CPU_TEAM
+// threads (reductions through a barrier). The softmax is written once, against the team, and
+// both call it: what the CPU model checks is the code the kernel runs, shared as the kernel
+// shares it (a member that ignores rank() and size() sums the row CPU_TEAM times over).
 //   team.rank(), team.size()   this thread's index in the team, and the team's size
 //   team.max(x), team.sum(x)   the max / sum of x over the team, returned to every member
 //   team.leader()              true for exactly one member (it writes per-row values)
@@ -120,13 +123,31 @@ struct BlockTeam {
   __device__ float sum(float x) const { return block_reduce(x, SumOp{}, scratch); }
 };
 
-struct SerialTeam {  // the CPU model: a team of one
+constexpr int CPU_TEAM = 4;  // the CPU model's team: more than one, so the sharing is checked
+
+struct CpuTeam {  // the CPU model: member `member` of CPU_TEAM threads
+  int member;
+  float* partials;  // [CPU_TEAM]: each member's value of the reduction under way
+  lab::Barrier* barrier;
+  std::atomic<bool>* hung;  // set when a member waited at a reduction that another never reached
   bool forget_max;
-  int rank() const { return 0; }
-  int size() const { return 1; }
-  bool leader() const { return true; }
-  float max(float x) const { return forget_max ? 0.f : x; }
-  float sum(float x) const { return x; }
+  int rank() const { return member; }
+  int size() const { return CPU_TEAM; }
+  bool leader() const { return member == 0; }
+  template <class Op>
+  float reduce(float x, Op op) const {
+    partials[member] = x;
+    if (!barrier->arrive_and_wait()) *hung = true;  // every partial written before any is read
+    float r = partials[0];
+    for (int i = 1; i < CPU_TEAM; ++i) r = op(r, partials[i]);
+    if (!barrier->arrive_and_wait()) *hung = true;  // every member has read them before the next write
+    return r;
+  }
+  float max(float x) const {
+    const float m = reduce(x, [](float a, float b) { return std::fmax(a, b); });
+    return forget_max ? 0.f : m;
+  }
+  float sum(float x) const { return reduce(x, [](float a, float b) { return a + b; }); }
 };
 
 // The softmax of one row of S: s_row and p_row are the row's T_kv scores and probabilities,
@@ -305,30 +326,55 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// CPU model: the same three steps in plain C++ (float, like the kernels), one (b, h, row) at a
-// time, the softmax by the kernel's own softmax_row (a team of one). S and P are materialised
-// exactly as on the GPU, so the memory it reports is the lesson.
+// True when every row of P that sees a key sums to `total` (rows that see none are skipped).
+bool every_row_sums_to(const std::vector<float>& p, const lab::Problem& pr, float total) {
+  bool any = false;
+  for (int64_t row = 0; row < int64_t(pr.b) * pr.h * pr.t_q; ++row) {
+    if (lab::visible_keys(int(row % pr.t_q), pr.t_q, pr.t_kv, pr.causal, pr.window).empty()) continue;
+    double sum = 0;
+    for (int j = 0; j < pr.t_kv; ++j) sum += p[size_t(row) * pr.t_kv + j];
+    if (!(std::fabs(sum - total) <= 1e-3 * total)) return false;
+    any = true;
+  }
+  return any;
+}
+
+// CPU model: the same three steps in plain C++ (float, like the kernels): S for every row, then
+// the softmax by the kernel's own softmax_row, run by a team of CPU_TEAM threads row after row,
+// then O. S and P are materialised exactly as on the GPU, so the memory it reports is the lesson.
 lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in,
                     std::vector<float>& o, std::vector<float>& lse) {
   const bool subtract_max = opt.bug != "no-max-subtract";
   const float scale = pr.softmax_scale();
+  const int64_t rows = int64_t(pr.b) * pr.h * pr.t_q;  // row = (b·H + h)·T_q + i, as S is laid out
   // P starts as NaN, as the GPU's workspace does: a softmax that leaves it unwritten shows in O.
   std::vector<float> s(size_t(pr.score_elems())), p(size_t(pr.score_elems()), std::nanf(""));
-  lab::parallel_for(int64_t(pr.b) * pr.h * pr.t_q, [&](int64_t row) {
-    const int i = int(row % pr.t_q), bh = int(row / pr.t_q), b = bh / pr.h, h = bh % pr.h;
+  lab::parallel_for(rows, [&](int64_t row) {  // step 1: S
+    const int i = int(row % pr.t_q), h = int(row / pr.t_q) % pr.h, b = int(row / pr.t_q) / pr.h;
     const int hk = lab::kv_head_of(h, pr.h, pr.h_kv);
-    float* s_row = &s[size_t(row) * pr.t_kv];
-    float* p_row = &p[size_t(row) * pr.t_kv];
     const float* qr = &in.q[size_t(pr.q_index(b, i, h))];
-    for (int j = 0; j < pr.t_kv; ++j) {  // step 1: S
+    for (int j = 0; j < pr.t_kv; ++j) {
       const float* kr = &in.k[size_t(pr.kv_index(b, j, hk))];
       float dot = 0.f;
       for (int c = 0; c < pr.d; ++c) dot += qr[c] * kr[c];
-      s_row[j] = lab::key_visible(i, j, pr.t_q, pr.t_kv, pr.causal, pr.window) ? dot * scale : -INFINITY;
+      s[size_t(row) * pr.t_kv + j] = lab::key_visible(i, j, pr.t_q, pr.t_kv, pr.causal, pr.window) ? dot * scale : -INFINITY;
     }
-    const lab::KeyRange keys = lab::visible_keys(i, pr.t_q, pr.t_kv, pr.causal, pr.window);
-    softmax_row(SerialTeam{!subtract_max}, s_row, p_row, &lse[size_t(row)], keys, pr.t_kv);  // step 2: P, the kernel's code
-    float* orow = &o[size_t(pr.q_index(b, i, h))];  // step 3: O
+  });
+  float partials[CPU_TEAM];
+  lab::Barrier barrier(CPU_TEAM);
+  std::atomic<bool> hung{false};
+  lab::run_team(CPU_TEAM, [&](int member) {  // step 2: P, the kernel's code
+    const CpuTeam team{member, partials, &barrier, &hung, !subtract_max};
+    for (int64_t row = 0; row < rows && !hung; ++row) {
+      const lab::KeyRange keys = lab::visible_keys(int(row % pr.t_q), pr.t_q, pr.t_kv, pr.causal, pr.window);
+      softmax_row(team, &s[size_t(row) * pr.t_kv], &p[size_t(row) * pr.t_kv], &lse[size_t(row)], keys, pr.t_kv);
+    }
+  });
+  lab::parallel_for(rows, [&](int64_t row) {  // step 3: O
+    const int i = int(row % pr.t_q), h = int(row / pr.t_q) % pr.h, b = int(row / pr.t_q) / pr.h;
+    const int hk = lab::kv_head_of(h, pr.h, pr.h_kv);
+    const float* p_row = &p[size_t(row) * pr.t_kv];
+    float* orow = &o[size_t(pr.q_index(b, i, h))];
     for (int c = 0; c < pr.d; ++c) orow[c] = 0.f;
     for (int j = 0; j < pr.t_kv; ++j) {
       const float* vr = &in.v[size_t(pr.kv_index(b, j, hk))];
@@ -336,6 +382,13 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
     }
   });
   lab::CpuRun run;
+  if (hung)
+    run.failure = "the softmax's team stopped at a team.max() or team.sum() that not every member called: every "
+                  "member must call each reduction, the same number of times (on a GPU the block would hang)";
+  else if (every_row_sums_to(p, pr, 1.f / CPU_TEAM))
+    run.failure = "every row of P sums to 1/" + std::to_string(CPU_TEAM) + " with a team of " +
+                  std::to_string(CPU_TEAM) + ": each member summed the whole row, so team.sum() counted every key " +
+                  std::to_string(CPU_TEAM) + " times (a member takes keys keys.begin + team.rank(), step team.size())";
   run.extra_host_bytes = score_bytes(pr);
   run.hbm_bytes_model = naive_hbm_bytes(pr);
   return run;

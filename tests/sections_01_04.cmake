@@ -20,6 +20,27 @@ lab_test(cpu_model.01.bug_no_max_subtract cpu 1 MATCH "NaN" COMMAND ${BIN}/01_na
 lab_test(cpu_model.02.bug_no_rescale cpu 1 MATCH "FAIL" COMMAND ${BIN}/02_v1_tile --cpu --bug no-rescale --t 200)
 lab_test(cpu_model.02.bug_local_causal cpu 1 MATCH "FAIL" COMMAND ${BIN}/02_v1_tile --cpu --bug local-causal --t 200 --causal)
 lab_test(cpu_model.03.bug_no_rescale cpu 1 MATCH "FAIL" COMMAND ${BIN}/03_v2_loop_order --cpu --bug no-rescale --t 200)
+# The CPU model shares each row among a team of threads, as the kernel's block does: a softmax that
+# ignores rank() and size(), or calls a reduction from some members only, fails there too (named),
+# never passing on the CPU to fail on a GPU. The solution rebuilt with LAB_WRONG_TEAM's sums.
+if(LAB_BUILD_SOLUTIONS)
+  lab_wrong_answer(wrong_team_01 01_naive
+    "  for (int j = keys.begin + team.rank(); j < keys.end; j += team.size()) l += expf(s_row[j] - m);
+  l = team.sum(l);" "
+#ifdef __CUDA_ARCH__
+  for (int j = keys.begin + team.rank(); j < keys.end; j += team.size()) l += expf(s_row[j] - m);
+  l = team.sum(l);
+#else
+  l = wrong_team_sum(team, s_row, keys, m);
+#endif" PREFIX "#include \"${CMAKE_CURRENT_SOURCE_DIR}/wrong_team.h\"
+")
+  lab_wrong_answer_tests(cpu_model.01.team ${BIN}/wrong_team_01 LAB_WRONG_TEAM
+    MODES right whole-row leader-sum
+    SAID "^PASS"
+         "every row of P sums to 1/4 with a team of 4: each member summed the whole row"
+         "not every member called: every member must call each reduction"
+    ARGS --cpu --t 100 --h 2 --causal)
+endif()
 # Pitfall 3 (shared memory over 48 KB) needs a launch: no CPU model of it, and D = 64 fits in 48 KB.
 lab_test(cpu_model.04.bug_no_smem_optin_needs_gpu cpu 77 MATCH "needs a GPU" COMMAND ${BIN}/04_fp16 --cpu --variant mma --d 128 --bug no-smem-optin --t 64)
 # Without a GPU the line says only a GPU runs it, rather than suggesting --cpu (which says the same).

@@ -1,8 +1,14 @@
 // parallel_for over [0, n) on the host's cores: the fp64 reference and the CPU models are the
 // slow part of a check, and every row is independent.
+// run_team and Barrier: a CPU model's team of threads that share one piece of work and meet at
+// barriers, as a GPU block's threads do at __syncthreads(), so that code written for a team of
+// many (each member its share, a reduction across members) is run by many on the CPU too.
 #pragma once
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -20,5 +26,48 @@ void parallel_for(int64_t n, Fn fn) {
       for (int64_t i = w; i < n; i += workers) fn(i);  // interleaved: causal rows differ in cost
     });
   for (auto& t : pool) t.join();
+}
+
+// A barrier for `members` threads, reusable at once (C++17 has no std::barrier). A wait that
+// outlasts `patience` means a member never arrived (code that calls a team's reduction from some
+// members only): arrive_and_wait() then returns false, and the caller reports it instead of hanging.
+class Barrier {
+ public:
+  explicit Barrier(int members, std::chrono::seconds patience = std::chrono::seconds(5))
+      : members_(members), patience_(patience) {}
+  bool arrive_and_wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (broken_) return false;
+    const uint64_t generation = generation_;
+    if (++arrived_ == members_) {  // the last to arrive releases this generation
+      arrived_ = 0;
+      ++generation_;
+      all_arrived_.notify_all();
+      return true;
+    }
+    if (all_arrived_.wait_for(lock, patience_, [&] { return generation_ != generation || broken_; }) && !broken_)
+      return true;
+    broken_ = true;  // release every other waiter too: the team cannot go on
+    all_arrived_.notify_all();
+    return false;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable all_arrived_;
+  const int members_;
+  const std::chrono::seconds patience_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+  bool broken_ = false;
+};
+
+// Runs body(member) for member = 0 .. members - 1, each on its own thread, all at once (they may
+// meet at a Barrier), and returns when every one has returned.
+template <class Fn>
+void run_team(int members, Fn body) {
+  std::vector<std::thread> team;
+  for (int m = 0; m < members; ++m) team.emplace_back([m, &body] { body(m); });
+  for (auto& t : team) t.join();
 }
 }  // namespace lab
