@@ -109,9 +109,18 @@ __global__ void init_state_kernel(float* __restrict__ o_run,  // [B·H, T_q, D]
 //   The code shape of each is in ch12/hints/02_v1_tile.md.
 // TODO(ragged): your code here. Until it is written this part does nothing,
 // and the self-check fails.
-LAB_HD int rows_in_tile(int, int, int) { return 0; }
-LAB_HD float4 tile_load(const float*, int64_t, int, int, int) { return make_float4(0.f, 0.f, 0.f, 0.f); }
-LAB_HD bool score_kept(int, int, const Shape&) { return false; }
+LAB_HD int rows_in_tile(int tile, int tile_size, int t) {
+  (void)tile; (void)tile_size; (void)t;
+  return 0;
+}
+LAB_HD float4 tile_load(const float* tile_row0, int64_t row_stride, int r, int c, int rows_valid) {
+  (void)tile_row0; (void)row_stride; (void)r; (void)c; (void)rows_valid;
+  return make_float4(0.f, 0.f, 0.f, 0.f);
+}
+LAB_HD bool score_kept(int i, int j, const Shape& sh) {
+  (void)i; (void)j; (void)sh;
+  return false;
+}
 
 // EXERCISE online-rescale: fold one K/V tile's scores into one query row's running state.
 //   s[0..BLOCK_KV): the row's scores against this tile (already scaled; dropped ones -INFINITY).
@@ -125,7 +134,9 @@ LAB_HD bool score_kept(int, int, const Shape&) { return false; }
 // TODO(online-rescale): your code here. Until it is written this part does nothing,
 // and the self-check fails.
 template <int HEAD_DIM>
-LAB_HD void online_update(float (&)[BLOCK_KV], const float (*)[HEAD_DIM], float*, float&, float&) {}
+LAB_HD void online_update(float (&s)[BLOCK_KV], const float (*v_tile)[HEAD_DIM], float* o_row, float& m, float& l) {
+  (void)s; (void)v_tile; (void)o_row; (void)m; (void)l;
+}
 
 // Q_i, K_j, V_j -> the step's tiles, float4 by float4; member `rank` of a team of `size` copies
 // every size-th float4 (the kernel: the block's threads; the CPU model: one).

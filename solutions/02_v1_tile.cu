@@ -104,9 +104,18 @@ __global__ void init_state_kernel(float* __restrict__ o_run,  // [B·H, T_q, D]
 //                 key of the last tile is not a key) and, with sh.causal, pass the
 //                 bottom-right aligned causal test of attention_math.h.
 //   The code shape of each is in ch12/hints/02_v1_tile.md.
-// STUB: LAB_HD int rows_in_tile(int, int, int) { return 0; }
-// STUB: LAB_HD float4 tile_load(const float*, int64_t, int, int, int) { return make_float4(0.f, 0.f, 0.f, 0.f); }
-// STUB: LAB_HD bool score_kept(int, int, const Shape&) { return false; }
+// STUB: LAB_HD int rows_in_tile(int tile, int tile_size, int t) {
+// STUB:   (void)tile; (void)tile_size; (void)t;
+// STUB:   return 0;
+// STUB: }
+// STUB: LAB_HD float4 tile_load(const float* tile_row0, int64_t row_stride, int r, int c, int rows_valid) {
+// STUB:   (void)tile_row0; (void)row_stride; (void)r; (void)c; (void)rows_valid;
+// STUB:   return make_float4(0.f, 0.f, 0.f, 0.f);
+// STUB: }
+// STUB: LAB_HD bool score_kept(int i, int j, const Shape& sh) {
+// STUB:   (void)i; (void)j; (void)sh;
+// STUB:   return false;
+// STUB: }
 LAB_HD int rows_in_tile(int tile, int tile_size, int t) { return lab::imin(tile_size, t - tile * tile_size); }
 
 LAB_HD float4 tile_load(const float* tile_row0, int64_t row_stride, int r, int c, int rows_valid) {
@@ -129,7 +138,9 @@ LAB_HD bool score_kept(int i, int j, const Shape& sh) {
 //   exp(-inf - -inf) = NaN). The formulas are in the header above; the shape of the code in
 //   ch12/hints/02_v1_tile.md.
 // STUB: template <int HEAD_DIM>
-// STUB: LAB_HD void online_update(float (&)[BLOCK_KV], const float (*)[HEAD_DIM], float*, float&, float&) {}
+// STUB: LAB_HD void online_update(float (&s)[BLOCK_KV], const float (*v_tile)[HEAD_DIM], float* o_row, float& m, float& l) {
+// STUB:   (void)s; (void)v_tile; (void)o_row; (void)m; (void)l;
+// STUB: }
 template <int HEAD_DIM>
 LAB_HD void online_update(float (&s)[BLOCK_KV], const float (*v_tile)[HEAD_DIM], float* o_row, float& m, float& l) {
   float m_tile = -INFINITY;

@@ -234,10 +234,15 @@ struct KvSpan {
 //   tile of the span, in order, then finish() once: the normalisation by 1/l is deferred to after
 //   the last tile.
 //   The code shape: ch12/hints/03_v2_loop_order.md.
-// STUB: LAB_HD KvSpan kv_span(int, int, const Shape&, int) { return {0, 0, 0}; }
+// STUB: LAB_HD KvSpan kv_span(int q0, int q_rows, const Shape& sh, int block_kv) {
+// STUB:   (void)q0; (void)q_rows; (void)sh; (void)block_kv;
+// STUB:   return {0, 0, 0};
+// STUB: }
 // STUB: #pragma nv_exec_check_disable
 // STUB: template <class Step, class Finish>
-// STUB: __host__ __device__ void sweep_kv(const KvSpan&, int, Step&&, Finish&&) {}
+// STUB: __host__ __device__ void sweep_kv(const KvSpan& span, int block_kv, Step&& step, Finish&& finish) {
+// STUB:   (void)span; (void)block_kv; (void)step; (void)finish;
+// STUB: }
 LAB_HD KvSpan kv_span(int q0, int q_rows, const Shape& sh, int block_kv) {
   const lab::KeyRange keys = lab::visible_keys_of_rows(q0, q0 + q_rows, sh.t_q, sh.t_kv, sh.causal, 0);
   const int begin = keys.begin / block_kv;
@@ -266,7 +271,10 @@ struct RowEnd {
 //   Return the factor that normalises the row's O, and its LSE in natural log (the harness and
 //   a backward pass want ln). A row that saw no key (l == 0) gets O = 0 and LSE = -INFINITY.
 //   Use lab::kLn2 / lab::kLog2e (attention_math.h) rather than typed constants.
-// STUB: LAB_HD RowEnd row_end(float, float) { return {NAN, NAN}; }
+// STUB: LAB_HD RowEnd row_end(float m_log2, float l) {
+// STUB:   (void)m_log2; (void)l;
+// STUB:   return {NAN, NAN};
+// STUB: }
 LAB_HD RowEnd row_end(float m_log2, float l) {
   if (!(l > 0.f)) return {0.f, -INFINITY};
   return {1.f / l, m_log2 * lab::kLn2 + logf(l)};

@@ -162,7 +162,10 @@ __device__ __forceinline__ void load_rows(T* smem, const T* gmem /* row 0 */, in
 //   (__hmul2/__hfma2) would round every product and every partial sum to 11 (fp16) or 8 (bf16)
 //   significant bits. Code shape: ch12/hints/04_fp16.md.
 // STUB: template <class T>
-// STUB: LAB_HD float dot_f32(const T*, const T*, int) { return NAN; }
+// STUB: LAB_HD float dot_f32(const T* q_row, const T* k_row, int n) {
+// STUB:   (void)q_row; (void)k_row; (void)n;
+// STUB:   return NAN;
+// STUB: }
 template <class T>
 LAB_HD float dot_f32(const T* q_row, const T* k_row, int n) {
   float dot = 0.f;
@@ -182,7 +185,9 @@ LAB_HD float dot_f32(const T* q_row, const T* k_row, int n) {
 //   V, 16-bit) to acc[2u], acc[2u + 1], widening V to float first. acc is an Acc: a float, or a
 //   type that behaves as one (the --bug fp16-accum accumulator): add with +=.
 // STUB: template <class T, class Acc>
-// STUB: LAB_HD void pv_add(Acc*, float, const T*, int, int) {}
+// STUB: LAB_HD void pv_add(Acc* acc, float p, const T* v_row, int part, int pairs) {
+// STUB:   (void)acc; (void)p; (void)v_row; (void)part; (void)pairs;
+// STUB: }
 template <class T, class Acc>
 LAB_HD void pv_add(Acc* acc, float p, const T* v_row, int part, int pairs) {
 #pragma unroll
@@ -198,7 +203,10 @@ LAB_HD void pv_add(Acc* acc, float p, const T* v_row, int part, int pairs) {
 //   m: the row's running max of the scaled scores (natural units: p = expf(s - m)); l: the row's
 //   whole sum of p. Return the factor that normalises O and the row's LSE (natural log). A row
 //   that saw no key (l == 0) gets O = 0 and LSE = -INFINITY.
-// STUB: LAB_HD RowEnd row_end(float, float) { return {NAN, NAN}; }
+// STUB: LAB_HD RowEnd row_end(float m, float l) {
+// STUB:   (void)m; (void)l;
+// STUB:   return {NAN, NAN};
+// STUB: }
 LAB_HD RowEnd row_end(float m, float l) {
   if (!(l > 0.f)) return {0.f, -INFINITY};
   return {1.f / l, m + logf(l)};

@@ -191,7 +191,15 @@ class LiveRun(unittest.TestCase):
 
     def test_a_last_line_without_its_newline_is_shown(self):
         _, lines, _ = self.run_cmd([(0, "PASS: 01_naive kernels\nno newline")])
-        self.assertEqual(lines, ["PASS: 01_naive kernels", "no newline"])
+        self.assertEqual(lines[:2], ["PASS: 01_naive kernels", "no newline"])
+
+    def test_a_passing_lab_run_points_to_check(self):
+        """One shape passing is not the exercise's verdict: a passing run of the lab names the
+        case list; a failing one does not (its own lines say what is wrong)."""
+        _, lines, _ = self.run_cmd([(0, "PASS: 01_naive kernels\n")])
+        self.assertRegex(lines[-1], r"^lab: this run passed; scripts/lab check 01 runs the section's case list")
+        _, lines, _ = self.run_cmd([(1, "FAIL: 01_naive kernels\n")])
+        self.assertEqual(lines, ["FAIL: 01_naive kernels"])
 
 
 class Architectures(unittest.TestCase):

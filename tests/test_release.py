@@ -140,6 +140,8 @@ def main():
             if (rel / banned).exists():
                 problems.append(f"the release holds {banned}")
         problems += [f"the release holds {f.relative_to(rel)}" for f in rel.rglob("grading-example")]
+        problems += [f"the release holds {f.relative_to(rel)} (a planted wrong answer, beside the right line)"
+                     for f in (rel / "tests").glob("wrong_*")]
         problems += broken_links(rel)
         files = [f for f in rel.rglob("*") if f.is_file()]
         for f in files:

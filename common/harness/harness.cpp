@@ -279,7 +279,7 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
       ->capture_default_str();
   app.add_option("--json", o.json_path, "Append the result record to this JSON file");
   app.add_option("--dump", o.dump_dir, "Write inputs and outputs as .npy files to this folder");
-  app.add_flag("--cpu", o.cpu, "Run the CPU model of the algorithm (not your kernel)");
+  app.add_flag("--cpu", o.cpu, "Run the CPU model: the algorithm in plain C++ around your exercise code (not the kernel)");
   app.add_flag("--quiet", o.quiet, "Print only the verdict line (after a failure, the check's reason above it)");
   // Modes the section parses itself (06: --simulate), then examples that a test runs (with --cpu).
   std::string footer;
@@ -558,7 +558,7 @@ int run_section(int argc, char** argv, const Section& s) {
       std::printf("\n  rate     %.3g TFLOP/s, %.4g GB/s of modelled HBM traffic (%s)\n", tflops, gbps,
                   format_bytes(double(hbm_bytes)).c_str());
     }
-    std::printf("  memory   %s %s beyond Q, K, V, O (%s)\n", format_bytes(double(extra_bytes)).c_str(),
+    std::printf("  memory   %s %s, on top of Q, K, V, O's %s\n", format_bytes(double(extra_bytes)).c_str(),
                 s.workspace_what.c_str(), format_bytes(double(fused_hbm_bytes(p))).c_str());
   }
   if (check.passed && !gpu_only_rest.empty()) {  // the host's part passed; the rest needs a GPU

@@ -97,15 +97,24 @@ def cmd_run(a):
     fall_back = reason and "--cpu" not in a.args
     live.end(show_held=not fall_back)
     if fall_back:
+        if is_python(section) and reason.startswith("needs torch") and not has_gpu():
+            reason = "no GPU here"  # torch is only the GPU path's; the CPU path needs none
         say(f"lab: {reason}; {cpu_fallback(section, 'running')}")
         live = LiveOutput()
         code, out, _ = run_limited(cmd + ["--cpu"], a.timeout, echo=live)
         live.end()
     lab = ROOT / "labs" / source_name(section)
     if code == EXIT_FAIL and not a.solution and make_labs.is_untouched_stub(lab):
-        say(f"lab: labs/{lab.name} is still the stub: fill its EXERCISE regions (ch12/{section}.md), "
-            f"then scripts/lab check {section[:2]}")
-    return EXIT_FAIL if code < 0 else code  # a crash (killed by a signal) is a failure: exit 1, as a check
+        say(still_the_stub(section))
+    elif code == EXIT_PASS and not a.solution:  # one shape is not the exercise's verdict
+        say(f"lab: this run passed; scripts/lab check {section[:2]} runs the section's case list (ragged shapes, "
+            f"masks, edge cases): your exercise is done when that passes")
+    return EXIT_FAIL if code < 0 else code
+
+
+def still_the_stub(section):
+    return (f"lab: labs/{source_name(section)} is still the stub: fill its EXERCISE regions (ch12/{section}.md), "
+            f"then scripts/lab check {section[:2]}")  # a crash (killed by a signal) is a failure: exit 1, as a check
 
 
 # ---------------------------------------------------------------------------------------- check
@@ -358,6 +367,10 @@ def cmd_check(a):
     if failed:
         if failed[0].get("rerun"):
             say(f"the first failure, to run it alone: {failed[0]['rerun']}")
+        if not a.solution:
+            for s in dict.fromkeys(r.get("section") for r in failed if r.get("section")):
+                if make_labs.is_untouched_stub(ROOT / "labs" / source_name(s)):
+                    say(still_the_stub(s))
         return EXIT_FAIL
     return EXIT_CANNOT_RUN if unchecked else EXIT_PASS
 
@@ -747,7 +760,9 @@ def cmd_grade(a):
 # ------------------------------------------------------------------------------ grading example
 # The planted bug edits given code, not an exercise (this script goes out with the student release,
 # which holds no answer): the GPU team's max() answers 0, so the softmax never subtracts the row max.
-PLANTED_BUG = ("    return forget_max ? 0.f : m;\n", "    return 0.f;  // PLANTED BUG: the row max is never subtracted\n")
+PLANTED_BUG = ("    const float m = block_reduce(x, MaxOp{}, scratch);\n    return forget_max ? 0.f : m;\n",
+               "    const float m = block_reduce(x, MaxOp{}, scratch);\n"
+               "    return 0.f;  // PLANTED BUG: the row max is never subtracted\n")
 EXAMPLE_MARKER = ".grading-example"  # in a folder the grading example wrote: only such a folder is emptied
 
 
@@ -888,8 +903,10 @@ def cmd_grading_example(a):
 # -------------------------------------------------------------------------------------- release
 # What a course hands out leaves these behind: the answers (solutions/, the instructor key and
 # notes), scripts/figures/ (it draws the handouts' figures from solutions/, ported lines of its
-# answers included; the release has the figures it drew) and the grading example's reports.
-RELEASE_EXCLUDED = ("solutions/", "ch12/key/", "ch12/INSTRUCTORS.md", "scripts/figures/")
+# answers included; the release has the figures it drew), the tests' planted wrong answers
+# (tests/wrong_*.h: each sits beside the right line it replaces, and builds only with solutions/)
+# and the grading example's reports.
+RELEASE_EXCLUDED = ("solutions/", "ch12/key/", "ch12/INSTRUCTORS.md", "scripts/figures/", "tests/wrong_")
 RELEASE_EXCLUDED_FOLDERS = ("grading-example",)  # instructors' material, wherever it sits (results/<gpu>/)
 
 
