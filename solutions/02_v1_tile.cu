@@ -407,6 +407,13 @@ lab::CpuRun run_cpu_d(const lab::Problem& pr, const lab::Options& opt, const lab
   std::vector<float> l_run(size_t(pr.lse_elems()), 0.f);        // [B·H, T_q]
   const int64_t q_stride = int64_t(pr.h) * HEAD_DIM, kv_stride = int64_t(pr.h_kv) * HEAD_DIM;
   std::string failure;
+  {  // tile_load past a tile's last row: on a GPU a read of whatever lies there (here a NaN row)
+    const float two_rows[2][4] = {{1.f, 2.f, 3.f, 4.f}, {NAN, NAN, NAN, NAN}};
+    const float4 past = tile_load(&two_rows[0][0], 4, 1, 0, 1);
+    if (!(past.x == 0.f && past.y == 0.f && past.z == 0.f && past.w == 0.f))
+      failure = "tile_load(tile_row0, row_stride, r=1, c=0, rows_valid=1) = (" + lab::format_number("%g", past.x) +
+                ", ...), want zeros: row 1 of a tile with 1 valid row is past its end and must not be read";
+  }
   for (int kv_tile = 0; kv_tile < nkv; ++kv_tile) {  // the OUTER loop: one K/V tile
     const int kv0 = kv_tile * BLOCK_KV, kv_rows = rows_in_tile(kv_tile, BLOCK_KV, pr.t_kv);
     if (kv_rows > pr.t_kv - kv0 && failure.empty())

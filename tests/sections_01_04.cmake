@@ -41,6 +41,14 @@ if(LAB_BUILD_SOLUTIONS)
          "not every member called: every member must call each reduction"
     ARGS --cpu --t 100 --h 2 --causal)
 endif()
+# A tile_load guard that lets row rows_valid through reads past the tile (on a GPU, whatever lies
+# there): the CPU model names the call, rather than an O that is NaN everywhere.
+if(LAB_BUILD_SOLUTIONS)
+  lab_wrong_answer(wrong_tile_load_02 02_v1_tile "if (r >= rows_valid) return" "if (r > rows_valid) return")
+  lab_test(cpu_model.02.tile_load_past_the_end cpu 1
+           MATCH "tile_load\\(tile_row0, row_stride, r=1, c=0, rows_valid=1\\) = \\(NaN, \\.\\.\\.\\), want zeros"
+           COMMAND ${BIN}/wrong_tile_load_02 --cpu --t 65 --causal)
+endif()
 # Pitfall 3 (shared memory over 48 KB) needs a launch: no CPU model of it, and D = 64 fits in 48 KB.
 lab_test(cpu_model.04.bug_no_smem_optin_needs_gpu cpu 77 MATCH "needs a GPU" COMMAND ${BIN}/04_fp16 --cpu --variant mma --d 128 --bug no-smem-optin --t 64)
 # Without a GPU the line says only a GPU runs it, rather than suggesting --cpu (which says the same).
