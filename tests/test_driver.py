@@ -1237,6 +1237,22 @@ class PythonSections(unittest.TestCase):
 class Setup(unittest.TestCase):
     """A fresh machine: what is missing is installed, or one line names the command."""
 
+    def test_a_failed_configure_names_what_is_missing(self):
+        """CMake's own error about a missing CUDA toolkit or an old CMake becomes one line saying what
+        to install; any other failure points at the log."""
+        from labcli import setup
+        logs = {"CMake Error at CMakeDetermineCUDACompiler.cmake:227 (message):\n  Couldn't find CUDA library root.":
+                "CMake found no working CUDA toolkit",
+                "CMake Error: No CMAKE_CUDA_COMPILER could be found.": "needed even on a machine with no GPU",
+                "CMake Error at CMakeLists.txt:4 (cmake_minimum_required):\n  CMake 3.24 or higher is required.  "
+                "You are running version 3.22.1": "-m pip install cmake",
+                "CMake Error at CMakeLists.txt:99: something else": r"^log: "}
+        with tempfile.TemporaryDirectory() as tmp:
+            for text, said in logs.items():
+                log = Path(tmp, "lab-build.log")
+                log.write_text(text)
+                self.assertRegex(setup.configure_failure_hint(log), said, text)
+
     def test_missing_python_helpers_are_installed_or_named(self):
         import contextlib, io
         from unittest import mock

@@ -77,8 +77,20 @@ def ensure_cpp_deps():
     say(f"lab: installed {' '.join(missing)}")
 
 
+NO_CUDA_SIGNS = ("No CMAKE_CUDA_COMPILER could be found", "Couldn't find CUDA library root",
+                 "Failed to find nvcc", "CMAKE_CUDA_COMPILER:\n\n    nvcc\n\n  is not a full path")
+
+
 def configure_failure_hint(log):
     text = Path(log).read_text(errors="replace") if Path(log).exists() else ""
+    if any(k in text for k in NO_CUDA_SIGNS):
+        return ("CMake found no working CUDA toolkit (an nvcc with its libraries beside it). Every program here, "
+                "its CPU model included, is compiled by nvcc, so it is needed even on a machine with no GPU: install "
+                "the CUDA toolkit, 12.x or newer (https://developer.nvidia.com/cuda-downloads), or, where it is "
+                f"installed elsewhere, export CUDACXX=/path/to/its/bin/nvcc; then run this again; log: {log}")
+    if "CMake 3.24 or higher is required" in text:
+        return (f"this CMake is older than 3.24, which the lab needs: `{sys.executable} -m pip install cmake` "
+                f"installs a newer one (or your system's package manager); then run this again; log: {log}")
     if any(k in text for k in ("FetchContent", "nlohmann_json", "CLI11", "Catch2", "catch2")) and missing_packages():
         return (f"the C++ libraries are missing and could not be fetched: install them ({INSTALL_LINE}), or copy "
                 f"them from a machine that has them (scripts/lab deps --vendor DIR, see CONTRIBUTING.md); log: {log}")
