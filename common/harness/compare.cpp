@@ -155,7 +155,8 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
       << " elements of O still hold the poison";
   } else if (r.o_nan == o_checked) {  // the look of an exercise left as its stub (or of a NaN everywhere)
     v << "all " << o_checked << " elements of O are NaN or inf on the rows checked: nothing finite came out "
-      << "(an exercise still the stub, a value it never writes, or a NaN or overflow that reached every row)";
+      << "(an exercise still the stub, a value it never writes, or a NaN or overflow that reached every row)"
+      << lse_too;
   } else if (r.o_nan) {
     v << r.o_nan << " elements of O are NaN or inf on the rows checked (a reference value is finite)" << lse_too;
   } else if (!o_ok && o_zero == o_checked) {

@@ -233,7 +233,8 @@ def check(p, q, k, v, rows, out_o, out_lse, mods=None):
         verdict = f"output partly not written: {o_unwritten} of {o_total} elements of O still hold the poison"
     elif o_nan == o_checked:  # the look of an exercise left as its stub (or of a NaN everywhere)
         verdict = (f"all {o_checked} elements of O are NaN or inf on the rows checked: nothing finite came out "
-                   "(an exercise still the stub, a value it never writes, or a NaN or overflow that reached every row)")
+                   "(an exercise still the stub, a value it never writes, or a NaN or overflow that reached every row)"
+                   + lse_too)
     elif o_nan:
         verdict = f"{o_nan} elements of O are NaN or inf on the rows checked (a reference value is finite){lse_too}"
     elif not o_ok and o_zero == o_checked:
