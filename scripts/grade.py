@@ -405,12 +405,12 @@ def read_dependencies(build_dir, section):
         deps, mine = [], False
         for line in r.stdout.splitlines():
             if line and not line[0].isspace():  # "CMakeFiles/lab_01_naive.dir/...o: #deps 436, ..."
-                mine = line.startswith(target)
+                mine = line.startswith(target) or line.startswith("tests/" + target)  # (a unit-test program's)
             elif mine and line.strip():
                 deps.append(line.strip())
         return deps or None
     deps = []
-    for depfile in sorted((build_dir / target).rglob("*.o.d")):
+    for depfile in sorted(f for d in (build_dir, build_dir / "tests") for f in (d / target).rglob("*.o.d")):
         rule = depfile.read_text(errors="replace").replace("\\\n", " ")
         _, _, files = rule.partition(": ")
         deps += [f.replace("\\ ", " ") for f in re.split(r"(?<!\\)\s+", files) if f]
@@ -1533,7 +1533,7 @@ class Grader:
             limit = min(timeout, data.get("timeout_s", timeout))
             unit = self.unit_test_case(staged, s, limit) if has_unit else None
             if unit:
-                progress(f"{name}: {s} {unit['status']:<12} {unit['case']}")
+                progress(f"{name}: {s}: {unit['case']}: {unit['status']}")
             if not on_gpu:
                 sec["status"] = NOT_RUN
                 sec["correctness"] = None

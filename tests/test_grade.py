@@ -1016,6 +1016,13 @@ class ExerciseUnitTests(unittest.TestCase):
                                                                               return_value=[]):
             built = g.build_submission(Path("labs"), Path("build"), ["06_paged"], {"06_paged": "exercises_06_paged"})
         self.assertIn("-DLAB_BUILD_EXERCISE_TESTS=ON", builds[0])
+        with tempfile.TemporaryDirectory() as tmp:  # its depfile is in tests/ (the folder that defines it)
+            obj = Path(tmp, "tests", "CMakeFiles", "lab_exercises_06_paged.dir")
+            obj.mkdir(parents=True)
+            (obj / "t.cu.o.d").write_text("x.o: /a/06_paged.cu /repo/tests/host_checks.h\n")
+            with mock.patch.object(grade.shutil, "which", lambda _: None):
+                self.assertEqual(grade.read_dependencies(tmp, "exercises_06_paged"),
+                                 ["/a/06_paged.cu", "/repo/tests/host_checks.h"])
         self.assertEqual(set(built), {"06_paged", "exercises_06_paged"})
         self.assertIn("lab_exercises_06_paged", builds[1])
 
