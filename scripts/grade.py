@@ -20,6 +20,9 @@ and for each section:
                run with a time limit (and sandboxed where bubblewrap runs: see sandbox_command);
                a case scores its weight when the run exits 0 AND leaves a result record saying
                the check passed (so exiting early earns nothing)
+  unit tests   where the case file names unit_tests (05, 06, 12): the exercises' unit-test program,
+               built from the student's file and run on the CPU (GPU or not), is one more case
+               weighing UNIT_TESTS_SHARE of the section
   performance  only when correctness is 100%: the student's median time against the reference
                solution's on the section's grade_perf shape, measured in the same run:
                ratio = solution time / student time;  >= 0.9: +10 points;  >= 0.5: +5;  else +0
@@ -27,12 +30,12 @@ and for each section:
 Section score = correctness (0-100) + bonus; the submission's total is the mean over the graded
 sections (--sections, default: every section handed in by the class, a missing one counting 0,
 one handed in only as untouched stubs not counting).
-Without a GPU (triage) no case runs: every compiled section reads "not run (no GPU)", never a
-number. Outputs per submission grade.json and grade.md under --out/<name>/, and class_summary.csv,
+Without a GPU (triage) no case but the unit tests runs: every compiled section reads "not run (no
+GPU)", never a number (an untouched stub: 0). Outputs per submission grade.json and grade.md under --out/<name>/, and class_summary.csv,
 rebuilt from every grade under --out. The harness (common/) is built once, in --out/.harness/, and
 every submission's build links it. With --resume, a grade whose grading finished (COMPLETE) under
-the same conditions, of lab files unchanged since (their sha256 in grade.json), is kept
-(resume_reason).
+the same conditions (the grader's files among them: grading_files), of lab files unchanged since
+(their sha256 in grade.json), is kept (resume_reason).
 """
 import collections
 import csv
@@ -66,18 +69,28 @@ NESTED_DEPTH, NESTED_FILES = 3, 2000  # how deep, and through how many files, to
 # memory per block than it grants): out of the section's total, for every student alike. A case
 # only the student's program refuses ("cannot run here", exit 77) is a failed case.
 NOT_ON_THIS_GPU = "not on this GPU"
+# The exercises' unit tests of a section that has them (its case file's unit_tests: 05, 06, 12)
+# count as one case weighing this share of the section's correctness: they test what its kernels
+# may never run (06's allocator), and a case of weight 1 among 92 would be worth nothing.
+UNIT_TESTS, UNIT_TESTS_SHARE = "the exercises' unit tests", 0.25
 BUILD_TIMEOUT = 600             # seconds one build step may take (an #include "/dev/zero" never ends)
 
 
-def scan_submission(folder, known_sections):
+def scan_submission(folder, known_sections, is_stub=None):
     """{section: path} of the lab files in a submission, and the names of the files it ignores. A
     file a learning platform or a browser renamed (renamed_section) stands for its section where the
-    submission has no properly named file for it and no other such file."""
+    submission has no properly named file for it and no other such file. Where a section has several
+    files and all but one are untouched stubs (is_stub(path, section)), the one that is not is
+    graded: a student who hands in the stub beside their work did the work. A macOS `._*` file (the
+    metadata a Mac's archiver adds beside each file) is no file of the student's: not listed."""
     folder = Path(folder)
     roots = [folder / "labs", folder] if (folder / "labs").is_dir() else [folder]
     found, ignored, renamed = {}, [], collections.defaultdict(list)
+    shown = lambda f, root: f.name if root == folder else f"{root.name}/{f.name}"
     for root in roots:
         for f in sorted(root.iterdir()):
+            if f.name.startswith("._"):
+                continue
             if f.is_dir():
                 if not (f.name == "labs" and root == folder):
                     ignored.append(f.name + "/" if root == folder else f"{root.name}/{f.name}/")
@@ -86,7 +99,7 @@ def scan_submission(folder, known_sections):
             if stem in known_sections and stem not in found and f.is_file():  # not a broken link
                 found[stem] = f
             else:
-                ignored.append(f.name if root == folder else f"{root.name}/{f.name}")
+                ignored.append(shown(f, root))
                 s = renamed_section(f.name, known_sections) if f.is_file() else None
                 if s:
                     renamed[s].append((f, ignored[-1]))
@@ -94,6 +107,15 @@ def scan_submission(folder, known_sections):
         if s not in found and len(files) == 1:  # two candidates: which one is the student's is theirs to say
             found[s] = files[0][0]
             ignored.remove(files[0][1])
+    if is_stub:
+        for s, files in renamed.items():
+            candidates = ([(found[s], shown(found[s], found[s].parent))] if s in found else []) + files
+            work = [(f, name) for f, name in candidates if not is_stub(f, s)]
+            if len(candidates) > 1 and len(work) == 1 and found.get(s) != work[0][0]:
+                if s in found:
+                    ignored.append(candidates[0][1])
+                found[s] = work[0][0]
+                ignored.remove(work[0][1])
     return found, ignored
 
 
@@ -168,12 +190,18 @@ def nested_labs(folder, known_sections, top):
     return sorted(found)
 
 
-def misnamed(ignored, known_sections, found=None, folder=None):
+def misnamed(ignored, known_sections, found=None, folder=None, stubs=()):
     """One line for each ignored file that looks like a section's lab, e.g. "naive.cu: not a lab
     file; expected labs/01_naive.cu". found ({section: graded file, relative}): a second copy of a
-    graded section is named as ignored; folder (the submission): lab files in a nested folder are
-    pointed at."""
+    graded section is named as ignored (one of `stubs`, the ignored names that are untouched stubs,
+    as such); two copies of a section, neither graded, are named as such; folder (the submission):
+    lab files in a nested folder are pointed at."""
     found = found or {}
+    copies = collections.defaultdict(list)  # the files named as a section's lab, none of them graded
+    for name in ignored:
+        s = renamed_section(Path(name).name, known_sections)
+        if s and s not in found:
+            copies[s].append(name)
     out = []
     for name in ignored:
         stem = lab_stem(Path(name).name)
@@ -181,9 +209,12 @@ def misnamed(ignored, known_sections, found=None, folder=None):
         if s is None:
             continue
         if s in found:
-            out.append(f"{name}: ignored; {found[s]} is the {s} file graded")
+            out.append(f"{name}: ignored{' (an untouched stub)' if name in stubs else ''}; {found[s]} is the {s} file graded")
         elif Path(name).name == f"{s}{lab_suffix(s)}":
             out.append(f"{name}: not a regular file (a broken link?)")
+        elif len(copies.get(s, [])) > 1 and name in copies[s]:
+            out.append(f"{name}: not graded: {len(copies[s])} files could be labs/{s}{lab_suffix(s)} "
+                       f"({', '.join(copies[s])}); hand in one")
         else:
             out.append(f"{name}: not a lab file; expected labs/{s}{lab_suffix(s)}")
     if folder is not None:
@@ -217,17 +248,49 @@ def submission_root(folder, known_sections):
     return Path(folder)
 
 
-def submission_notes(folder, known_sections):
+def submission_notes(folder, known_sections, is_stub=None):
     """(found, ignored, misnamed, notes) of a submission: its lab files, the files it ignores, the
     lines that name the misnamed or misplaced ones, and the lines that say how the others were
-    found (a wrapper folder)."""
+    found (a wrapper folder). is_stub(path, section): a section's untouched stub gives way to the
+    student's own copy beside it (scan_submission)."""
     folder = Path(folder)
     root = submission_root(folder, known_sections)
     notes = [f"graded from the folder {root.relative_to(folder).as_posix()}/ inside it"] if root != folder else []
-    found, ignored = scan_submission(root, known_sections)
+    found, ignored = scan_submission(root, known_sections, is_stub)
     shown = {s: f.relative_to(root).as_posix() for s, f in found.items()}
     notes += [f"graded {shown[s]} as labs/{s}{lab_suffix(s)}" for s, f in found.items() if f.name != f"{s}{lab_suffix(s)}"]
-    return found, ignored, misnamed(ignored, known_sections, shown, root), notes
+    stubs = set()
+    if is_stub:
+        for name in ignored:
+            s = renamed_section(Path(name).name, known_sections)
+            if s in found and (root / name).is_file() and is_stub(root / name, s):
+                stubs.add(name)
+    return found, ignored, misnamed(ignored, known_sections, shown, root, stubs), notes
+
+
+def submission_folders(folder, known_sections):
+    """The folders inside a folder that each look like a submission (hold lab files): a class's
+    folder given as one submission (`submissions` for `submissions/*`)."""
+    try:
+        entries = sorted(f for f in Path(folder).iterdir() if f.is_dir() and not f.is_symlink()
+                         and not f.name.startswith(".") and f.name not in JUNK + ("labs",) and not is_grade_folder(f))
+    except OSError:
+        return []
+    return [f for f in entries if submission_notes(f, known_sections)[0]]
+
+
+def section_takers(handed, graded, is_stub=lambda path, section: False):
+    """One line per graded section saying how many of this run's submissions ({given path: its
+    {section: file}}) handed it in (an untouched stub is not handed in), with their names where
+    fewer than half did, e.g. "06_paged: handed in by 1 of 8 (frank); fewer than half the class"."""
+    lines = []
+    for s in graded:
+        takers = [Path(given).name for given, found in handed.items() if s in found and not is_stub(found[s], s)]
+        line = f"{s}: handed in by {len(takers)} of {len(handed)}"
+        if 2 * len(takers) < len(handed):
+            line += f" ({', '.join(takers)}); fewer than half the class" if takers else "; fewer than half the class"
+        lines.append(line)
+    return lines
 
 
 def total_text(report):
@@ -245,11 +308,15 @@ def is_triage(report):
 
 def section_states(report):
     """Each graded section's state, short, as the class summary's NN_status names it, a compiled
-    one "compiled": "01 compiled, 02 compile error, 09 unmodified stub"."""
+    one "compiled", with its unit tests' verdict where they ran on the CPU: "01 compiled, 02 compile
+    error, 06 compiled (unit tests: failed its checks), 09 unmodified stub"."""
     states = []
     for s in report.get("graded_sections", []):
-        state = section_state(report["sections"].get(s))
-        states.append(f"{s[:2]} {'compiled' if state == NOT_RUN else state}")
+        sec = report["sections"].get(s)
+        state = section_state(sec)
+        unit = [c["status"] for c in (sec or {}).get("cases", []) if c["case"] == UNIT_TESTS]
+        states.append(f"{s[:2]} {'compiled' if state == NOT_RUN else state}" +
+                      (f" (unit tests: {unit[0]})" if unit and sec["status"] == NOT_RUN else ""))
     return ", ".join(states) or "no lab file"
 
 
@@ -310,6 +377,21 @@ def outside_include(path, root):
     return None
 
 
+def missing_lab(path, known_sections):
+    """The section whose lab file a lab file #includes by name ("05_decode.cu", as 06 does) where that
+    file is not beside it (not handed in), else None."""
+    for name in re.findall(r'^\s*#\s*include\s*"([^"]+)"', Path(path).read_text(errors="replace"), re.M):
+        stem = Path(name).stem
+        if name == f"{stem}.cu" and stem in known_sections and not (Path(path).parent / name).is_file():
+            return stem
+    return None
+
+
+def needs_text(section, lab):
+    """Why a section that includes another section's lab file is not built without it."""
+    return f"{section} includes labs/{lab}.cu, which is not in the submission: hand it in with {section[:2]}"
+
+
 def read_dependencies(build_dir, section):
     """The files the compiler read to build a section's lab, from the depfile it wrote beside the
     object (nvcc -MD, device passes included): Ninja keeps it in its log (`ninja -t deps`), CMake's
@@ -323,12 +405,12 @@ def read_dependencies(build_dir, section):
         deps, mine = [], False
         for line in r.stdout.splitlines():
             if line and not line[0].isspace():  # "CMakeFiles/lab_01_naive.dir/...o: #deps 436, ..."
-                mine = line.startswith(target)
+                mine = line.startswith(target) or line.startswith("tests/" + target)  # (a unit-test program's)
             elif mine and line.strip():
                 deps.append(line.strip())
         return deps or None
     deps = []
-    for depfile in sorted((build_dir / target).rglob("*.o.d")):
+    for depfile in sorted(f for d in (build_dir, build_dir / "tests") for f in (d / target).rglob("*.o.d")):
         rule = depfile.read_text(errors="replace").replace("\\\n", " ")
         _, _, files = rule.partition(": ")
         deps += [f.replace("\\ ", " ") for f in re.split(r"(?<!\\)\s+", files) if f]
@@ -405,6 +487,11 @@ def student_command(section, suffix, variant, args):
     return " ".join(shlex.quote(str(x)) for x in prog + ["--variant", variant, "--iters", "0", *args])
 
 
+def unit_tests_weight(cases_weight):
+    """The unit-test case's weight beside cases of total weight cases_weight: UNIT_TESTS_SHARE of the sum."""
+    return round(cases_weight * UNIT_TESTS_SHARE / (1 - UNIT_TESTS_SHARE), 2)
+
+
 def bonus_for(ratio):
     if ratio is None:
         return 0
@@ -449,9 +536,10 @@ def classify(code, out, record_ok):
 
 
 def section_score(sec):
-    """The section's points, or None where its cases were not run (triage: no GPU)."""
+    """The section's points, or None where its cases were not run (triage: no GPU) on a file that is
+    not an untouched stub (a stub scores 0, GPU or not)."""
     if sec["status"] == NOT_RUN:
-        return None
+        return 0.0 if sec.get("unmodified_stub") else None
     if sec["status"] != "graded":
         return 0.0
     return sec["correctness"] + sec.get("bonus", 0)
@@ -528,6 +616,9 @@ def render_markdown(report):
         if s["status"] == "missing":
             lines += ["Not in the submission: 0 points.", ""]
             continue
+        if s.get("needs_lab"):  # it builds in the student's checkout, where the other lab is
+            lines += [f"Not built: 0 points. {needs_text(name, s['needs_lab'])}.", ""]
+            continue
         if s["status"] == "compile error":
             lines += ["Does not compile: 0 points. The compiler said:", "", "```", s["log_excerpt"], "```", "",
                       f"To build it in your checkout: `scripts/lab check {name[:2]}`.", ""]
@@ -542,7 +633,14 @@ def render_markdown(report):
                       "of the handed-in file: the given code (the harness call, `main`, the checks) is not the "
                       "exercise's; review those lines (the score does not change).", ""]
         if s["status"] == NOT_RUN:
-            lines += ["Compiled; cases not run (no GPU on the grading machine).", ""]
+            unit = [c for c in s["cases"] if c["case"] == UNIT_TESTS]
+            lines += ["Compiled; " + ("the other " if unit else "") + "cases not run (no GPU on the grading machine)."]
+            for c in unit:  # run on the CPU
+                lines += ["", f"The exercises' unit tests (run on the CPU): {c['status']}."]
+                if c["status"] != "pass":
+                    lines += ["", "```", c["log_excerpt"], "```", "", f"To run them in your checkout (`scripts/lab check "
+                              f"{name[:2]}` builds them): `{c['rerun']}`"]
+            lines.append("")
             continue
         absent = [c for c in s["cases"] if c["status"] == NOT_ON_THIS_GPU]
         failed = [c for c in s["cases"] if c["status"] not in ("pass", NOT_ON_THIS_GPU)]
@@ -578,7 +676,7 @@ def write_class_summary(reports, path):
     with open(path, "w", newline="", encoding="utf-8-sig", errors="replace") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(["submission", "total", "gpu"] + [c for s in sections for c in (s, f"{s}_status")] +
-                   ["misnamed_files", "edited_outside_exercises"])
+                   ["lab_files_not_graded", "edited_outside_exercises"])
         for r in reports:
             row = [r["submission"], number(r["total"]), r["gpu"] or "none (triage)"]
             for s in sections:
@@ -651,15 +749,37 @@ def is_complete(folder):
         return False
 
 
-def resume_reason(folder, submission, expected, known_sections):
+# What a grade depends on in the repository (the grader, the harness, the reference solutions, the
+# case lists, the build and the exercises' unit-test programs); labs/, handouts and results do not.
+GRADING_FOLDERS = ("scripts", "common", "solutions", "tests/cases")
+GRADING_FILES = ("CMakeLists.txt", "CMakePresets.json", "tests/CMakeLists.txt", "tests/*.cmake", "tests/*.cu", "tests/*.h")
+
+
+def grading_files(root):
+    """{path: sha256} of the repository's files a grade depends on (GRADING_FOLDERS, GRADING_FILES):
+    what --resume compares, so that a change elsewhere (labs/, a handout) keeps the grades."""
+    root = Path(root)
+    paths = [f for d in GRADING_FOLDERS for f in (root / d).rglob("*") if "__pycache__" not in f.parts]
+    paths += [f for pattern in GRADING_FILES for f in root.glob(pattern)]
+    return {f.relative_to(root).as_posix(): file_digest(f) for f in sorted(set(paths)) if f.is_file()}
+
+
+def changed_files(before, now, shown=3):
+    """The files that differ between two {path: sha256}, named (at most `shown`, then a count)."""
+    changed = sorted(f for f in set(before) | set(now) if before.get(f) != now.get(f))
+    return ", ".join(changed[:shown]) + (f" and {len(changed) - shown} more" if len(changed) > shown else "")
+
+
+def resume_reason(folder, submission, expected, known_sections, is_stub=None):
     """(why, report): why a submission's grade in `folder` is not kept by --resume (a line), or None
-    with that grade where it was finished under the conditions `expected` holds (path, git_sha,
-    graded_sections, gpu, sandboxed, hidden_cases_sha256, timeout_s: what run() records) for the lab
-    files the submission holds now. A grade from a tree with uncommitted changes is never kept: its
-    commit does not say which grader made it."""
+    with that grade where it was finished under the conditions `expected` holds (path,
+    grading_files, graded_sections, gpu, sandboxed, hidden_cases_sha256, timeout_s: what run()
+    records) for the lab files the submission holds now (is_stub: as build() chose them). The
+    grader is compared by its files' digests, not its commit: a change to labs/ or a handout,
+    committed or not, keeps the grades."""
     report = read_report(folder)
-    if report is None:
-        return "no grade before", None
+    if report is None:  # a grade folder without its report: a grading cut short before it wrote one
+        return ("its last grading did not finish" if (Path(folder) / MARKER).is_file() else "no grade before"), None
     if not is_complete(folder):
         return "its last grading did not finish", report
     if not isinstance(report.get("lab_files"), dict):
@@ -667,10 +787,10 @@ def resume_reason(folder, submission, expected, known_sections):
     said = lambda gpu: gpu or "no GPU (triage)"
     if report.get("path") != expected["path"]:
         return f"graded from another folder before ({report.get('path')})", report
-    if report.get("git_sha") != expected["git_sha"]:
-        return f"the grader changed (commit {report.get('git_sha')}, now {expected['git_sha']})", report
-    if expected["git_sha"] == "unknown" or expected["git_sha"].endswith("-dirty"):
-        return f"the grader's tree has uncommitted changes ({expected['git_sha']}): no grade of it is kept", report
+    if not isinstance(report.get("grading_files"), dict):
+        return "graded before the grader's files were recorded", report
+    if report["grading_files"] != expected["grading_files"]:
+        return f"the grader changed ({changed_files(report['grading_files'], expected['grading_files'])})", report
     if report.get("graded_sections") != expected["graded_sections"]:
         return (f"the graded sections changed ({', '.join(report.get('graded_sections') or []) or 'none'}, now "
                 f"{', '.join(expected['graded_sections']) or 'none'})"), report
@@ -686,7 +806,7 @@ def resume_reason(folder, submission, expected, known_sections):
         secs = lambda x: f"{x:g} s" if isinstance(x, (int, float)) else "none"  # --timeout 30 is 30.0
         return f"timeout {secs(report.get('timeout_s'))} before, now {secs(expected['timeout_s'])}", report
     try:
-        found = submission_notes(submission, known_sections)[0] if Path(submission).is_dir() else {}
+        found = submission_notes(submission, known_sections, is_stub)[0] if Path(submission).is_dir() else {}
         now = lab_digests(found, Path(submission))
     except OSError as e:
         return f"its files cannot be read ({e})", report
@@ -1028,7 +1148,14 @@ class Grader:
         self.harness = None  # the prebuilt lab_common every submission links (build_harness), else none
         self.stubs = {}  # section: the stubs a student may have been handed (stub_versions)
         self.regions = {}  # (section, commit): that stub's exercise regions (exercise_regions)
+        self._grading_files = None
         self.build_threads = os.cpu_count() or 2  # compiler jobs of one submission's build (fewer when several build at once)
+
+    def grading_files(self):
+        """grading_files of the repository, read once (every grade of a run records it)."""
+        if self._grading_files is None:
+            self._grading_files = grading_files(self.root)
+        return self._grading_files
 
     def stub_versions(self, section):
         """The stubs of a section a student may have been handed: today's (from solutions/), then
@@ -1120,6 +1247,7 @@ class Grader:
     def configure_args(self, labs_dir, build_dir):
         # compile_commands.json: the include folders a lab's compile names (allowed_dirs)
         args = ["cmake", "-S", str(self.root), "-B", str(build_dir), "-DLAB_BUILD_TESTS=OFF", "-DLAB_BUILD_SOLUTIONS=OFF",
+                "-DLAB_BUILD_EXERCISE_TESTS=ON",
                 f"-DLAB_LABS_DIR={labs_dir}", "-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"]
         if shutil.which("ninja"):
             args += ["-G", "Ninja"]
@@ -1154,12 +1282,16 @@ class Grader:
         self.harness = lib
         return True, log
 
-    def build_submission(self, labs_dir, build_dir, sections):
+    def build_submission(self, labs_dir, build_dir, sections, unit_tests=None):
         """Configures a build of the submitted labs and builds the graded ones (`sections`: a file
-        handed in but not graded is not compiled); returns {section: (ok, log)}."""
+        handed in but not graded is not compiled), and the exercises' unit-test programs of
+        `unit_tests` ({section: program}, built from that section's file); returns {section or
+        program: (ok, log)}."""
+        unit_tests = unit_tests or {}
+        names = list(sections) + list(unit_tests.values())
         code, log = build_step(self.configure_args(labs_dir, build_dir), self.cmake_env())
         if code != 0:
-            return {s: (False, log) for s in sections}
+            return {s: (False, log) for s in names}
         # The graded targets at once, going on past failures (-k); then one target at a time, a no-op
         # for the built ones that repeats a failure's compiler messages into that section's own log:
         # one broken file must not hide the others.
@@ -1167,11 +1299,15 @@ class Grader:
         # The compiler runs fenced in as the programs do (writing only the grade folder, no network)
         # where the grader sandboxes; the configure above runs the repository's own CMake files.
         fence = (lambda cmd: sandbox_command(cmd, Path(labs_dir).parent)) if self.sandbox else (lambda cmd: cmd)
-        build_step(fence(["cmake", "--build", str(build_dir), "--target", *(f"lab_{s}" for s in sections),
+        build_step(fence(["cmake", "--build", str(build_dir), "--target", *(f"lab_{s}" for s in names),
                           "--parallel", str(self.build_threads), "--", *keep_going]), self.cmake_env())
         results = {}
         allowed = self.allowed_dirs(Path(labs_dir).parent, build_dir)
-        for s in sections:
+        source = {name: s for s, name in unit_tests.items()}
+        for s in names:
+            lab_file = f"labs/{source.get(s, s)}.cu"
+            # a unit-test program's own source and headers are the course's tests/
+            readable = allowed + [(self.root / "tests").resolve()] if s in source else allowed
             code, log = build_step(fence(["cmake", "--build", str(build_dir), "--target", f"lab_{s}", "--parallel",
                                           str(self.build_threads)]), self.cmake_env())
             # What the compiler read, not what the #include lines spell (a macro, a relative path
@@ -1180,15 +1316,15 @@ class Grader:
             if code == 0:
                 deps = read_dependencies(build_dir, s)
                 if deps is None:
-                    results[s] = (False, f"labs/{s}.cu: error: the compiler's list of the files it read was not "
+                    results[s] = (False, f"{lab_file}: error: the compiler's list of the files it read was not "
                                          f"found in {build_dir}: not graded as compiled\n")
                     continue
-                outside = outside_of(deps, allowed, build_dir)
+                outside = outside_of(deps, readable, build_dir)
             else:
-                outside = diagnostic_outside(log, allowed, build_dir)
+                outside = diagnostic_outside(log, readable, build_dir)
             if outside and code == 0:  # a program built from that file is not the student's: none is kept
                 (Path(build_dir) / "bin" / f"lab_{s}").unlink(missing_ok=True)
-            results[s] = (False, f"labs/{s}.cu: error: reads a file outside the submission: {outside}\n") if outside \
+            results[s] = (False, f"{lab_file}: error: reads a file outside the submission: {outside}\n") if outside \
                 else (code == 0, log)
         return results
 
@@ -1267,6 +1403,32 @@ class Grader:
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             return None
 
+    def unit_test_program(self, section):
+        """The name of a section's exercise unit-test program (its case file's unit_tests), or None."""
+        return self.load_cases(section, None).get("unit_tests") if self.load_cases else None
+
+    def unit_test_case(self, staged, section, timeout):
+        """The run of a section's exercise unit-test program (its case file's unit_tests, built from
+        the student's file), as a case: it passes where the program exits 0 saying PASS. It tests
+        what the section's kernels may never call (06's allocator). Its weight is set by run()."""
+        out, program = staged["out"], staged["unit_tests"][section]
+        ok, log = staged["tests_built"].get(section, (False, "not built\n"))
+        (out / f"build-{program}.log").write_text(log)
+        case = {"case": UNIT_TESTS, "variant": "-", "weight": 0, "rerun": f"build/bin/lab_{program}"}
+        if not ok:  # the lab compiled, but not with the tests: a function's signature changed
+            paths = [(str(staged["labs_dir"]) + "/", "labs/"), (str(out) + "/", "")]
+            return dict(case, status="does not compile with the unit tests", exit=None, seconds=0.0,
+                        log_excerpt=compiler_excerpt(log, paths=paths))
+        exe = Path(out) / "build" / "bin" / f"lab_{program}"
+        code, text, secs = self.run_limited(self.launch([exe], self.devices[0], out), timeout)
+        if code == 0 and re.search(r"^PASS: ", text, re.M):
+            status = "pass"
+        elif code == 1 and re.search(r"^FAIL: ", text, re.M):
+            status = "failed its checks"
+        else:
+            status = classify(code, text, False)
+        return dict(case, status=status, exit=code, seconds=round(secs, 2), log_excerpt=run_excerpt(text, 8))
+
     def grade(self, submission, out_root, known_sections, only_sections, hidden, timeout, on_gpu, gpu_name, sha, progress,
               name=None):
         """Grades one submission into out_root/name (default: its folder's name; plan_outputs
@@ -1293,7 +1455,9 @@ class Grader:
         labs_dir = out / "labs"
         labs_dir.mkdir(parents=True)
         (out / MARKER).touch()
-        files, ignored, notes, intake = (submission_notes(submission, known_sections) if submission.is_dir()
+        files, ignored, notes, intake = (submission_notes(submission, known_sections,
+                                                          lambda path, s: handed_in_stub(self, path, s))
+                                         if submission.is_dir()
                                          else ({}, [], [], []))
         graded = only_sections or sorted(files)
         # the files as they are now, before they are copied: what --resume compares a later class with
@@ -1310,15 +1474,21 @@ class Grader:
         present = [s for s in graded if s in files and s not in refused]
         compiled = [s for s in present if files[s].suffix == ".cu"]  # a Python lab is only parsed
         outside = {s: outside_include(labs_dir / files[s].name, out) for s in compiled}
-        inside = [s for s in compiled if not outside[s]]
-        built = self.build_submission(labs_dir, out / "build", inside) if inside else {}
+        # 06 builds on 05's kernel, 07 and 12 on 08's: without that lab file, the section is not built
+        needs = {s: lab for s in compiled if not outside[s] and (lab := missing_lab(labs_dir / files[s].name, known_sections))}
+        inside = [s for s in compiled if not outside[s] and s not in needs]
+        unit_tests = {s: name for s in inside if (name := self.unit_test_program(s))}
+        built = self.build_submission(labs_dir, out / "build", inside, unit_tests) if inside else {}
+        tests_built = {s: built.pop(name) for s, name in unit_tests.items() if name in built}
+        built.update({s: (False, f"labs/{files[s].name}: error: {needs_text(s, needs[s])}\n") for s in needs})
         built.update({s: (False, f'labs/{files[s].name}: error: #include "{outside[s]}" reads a file outside the '
                                  'submission; only its own lab files and the lab\'s headers are allowed\n')
                       for s in compiled if outside[s]})
         prune_build(out / "build")
         built.update({s: python_syntax(files[s]) for s in present if s not in compiled})
         built.update({s: (False, f"labs/{files[s].name}: error: {refused[s]}\n") for s in graded if s in refused})
-        return {"report": report, "out": out, "labs_dir": labs_dir, "files": files, "built": built, "refused": refused}
+        return {"report": report, "out": out, "labs_dir": labs_dir, "files": files, "built": built, "refused": refused,
+                "needs": needs, "tests_built": tests_built, "unit_tests": unit_tests}
 
     def run(self, staged, hidden, timeout, on_gpu, gpu_name, sha, progress):
         """The other half, one submission at a time (its cases and its timing have the GPU to
@@ -1326,8 +1496,9 @@ class Grader:
         report, out, labs_dir, files, built = (staged[k] for k in ("report", "out", "labs_dir", "files", "built"))
         name, graded = report["submission"], report["graded_sections"]
         report.update(time_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), git_sha=sha,
-                      gpu=gpu_name if on_gpu else None, sandboxed=bool(self.sandbox and on_gpu),
-                      hidden_cases_sha256=file_digest(hidden) if hidden else None, timeout_s=timeout)
+                      gpu=gpu_name if on_gpu else None, sandboxed=bool(self.sandbox),
+                      hidden_cases_sha256=file_digest(hidden) if hidden else None, timeout_s=timeout,
+                      grading_files=self.grading_files())
         # the compiler names the file by the grader's path; the student knows it as labs/NN_name.cu
         paths = [(str(labs_dir) + "/", "labs/"), (str(out) + "/", "")]
         for s in graded:
@@ -1350,17 +1521,28 @@ class Grader:
             (out / f"build-{s}.log").write_text(log)
             if not ok:
                 sec.update(status="compile error", log_excerpt=compiler_excerpt(log, paths=paths))
-                progress(f"{name}: {s}: compile error")
+                if s in staged.get("needs", {}):
+                    sec["needs_lab"] = staged["needs"][s]
+                progress(f"{name}: {s}: compile error" +
+                         (f" ({needs_text(s, sec['needs_lab'])})" if "needs_lab" in sec else ""))
                 continue
+            # the exercises' unit tests run on the CPU: with or without a GPU
+            has_unit = s in staged.get("unit_tests", {})
+            data = self.load_cases(s, hidden) if on_gpu or has_unit else {}
+            runs = [r for r in self.expand_cases(data, False, False, True) if r[3] == "pass"] if data else []
+            limit = min(timeout, data.get("timeout_s", timeout))
+            unit = self.unit_test_case(staged, s, limit) if has_unit else None
+            if unit:
+                progress(f"{name}: {s}: {unit['case']}: {unit['status']}")
             if not on_gpu:
                 sec["status"] = NOT_RUN
                 sec["correctness"] = None
-                progress(f"{name}: {s}: compiled{' (unmodified stub)' if sec['unmodified_stub'] else ''}; no GPU, cases not run")
+                if unit:
+                    sec["cases"].append(dict(unit, weight=unit_tests_weight(sum(r[4] for r in runs))))
+                progress(f"{name}: {s}: compiled{' (unmodified stub)' if sec['unmodified_stub'] else ''}; no GPU, "
+                         f"{'the other ' if unit else ''}cases not run")
                 continue
-            data = self.load_cases(s, hidden)
-            runs = [r for r in self.expand_cases(data, False, False, True) if r[3] == "pass"]
             exe = self.program(s, False, out / "build", labs_dir)
-            limit = min(timeout, data.get("timeout_s", timeout))
             pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.jobs)
             jobs = [pool.submit(self.run_case, exe, variant, args, limit, out, n) for n, (_, variant, args, _, _) in enumerate(runs, 1)]
             for n, ((case, variant, args, _, weight), job) in enumerate(zip(runs, jobs), 1):
@@ -1377,6 +1559,11 @@ class Grader:
                 sec["weight_passed"] += weight if status == "pass" else 0
                 progress(f"{name}: {s} [{n}/{len(runs)}] {status:<12} {variant} {case}")
             pool.shutdown()
+            if unit:  # a share of the section, whatever its number of cases (unit_tests_weight)
+                unit["weight"] = unit_tests_weight(sec["weight_total"])
+                sec["cases"].insert(0, unit)
+                sec["weight_total"] += unit["weight"]
+                sec["weight_passed"] += unit["weight"] if unit["status"] == "pass" else 0
             sec["correctness"] = 100.0 * sec["weight_passed"] / sec["weight_total"] if sec["weight_total"] else 0.0
             sec["status"] = "graded"
             perf = perf_shape(data)

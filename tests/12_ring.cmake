@@ -57,25 +57,8 @@ lab_test(gpu.12_ring.check_stub_fails_cleanly gpu 0 MATCH " 0 failed" COMMAND ${
 lab_test(gpu.12_ring.stub_fails gpu 1 MATCH "FAIL" "not written|NaN or inf|too far from fp64" COMMAND ${BIN}/lab_12_ring --t 256 --iters 0)
 lab_test(gpu.12_ring.nccl_one_rank gpu 0 MATCH "PASS" COMMAND ${CMAKE_COMMAND} -E env CUDA_VISIBLE_DEVICES=0 ${RING} --transport nccl --ranks 1 --causal --t 1024 --iters 0)
 
-# The exercises' unit tests, built against the solution (must pass) and the student's lab (a stub
-# must fail them): the shard map, the schedule and the merge, on any machine.
-foreach(kind solution lab)
-  if(kind STREQUAL "solution")
-    set(src ${PROJECT_SOURCE_DIR}/solutions/12_ring.cu)
-    set(target exercises_12_ring)
-  else()
-    set(src ${LAB_LABS_DIR}/12_ring.cu)
-    set(target lab_exercises_12_ring)
-  endif()
-  if(NOT EXISTS ${src})
-    continue()
-  endif()
-  add_executable(${target} test_ring_exercises.cu)
-  target_link_libraries(${target} PRIVATE lab_common lab_nccl)
-  target_compile_definitions(${target} PRIVATE LAB_EXERCISE_SOURCE="${src}")
-  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${LAB_CUDA_FLAGS}>)
-  set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES "${LAB_CUDA_ARCHITECTURES}")
-endforeach()
+# The exercises' unit tests (the programs: exercise_programs.cmake): the solution's must pass, a stub
+# lab's must fail: the shard map, the schedule and the merge, on any machine.
 if(TARGET exercises_12_ring)
   lab_test(exercises.12.solution cpu 0 MATCH "^PASS: 0 of" COMMAND ${BIN}/exercises_12_ring)
 endif()

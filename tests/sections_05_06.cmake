@@ -1,24 +1,6 @@
-# Sections 05 decode and 06 paged: their exercises' unit tests, built against the section source
-# (the solution: must pass; the student's lab: a stub must fail), and the no-GPU truth of the stubs.
+# Sections 05 decode and 06 paged: their exercises' unit tests (the programs: exercise_programs.cmake;
+# the solution's must pass, a stub lab's must fail), and the no-GPU truth of the stubs.
 foreach(sec 05_decode 06_paged)
-  string(SUBSTRING ${sec} 1 1 num)
-  foreach(kind solution lab)
-    if(kind STREQUAL "solution")
-      set(src ${PROJECT_SOURCE_DIR}/solutions/${sec}.cu)
-      set(target exercises_${sec})
-    else()
-      set(src ${LAB_LABS_DIR}/${sec}.cu)
-      set(target lab_exercises_${sec})
-    endif()
-    if(NOT EXISTS ${src})
-      continue()
-    endif()
-    add_executable(${target} test_decode_exercises.cu)
-    target_link_libraries(${target} PRIVATE lab_common)
-    target_compile_definitions(${target} PRIVATE LAB_EXERCISE_SECTION=${num} LAB_EXERCISE_SOURCE="${src}")
-    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${LAB_CUDA_FLAGS}>)
-    set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES "${LAB_CUDA_ARCHITECTURES}")
-  endforeach()
   if(TARGET exercises_${sec})
     lab_test(exercises.${sec}.solution cpu 0 MATCH "^PASS: 0 of" COMMAND ${BIN}/exercises_${sec})
   endif()

@@ -60,11 +60,13 @@ class StandInGrader(grade.Grader):
     """Grader with a stand-in build (a file holding "broken" does not compile): the verdicts'
     bookkeeping checked without a compiler."""
 
-    def build_submission(self, labs_dir, build_dir, sections):
+    def build_submission(self, labs_dir, build_dir, sections, unit_tests=None):
         out = {}
         for s in sections:
             broken = "broken" in (labs_dir / f"{s}.cu").read_text()
             out[s] = (not broken, f"{labs_dir}/{s}.cu(3): error: expected a ';'" if broken else "")
+            if s in (unit_tests or {}):  # its exercises' unit-test program: built as the lab is
+                out[unit_tests[s]] = out[s]
         return out
 
 
@@ -161,10 +163,10 @@ class Reports(unittest.TestCase):
             grade.write_class_summary([r, triage, short], Path(tmp, "c.csv"))
             lines = Path(tmp, "c.csv").read_text(encoding="utf-8-sig").splitlines()
             self.assertEqual(lines[0], "submission,total,gpu,01_naive,01_naive_status,02_v1_tile,02_v1_tile_status,"
-                                       "misnamed_files,edited_outside_exercises")
+                                       "lab_files_not_graded,edited_outside_exercises")
             self.assertEqual(lines[1], "alice,37.5,NVIDIA H200,75.0,graded,0.0,compile error,naive.cu,")
-            # triage: no number, and the solution and the untouched stub read differently
-            self.assertEqual(lines[2], "bob,,none (triage),,not run (no GPU),,unmodified stub,,")
+            # triage: no number but an untouched stub's 0, and the solution and the stub read differently
+            self.assertEqual(lines[2], "bob,,none (triage),,not run (no GPU),0.0,unmodified stub,,")
             self.assertEqual(lines[3], "carol,75.0,NVIDIA H200,75.0,graded,,not graded,,")  # graded over fewer
             self.assertNotIn(b"\r", Path(tmp, "c.csv").read_bytes())  # \n line endings, not CSV's default CRLF
             for row in rows(Path(tmp, "c.csv")):  # every score column is a number or empty
@@ -177,11 +179,13 @@ class Reports(unittest.TestCase):
                                      "weight_total": 0, "weight_passed": 0, "unmodified_stub": True}
         r["total"], r["gpu"] = None, None
         md = grade.render_markdown(r)
-        self.assertIn("| 01_naive | not run (no GPU), unmodified stub | – | – | – | – |", md)
+        self.assertIn("| 01_naive | not run (no GPU), unmodified stub | – | – | – | 0.0 |", md)  # a stub is a known 0
         self.assertEqual(md.count("not run (no GPU)"), 2)  # the total and the row's status, nothing else
         self.assertIn("**Total: not run (no GPU)**", md)
         self.assertIn("without a GPU (triage only", md)
         self.assertNotIn("on no GPU", md)
+        self.assertEqual(grade.section_score(r["sections"]["01_naive"]), 0.0)
+        r["sections"]["01_naive"]["unmodified_stub"] = False  # compiled, not run: no number
         self.assertIsNone(grade.section_score(r["sections"]["01_naive"]))
 
     def test_the_console_shows_a_triage_grade_by_its_sections(self):
@@ -222,8 +226,10 @@ class Reports(unittest.TestCase):
         # followed by another is still a lab file
         self.assertEqual(grade.misnamed(["12_ring_v2.cu", "01_naive.cu.txt", "01_naive.CU", "readme.txt"], SECTIONS),
                          ["12_ring_v2.cu: not a lab file; expected labs/12_ring.cu",
-                          "01_naive.cu.txt: not a lab file; expected labs/01_naive.cu",
-                          "01_naive.CU: not a lab file; expected labs/01_naive.cu"])
+                          "01_naive.cu.txt: not graded: 2 files could be labs/01_naive.cu (01_naive.cu.txt, "
+                          "01_naive.CU); hand in one",
+                          "01_naive.CU: not graded: 2 files could be labs/01_naive.cu (01_naive.cu.txt, "
+                          "01_naive.CU); hand in one"])
 
     def test_a_number_inside_a_word_names_the_section(self):
         self.assertEqual(grade.misnamed(["Lab01.cu", "hw2.cu", "notes.cu"], SECTIONS),
@@ -466,8 +472,8 @@ class Reports(unittest.TestCase):
             self.assertEqual(intake, ["graded labs/larry_123456_01_naive.cu as labs/01_naive.cu",
                                       "graded 09_triton.py.txt as labs/09_triton.py"])
             # two candidates for one section, a properly named file beside one, a loose name: as before
-            self.assertEqual(notes, ["labs/02_v1_tile (1).cu: not a lab file; expected labs/02_v1_tile.cu",
-                                     "labs/02_v1_tile (2).cu: not a lab file; expected labs/02_v1_tile.cu",
+            two = "not graded: 2 files could be labs/02_v1_tile.cu (labs/02_v1_tile (1).cu, labs/02_v1_tile (2).cu); hand in one"
+            self.assertEqual(notes, [f"labs/02_v1_tile (1).cu: {two}", f"labs/02_v1_tile (2).cu: {two}",
                                      "labs/12_ring (1).cu: ignored; labs/12_ring.cu is the 12_ring file graded",
                                      "labs/loop_order2.cu: not a lab file; expected labs/03_v2_loop_order.cu",
                                      "labs/naive2.cu: ignored; labs/larry_123456_01_naive.cu is the 01_naive file graded"])
@@ -692,7 +698,7 @@ class Reports(unittest.TestCase):
         """resume_reason of sub's grade in out/NAME against the conditions it was graded under, some
         of them `changed`."""
         report = json.loads((out / sub.name / "grade.json").read_text())
-        expected = {k: report[k] for k in ("path", "git_sha", "graded_sections", "gpu", "sandboxed",
+        expected = {k: report.get(k) for k in ("path", "grading_files", "graded_sections", "gpu", "sandboxed",
                                            "hidden_cases_sha256", "timeout_s")}
         return grade.resume_reason(out / sub.name, sub.resolve(), dict(expected, **changed), SECTIONS)[0]
 
@@ -704,7 +710,15 @@ class Reports(unittest.TestCase):
             self.assertEqual(report["timeout_s"], 10)
             self.assertIsNone(report["hidden_cases_sha256"])
             self.assertIsNone(self.resumed(sub, out))
-            self.assertEqual(self.resumed(sub, out, git_sha="def"), "the grader changed (commit abc, now def)")
+            files = report["grading_files"]
+            self.assertIn("scripts/grade.py", files)
+            self.assertIn("tests/cases/01_naive.json", files)
+            self.assertFalse([f for f in files if f.startswith(("labs/", "ch12/", "results/"))])  # no grade depends on them
+            self.assertEqual(self.resumed(sub, out, grading_files=dict(files, **{"scripts/grade.py": "0"})),
+                             "the grader changed (scripts/grade.py)")
+            many = dict(files, **{f: "0" for f in sorted(files)[:5]})
+            self.assertEqual(self.resumed(sub, out, grading_files=many),
+                             f"the grader changed ({', '.join(sorted(files)[:3])} and 2 more)")
             self.assertIn("graded sections changed", self.resumed(sub, out, graded_sections=["01_naive"]))
             self.assertEqual(self.resumed(sub, out, hidden_cases_sha256="0" * 64), "hidden cases added")
             self.assertEqual(self.resumed(sub, out, gpu=None), "graded on GPU before, now on no GPU (triage)")
@@ -717,12 +731,17 @@ class Reports(unittest.TestCase):
             self.assertEqual(self.resumed(sub, out), "labs/02_v1_tile.cu changed; labs/03_v2_loop_order.cu handed in "
                                                      "now; labs/01_naive.cu no longer handed in")
             self.assertEqual(grade.resume_reason(out / "bob", sub, {}, SECTIONS), ("no grade before", None))
-            # a tree with uncommitted changes: its commit does not name the grader, then or now
-            dirty = dict(json.loads((out / "alice" / "grade.json").read_text()), git_sha="abc-dirty")
-            (out / "alice" / "grade.json").write_text(json.dumps(dirty))
+            # the commit is not compared: a tree whose labs/ changed since (uncommitted) keeps its grades
+            (sub / "labs" / "01_naive.cu").write_text("// mine\n")
+            (sub / "labs" / "02_v1_tile.cu").write_text("// mine\n")
+            (sub / "labs" / "03_v2_loop_order.cu").unlink()
+            self.assertIsNone(self.resumed(sub, out, git_sha="abc-dirty"))
+            # a grade from before the grader's files were recorded: which grader made it is not known
+            old = json.loads((out / "alice" / "grade.json").read_text())
+            del old["grading_files"]
+            (out / "alice" / "grade.json").write_text(json.dumps(old))
             grade.mark_complete(out / "alice")
-            self.assertEqual(self.resumed(sub, out), "the grader's tree has uncommitted changes (abc-dirty): no grade "
-                                                     "of it is kept")
+            self.assertEqual(self.resumed(sub, out, grading_files=files), "graded before the grader's files were recorded")
 
     def test_a_grading_cut_short_is_never_kept(self):
         # build() keeps the last grade's reports until run() writes new ones: a class stopped between
@@ -882,7 +901,7 @@ class SandboxThatHidesTheGpu(unittest.TestCase):
     did not bind), auto grades unsandboxed and says why; --sandbox on refuses. No GPU needed: the
     probe runs are stand-ins."""
 
-    def grade(self, *extra):
+    def grade(self, *extra, gpu=True, sandbox=None):
         import importlib.machinery
         import importlib.util
         from labcli.common import LabError
@@ -899,8 +918,9 @@ class SandboxThatHidesTheGpu(unittest.TestCase):
             a = driver.parse(["grade", str(Path(tmp, "alice")), "--sections", "09", "--out", str(Path(tmp, "grades")),
                               *extra])
             staged = {"report": {}, "built": {}}
-            with mock.patch.object(student, "run_limited", run_limited), mock.patch.object(student, "build"), \
-                    mock.patch.object(grade, "sandbox_problem", return_value=None), \
+            with mock.patch.object(student, "run_limited", run_limited), mock.patch.object(student, "build") as built, \
+                    mock.patch.object(student, "has_gpu", return_value=gpu), \
+                    mock.patch.object(grade, "sandbox_problem", return_value=sandbox), \
                     mock.patch.object(grade.Grader, "build", return_value=staged), \
                     mock.patch.object(grade.Grader, "run", return_value={"submission": "alice"}) as ran, \
                     mock.patch.object(grade, "rebuild_class_summary", return_value=("summary.csv", [])), \
@@ -910,7 +930,19 @@ class SandboxThatHidesTheGpu(unittest.TestCase):
                     code = a.fn(a)
                 except LabError as e:
                     code = str(e)
+            self.built = built.call_args_list
             return code, said.getvalue(), ran
+
+    def test_without_a_gpu_the_solutions_are_not_built(self):
+        """No GPU: nothing would time the solutions, so none is built; and without bubblewrap the
+        triage says its compiles and unit tests run unsandboxed."""
+        code, said, ran = self.grade(gpu=False, sandbox="bwrap is not installed (package bubblewrap)")
+        self.assertEqual(code, 0, said)
+        self.assertEqual(self.built, [])
+        self.assertIn("lab: no NVIDIA GPU found (nvidia-smi lists none); triage only: compiles, untouched stubs; "
+                      "no case of the case lists is run", said)
+        self.assertIn("not sandboxed (bwrap is not installed (package bubblewrap))", said)
+        self.assertFalse(ran.call_args.args[3])  # on_gpu
 
     def test_auto_grades_unsandboxed_and_says_why(self):
         code, said, ran = self.grade()
@@ -923,6 +955,140 @@ class SandboxThatHidesTheGpu(unittest.TestCase):
         code, said, ran = self.grade("--sandbox", "on")
         self.assertIn("--sandbox on: the GPU run fails inside it", str(code))
         self.assertFalse(ran.called)
+
+
+class ExerciseUnitTests(unittest.TestCase):
+    """A section whose case file names unit_tests (05, 06, 12) has its exercises' unit-test program
+    built from the student's file and run as a case, with or without a GPU: 06's kernels never call
+    the allocator, so a stub allocator must not get full marks."""
+
+    def grade(self, on_gpu, tests_say=(1, "exercise allocator: 19 of 21 checks failed\nFAIL: 22 of 24 checks failed\n")):
+        ran = []
+
+        def run_limited(cmd, timeout):
+            ran.append([str(c) for c in cmd])
+            return tests_say if str(cmd[0]).endswith("lab_exercises_06_paged") else (0, "PASS", 0.1)[:2]
+        data = {"section": "06_paged", "variants": ["paged"], "unit_tests": "exercises_06_paged",
+                "cases": [{"name": f"T={n}", "args": ["--t", str(n)]} for n in (1, 2, 3)]}
+
+        class Grader(StandInGrader):
+            def run_case(self, exe, variant, args, timeout, workdir, n=0, student=True):
+                return 0, "PASS", 0.1, True
+        g = Grader(ROOT, ROOT / "build", lambda cmd, timeout: run_limited(cmd, timeout) + (0.1,),
+                   make_labs.make_stub, lambda s, hidden: data, student.expand_cases, dict, print,
+                   program=lambda s, sol, build_dir=None, labs_dir=None: ["prog"])
+        with tempfile.TemporaryDirectory() as tmp:
+            sub = submission(Path(tmp, "frank"), "05_decode.cu", "06_paged.cu")
+            r = g.grade(sub, Path(tmp, "grades"), ["05_decode", "06_paged"], ["06_paged"], None, 10, on_gpu,
+                        "GPU" if on_gpu else None, "abc", lambda msg: None)
+            md = Path(tmp, "grades", "frank", "grade.md").read_text()
+        return r["sections"]["06_paged"], ran, md
+
+    def test_a_failing_allocator_costs_its_share(self):
+        sec, ran, md = self.grade(True)
+        self.assertTrue(any(c[0].endswith("build/bin/lab_exercises_06_paged") for c in ran), ran)
+        unit = sec["cases"][0]
+        self.assertEqual((unit["case"], unit["status"], unit["weight"]), (grade.UNIT_TESTS, "failed its checks", 1.0))
+        self.assertEqual(sec["correctness"], 75.0)  # 3 cases of weight 1 pass; the unit tests weigh a quarter
+        self.assertIn("exercise allocator: 19 of 21 checks failed", md)
+        self.assertIn("build/bin/lab_exercises_06_paged", md)
+        sec, _, _ = self.grade(True, (0, "PASS: 0 of 24 checks failed\n"))
+        self.assertEqual((sec["cases"][0]["status"], sec["correctness"]), ("pass", 100.0))
+        sec, _, _ = self.grade(True, (124, "killed after 10 s\n"))  # an allocator that loops forever
+        self.assertEqual((sec["cases"][0]["status"], sec["correctness"]), ("timeout", 75.0))
+
+    def test_they_run_without_a_gpu(self):
+        sec, ran, md = self.grade(False)
+        self.assertEqual(sec["status"], grade.NOT_RUN)
+        self.assertEqual([c[0].rsplit("/", 1)[-1] for c in ran], ["lab_exercises_06_paged"])  # no GPU case ran
+        self.assertEqual(sec["cases"][0]["status"], "failed its checks")
+        self.assertIn("The exercises' unit tests (run on the CPU): failed its checks.", md)
+        self.assertIn("06 compiled (unit tests: failed its checks)",
+                      grade.section_states({"graded_sections": ["06_paged"], "sections": {"06_paged": sec}}))
+
+    def test_the_program_is_built_from_the_students_file(self):
+        builds = []
+        def step(cmd, env):
+            builds.append([str(c) for c in cmd])
+            return 0, ""
+        g = grade.Grader(ROOT, ROOT / "build", None, None, None, None, dict, print)
+        with mock.patch.object(grade, "build_step", step), mock.patch.object(grade, "read_dependencies",
+                                                                              return_value=[]):
+            built = g.build_submission(Path("labs"), Path("build"), ["06_paged"], {"06_paged": "exercises_06_paged"})
+        self.assertIn("-DLAB_BUILD_EXERCISE_TESTS=ON", builds[0])
+        with tempfile.TemporaryDirectory() as tmp:  # its depfile is in tests/ (the folder that defines it)
+            obj = Path(tmp, "tests", "CMakeFiles", "lab_exercises_06_paged.dir")
+            obj.mkdir(parents=True)
+            (obj / "t.cu.o.d").write_text("x.o: /a/06_paged.cu /repo/tests/host_checks.h\n")
+            with mock.patch.object(grade.shutil, "which", lambda _: None):
+                self.assertEqual(grade.read_dependencies(tmp, "exercises_06_paged"),
+                                 ["/a/06_paged.cu", "/repo/tests/host_checks.h"])
+        self.assertEqual(set(built), {"06_paged", "exercises_06_paged"})
+        self.assertIn("lab_exercises_06_paged", builds[1])
+
+
+class SectionsThatIncludeAnother(unittest.TestCase):
+    def test_a_lab_that_includes_a_lab_not_handed_in_is_not_built(self):
+        known = ["05_decode", "06_paged", "07_sliding_window", "08_tma_skeleton"]
+        with tempfile.TemporaryDirectory() as tmp:
+            sub = Path(tmp, "frank")
+            (sub / "labs").mkdir(parents=True)
+            (sub / "labs" / "06_paged.cu").write_text('#include "05_decode.cu"\nint main() {}\n')
+            g = StandInGrader(ROOT, ROOT / "build", None, make_labs.make_stub, None, None, dict, print)
+            r = g.grade(sub, Path(tmp, "grades"), known, ["06_paged"], None, 10, False, None, "abc", lambda msg: None)
+            sec = r["sections"]["06_paged"]
+            said = "06_paged includes labs/05_decode.cu, which is not in the submission: hand it in with 06"
+            self.assertEqual(sec["status"], "compile error")
+            self.assertEqual(sec["needs_lab"], "05_decode")
+            self.assertIn(said, sec["log_excerpt"])
+            md = Path(tmp, "grades", "frank", "grade.md").read_text()
+            self.assertIn(said, md)
+            self.assertNotIn("scripts/lab check 06", md)  # it builds in their checkout: no help there
+            self.assertEqual(grade.missing_lab(sub / "labs" / "06_paged.cu", known), "05_decode")
+            (sub / "labs" / "05_decode.cu").write_text("// mine\n")
+            self.assertIsNone(grade.missing_lab(sub / "labs" / "06_paged.cu", known))
+
+
+class ClassIntake(unittest.TestCase):
+    def test_a_section_few_handed_in_is_named(self):
+        handed = {f"subs/{n}": {"01_naive": Path(n)} for n in "abcdefg"}
+        handed["subs/frank"] = {"01_naive": Path("f"), "06_paged": Path("f6")}
+        self.assertEqual(grade.section_takers(handed, ["01_naive", "06_paged"]),
+                         ["01_naive: handed in by 8 of 8", "06_paged: handed in by 1 of 8 (frank); fewer than half the class"])
+        # an untouched stub is not handed in
+        self.assertEqual(grade.section_takers(handed, ["06_paged"], lambda path, s: True),
+                         ["06_paged: handed in by 0 of 8; fewer than half the class"])
+
+    def test_the_students_copy_wins_over_an_untouched_stub(self):
+        is_stub = lambda path, s: path.read_text() == "stub\n"
+        with tempfile.TemporaryDirectory() as tmp:
+            a = Path(tmp, "a")  # the stub and a browser's copy of the work
+            a.mkdir()
+            (a / "01_naive.cu").write_text("stub\n")
+            (a / "01_naive (1).cu").write_text("mine\n")
+            (a / "._01_naive.cu").write_text("mac metadata")  # not the student's: not listed
+            found, ignored, notes, intake = grade.submission_notes(a, SECTIONS, is_stub)
+            self.assertEqual(found["01_naive"].name, "01_naive (1).cu")
+            self.assertEqual(notes, ["01_naive.cu: ignored (an untouched stub); 01_naive (1).cu is the 01_naive file graded"])
+            self.assertEqual(ignored, ["01_naive.cu"])
+            self.assertEqual(grade.submission_notes(a, SECTIONS)[0]["01_naive"].name, "01_naive.cu")  # without is_stub
+            b = Path(tmp, "b")  # the release's labs/ and the work beside it
+            (b / "labs").mkdir(parents=True)
+            (b / "labs" / "01_naive.cu").write_text("stub\n")
+            (b / "01_naive.cu").write_text("mine\n")
+            found, ignored, notes, _ = grade.submission_notes(b, SECTIONS, is_stub)
+            self.assertEqual(found["01_naive"], b / "01_naive.cu")
+            self.assertEqual(notes, ["labs/01_naive.cu: ignored (an untouched stub); 01_naive.cu is the 01_naive file graded"])
+            (b / "01_naive.cu").write_text("stub\n")  # both stubs: the first, as before
+            self.assertEqual(grade.submission_notes(b, SECTIONS, is_stub)[0]["01_naive"], b / "labs" / "01_naive.cu")
+
+    def test_a_class_folder_is_seen_as_one(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for n in ("alice", "bob"):
+                submission(Path(tmp, "submissions", n))
+            Path(tmp, "submissions", "notes").mkdir()
+            self.assertEqual([f.name for f in grade.submission_folders(Path(tmp, "submissions"), SECTIONS)], ["alice", "bob"])
+            self.assertEqual(grade.submission_folders(Path(tmp, "submissions", "alice"), SECTIONS), [])
 
 
 class StubRecognition(unittest.TestCase):
@@ -1149,6 +1315,19 @@ class GradeTriage(unittest.TestCase):
             r = self.lab(subs / "empty", "--no-gpu", "--allow-empty", "--out", out, Path(tmp, "does-not-exist"))
             self.assertNotIn("allow-empty", r.stdout)
 
+    def test_the_class_folder_given_as_one_submission_is_refused(self):
+        """`scripts/lab grade submissions` for `submissions/*`: never the class graded as one student."""
+        with tempfile.TemporaryDirectory() as tmp:
+            subs, out = Path(tmp, "submissions"), Path(tmp, "grades")
+            for n in ("alice", "bob", "carol"):
+                submission(subs / n)
+            for extra in ([], ["--allow-empty"]):
+                r = self.lab(subs, "--no-gpu", "--out", out, *extra)
+                self.assertEqual((r.returncode, r.stdout.strip()),
+                                 (2, f"lab: {subs} holds 3 submission folders: did you mean {subs}/*?; nothing written"),
+                                 r.stderr)
+                self.assertFalse(out.exists())
+
     def test_an_out_that_would_replace_a_submission_is_refused(self):
         """The grade folder of a submission is replaced whole: it must never be a submission."""
         with tempfile.TemporaryDirectory() as tmp:
@@ -1194,7 +1373,9 @@ class GradeTriage(unittest.TestCase):
             self.assertIn(f"{out}: grades the grader wrote, not a submission; skipped", r.stdout)
             # a zip with no folder beside it is refused as before; so is grading grades alone
             r = self.lab(subs / "zack.zip", subs / "amy", "--no-gpu", "--out", out)
-            self.assertEqual((r.returncode, r.stdout.strip()), (2, f"lab: {subs / 'zack.zip'}: not a folder; nothing written"))
+            self.assertEqual((r.returncode, r.stdout.strip()),
+                             (2, f"lab: {subs / 'zack.zip'}: not a folder (unpack it into its own folder first: unzip -q "
+                                 f"{subs / 'zack.zip'} -d {subs / 'zack'}); nothing written"))
             r = self.lab(out, "--no-gpu", "--out", out)
             self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
             self.assertIn("no submission to grade", r.stdout)
@@ -1325,7 +1506,7 @@ class GradeTriage(unittest.TestCase):
             self.assertEqual(code, 0, said)
             self.assertEqual(ran, ["s3"])
             self.assertIn("   s1: graded before, unchanged; kept (09 unmodified stub)\n", said)
-            self.assertIn("   s3: not graded before\n", said)
+            self.assertIn("   s3: regraded: its last grading did not finish\n", said)  # built, never run
             self.assertIn("--resume: 2 of 3 submission(s) kept", said)
             self.assertEqual([r["submission"] for r in rows(out / grade.SUMMARY)], names)
             self.assertRegex(said, r"\n   s1 +09 unmodified stub\n   s2 +09 unmodified stub\n   s3 ")  # in order
@@ -1418,13 +1599,13 @@ class GradeTriage(unittest.TestCase):
             self.assertIn("Does not compile: 0 points", (out / "broken" / "grade.md").read_text())
             stub = json.loads((out / "subs-stub" / "grade.json").read_text())
             self.assertEqual(stub["sections"]["01_naive"]["status"], "not run (no GPU)")
-            self.assertIsNone(stub["sections"]["01_naive"]["correctness"])  # never a number
-            self.assertIsNone(stub["total"])
+            self.assertIsNone(stub["sections"]["01_naive"]["correctness"])  # no case was run
+            self.assertEqual(stub["total"], 0.0)  # but an untouched stub scores 0, GPU or not
             self.assertTrue(stub["sections"]["01_naive"]["unmodified_stub"])
             self.assertEqual(stub["intake"], ["graded stub_123456_01_naive.cu as labs/01_naive.cu"])
             self.assertIn("   graded stub_123456_01_naive.cu as labs/01_naive.cu\n", r.stdout)
             md = (out / "subs-stub" / "grade.md").read_text()
-            self.assertIn("| 01_naive | not run (no GPU), unmodified stub | – | – | – | – |", md)  # no number
+            self.assertIn("| 01_naive | not run (no GPU), unmodified stub | – | – | – | 0.0 |", md)  # a known 0
             unknown = json.loads((out / "unknown" / "grade.json").read_text())
             self.assertEqual(sorted(unknown["ignored_files"]), ["naive.cu", "notes.txt"])
             self.assertEqual(unknown["misnamed"], ["naive.cu: not a lab file; expected labs/01_naive.cu"])
@@ -1433,7 +1614,7 @@ class GradeTriage(unittest.TestCase):
             table = {row["submission"]: row for row in rows(out / "class_summary.csv")}
             self.assertEqual(sorted(table), ["broken", "sec2-stub", "subs-stub", "unknown"])
             self.assertEqual([table["subs-stub"][k] for k in ("total", "01_naive", "01_naive_status")],
-                             ["", "", "unmodified stub"])
+                             ["0.0", "0.0", "unmodified stub"])
             self.assertEqual([table["sec2-stub"][k] for k in ("total", "01_naive_status")], ["0.0", "missing"])
             self.assertNotIn("09_triton_status", table["sec2-stub"])
             self.assertEqual([table["broken"][k] for k in ("total", "01_naive", "01_naive_status")], ["0.0", "0.0", "compile error"])
@@ -1441,7 +1622,7 @@ class GradeTriage(unittest.TestCase):
             self.assertRegex(r.stdout, r"\n   broken +01 compile error\n")
             self.assertRegex(r.stdout, r"\n   subs-stub +01 unmodified stub\n")
             self.assertRegex(r.stdout, r"\n   unknown +01 missing\n")
-            self.assertEqual(table["unknown"]["misnamed_files"], "naive.cu")
+            self.assertEqual(table["unknown"]["lab_files_not_graded"], "naive.cu")
             # the harness was built once, in --out, and linked: no submission compiled common/
             self.assertTrue((out / grade.HARNESS / "build" / "common" / "liblab_common.a").is_file())
             self.assertTrue((out / "subs-stub" / "build" / "bin" / "lab_01_naive").is_file())

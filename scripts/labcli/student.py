@@ -572,19 +572,19 @@ def cmd_compare(a):
 
 
 # ---------------------------------------------------------------------------------------- grade
-def resume_plan(grade, plan, out_root, known, expected):
+def resume_plan(grade, plan, out_root, known, expected, is_stub=None):
     """(the plan's submissions --resume grades, {name: report} of those it keeps): a grade is kept
     where its grading finished under the conditions `expected` holds, of the lab files the
     submission holds now (grade.resume_reason). One line each, saying which and why."""
     todo, kept = [], {}
     for given, path, name in plan:
-        why, report = grade.resume_reason(out_root / name, path, dict(expected, path=str(path)), known)
+        why, report = grade.resume_reason(out_root / name, path, dict(expected, path=str(path)), known, is_stub)
         if why is None:
             shown = grade.outcome_text(report)
             say(f"   {name}: graded before, unchanged; kept ({shown if grade.is_triage(report) else 'total ' + shown})")
             kept[name] = report
         else:
-            say(f"   {name}: {'regraded' if report else 'not graded before'}{': ' + why if report else ''}")
+            say(f"   {name}: {'not graded before' if why == 'no grade before' else 'regraded: ' + why}")
             todo.append((given, path, name))
     say(f"lab: --resume: {len(kept)} of {len(plan)} submission(s) kept (graded before, unchanged); "
         f"{len(todo)} to grade")
@@ -611,15 +611,21 @@ def cmd_grade(a):
     submissions = [s for s in a.submissions if s not in skipped]
     if not submissions:
         raise BadInput(f"no submission to grade ({'; '.join(skipped.values())}); nothing written")
-    problems, handed, empty = [], [], False
+    problems, handed, empty = [], {}, False
     for sub in submissions:
         p = Path(sub)
         if not p.is_dir():
             why = folder_problem(p.parent, must_exist=True, writable=False)  # a file on its way is named
-            problems.append(f"{sub}: {'not a folder' if p.exists() else why if ' is a file' in why else 'no such folder'}")
+            unzip = (f" (unpack it into its own folder first: unzip -q {shlex.quote(sub)} -d "
+                     f"{shlex.quote(str(p.with_suffix('')))})" if p.suffix.lower() == ".zip" else "")
+            problems.append(f"{sub}: {'not a folder' + unzip if p.exists() else why if ' is a file' in why else 'no such folder'}")
             continue
         found, _, notes, _ = grade.submission_notes(p, known)
-        handed.append(found)
+        inner = [] if found else grade.submission_folders(p, known)
+        if len(inner) > 1:  # `submissions` for `submissions/*`: never one student's grade, --allow-empty or not
+            problems.append(f"{sub} holds {len(inner)} submission folders: did you mean {sub.rstrip('/')}/*?")
+            continue
+        handed[sub] = found
         if not found and not a.allow_empty:
             empty = True
             hint = "; ".join(notes) or "expected labs/NN_name.cu files, e.g. labs/01_naive.cu"
@@ -629,7 +635,7 @@ def cmd_grade(a):
     if why:  # (it says what stands in the way; the plan's own "not a folder" would repeat it)
         out_problems = [f"--out {a.out}: {why}"]
     problems += out_problems
-    advice = " (--allow-empty grades a folder with no lab file as 0)" if empty else ""
+    advice = " (--allow-empty grades a folder with no lab file as 0)" if empty and not any("did you mean" in p for p in problems) else ""
     if len(problems) == 1:
         raise BadInput(f"{problems[0]}; nothing written{advice}")
     if problems:
@@ -647,13 +653,26 @@ def cmd_grade(a):
     # Without --sections, every section that some submission handed in counts for all (a missing one
     # is 0): a submission of fewer sections must not average over fewer. An untouched stub hands in
     # nothing (a student who hands in the whole release did not do every section).
-    graded, stub_only = (only, []) if only else grade.class_sections(
-        handed, out_root, known, lambda path, s: grade.handed_in_stub(grader, path, s))
+    is_stub = lambda path, s: grade.handed_in_stub(grader, path, s)
+    graded, stub_only = (only, []) if only else grade.class_sections(handed.values(), out_root, known, is_stub)
     if not only and graded:
         say(f"lab: graded sections (every one handed in; a missing one counts 0): {', '.join(graded)}" +
             (f"; {', '.join(stub_only)} handed in only as untouched stubs: not graded" if stub_only else ""))
+        # a section few students handed in is a 0 for all the others: said, so that no one misses it
+        few = grade.section_takers(handed, graded, is_stub)
+        for line in few:
+            say(f"lab: {line}")
+        common = [s for s in graded if not any(line.startswith(s + ":") and "fewer than half" in line for line in few)]
+        if any("fewer than half" in line for line in few):
+            say(f"lab: every other student scores 0 in a section handed in by fewer than half the class; to grade "
+                f"only the common ones: --sections {' '.join(s[:2] for s in common) or '...'}")
     on_gpu, gpu_name = False, None
-    if not a.no_gpu:
+    unit_tests = [s for s in graded if not is_python(s) and load_cases(s).get("unit_tests")]
+    if not a.no_gpu and not has_gpu():  # before the solutions are built: without a GPU they are never run
+        say("lab: no NVIDIA GPU found (nvidia-smi lists none); triage only: compiles, untouched stubs" +
+            (f" and the exercises' unit tests of {', '.join(unit_tests)} (on the CPU)" if unit_tests else "") +
+            "; no case of the case lists is run")
+    elif not a.no_gpu:
         build(targets(graded or known, lab=False))  # the reference solutions, timed beside the students' code
         probe = BUILD / "grade_probe.json"
         probe.unlink(missing_ok=True)
@@ -664,7 +683,9 @@ def cmd_grade(a):
             gpu_name = json.loads(probe.read_text())[-1]["gpu"]["name"]
             probe.unlink()
         if not on_gpu:
-            say(f"lab: {no_gpu_reason(out)}; triage only (compile errors, unmodified stubs), no case is run")
+            say(f"lab: {no_gpu_reason(out)}; triage only: compiles, untouched stubs" +
+                (f" and the exercises' unit tests of {', '.join(unit_tests)} (on the CPU)" if unit_tests else "") +
+                "; no case of the case lists is run")
         elif not sandbox_why:  # the same probe fenced in: a sandbox that hides the GPU grades nobody
             fenced = BUILD / "grade_probe"
             fenced.mkdir(parents=True, exist_ok=True)
@@ -676,20 +697,21 @@ def cmd_grade(a):
                 sandbox_why = f"the GPU run fails inside it: exit {code}" + (f", {said[-1][:160]}" if said else "")
                 if a.sandbox == "on":
                     raise LabError(f"--sandbox on: {sandbox_why}; nothing graded")
-        if on_gpu and sandbox_why:
-            advice = ", or install bubblewrap" if "not installed" in sandbox_why else ""
-            say(f"lab: the students' programs run with your permissions, not sandboxed ({sandbox_why}): grade as "
-                f"a user who can write only --out{advice}")
-        elif on_gpu:
-            say("lab: each student's program runs sandboxed (bubblewrap): it writes only its grade folder, no network")
+    # (in triage too: the students' files are compiled, and their unit tests run)
+    if sandbox_why:
+        advice = ", or install bubblewrap" if "not installed" in sandbox_why else ""
+        say(f"lab: the students' programs run with your permissions, not sandboxed ({sandbox_why}): grade as "
+            f"a user who can write only --out{advice}")
+    else:
+        say("lab: each student's program runs sandboxed (bubblewrap): it writes only its grade folder, no network")
     grader.sandbox = not sandbox_why
     sha, kept, order = git_sha(), {}, {name: n for n, (_, _, name) in enumerate(plan)}
     if a.resume:  # a class cut short: what was finished under these very conditions stays as it is
         plan, kept = resume_plan(grade, plan, out_root, known, {
-            "git_sha": sha, "graded_sections": graded, "gpu": gpu_name if on_gpu else None,
-            "sandboxed": bool(grader.sandbox and on_gpu), "timeout_s": a.timeout,
-            "hidden_cases_sha256": grade.file_digest(hidden) if hidden else None})
-    if plan and any(not is_python(s) and any(s in found for found in handed) for s in graded):
+            "grading_files": grader.grading_files(), "graded_sections": graded, "gpu": gpu_name if on_gpu else None,
+            "sandboxed": bool(grader.sandbox), "timeout_s": a.timeout,
+            "hidden_cases_sha256": grade.file_digest(hidden) if hidden else None}, is_stub)
+    if plan and any(not is_python(s) and any(s in found for found in handed.values()) for s in graded):
         harness = out_root / grade.HARNESS
         say(f"lab: building the harness (common/) once, for every submission, in {harness} ...", end="")
         t0 = time.time()

@@ -1,0 +1,28 @@
+# The exercises' unit-test programs of the sections that have them (a case file's `unit_tests`):
+# each built against the solution (NAME) and against the lab file (lab_NAME), on any machine. No
+# Catch2: the grader builds them too (LAB_BUILD_EXERCISE_TESTS) against a student's lab file.
+# lab_exercise_program(SECTION TEST_SOURCE [DEFINITIONS ...] [LIBS ...])
+function(lab_exercise_program sec test_source)
+  cmake_parse_arguments(EX "" "" "DEFINITIONS;LIBS" ${ARGN})
+  foreach(kind solution lab)
+    if(kind STREQUAL "solution")
+      set(src ${PROJECT_SOURCE_DIR}/solutions/${sec}.cu)
+      set(target exercises_${sec})
+    else()
+      set(src ${LAB_LABS_DIR}/${sec}.cu)
+      set(target lab_exercises_${sec})
+    endif()
+    if(NOT EXISTS ${src})
+      continue()
+    endif()
+    add_executable(${target} ${CMAKE_CURRENT_SOURCE_DIR}/${test_source})
+    target_link_libraries(${target} PRIVATE lab_common ${EX_LIBS})
+    target_compile_definitions(${target} PRIVATE ${EX_DEFINITIONS} LAB_EXERCISE_SOURCE="${src}")
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${LAB_CUDA_FLAGS}>)
+    set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES "${LAB_CUDA_ARCHITECTURES}")
+  endforeach()
+endfunction()
+
+lab_exercise_program(05_decode test_decode_exercises.cu DEFINITIONS LAB_EXERCISE_SECTION=5)
+lab_exercise_program(06_paged test_decode_exercises.cu DEFINITIONS LAB_EXERCISE_SECTION=6)
+lab_exercise_program(12_ring test_ring_exercises.cu LIBS lab_nccl)
