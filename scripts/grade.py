@@ -31,8 +31,11 @@ Section score = correctness (0-100) + bonus; the submission's total is the mean 
 sections (--sections, default: every section handed in by the class, a missing one counting 0,
 one handed in only as untouched stubs not counting).
 Without a GPU (triage) no case but the unit tests runs: every compiled section reads "not run (no
-GPU)", never a number (an untouched stub: 0). Outputs per submission grade.json and grade.md under --out/<name>/, and class_summary.csv,
-rebuilt from every grade under --out. The harness (common/) is built once, in --out/.harness/, and
+GPU)", never a number (an untouched stub: 0). With --cpu (a provisional grade on the CPU model) the
+cases the CPU model can run run with --cpu, as `scripts/lab check` runs them without a GPU: the
+student's exercise code inside the section's C++ model (a Python section: their code on the CPU),
+not their kernel; scored on correctness alone, the report labelled as such (CPU_MODEL).
+Outputs per submission grade.json and grade.md under --out/<name>/, and class_summary.csv, rebuilt from every grade under --out. The harness (common/) is built once, in --out/.harness/, and
 every submission's build links it. With --resume, a grade whose grading finished (COMPLETE) under
 the same conditions (the grader's files among them: grading_files), of lab files unchanged since
 (their sha256 in grade.json), is kept (resume_reason).
@@ -74,6 +77,17 @@ NOT_ON_THIS_GPU = "not on this GPU"
 # may never run (06's allocator), and a case of weight 1 among 92 would be worth nothing.
 UNIT_TESTS, UNIT_TESTS_SHARE = "the exercises' unit tests", 0.25
 BUILD_TIMEOUT = 600             # seconds one build step may take (an #include "/dev/zero" never ends)
+# --cpu: a provisional grade on the CPU model, for a machine without a GPU (or to keep one free).
+# Each case that `scripts/lab check` runs without a GPU runs with --cpu: the student's exercise code
+# inside the section's C++ model of the algorithm (a Python section: their code on the CPU), never
+# their kernel, so a race or any bug only a GPU shows is not seen; nothing is timed (no bonus).
+CPU_MODEL = "none (CPU model)"      # the report's gpu field and the class summary's gpu column
+CPU_GRADED = "graded on the CPU model"  # a section's status: its score is provisional
+CPU_NOT_CHECKED = "not checkable on the CPU"  # a section of which the CPU model checks nothing (why: cpu_note)
+# A run whose CPU part passed and whose exercise part only a GPU runs (its program says "not checked
+# here: ...", exit 77; `scripts/lab check` says "checked in part"): neither a pass nor a failure.
+GPU_ONLY_PART = "GPU-only part not checked"
+UNCOUNTED = (NOT_ON_THIS_GPU, GPU_ONLY_PART)  # case outcomes left out of a section's total
 
 
 def scan_submission(folder, known_sections, is_stub=None):
@@ -293,11 +307,20 @@ def section_takers(handed, graded, is_stub=lambda path, section: False):
     return lines
 
 
+def is_cpu_grade(report):
+    """Whether a grade was made on the CPU model (--cpu): provisional, never a GPU's grade."""
+    return report.get("gpu") == CPU_MODEL
+
+
 def total_text(report):
     """The total as the console shows it."""
     if report["total"] is None:
+        if is_cpu_grade(report):
+            unchecked = [s[:2] for s in report["graded_sections"]
+                         if (report["sections"].get(s) or {}).get("status") == CPU_NOT_CHECKED]
+            return f"no total ({', '.join(unchecked)} {CPU_NOT_CHECKED})"
         return NOT_RUN
-    return f"{report['total']:.1f}"
+    return f"{report['total']:.1f}" + (" on the CPU model (provisional)" if is_cpu_grade(report) else "")
 
 
 def is_triage(report):
@@ -481,10 +504,11 @@ def run_excerpt(out, lines=6):
     return "\n".join(l[:240] for l in out.strip().splitlines()[-lines:])
 
 
-def student_command(section, suffix, variant, args):
+def student_command(section, suffix, variant, args, cpu_model=False):
     """A case's run as the student types it in their own checkout (as `scripts/lab check` prints it)."""
     prog = ["python3", f"labs/{section}.py"] if suffix == ".py" else [f"build/bin/lab_{section}"]
-    return " ".join(shlex.quote(str(x)) for x in prog + ["--variant", variant, "--iters", "0", *args])
+    return " ".join(shlex.quote(str(x)) for x in prog + ["--variant", variant, "--iters", "0", *args] +
+                    (["--cpu"] if cpu_model else []))
 
 
 def unit_tests_weight(cases_weight):
@@ -507,15 +531,19 @@ def bonus_for(ratio):
 OWN_CODE_BUILDS = ("lab", "solution")
 
 
-def record_passed(r):
-    """Whether a run's result record shows a passing check, on some rows, of the submission's code."""
-    return bool(r["check"]["passed"]) and r["check"]["rows_checked"] > 0 and r["build"] in OWN_CODE_BUILDS
+def record_passed(r, cpu_model=False):
+    """Whether a run's result record shows a passing check, on some rows, of the submission's code
+    (under --cpu: its CPU model, which runs the submission's exercise code)."""
+    builds = OWN_CODE_BUILDS + ("cpu-model",) if cpu_model else OWN_CODE_BUILDS
+    return bool(r["check"]["passed"]) and r["check"]["rows_checked"] > 0 and r["build"] in builds
 
 
-def classify(code, out, record_ok):
-    """What happened to one correctness run."""
+def classify(code, out, record_ok, cpu_model=False):
+    """What happened to one correctness run (under --cpu, a run of the CPU model)."""
     if code == 0 and record_ok:
         return "pass"
+    if code == 77 and cpu_model and re.search(r"^not checked here:", out, re.M):
+        return GPU_ONLY_PART
     if code == 0:
         return "exited early (no passing result record)"
     if code == -signal.SIGXFSZ or (code == 1 and "[Errno 27] File too large" in out):  # (Python ignores the signal)
@@ -536,11 +564,12 @@ def classify(code, out, record_ok):
 
 
 def section_score(sec):
-    """The section's points, or None where its cases were not run (triage: no GPU) on a file that is
-    not an untouched stub (a stub scores 0, GPU or not)."""
-    if sec["status"] == NOT_RUN:
+    """The section's points, or None where its cases were not run (triage: no GPU) or none could be
+    checked on the CPU model (--cpu), on a file that is not an untouched stub (a stub scores 0, GPU
+    or not)."""
+    if sec["status"] in (NOT_RUN, CPU_NOT_CHECKED):
         return 0.0 if sec.get("unmodified_stub") else None
-    if sec["status"] != "graded":
+    if sec["status"] not in ("graded", CPU_GRADED):
         return 0.0
     return sec["correctness"] + sec.get("bonus", 0)
 
@@ -549,7 +578,7 @@ def section_state(sec):
     """One word or two for a section's outcome (the class summary's NN_status column)."""
     if sec is None:
         return "not graded"  # a grade made over other sections than the summary's
-    if sec["status"] in ("graded", NOT_RUN) and sec.get("unmodified_stub"):
+    if sec["status"] in ("graded", NOT_RUN, CPU_GRADED, CPU_NOT_CHECKED) and sec.get("unmodified_stub"):
         return "unmodified stub"
     return sec["status"]
 
@@ -567,16 +596,24 @@ def number(x):
 def total_line(report):
     if not report["graded_sections"]:
         return "**Total: 0** — no lab file found (expected labs/NN_<name>.cu files, e.g. 01_naive.cu)."
+    if report["total"] is None and is_cpu_grade(report):
+        return ("**Total: none on the CPU model** — a section below has nothing the CPU model can check; "
+                "grade it on a GPU.")
     if report["total"] is None:
         return (f"**Total: {NOT_RUN}** — triage only: compile errors and unmodified stubs below; "
                 "grade on a GPU machine for correctness and performance.")
-    return (f"**Total: {report['total']:.1f}** (mean over {len(report['graded_sections'])} section(s): "
-            f"{', '.join(report['graded_sections'])})")
+    return (f"**Total: {report['total']:.1f}{', provisional (CPU model)' if is_cpu_grade(report) else ''}** "
+            f"(mean over {len(report['graded_sections'])} section(s): {', '.join(report['graded_sections'])})")
 
 
 def render_markdown(report):
     """grade.md from a grade.json report."""
-    where = f"on {report['gpu']}" if report["gpu"] else "without a GPU (triage only: no case was run)"
+    cpu = is_cpu_grade(report)
+    where = ("on the CPU model, not on a GPU: each case ran your exercise code inside the section's C++ model "
+             "of the algorithm (`--cpu`; a Python section: your code on the CPU), not your kernel. A race, a "
+             "missing synchronisation or any other bug only a GPU shows is not seen, and nothing was timed (no "
+             "speed bonus). **This grade is provisional** until graded on a GPU") if cpu else \
+        f"on {report['gpu']}" if report["gpu"] else "without a GPU (triage only: no case was run)"
     lines = [f"# Grade: {report['submission']}", "",
              f"Graded {report['time_utc']} at commit {report['git_sha']} {where}.", "",
              total_line(report), ""]
@@ -603,11 +640,11 @@ def render_markdown(report):
     for name in report["graded_sections"]:
         s = report["sections"][name]
         ratio = s.get("speed_ratio")
-        run = s["status"] != NOT_RUN
+        run = s["status"] not in (NOT_RUN, CPU_NOT_CHECKED)
         score = section_score(s)
         lines.append(f"| {name} | {s['status']}{', unmodified stub' if s.get('unmodified_stub') else ''} | "
                      f"{format(s['correctness'], '.0f') + '%' if run else '–'} | "
-                     f"{'–' if ratio is None else f'{ratio:.2f}×'} | {s.get('bonus', 0) if run else '–'} | "
+                     f"{'–' if ratio is None else f'{ratio:.2f}×'} | {s.get('bonus', 0) if run and not cpu else '–'} | "
                      f"{'–' if score is None else f'{score:.1f}'} |")
     lines.append("")
     for name in report["graded_sections"]:
@@ -632,9 +669,10 @@ def render_markdown(report):
             lines += [f"Changed outside the exercise regions, at lines {line_ranges(s['edits_outside_exercises'])} "
                       "of the handed-in file: the given code (the harness call, `main`, the checks) is not the "
                       "exercise's; review those lines (the score does not change).", ""]
-        if s["status"] == NOT_RUN:
+        if s["status"] in (NOT_RUN, CPU_NOT_CHECKED):
             unit = [c for c in s["cases"] if c["case"] == UNIT_TESTS]
-            lines += ["Compiled; " + ("the other " if unit else "") + "cases not run (no GPU on the grading machine)."]
+            lines += [f"Compiled; not checked on the CPU model: {s.get('cpu_note')}." if s["status"] == CPU_NOT_CHECKED
+                      else "Compiled; " + ("the other " if unit else "") + "cases not run (no GPU on the grading machine)."]
             for c in unit:  # run on the CPU
                 lines += ["", f"The exercises' unit tests (run on the CPU): {c['status']}."]
                 if c["status"] != "pass":
@@ -643,12 +681,19 @@ def render_markdown(report):
             lines.append("")
             continue
         absent = [c for c in s["cases"] if c["status"] == NOT_ON_THIS_GPU]
-        failed = [c for c in s["cases"] if c["status"] not in ("pass", NOT_ON_THIS_GPU)]
-        counted = len(s["cases"]) - len(absent)
-        lines += [f"{counted - len(failed)} of {counted} cases passed "
+        in_part = [c for c in s["cases"] if c["status"] == GPU_ONLY_PART]
+        failed = [c for c in s["cases"] if c["status"] not in ("pass", *UNCOUNTED)]
+        counted = len(s["cases"]) - len(absent) - len(in_part)
+        skipped = s.get("gpu_only_runs", 0)
+        lines += [f"{counted - len(failed)} of {counted} cases passed{' on the CPU model' if cpu else ''} "
                   f"({s['weight_passed']:g} of {s['weight_total']:g} weight)."
                   + (f" {len(absent)} more could not run on this GPU, for the solution either "
-                     f"({', '.join(sorted({c['variant'] for c in absent}))}): not counted." if absent else ""), ""]
+                     f"({', '.join(sorted({c['variant'] for c in absent}))}): not counted." if absent else "")
+                  + (f" {len(in_part)} more passed their CPU part; their exercise part needs a GPU ({GPU_ONLY_PART}): "
+                     "not counted." if in_part else "")
+                  + (f" {skipped} run{'s' if skipped > 1 else ''} of the case list {'are' if skipped > 1 else 'is'} "
+                     "GPU-only (too large for the CPU model, or a variant it does not model): not run." if skipped else ""),
+                  ""]
         if failed:
             lines += ["| case | variant | result | seconds |", "|---|---|---|---:|"]
             lines += [f"| {c['case']} | {c['variant']} | {c['status']} | {c['seconds']:.1f} |" for c in failed]
@@ -784,7 +829,7 @@ def resume_reason(folder, submission, expected, known_sections, is_stub=None):
         return "its last grading did not finish", report
     if not isinstance(report.get("lab_files"), dict):
         return "graded before lab files were recorded", report
-    said = lambda gpu: gpu or "no GPU (triage)"
+    said = lambda gpu: "the CPU model" if gpu == CPU_MODEL else gpu or "no GPU (triage)"  # (a CPU_MODEL grade: --cpu)
     if report.get("path") != expected["path"]:
         return f"graded from another folder before ({report.get('path')})", report
     if not isinstance(report.get("grading_files"), dict):
@@ -1142,6 +1187,7 @@ class Grader:
         self.jobs = max(1, jobs)  # case runs at once (the timing runs stay one at a time)
         self.devices, self.on_device = list(devices), on_device  # case n runs on devices[n % len]
         self.sandbox = sandbox  # every run fenced in, writing only its grade folder (sandbox_command)
+        self.not_on_cpu = {}  # --cpu: {section: why this machine cannot run it on the CPU} (a Python package missing)
         # program(section, solution, build_dir, labs_dir): the command that runs a section's program
         self.program = program or (lambda s, solution, build_dir=None, labs_dir=None:
                                    [Path(build_dir or ref_build) / "bin" / (s if solution else f"lab_{s}")])
@@ -1373,18 +1419,19 @@ class Grader:
             return cmd
         return sandbox_command(cmd, workdir, self.unseen(workdir) if student else ())
 
-    def run_case(self, exe, variant, args, timeout, workdir, n=0, student=True):
-        """Runs one case; the verdict comes from the exit code and the run's result record."""
+    def run_case(self, exe, variant, args, timeout, workdir, n=0, student=True, cpu_model=False):
+        """Runs one case (cpu_model: its CPU model, --cpu); the verdict comes from the exit code and
+        the run's result record."""
         rec = workdir / f"record-{n}.json"  # one per run: several may run at once
         rec.unlink(missing_ok=True)
-        cmd = list(exe) + ["--variant", variant, "--iters", "0", "--json", rec] + args
+        cmd = list(exe) + ["--variant", variant, "--iters", "0", "--json", rec] + args + (["--cpu"] if cpu_model else [])
         code, out, secs = self.run_limited(self.launch(cmd, self.devices[n % len(self.devices)], workdir, student),
                                            timeout)
         record_ok = False
         if rec.exists():
             try:
                 r = json.loads(rec.read_text())[-1]
-                record_ok = record_passed(r)
+                record_ok = record_passed(r, cpu_model)
                 out += "\n" + r["check"].get("verdict", "")  # "output not written: ..." and the like
             except (ValueError, KeyError, IndexError, TypeError):
                 record_ok = False
@@ -1430,11 +1477,11 @@ class Grader:
         return dict(case, status=status, exit=code, seconds=round(secs, 2), log_excerpt=run_excerpt(text, 8))
 
     def grade(self, submission, out_root, known_sections, only_sections, hidden, timeout, on_gpu, gpu_name, sha, progress,
-              name=None):
+              name=None, cpu_model=False):
         """Grades one submission into out_root/name (default: its folder's name; plan_outputs
         chooses it and checks it may be replaced); returns its report."""
         return self.run(self.build(submission, out_root, known_sections, only_sections, name), hidden, timeout, on_gpu,
-                        gpu_name, sha, progress)
+                        gpu_name, sha, progress, cpu_model)
 
     def build(self, submission, out_root, known_sections, only_sections, name=None):
         """The half of grading that needs no GPU: the grade folder made anew, the lab files copied in,
@@ -1490,13 +1537,16 @@ class Grader:
         return {"report": report, "out": out, "labs_dir": labs_dir, "files": files, "built": built, "refused": refused,
                 "needs": needs, "tests_built": tests_built, "unit_tests": unit_tests}
 
-    def run(self, staged, hidden, timeout, on_gpu, gpu_name, sha, progress):
+    def run(self, staged, hidden, timeout, on_gpu, gpu_name, sha, progress, cpu_model=False):
         """The other half, one submission at a time (its cases and its timing have the GPU to
-        themselves): the cases of every section that compiled, the speed bonus, the reports."""
+        themselves): the cases of every section that compiled, the speed bonus, the reports.
+        cpu_model (--cpu, on_gpu False): the cases the CPU model runs, run on it, for a
+        provisional grade (CPU_MODEL)."""
         report, out, labs_dir, files, built = (staged[k] for k in ("report", "out", "labs_dir", "files", "built"))
         name, graded = report["submission"], report["graded_sections"]
+        cpu_model = cpu_model and not on_gpu
         report.update(time_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), git_sha=sha,
-                      gpu=gpu_name if on_gpu else None, sandboxed=bool(self.sandbox),
+                      gpu=gpu_name if on_gpu else CPU_MODEL if cpu_model else None, sandboxed=bool(self.sandbox),
                       hidden_cases_sha256=file_digest(hidden) if hidden else None, timeout_s=timeout,
                       grading_files=self.grading_files())
         # the compiler names the file by the grader's path; the student knows it as labs/NN_name.cu
@@ -1526,15 +1576,27 @@ class Grader:
                 progress(f"{name}: {s}: compile error" +
                          (f" ({needs_text(s, sec['needs_lab'])})" if "needs_lab" in sec else ""))
                 continue
+            if cpu_model and s in self.not_on_cpu:
+                sec.update(status=CPU_NOT_CHECKED, correctness=None, cpu_note=self.not_on_cpu[s])
+                progress(f"{name}: {s}: compiled; {CPU_NOT_CHECKED}: {self.not_on_cpu[s]}")
+                continue
             # the exercises' unit tests run on the CPU: with or without a GPU
             has_unit = s in staged.get("unit_tests", {})
-            data = self.load_cases(s, hidden) if on_gpu or has_unit else {}
-            runs = [r for r in self.expand_cases(data, False, False, True) if r[3] == "pass"] if data else []
+            data = self.load_cases(s, hidden) if on_gpu or cpu_model or has_unit else {}
+            # on the CPU model, the runs `scripts/lab check` makes without a GPU: no `cpu: false` case,
+            # only the section's cpu_variants
+            every = lambda gpu: [r for r in self.expand_cases(data, False, False, gpu) if r[3] == "pass"] if data else []
+            runs = every(not cpu_model)
+            if cpu_model:
+                sec["gpu_only_runs"] = len(every(True)) - len(runs)
+                progress(f"{name}: {s}: {len(runs)} run{'s' if len(runs) != 1 else ''} on the CPU model"
+                         + (f"; {sec['gpu_only_runs']} GPU-only run{'s' if sec['gpu_only_runs'] > 1 else ''} of the "
+                            "case list skipped" if sec["gpu_only_runs"] else ""))
             limit = min(timeout, data.get("timeout_s", timeout))
             unit = self.unit_test_case(staged, s, limit) if has_unit else None
             if unit:
                 progress(f"{name}: {s}: {unit['case']}: {unit['status']}")
-            if not on_gpu:
+            if not on_gpu and not cpu_model:
                 sec["status"] = NOT_RUN
                 sec["correctness"] = None
                 if unit:
@@ -1544,29 +1606,45 @@ class Grader:
                 continue
             exe = self.program(s, False, out / "build", labs_dir)
             pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.jobs)
-            jobs = [pool.submit(self.run_case, exe, variant, args, limit, out, n) for n, (_, variant, args, _, _) in enumerate(runs, 1)]
+            jobs = [pool.submit(self.run_case, exe, variant, args, limit, out, n, cpu_model=cpu_model)
+                    for n, (_, variant, args, _, _) in enumerate(runs, 1)]
             for n, ((case, variant, args, _, weight), job) in enumerate(zip(runs, jobs), 1):
                 code, text_out, secs, record_ok = job.result()
-                status = classify(code, text_out, record_ok)
-                if status == "cannot run here" and self.run_case(self.program(s, True, self.ref_build), variant, args,
-                                                                 limit, out, n, student=False)[0] == 77:
+                status = classify(code, text_out, record_ok, cpu_model)
+                if status == "cannot run here" and on_gpu and self.run_case(self.program(s, True, self.ref_build), variant,
+                                                                            args, limit, out, n, student=False)[0] == 77:
                     status = NOT_ON_THIS_GPU  # the solution cannot either (a Hopper-only variant): not counted
                 sec["cases"].append({"case": case, "variant": variant, "weight": weight, "status": status, "exit": code,
                                      "seconds": round(secs, 2), "log_excerpt": run_excerpt(text_out)})
                 if status != "pass" and not case.startswith("hidden: "):  # a hidden case's arguments stay hidden
-                    sec["cases"][-1]["rerun"] = student_command(s, files[s].suffix, variant, args)
-                sec["weight_total"] += weight if status != NOT_ON_THIS_GPU else 0
+                    sec["cases"][-1]["rerun"] = student_command(s, files[s].suffix, variant, args, cpu_model)
+                sec["weight_total"] += weight if status not in UNCOUNTED else 0
                 sec["weight_passed"] += weight if status == "pass" else 0
                 progress(f"{name}: {s} [{n}/{len(runs)}] {status:<12} {variant} {case}")
             pool.shutdown()
+            if cpu_model and not sec["weight_total"]:  # every run needs a GPU for its exercise part, or none ran
+                why = next((m.group(1).rstrip(".") for c in sec["cases"] if c["status"] == GPU_ONLY_PART
+                            for m in [re.search(r"^not checked here: *(?:needs a GPU: *)?(.+)$", c["log_excerpt"], re.M)]
+                            if m), None)
+                sec.update(status=CPU_NOT_CHECKED, correctness=None,
+                           cpu_note=f"every case's exercise part needs a GPU ({why})" if why else
+                           "every case of its list needs a GPU" if not runs else "no case was counted")
+                if unit:
+                    sec["cases"].insert(0, unit)
+                progress(f"{name}: {s}: {CPU_NOT_CHECKED}: {sec['cpu_note']}")
+                continue
             if unit:  # a share of the section, whatever its number of cases (unit_tests_weight)
                 unit["weight"] = unit_tests_weight(sec["weight_total"])
                 sec["cases"].insert(0, unit)
                 sec["weight_total"] += unit["weight"]
                 sec["weight_passed"] += unit["weight"] if unit["status"] == "pass" else 0
             sec["correctness"] = 100.0 * sec["weight_passed"] / sec["weight_total"] if sec["weight_total"] else 0.0
-            sec["status"] = "graded"
-            perf = perf_shape(data)
+            sec["status"] = CPU_GRADED if cpu_model else "graded"
+            if cpu_model:
+                in_part = sum(c["status"] == GPU_ONLY_PART for c in sec["cases"])
+                progress(f"{name}: {s}: {sec['correctness']:.1f}% on the CPU model (provisional)"
+                         + (f"; {in_part} run{'s' if in_part > 1 else ''}: {GPU_ONLY_PART}, not counted" if in_part else ""))
+            perf = perf_shape(data) if on_gpu else None
             if sec["correctness"] == 100.0 and perf:
                 variant, args = perf
                 mine = self.median_ms(exe, variant, args, limit, out)

@@ -5,7 +5,9 @@ submissions in one), submissions graded with a stand-in build and stand-in runs,
 (GradeTriage) real `scripts/lab grade --no-gpu` runs: paths that are no submission, and --out
 folders that would replace one, refused (exit 2, nothing written); a triage over a file that does
 not compile, an untouched stub ("not run (no GPU)", never a number), a misnamed file and two
-submissions of the same name; and a regrade of one submission that keeps the class summary."""
+submissions of the same name; and a regrade of one submission that keeps the class summary;
+(GradeOnTheCpuModel) real `scripts/lab grade --cpu` runs of section 01: a provisional grade on the
+CPU model (a correct lab, the stub, an exercise that never ends, --resume after a triage)."""
 import contextlib
 import csv
 import io
@@ -104,6 +106,66 @@ class CasesThisGpuCannotRun(unittest.TestCase):
         self.assertIn("0 of 1 cases passed (0 of 1 weight). 1 more could not run on this GPU", grade.render_markdown(r))
 
 
+class CpuModelRuns(unittest.TestCase):
+    """--cpu with stand-in runs: the runs `check` makes without a GPU, each with --cpu; a run whose
+    exercise part needs a GPU is neither a pass nor a failure, and a section of nothing else has no
+    number."""
+
+    def grade(self, run_limited, data):
+        ran = []
+
+        def run(cmd, timeout):
+            ran.append([str(c) for c in cmd])
+            return run_limited(cmd, timeout)
+        g = StandInGrader(ROOT, ROOT / "build", run, make_labs.make_stub, lambda s, hidden: data,
+                          student.expand_cases, dict, print, program=lambda s, sol, build_dir=None, labs_dir=None: ["lab"])
+        with tempfile.TemporaryDirectory() as tmp:
+            r = g.grade(submission(Path(tmp, "alice")), Path(tmp, "grades"), SECTIONS, ["01_naive"], None, 10, False,
+                        None, "abc", lambda msg: None, cpu_model=True)
+            md = (Path(tmp, "grades", "alice", "grade.md")).read_text()
+        return r, md, ran
+
+    def test_a_run_whose_exercise_part_needs_a_gpu_is_not_counted(self):
+        def run_limited(cmd, timeout):
+            rec = Path(cmd[cmd.index("--json") + 1])
+            if cmd[cmd.index("--variant") + 1] == "mma":
+                return 77, "not checked here: needs a GPU: the mma kernel's fragments", 0.1
+            passed = cmd[cmd.index("--t") + 1] != "3"
+            rec.write_text(json.dumps([{"build": "cpu-model", "check": {"passed": passed, "rows_checked": 4, "verdict": ""}}]))
+            return (0, "PASS", 0.1) if passed else (1, "O too far from fp64", 0.1)
+        data = {"section": "01_naive", "variants": ["scalar", "mma", "big"], "cpu_variants": ["scalar", "mma"],
+                "cases": [{"name": "T=1", "args": ["--t", "1"]}, {"name": "T=2", "args": ["--t", "2"]},
+                          {"name": "T=3", "args": ["--t", "3"]}, {"name": "T=9999", "args": ["--t", "9999"], "cpu": False}]}
+        r, md, ran = self.grade(run_limited, data)
+        self.assertTrue(all(cmd[-1] == "--cpu" for cmd in ran), ran)
+        self.assertEqual(len(ran), 6)  # 3 cases x (scalar, mma): no `cpu: false` case, no variant the model lacks
+        sec = r["sections"]["01_naive"]
+        self.assertEqual([c["status"] for c in sec["cases"]], ["pass", grade.GPU_ONLY_PART] * 2 +
+                         ["wrong answer", grade.GPU_ONLY_PART])
+        self.assertEqual((sec["status"], sec["weight_total"], sec["weight_passed"], sec["gpu_only_runs"]),
+                         (grade.CPU_GRADED, 3, 2, 6))
+        self.assertAlmostEqual(r["total"], 200 / 3)
+        self.assertNotIn("bonus", sec)
+        self.assertEqual(r["gpu"], grade.CPU_MODEL)
+        self.assertIn("2 of 3 cases passed on the CPU model (2 of 3 weight). 3 more passed their CPU part; their "
+                      f"exercise part needs a GPU ({grade.GPU_ONLY_PART}): not counted. 6 runs of the case list are "
+                      "GPU-only", md)
+        self.assertIn("\nbuild/bin/lab_01_naive --variant scalar --iters 0 --t 3 --cpu\n", md)  # the rerun line
+
+    def test_a_section_the_cpu_model_cannot_check_has_no_number(self):
+        def run_limited(cmd, timeout):
+            return 77, "not checked here: needs a GPU: ring_slot() passed; the rest runs only on a Hopper GPU", 0.1
+        data = {"section": "01_naive", "variants": ["ws"], "cases": [{"name": "T=1", "args": ["--t", "1"]}]}
+        r, md, _ = self.grade(run_limited, data)
+        sec = r["sections"]["01_naive"]
+        self.assertEqual((sec["status"], sec["correctness"], r["total"]), (grade.CPU_NOT_CHECKED, None, None))
+        self.assertEqual(sec["cpu_note"], "every case's exercise part needs a GPU (ring_slot() passed; the rest runs "
+                                          "only on a Hopper GPU)")
+        self.assertIn(f"| 01_naive | {grade.CPU_NOT_CHECKED} | – | – | – | – |", md)
+        self.assertIn("**Total: none on the CPU model**", md)
+        self.assertEqual(grade.total_text(r), f"no total (01 {grade.CPU_NOT_CHECKED})")
+
+
 class Scratch(unittest.TestCase):
     def test_the_caches_of_a_submissions_runs_are_deleted_once_they_end(self):
         """Triton's and CUDA's caches go to <grade>/.cache (sandbox_command); a class of them would
@@ -133,6 +195,9 @@ class ResultRecords(unittest.TestCase):
         self.assertTrue(grade.record_passed(rec("solution")))
         for r in (rec("cpu-model"), rec("baseline"), rec("lab", passed=False), rec("lab", rows=0)):
             self.assertFalse(grade.record_passed(r), r)
+        # graded on the CPU model (--cpu), the model's record is the one that runs the student's exercise code
+        self.assertTrue(grade.record_passed(rec("cpu-model"), cpu_model=True))
+        self.assertFalse(grade.record_passed(rec("baseline"), cpu_model=True))
 
 
 class Reports(unittest.TestCase):
@@ -722,6 +787,7 @@ class Reports(unittest.TestCase):
             self.assertIn("graded sections changed", self.resumed(sub, out, graded_sections=["01_naive"]))
             self.assertEqual(self.resumed(sub, out, hidden_cases_sha256="0" * 64), "hidden cases added")
             self.assertEqual(self.resumed(sub, out, gpu=None), "graded on GPU before, now on no GPU (triage)")
+            self.assertEqual(self.resumed(sub, out, gpu=grade.CPU_MODEL), "graded on GPU before, now on the CPU model")
             self.assertEqual(self.resumed(sub, out, sandboxed=True), "graded unsandboxed before, now sandboxed")
             self.assertEqual(self.resumed(sub, out, timeout_s=60), "timeout 10 s before, now 60 s")
             self.assertIn("another folder", self.resumed(sub, out, path="/elsewhere/alice"))
@@ -972,7 +1038,7 @@ class ExerciseUnitTests(unittest.TestCase):
                 "cases": [{"name": f"T={n}", "args": ["--t", str(n)]} for n in (1, 2, 3)]}
 
         class Grader(StandInGrader):
-            def run_case(self, exe, variant, args, timeout, workdir, n=0, student=True):
+            def run_case(self, exe, variant, args, timeout, workdir, n=0, student=True, cpu_model=False):
                 return 0, "PASS", 0.1, True
         g = Grader(ROOT, ROOT / "build", lambda cmd, timeout: run_limited(cmd, timeout) + (0.1,),
                    make_labs.make_stub, lambda s, hidden: data, student.expand_cases, dict, print,
@@ -1640,6 +1706,104 @@ class GradeTriage(unittest.TestCase):
             self.assertEqual(sorted(table), ["broken", "sec2-stub", "subs-stub", "unknown"])
             self.assertEqual([table["broken"][k] for k in ("total", "01_naive_status")], ["", "not run (no GPU)"])
             self.assertRegex(r.stdout, r"\n   broken +01 compiled\n")
+
+
+class GradeOnTheCpuModel(unittest.TestCase):
+    """Real `scripts/lab grade --cpu` runs of section 01 (on one --out: the harness is built once):
+    a triage of a correct lab, then --cpu --resume over it, the untouched stub and a lab whose
+    exercise never ends at T_kv = 65, then --cpu --resume again."""
+    TIMEOUT = "5"  # seconds a run: the hang costs one; every other run of 01 on the CPU model takes under 1 s
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        subs, cls.out = Path(cls.tmp.name, "subs"), Path(cls.tmp.name, "grades")
+        text, stub, _ = filled_in("01_naive.cu")  # the solution's exercise code in the stub
+        hang = text.replace("  // EXERCISE softmax:", "  if (t_kv == 65) {  // never ends\n    volatile bool spin = true;\n"
+                                                     "    while (spin) {\n    }\n  }\n  // EXERCISE softmax:")
+        for name, lab in (("good", text), ("stub", stub), ("hang", hang)):
+            (subs / name).mkdir(parents=True)
+            (subs / name / "01_naive.cu").write_text(lab)
+        cls.hang_planted = hang != text
+        lab = lambda *args: subprocess.run([sys.executable, str(ROOT / "scripts" / "lab"), "grade", *map(str, args),
+                                            "--sections", "01", "--out", str(cls.out), "--timeout", cls.TIMEOUT],
+                                           capture_output=True, text=True, timeout=1200)
+        cls.triage = lab(subs / "good", "--no-gpu")
+        t0 = time.time()
+        cls.cpu = lab(subs / "good", subs / "stub", subs / "hang", "--cpu", "--resume")
+        cls.cpu_seconds = time.time() - t0
+        cls.again = lab(subs / "good", subs / "stub", subs / "hang", "--cpu", "--resume")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def report(self, name):
+        return json.loads((self.out / name / "grade.json").read_text())
+
+    def test_it_ran(self):
+        for r in (self.triage, self.cpu, self.again):
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertNotIn("Traceback", r.stdout + r.stderr)
+        self.assertIn("a provisional grade on the CPU model", self.cpu.stdout)
+        # the console says what the CPU model skipped: 01's cpu: false cases and its cublas variant
+        self.assertIn("good: 01_naive: 20 runs on the CPU model; 24 GPU-only runs of the case list skipped", self.cpu.stdout)
+        self.assertIn("runs of the case lists skipped as GPU-only, per submission: 01_naive 24", self.cpu.stdout)
+
+    def test_a_correct_lab_scores_100_labelled_provisional(self):
+        r = self.report("good")
+        sec = r["sections"]["01_naive"]
+        self.assertEqual((r["gpu"], r["total"], sec["status"], sec["correctness"]),
+                         (grade.CPU_MODEL, 100.0, grade.CPU_GRADED, 100.0))
+        self.assertEqual(len(sec["cases"]), 20)
+        self.assertNotIn("bonus", sec)  # nothing is timed
+        md = (self.out / "good" / "grade.md").read_text()
+        self.assertIn("on the CPU model, not on a GPU", md)
+        self.assertIn("not your kernel", md)
+        self.assertIn("only a GPU shows is not seen", md)
+        self.assertIn("**This grade is provisional** until graded on a GPU", md)
+        self.assertIn("**Total: 100.0, provisional (CPU model)**", md)
+        row = {r["submission"]: r for r in rows(self.out / grade.SUMMARY)}["good"]
+        self.assertEqual([row[k] for k in ("total", "gpu", "01_naive", "01_naive_status")],
+                         ["100.0", "none (CPU model)", "100.0", "graded on the CPU model"])
+        self.assertRegex(self.cpu.stdout, r"\n   good +100\.0 on the CPU model \(provisional\)\n")
+
+    def test_the_untouched_stub_scores_0(self):
+        r = self.report("stub")
+        sec = r["sections"]["01_naive"]
+        self.assertEqual((r["total"], sec["correctness"], sec["unmodified_stub"]), (0.0, 0.0, True))
+        self.assertFalse([c for c in sec["cases"] if c["status"] == "pass"])
+        self.assertEqual({r["submission"]: r for r in rows(self.out / grade.SUMMARY)}["stub"]["gpu"], "none (CPU model)")
+
+    def test_an_exercise_that_never_ends_times_out_as_a_failed_case(self):
+        self.assertTrue(self.hang_planted, "the stub's softmax exercise line moved")
+        sec = self.report("hang")["sections"]["01_naive"]
+        self.assertEqual([c["case"] for c in sec["cases"] if c["status"] == "timeout"], ["T=65"])
+        self.assertEqual([c["case"] for c in sec["cases"] if c["status"] != "pass"], ["T=65"])
+        self.assertEqual(sec["correctness"], 95.0)
+        self.assertLess(self.cpu_seconds, 600)  # stopped at its limit, not hung
+
+    def test_resume_regrades_a_triage_grade_and_keeps_a_cpu_one(self):
+        self.assertRegex(self.triage.stdout, r"\n   good +01 compiled\n")  # a triage grade first ...
+        self.assertEqual(self.report("good")["gpu"], grade.CPU_MODEL)  # ... replaced by the CPU model's
+        self.assertIn("   good: regraded: graded on no GPU (triage) before, now on the CPU model\n", self.cpu.stdout)
+        self.assertIn("   stub: not graded before\n", self.cpu.stdout)
+        self.assertIn("--resume: 0 of 3 submission(s) kept", self.cpu.stdout)
+        self.assertIn("   good: graded before, unchanged; kept (total 100.0 on the CPU model (provisional))\n",
+                      self.again.stdout)
+        self.assertIn("--resume: 3 of 3 submission(s) kept", self.again.stdout)
+        self.assertNotIn("compiling", self.again.stdout)
+
+    def test_cpu_with_no_gpu_is_refused(self):
+        """--no-gpu runs no case (triage), --cpu runs them on the CPU model: the two together are bad input."""
+        with tempfile.TemporaryDirectory() as tmp:
+            sub, out = submission(Path(tmp, "alice")), Path(tmp, "grades")
+            r = subprocess.run([sys.executable, str(ROOT / "scripts" / "lab"), "grade", str(sub), "--cpu", "--no-gpu",
+                                "--out", str(out)], capture_output=True, text=True, timeout=120)
+            self.assertEqual((r.returncode, r.stdout.count("\n")), (2, 1), r.stdout + r.stderr)
+            self.assertIn("--cpu and --no-gpu", r.stdout)
+            self.assertNotIn("Traceback", r.stdout + r.stderr)
+            self.assertFalse(out.exists())
 
 
 class PerfRun(unittest.TestCase):

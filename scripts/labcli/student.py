@@ -591,8 +591,22 @@ def resume_plan(grade, plan, out_root, known, expected, is_stub=None):
     return todo, kept
 
 
+def not_on_cpu(names):
+    """{Python section: why its --cpu path cannot run here}: a package that path imports is not
+    installed (the grader installs nothing; `scripts/lab check NN --cpu` would)."""
+    import importlib.util
+    from labcli import setup
+    missing = {s: [m for m in setup.SECTION_NEEDS.get((s, False), setup.SECTION_MODULES)
+                   if importlib.util.find_spec(m) is None] for s in names if is_python(s)}
+    return {s: f"needs {', '.join(m)}, not installed here (pip install -r scripts/requirements-cpu.txt)"
+            for s, m in missing.items() if m}
+
+
 def cmd_grade(a):
     import grade
+    if getattr(a, "cpu", False) and getattr(a, "no_gpu", False):  # --no-gpu runs no case (triage); --cpu runs them
+        raise BadInput("--cpu and --no-gpu: --no-gpu is triage (no case runs), --cpu runs the cases on the CPU model; "
+                       "give one; nothing written")
     known = sections()
     only = resolve_all(a.sections) if a.sections else None
     hidden = a.cases
@@ -648,8 +662,8 @@ def cmd_grade(a):
     for line in [*skipped.values(), *notes]:
         say(f"lab: {line}")
     grader = grade.Grader(ROOT, BUILD, run_limited, make_labs.make_stub, load_cases, expand_cases, cmake_env,
-                          lambda msg: say(f"  {msg}"), jobs=a.jobs, devices=gpu_devices(a.gpus), on_device=on_device,
-                          program=program)
+                          lambda msg: say(f"  {msg}"), jobs=a.jobs, devices=gpu_devices(1 if a.cpu else a.gpus),
+                          on_device=on_device, program=program)
     # Without --sections, every section that some submission handed in counts for all (a missing one
     # is 0): a submission of fewer sections must not average over fewer. An untouched stub hands in
     # nothing (a student who hands in the whole release did not do every section).
@@ -668,7 +682,15 @@ def cmd_grade(a):
                 f"only the common ones: --sections {' '.join(s[:2] for s in common) or '...'}")
     on_gpu, gpu_name = False, None
     unit_tests = [s for s in graded if not is_python(s) and load_cases(s).get("unit_tests")]
-    if not a.no_gpu and not has_gpu():  # before the solutions are built: without a GPU they are never run
+    if a.cpu:  # a provisional grade: no GPU asked for, no reference solution built (nothing is timed)
+        say("lab: --cpu: a provisional grade on the CPU model: each case the CPU model runs (as scripts/lab check "
+            "without a GPU) runs the student's exercise code in the section's C++ model (--cpu; a Python section: "
+            "their code on the CPU), not their kernel; races and other GPU-only bugs are not seen, and nothing is "
+            "timed (no speed bonus); grade on a GPU for the final grades")
+        grader.not_on_cpu = not_on_cpu(graded)
+        for s, why in grader.not_on_cpu.items():
+            say(f"lab: {s}: not run on the CPU: {why}")
+    elif not a.no_gpu and not has_gpu():  # before the solutions are built: without a GPU they are never run
         say("lab: no NVIDIA GPU found (nvidia-smi lists none); triage only: compiles, untouched stubs" +
             (f" and the exercises' unit tests of {', '.join(unit_tests)} (on the CPU)" if unit_tests else "") +
             "; no case of the case lists is run")
@@ -708,7 +730,8 @@ def cmd_grade(a):
     sha, kept, order = git_sha(), {}, {name: n for n, (_, _, name) in enumerate(plan)}
     if a.resume:  # a class cut short: what was finished under these very conditions stays as it is
         plan, kept = resume_plan(grade, plan, out_root, known, {
-            "grading_files": grader.grading_files(), "graded_sections": graded, "gpu": gpu_name if on_gpu else None,
+            "grading_files": grader.grading_files(), "graded_sections": graded,
+            "gpu": grade.CPU_MODEL if a.cpu else gpu_name if on_gpu else None,
             "sandboxed": bool(grader.sandbox), "timeout_s": a.timeout,
             "hidden_cases_sha256": grade.file_digest(hidden) if hidden else None}, is_stub)
     if plan and any(not is_python(s) and any(s in found for found in handed.values()) for s in graded):
@@ -756,7 +779,8 @@ def cmd_grade(a):
             continue
         say(f"== [{n}/{len(plan)}] grading {given}" + (f" as {name}" if name != path.name else ""))
         try:
-            r = grader.run(staged[name], hidden, a.timeout, on_gpu, gpu_name, sha, lambda msg: say(f"   {msg}"))
+            r = grader.run(staged[name], hidden, a.timeout, on_gpu, gpu_name, sha, lambda msg: say(f"   {msg}"),
+                           cpu_model=a.cpu)
         except Exception as e:  # noqa: BLE001  (as above)
             not_graded.append(f"{given}: {type(e).__name__}: {e}")
             say(f"   not graded: {not_graded[-1]}")
@@ -773,10 +797,30 @@ def cmd_grade(a):
     if len({tuple(r["graded_sections"]) for r in every}) > 1:
         say(f"lab: the grades in {out_root} are not all over the same sections; grade them again together "
             "(or with the same --sections) for totals that compare")
+    if a.cpu:
+        say("lab: --cpu: " + cpu_model_note(grade, reports))
     if not_graded:
         say(f"lab: {len(not_graded)} submission(s) not graded, the rest are: " + "; ".join(not_graded))
         return EXIT_FAIL
     return EXIT_PASS
+
+
+def cpu_model_note(grade, reports):
+    """What the CPU model left out of a class's grades, in a line: the runs of the case lists skipped
+    as GPU-only (per section: the same for every submission) and the runs whose GPU-only part was not
+    checked (in all)."""
+    skipped, in_part = {}, 0
+    for r in reports:
+        for s, sec in r["sections"].items():
+            if s in r["graded_sections"] and "gpu_only_runs" in sec:
+                skipped[s] = sec["gpu_only_runs"]
+            in_part += sum(c["status"] == grade.GPU_ONLY_PART for c in sec.get("cases", []))
+    shown = ", ".join(f"{s} {n}" for s, n in sorted(skipped.items()) if n)
+    return ((f"runs of the case lists skipped as GPU-only, per submission: {shown}" if shown
+             else "no run of the case lists skipped as GPU-only") +
+            (f"; {in_part} run{'s' if in_part > 1 else ''} ran their CPU part only ({grade.GPU_ONLY_PART}, not counted)"
+             if in_part else "") +
+            "; these grades are provisional (CPU model): grade on a GPU for the final ones")
 
 
 # ------------------------------------------------------------------------------ grading example
