@@ -111,7 +111,7 @@ class CpuModelRuns(unittest.TestCase):
     exercise part needs a GPU is neither a pass nor a failure, and a section of nothing else has no
     number."""
 
-    def grade(self, run_limited, data):
+    def grade(self, run_limited, data, not_on_cpu=None):
         ran = []
 
         def run(cmd, timeout):
@@ -119,6 +119,7 @@ class CpuModelRuns(unittest.TestCase):
             return run_limited(cmd, timeout)
         g = StandInGrader(ROOT, ROOT / "build", run, make_labs.make_stub, lambda s, hidden: data,
                           student.expand_cases, dict, print, program=lambda s, sol, build_dir=None, labs_dir=None: ["lab"])
+        g.not_on_cpu = not_on_cpu or {}
         with tempfile.TemporaryDirectory() as tmp:
             r = g.grade(submission(Path(tmp, "alice")), Path(tmp, "grades"), SECTIONS, ["01_naive"], None, 10, False,
                         None, "abc", lambda msg: None, cpu_model=True)
@@ -164,6 +165,14 @@ class CpuModelRuns(unittest.TestCase):
         self.assertIn(f"| 01_naive | {grade.CPU_NOT_CHECKED} | – | – | – | – |", md)
         self.assertIn("**Total: none on the CPU model**", md)
         self.assertEqual(grade.total_text(r), f"no total (01 {grade.CPU_NOT_CHECKED})")
+
+    def test_a_section_whose_cpu_packages_are_missing_is_not_run(self):
+        why = "needs torch, not installed here (pip install -r scripts/requirements-cpu.txt)"
+        data = {"section": "01_naive", "variants": ["softcap"], "cases": [{"name": "T=1", "args": ["--t", "1"]}]}
+        r, md, ran = self.grade(lambda cmd, timeout: (0, "PASS", 0.1), data, not_on_cpu={"01_naive": why})
+        sec = r["sections"]["01_naive"]
+        self.assertEqual((ran, sec["status"], sec["cpu_note"], r["total"]), ([], grade.CPU_NOT_CHECKED, why, None))
+        self.assertIn(f"Compiled; not checked on the CPU model: {why}.", md)
 
 
 class Scratch(unittest.TestCase):
