@@ -35,8 +35,9 @@ GPU)", never a number (an untouched stub: 0). With --cpu (a provisional grade on
 cases the CPU model can run run with --cpu, as `scripts/lab check` runs them without a GPU: the
 student's exercise code inside the section's C++ model (a Python section: their code on the CPU),
 not their kernel; scored on correctness alone, the report labelled as such (CPU_MODEL).
-Outputs per submission grade.json and grade.md under --out/<name>/, and class_summary.csv, rebuilt from every grade under --out. The harness (common/) is built once, in --out/.harness/, and
-every submission's build links it. With --resume, a grade whose grading finished (COMPLETE) under
+Outputs per submission grade.json and grade.md under --out/<name>/, and class_summary.csv, rebuilt
+from every grade under --out. The harness (common/) is built once, in --out/.harness/, and every
+submission's build links it. With --resume, a grade whose grading finished (COMPLETE) under
 the same conditions (the grader's files among them: grading_files), of lab files unchanged since
 (their sha256 in grade.json), is kept (resume_reason).
 """
@@ -692,7 +693,8 @@ def render_markdown(report):
                   + (f" {len(in_part)} more passed their CPU part; their exercise part needs a GPU ({GPU_ONLY_PART}): "
                      "not counted." if in_part else "")
                   + (f" {skipped} run{'s' if skipped > 1 else ''} of the case list {'are' if skipped > 1 else 'is'} "
-                     "GPU-only (too large for the CPU model, or a variant it does not model): not run." if skipped else ""),
+                     "GPU-only (too large for the CPU model, or a variant it does not model): not run."
+                     if skipped else ""),
                   ""]
         if failed:
             lines += ["| case | variant | result | seconds |", "|---|---|---|---:|"]
@@ -1611,8 +1613,9 @@ class Grader:
             for n, ((case, variant, args, _, weight), job) in enumerate(zip(runs, jobs), 1):
                 code, text_out, secs, record_ok = job.result()
                 status = classify(code, text_out, record_ok, cpu_model)
-                if status == "cannot run here" and on_gpu and self.run_case(self.program(s, True, self.ref_build), variant,
-                                                                            args, limit, out, n, student=False)[0] == 77:
+                solution = self.program(s, True, self.ref_build)
+                if status == "cannot run here" and on_gpu and \
+                        self.run_case(solution, variant, args, limit, out, n, student=False)[0] == 77:
                     status = NOT_ON_THIS_GPU  # the solution cannot either (a Hopper-only variant): not counted
                 sec["cases"].append({"case": case, "variant": variant, "weight": weight, "status": status, "exit": code,
                                      "seconds": round(secs, 2), "log_excerpt": run_excerpt(text_out)})
@@ -1643,7 +1646,8 @@ class Grader:
             if cpu_model:
                 in_part = sum(c["status"] == GPU_ONLY_PART for c in sec["cases"])
                 progress(f"{name}: {s}: {sec['correctness']:.1f}% on the CPU model (provisional)"
-                         + (f"; {in_part} run{'s' if in_part > 1 else ''}: {GPU_ONLY_PART}, not counted" if in_part else ""))
+                         + (f"; {in_part} run{'s' if in_part > 1 else ''}: {GPU_ONLY_PART}, not counted"
+                            if in_part else ""))
             perf = perf_shape(data) if on_gpu else None
             if sec["correctness"] == 100.0 and perf:
                 variant, args = perf
