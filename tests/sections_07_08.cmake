@@ -121,3 +121,11 @@ target_link_libraries(gpu_fp8_layout PRIVATE lab_common)
 target_compile_options(gpu_fp8_layout PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${LAB_CUDA_FLAGS}>)
 set_target_properties(gpu_fp8_layout PROPERTIES CUDA_ARCHITECTURES 90a)
 lab_test(gpu.08_tma_skeleton.fp8_layout_selftest gpu 0 MATCH "PASS: every fp8 layout assumption holds" COMMAND ${BIN}/gpu_fp8_layout)
+
+# 08's handout names the instructions its kernels compile to (its table "what the SASS shows"): each
+# must be in the built solution's sm_90a code, and no kernel may have a stack frame or local memory.
+# Skipped where no cuobjdump is at hand (CI installs PyPI's) or the build has no sm_90a code.
+get_filename_component(LAB_CUDA_BIN ${CMAKE_CUDA_COMPILER} DIRECTORY)
+lab_test(sass.08_tma_skeleton.handout_claims cpu 0 MATCH "SASS claims of 08_tma_skeleton.md hold"
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/sass_claims.py
+                 ${PROJECT_SOURCE_DIR}/ch12/08_tma_skeleton.md ${S08} --tools ${LAB_CUDA_BIN})
