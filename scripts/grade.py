@@ -1613,10 +1613,10 @@ class Grader:
             for n, ((case, variant, args, _, weight), job) in enumerate(zip(runs, jobs), 1):
                 code, text_out, secs, record_ok = job.result()
                 status = classify(code, text_out, record_ok, cpu_model)
-                solution = self.program(s, True, self.ref_build)
-                if status == "cannot run here" and on_gpu and \
-                        self.run_case(solution, variant, args, limit, out, n, student=False)[0] == 77:
-                    status = NOT_ON_THIS_GPU  # the solution cannot either (a Hopper-only variant): not counted
+                if status == "cannot run here" and on_gpu:
+                    solution = self.program(s, True, self.ref_build)
+                    if self.run_case(solution, variant, args, limit, out, n, student=False)[0] == 77:
+                        status = NOT_ON_THIS_GPU  # the solution cannot either (a Hopper-only variant): not counted
                 sec["cases"].append({"case": case, "variant": variant, "weight": weight, "status": status, "exit": code,
                                      "seconds": round(secs, 2), "log_excerpt": run_excerpt(text_out)})
                 if status != "pass" and not case.startswith("hidden: "):  # a hidden case's arguments stay hidden

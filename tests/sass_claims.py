@@ -7,6 +7,7 @@ memory, and none loads or stores local memory (LDL, STL). Exit 0 when every clai
 one does not (each named), 77 when this machine cannot look: no cuobjdump (the CUDA toolkit's, in
 DIR or on PATH, or PyPI's nvidia-cuda-cuobjdump with nvidia-cuda-nvdisasm) or no sm_90a code in the
 build."""
+import argparse
 import glob
 import importlib.util
 import os
@@ -56,16 +57,12 @@ def pattern_regex(pattern):
 
 
 def main():
-    args = sys.argv[1:]
-    tools = None
-    if "--tools" in args:
-        i = args.index("--tools")
-        tools = args[i + 1]
-        del args[i:i + 2]
-    if len(args) != 2:
-        print(__doc__)
-        return 2
-    handout, binary = args
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("handout")
+    parser.add_argument("binary")
+    parser.add_argument("--tools", help="the CUDA toolkit's bin/ folder")
+    a = parser.parse_args()
+    handout, binary, tools = a.handout, a.binary, a.tools
     rows = table_rows(handout)
     if not rows:
         print(f"FAIL: {handout} has no table headed '{TABLE_HEAD}'")
