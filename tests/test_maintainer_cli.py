@@ -188,6 +188,17 @@ class Bench(Driver):
         self.assertEqual(code, common.EXIT_PASS, out)
         records = json.loads((self.tmp / "new" / "r" / "01_naive.quick.json").read_text())
         self.assertEqual(len(records), len(self.runs))  # one per variant of the quick shape
+        # A record names its program as run from the repository's root, not where the tree sat.
+        for r in records:
+            self.assertTrue(r["command"].startswith("build/bin/01_naive "), r["command"])
+            self.assertNotIn(str(ROOT), r["command"])
+
+    def test_recorded_commands_are_relative_to_the_tree(self):
+        cmd = (f"{common.BUILD}/bin/08_tma_skeleton --variant ws --json {common.BUILD}/bench.json --quiet --t 64 "
+               f"| {ROOT}/scripts/baselines.py --spec {{\"b\": [1, 2]}} /elsewhere/file")
+        self.assertEqual(common.repo_relative(cmd),
+                         "build/bin/08_tma_skeleton --variant ws --json build/bench.json --quiet --t 64 "
+                         "| scripts/baselines.py --spec {\"b\": [1, 2]} /elsewhere/file")
 
 
 class Ab(Driver):

@@ -329,6 +329,21 @@ def git_sha():
     return sha + ("-dirty" if dirty and sha != "unknown" else "")
 
 
+def repo_relative(command):
+    """A recorded command line as typed from the repository's root: a path inside the build folder
+    as build/..., one inside the tree relative to it. A record says what ran (build/bin/08_tma_skeleton
+    --t 4096), not where the tree sat on the machine that ran it."""
+    def shown(word):
+        path = Path(word)
+        if not path.is_absolute():
+            return word
+        for base, name in ((BUILD, Path("build")), (ROOT, Path("."))):
+            if base == path or base in path.parents:
+                return str(name / path.relative_to(base))
+        return word
+    return " ".join(shown(w) for w in str(command).split(" "))
+
+
 # ------------------------------------------------------------------------------------- running
 OUTPUT_HEAD, OUTPUT_TAIL = 256 << 10, 1 << 20  # bytes of a run's output kept: its start and its end
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from labcli.common import (BUILD, EXIT_BAD_INPUT, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_PASS, EXIT_TIMEOUT, ROOT,
                            BadInput, LabError, build, folder_problem, git_sha, has_gpu, is_python, load_cases,
-                           no_gpu_reason, program, resolve_all, run_limited, say, sections, targets)
+                           no_gpu_reason, program, repo_relative, resolve_all, run_limited, say, sections, targets)
 from labcli.student import grading_example
 from baselines import is_unavailable  # noqa: E402  (scripts/baselines.py: no PyTorch at import)
 import cases  # noqa: E402
@@ -223,7 +223,8 @@ def cmd_bench(a):
         def save():  # after every run: a sweep cut short (a time limit) keeps what it measured
             if not tmp.exists():
                 return None
-            records = json.loads(tmp.read_text())
+            records = [dict(r, command=repo_relative(r["command"])) if "command" in r else r
+                       for r in json.loads(tmp.read_text())]
             dest = Path(a.out) if a.out else ROOT / "results" / gpu_slug(records[0])
             dest.mkdir(parents=True, exist_ok=True)
             (dest / name).write_text(json.dumps(records, indent=1) + "\n")
@@ -534,7 +535,7 @@ def measure_dram(section, data, dest, timeout):
                       "dram_bytes": measured,
                       "dram_read": total["dram__bytes_read.sum"], "dram_write": total["dram__bytes_write.sum"],
                       "kernels": len(kernels), "hbm_bytes_model": r["metrics"]["hbm_bytes_model"],
-                      "command": " ".join(map(str, cmd))})
+                      "command": repo_relative(" ".join(map(str, cmd)))})
         say(f"  ncu {section} {v}: DRAM {measured / 1e9:.3f} GB measured vs {r['metrics']['hbm_bytes_model'] / 1e9:.3f} GB "
             f"modelled ({len(kernels)} kernels, {secs:.0f} s)")
     path.write_text(json.dumps(found, indent=1) + "\n")
