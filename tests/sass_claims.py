@@ -23,9 +23,8 @@ NO_LOCAL_ROW = "stack, local memory, spills"
 
 def find_cuobjdump(tools_dir):
     """The toolkit's cuobjdump beside nvcc, else one on PATH, else the one PyPI's package installs."""
-    for candidate in ([Path(tools_dir) / "cuobjdump"] if tools_dir else []):
-        if candidate.is_file():
-            return str(candidate)
+    if tools_dir and (Path(tools_dir) / "cuobjdump").is_file():
+        return str(Path(tools_dir) / "cuobjdump")
     if shutil.which("cuobjdump"):
         return shutil.which("cuobjdump")
     spec = importlib.util.find_spec("nvidia")
@@ -62,12 +61,12 @@ def main():
     parser.add_argument("binary")
     parser.add_argument("--tools", help="the CUDA toolkit's bin/ folder")
     a = parser.parse_args()
-    handout, binary, tools = a.handout, a.binary, a.tools
+    handout, binary = a.handout, a.binary
     rows = table_rows(handout)
     if not rows:
         print(f"FAIL: {handout} has no table headed '{TABLE_HEAD}'")
         return 1
-    cuobjdump = find_cuobjdump(tools)
+    cuobjdump = find_cuobjdump(a.tools)
     if not cuobjdump:
         print("skipped: no cuobjdump here (the CUDA toolkit's, or pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)")
         return 77

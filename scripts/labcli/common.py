@@ -329,18 +329,21 @@ def git_sha():
     return sha + ("-dirty" if dirty and sha != "unknown" else "")
 
 
+def tree_relative(word):
+    """A path inside the repository as typed from its root (build/bin/01_naive); any other word as it is."""
+    path = Path(str(word))
+    return str(path.relative_to(ROOT)) if path.is_absolute() and ROOT in path.parents else str(word)
+
+
 def repo_relative(command):
     """A recorded command line as typed from the repository's root: a path inside the build folder
-    as build/..., one inside the tree relative to it. A record says what ran (build/bin/08_tma_skeleton
-    --t 4096), not where the tree sat on the machine that ran it."""
+    as build/... (wherever LAB_BUILD_DIR put it), one inside the tree relative to it. A record says
+    what ran (build/bin/08_tma_skeleton --t 4096), not where the tree sat on the machine that ran it."""
     def shown(word):
         path = Path(word)
-        if not path.is_absolute():
-            return word
-        for base, name in ((BUILD, Path("build")), (ROOT, Path("."))):
-            if base == path or base in path.parents:
-                return str(name / path.relative_to(base))
-        return word
+        if path.is_absolute() and BUILD in path.parents:
+            return str(Path("build") / path.relative_to(BUILD))
+        return tree_relative(word)
     return " ".join(shown(w) for w in str(command).split(" "))
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from labcli.common import (BUILD, EXIT_BAD_INPUT, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_PASS, EXIT_TIMEOUT, ROOT,
                            BadInput, LabError, build, cmake_env, folder_problem, gpu_devices, git_sha, has_gpu, is_python,
                            limit_children, load_cases, no_gpu_reason, on_device, program, resolve,
-                           resolve_all, run_limited, say, sections, source_name, targets, usable_cores)
+                           resolve_all, run_limited, say, sections, source_name, targets, tree_relative, usable_cores)
 import cases  # noqa: E402  (scripts/cases.py, on the path through labcli.common)
 import make_labs  # noqa: E402
 
@@ -199,8 +199,7 @@ def rerun_line(cmd):
     def shown(x):
         if str(x) == sys.executable:
             x = sys.executable if ROOT in Path(sys.executable).parents else "python3"
-        path = Path(str(x))
-        return str(path.relative_to(ROOT)) if path.is_absolute() and ROOT in path.parents else str(x)
+        return tree_relative(x)
     return " ".join(shlex.quote(shown(x)) for x in cmd if str(x) != "--quiet")
 
 
