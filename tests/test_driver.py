@@ -193,6 +193,13 @@ class LiveRun(unittest.TestCase):
         _, lines, _ = self.run_cmd([(0, "PASS: 01_naive kernels\nno newline")])
         self.assertEqual(lines[:2], ["PASS: 01_naive kernels", "no newline"])
 
+    def test_a_run_stopped_at_its_time_limit_says_what_that_most_often_is(self):
+        code, lines, _ = self.run_cmd([(124, "== CPU model ==\n\nTIMEOUT: stopped after 60 s\n")], ["--t", "65"])
+        self.assertEqual(code, common.EXIT_TIMEOUT)
+        self.assertEqual(lines[-2], "TIMEOUT: stopped after 60 s")
+        self.assertRegex(lines[-1], r"^lab: the program did not finish in 60 s: most often an endless loop, or a wait "
+                                    r"that never completes, in the exercise; .*: scripts/lab run 01 --timeout 120 -- --t 65$")
+
     def test_a_passing_lab_run_points_to_check(self):
         """One shape passing is not the exercise's verdict: a passing run of the lab names the
         case list; a failing one does not (its own lines say what is wrong)."""
@@ -347,6 +354,59 @@ class ParallelCheck(unittest.TestCase):
         self.assertEqual(codes, {False: 77, True: 1})
         self.assertIn("== 99_fake: 1 passed, 0 failed, 1 not checked here (this kernel needs 170 KB", said)
         self.assertEqual(said.count("1 passed, 0 failed"), 1)  # one section: its line, not a total again
+
+    def test_a_hanging_lab_stops_the_check_after_two_timeouts_in_a_row(self):
+        # An endless loop hangs every case: two in a row stop the check (the rest named, not run),
+        # which ends in 124 with a line on what a timeout most often is; apart, every case still runs.
+        for hangs, want_not_run in (("1234", 2), ("13", 0)):
+            with self.stand_in_section(f"import time\nif t in {hangs!r}: time.sleep(60)\nsys.exit(1)\n",
+                                       on_gpu=False) as (tmp, data):
+                data["cases"] = [{"name": f"t{t}", "args": ["--t", t]} for t in "1234"]
+                with contextlib.redirect_stdout(io.StringIO()) as out:
+                    start = time.time()
+                    code = student.cmd_check(self.check_args(cpu=True, timeout=1))
+            said = out.getvalue()
+            self.assertEqual(code, common.EXIT_TIMEOUT, said)
+            self.assertLess(time.time() - start, 30)
+            self.assertEqual(said.count(" TIMEOUT "), 2, said)
+            if want_not_run:
+                self.assertIn("0 passed, 2 failed; stopped after 2 runs in a row timed out: 2 runs not run (", said)
+            else:
+                self.assertIn("0 passed, 4 failed (", said)
+            self.assertIn("lab: the program did not finish in 1 s: most often an endless loop", said)
+            self.assertIn("scripts/lab check 99 --timeout 2", said)
+
+    def test_the_rerun_line_runs_from_where_the_student_is(self):
+        # printed for the student's folder (from /tmp: the absolute path); the report's, as from the root
+        here = os.getcwd()
+        with self.stand_in_section("", on_gpu=False) as (tmp, data):
+            data["cases"] = [{"name": "t1", "args": ["--t", "1"]}]
+            missing = ROOT / "build" / "bin" / "lab_99_fake"  # never built: the run fails
+            with mock.patch.object(student, "program", lambda section, solution: [missing]), \
+                    contextlib.redirect_stdout(io.StringIO()) as out:
+                os.chdir(tmp)
+                try:
+                    student.cmd_check(self.check_args(cpu=True, report=str(tmp / "r.json")))
+                finally:
+                    os.chdir(here)
+            report = json.loads((tmp / "r.json").read_text())
+        self.assertIn(f"the first failure, to run it alone: {missing} --variant v --iters 0 --t 1 --cpu\n", out.getvalue())
+        self.assertEqual(report[0]["rerun"], "build/bin/lab_99_fake --variant v --iters 0 --t 1 --cpu")
+
+    def test_a_stubs_passes_are_said_to_be_its_bad_input_cases(self):
+        # a stub fails every case but the bad inputs, which the harness refuses before the student's
+        # code runs: "1 passed" is not progress, and the summary says so (only then)
+        program = "if t == '0': print('bad input: --t must be >= 1'); sys.exit(2)\nsys.exit(1 if t == '1' else 0)\n"
+        with self.stand_in_section(program, on_gpu=False) as (tmp, data):
+            data["bad_inputs"] = [{"name": "T=0", "args": ["--t", "0"]}]
+            said = {}
+            for ts in ("1", "12"):
+                data["cases"] = [{"name": f"t{t}", "args": ["--t", t]} for t in ts]
+                with contextlib.redirect_stdout(io.StringIO()) as out:
+                    student.cmd_check(self.check_args(cpu=True))
+                said[ts] = out.getvalue()
+        self.assertIn(": 1 passed (a bad-input case, which passes before your code runs), 1 failed", said["1"])
+        self.assertIn(": 2 passed, 1 failed", said["12"])
 
     def test_report_path_is_checked_before_anything_runs(self):
         import argparse
@@ -554,6 +614,16 @@ class Cases(unittest.TestCase):
                          "build/bin/lab_01_naive --variant kernels --t 1 --dump '/tmp/a b'")
         self.assertEqual(student.rerun_line([sys.executable, ROOT / "labs" / "09_triton.py", "--cpu"]),
                          "python3 labs/09_triton.py --cpu")
+        here = os.getcwd()
+        with tempfile.TemporaryDirectory() as elsewhere:
+            try:  # printed, from the student's folder: relative under it, else absolute
+                for folder, shown in ((ROOT, "build/bin/lab_01_naive"), (ROOT / "labs", str(exe[0])),
+                                      (elsewhere, str(exe[0]))):
+                    os.chdir(folder)
+                    self.assertEqual(student.rerun_line(exe + ["--t", "1"], common.cwd_relative), f"{shown} --t 1")
+                    self.assertEqual(student.rerun_line(exe + ["--t", "1"]), "build/bin/lab_01_naive --t 1")
+            finally:
+                os.chdir(here)
 
     @needs_solutions
     def test_stub_tests_stand_down_once_a_lab_is_filled(self):

@@ -335,6 +335,19 @@ def tree_relative(word):
     return str(path.relative_to(ROOT)) if path.is_absolute() and ROOT in path.parents else str(word)
 
 
+def cwd_relative(word):
+    """A path inside the repository as typed from the user's folder: relative to it where the path
+    lies under it, else absolute (pasted from anywhere, it runs); any other word as it is."""
+    path = Path(str(word))
+    if not (path.is_absolute() and ROOT in path.parents):
+        return str(word)
+    try:
+        here = Path.cwd()
+    except OSError:  # a folder deleted under the user
+        return str(path)
+    return str(path.relative_to(here)) if here in path.parents else str(path)
+
+
 def repo_relative(command):
     """A recorded command line as typed from the repository's root: a path inside the build folder
     as build/... (wherever LAB_BUILD_DIR put it), one inside the tree relative to it. A record says

@@ -10,12 +10,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 from labcli.common import (BUILD, EXIT_BAD_INPUT, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_PASS, EXIT_TIMEOUT, ROOT,
-                           BadInput, LabError, build, cmake_env, folder_problem, gpu_devices, git_sha, has_gpu, is_python,
-                           limit_children, load_cases, no_gpu_reason, on_device, program, resolve,
+                           BadInput, LabError, build, cmake_env, cwd_relative, folder_problem, gpu_devices, git_sha,
+                           has_gpu, is_python, limit_children, load_cases, no_gpu_reason, on_device, program, resolve,
                            resolve_all, run_limited, say, sections, source_name, targets, tree_relative, usable_cores)
 import cases  # noqa: E402  (scripts/cases.py, on the path through labcli.common)
 import make_labs  # noqa: E402
@@ -103,6 +104,9 @@ def cmd_run(a):
         live = LiveOutput()
         code, out, _ = run_limited(cmd + ["--cpu"], a.timeout, echo=live)
         live.end()
+    if code == EXIT_TIMEOUT:
+        say(timeout_hint(a.timeout, f"run {section[:2]}" + (" --solution" if a.solution else ""),
+                         shlex.join(["--"] + a.args) if a.args else ""))
     lab = ROOT / "labs" / source_name(section)
     if code == EXIT_FAIL and not a.solution and make_labs.is_untouched_stub(lab):
         say(still_the_stub(section))
@@ -192,15 +196,19 @@ def gpu_available(section, solution, timeout):
     return code != EXIT_CANNOT_RUN, no_gpu_reason(out)
 
 
-def rerun_line(cmd):
-    """A case's command as typed from the repository's root: its paths relative to the root, the
-    interpreter as `python3` (the lab's own .venv/bin/python3 where the driver runs under it: the
-    system's lacks the packages), and no --quiet (run alone, the program's whole report is wanted)."""
+def rerun_line(cmd, relative=tree_relative):
+    """A case's command as typed from the repository's root (relative=cwd_relative: from the user's
+    folder, as printed): its paths relative to it, the interpreter as `python3` (the lab's own
+    .venv/bin/python3 where the driver runs under it: the system's lacks the packages), and no
+    --quiet (run alone, the program's whole report is wanted)."""
     def shown(x):
         if str(x) == sys.executable:
             x = sys.executable if ROOT in Path(sys.executable).parents else "python3"
-        return tree_relative(x)
+        return relative(x)
     return " ".join(shlex.quote(shown(x)) for x in cmd if str(x) != "--quiet")
+
+
+HANGS_IN_A_ROW = 2  # timed-out runs of a case list, one after the other, that stop its check
 
 
 def check_section(section, a):
@@ -241,12 +249,33 @@ def check_section(section, a):
     # GPUs. The verdicts do not depend on either. Reported in case order.
     devices = gpu_devices(getattr(a, "gpus", 1) if on_gpu else 1)
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, getattr(a, "jobs", 1)))
-    pending = [pool.submit(run_limited, on_device(command(v, args, expect), devices[n % len(devices)]), a.timeout)
+    # A lab that hangs (an endless loop, a wait that never completes) hangs on every case: once
+    # HANGS_IN_A_ROW runs in a row have timed out, no other run starts (one already running ends at
+    # its time limit), instead of one time limit per case.
+    timed_out, stop, lock = set(), threading.Event(), threading.Lock()
+
+    def run_one(n, cmd):
+        if stop.is_set():
+            return None
+        got = run_limited(cmd, a.timeout)
+        if got[0] == EXIT_TIMEOUT:
+            with lock:
+                timed_out.add(n)
+                if any(set(range(first, first + HANGS_IN_A_ROW)) <= timed_out
+                       for first in range(n - HANGS_IN_A_ROW + 1, n + 1)):
+                    stop.set()
+        return got
+    pending = [pool.submit(run_one, n, on_device(command(v, args, expect), devices[n % len(devices)]))
                for n, (_, v, args, expect, _) in enumerate(runs)]
     seen_failures = {}  # a failure's verdict (numbers masked) -> the run that showed it first
+    not_run = 0
     for n, ((name, variant, args, expect, weight), job) in enumerate(zip(runs, pending), 1):
         cmd = command(variant, args, expect)
-        code, out, secs = job.result()
+        got = job.result()
+        if got is None:
+            not_run += 1
+            continue
+        code, out, secs = got
         # Neither a pass nor a failure, named at the end as "not checked here": without a GPU, a run
         # whose host part passed and whose rest only a GPU runs; on a GPU, a run this GPU cannot do
         # (a Hopper-only variant, more shared memory per block than it has). --require-gpu, as a
@@ -280,7 +309,8 @@ def check_section(section, a):
                     say(f"           | {line}")
         results.append({"section": section, "case": name, "variant": variant, "expect": expect, "exit": code,
                         "ok": ok, "not_checked": gpu_only or None, "seconds": round(secs, 2), "weight": weight,
-                        "command": " ".join(map(str, cmd)), "rerun": rerun_line(cmd)})
+                        "command": " ".join(map(str, cmd)), "rerun": rerun_line(cmd),
+                        "rerun_here": rerun_line(cmd, cwd_relative)})
     pool.shutdown()
     passed = sum(r["ok"] for r in results)
     unchecked = [r for r in results if r["not_checked"]]
@@ -289,12 +319,34 @@ def check_section(section, a):
     # Without a GPU an unchecked run checked what the CPU can (its model passed) and stopped at the
     # GPU-only rest; with one, it did not run (this GPU cannot): two different things, said apart.
     said = "checked in part" if not on_gpu else "not checked here"
-    say(f"== {section}{where}: {passed} passed, {len(results) - passed - len(unchecked)} failed"
+    say(f"== {section}{where}: {passed} passed{stub_passes(results, a.solution)}, "
+        f"{len(results) - passed - len(unchecked)} failed"
         + (f", {len(unchecked)} {said} ({unchecked[0]['not_checked']})" if unchecked else "")
         + (f"; {gpu_runs} GPU-only {'runs' if gpu_runs > 1 else 'run'} of the case list not run here"
            if gpu_runs > 0 else "")
+        + (f"; stopped after {HANGS_IN_A_ROW} runs in a row timed out: {not_run} {'runs' if not_run > 1 else 'run'} "
+           f"not run" if not_run else "")
         + f" ({time.time() - t0:.0f} s)")
+    if any(r["exit"] == EXIT_TIMEOUT for r in results):
+        say(timeout_hint(a.timeout, f"check {section[:2]}" + (" --solution" if a.solution else "")))
     return results
+
+
+def stub_passes(results, solution):
+    """A stub's passes are its bad-input cases alone (the harness refuses their arguments before the
+    student's code runs): said, so that "6 passed" is not read as progress."""
+    passed = [r for r in results if r["ok"]]
+    if solution or not passed or any(r.get("expect") != "bad-input" for r in passed):
+        return ""
+    return (" (all bad-input cases, which pass before your code runs)" if len(passed) > 1 else
+            " (a bad-input case, which passes before your code runs)")
+
+
+def timeout_hint(seconds, command, program_args=""):
+    """The line after a run stopped at its time limit: what that most often is, and how to give it longer."""
+    return (f"lab: the program did not finish in {seconds:.0f} s: most often an endless loop, or a wait that never "
+            f"completes, in the exercise; if it only needs longer: scripts/lab {command} --timeout {2 * seconds:.0f}"
+            + (f" {program_args}" if program_args else ""))
 
 
 def failure_key(out):
@@ -355,22 +407,24 @@ def cmd_check(a):
         if any(r.get("not_checked") for r in got):
             unchecked.append(f"{s} ({sum(bool(r.get('not_checked')) for r in got)} runs: "
                              f"{next(r.get('not_checked') for r in got if r.get('not_checked'))})")
-    if report:
+    if report:  # its commands as from the repository's root, wherever check ran
         tmp = report.with_name(report.name + ".tmp")
-        tmp.write_text(json.dumps(results, indent=1) + "\n")
+        rows = [{k: v for k, v in r.items() if k != "rerun_here"} for r in results]
+        tmp.write_text(json.dumps(rows, indent=1) + "\n")
         tmp.replace(report)
     failed = [r for r in results if not r["ok"] and not r.get("not_checked")]
     passed = sum(r["ok"] for r in results)
     if len(names) > 1 or not results:  # one section's own line above already says it all
-        say(f"{passed} passed, {len(failed)} failed" + (f"; not checked here: {'; '.join(unchecked)}" if unchecked else ""))
+        say(f"{passed} passed{stub_passes(results, a.solution)}, {len(failed)} failed" +
+            (f"; not checked here: {'; '.join(unchecked)}" if unchecked else ""))
     if failed:
-        if failed[0].get("rerun"):
-            say(f"the first failure, to run it alone: {failed[0]['rerun']}")
+        if failed[0].get("rerun_here"):
+            say(f"the first failure, to run it alone: {failed[0]['rerun_here']}")
         if not a.solution:
             for s in dict.fromkeys(r.get("section") for r in failed if r.get("section")):
                 if make_labs.is_untouched_stub(ROOT / "labs" / source_name(s)):
                     say(still_the_stub(s))
-        return EXIT_FAIL
+        return EXIT_TIMEOUT if any(r.get("exit") == EXIT_TIMEOUT for r in failed) else EXIT_FAIL
     return EXIT_CANNOT_RUN if unchecked else EXIT_PASS
 
 
