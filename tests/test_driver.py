@@ -230,6 +230,62 @@ class Architectures(unittest.TestCase):
         common.local_architectures.cache_clear()
 
 
+class ArchitectureChoice(unittest.TestCase):
+    """LAB_CUDA_ARCHITECTURES: a value CMake's CUDA_ARCHITECTURES would refuse (or the lab cannot
+    build for) is bad input before anything is configured; one other than build/ was configured
+    with is said not to apply."""
+
+    def build(self, value, cache=None):
+        """(what build() said, whether it raised BadInput, the cmake commands it ran)."""
+        ran = []
+        with tempfile.TemporaryDirectory() as tmp, mock.patch.object(common, "BUILD", Path(tmp, "build")), \
+                mock.patch.dict(os.environ, {"LAB_CUDA_ARCHITECTURES": value}), \
+                mock.patch.object(common, "configure", lambda: ran.append("configure")), \
+                mock.patch.object(common, "logged", lambda args, log, **kw: ran.append(args[1]) or 0), \
+                contextlib.redirect_stdout(io.StringIO()) as out:
+            os.environ.pop("LAB_NO_BUILD", None)
+            if cache is not None:
+                Path(tmp, "build").mkdir()
+                Path(tmp, "build", "CMakeCache.txt").write_text(f"LAB_CUDA_ARCHITECTURES:STRING={cache}\n")
+            try:
+                common.build(["lab_02_v1_tile"])
+                refused = None
+            except common.BadInput as e:
+                refused = str(e)
+        return out.getvalue(), refused, ran
+
+    def test_a_value_cmake_would_refuse_is_bad_input_and_nothing_is_configured(self):
+        for value, why in (("foo", "'foo' is not a CUDA architecture"), ("sm_90", "(CMake's spelling: 90)"),
+                           ("80,90", "'80,90' is not"), ("75", "older than sm_80"), ("", "empty")):
+            _, refused, ran = self.build(value)
+            self.assertIn(f"LAB_CUDA_ARCHITECTURES={value}: ", refused or "", value)
+            self.assertIn(why, refused)
+            self.assertIn("e.g. LAB_CUDA_ARCHITECTURES='80;90a'", refused)
+            self.assertEqual(ran, [], value)
+        for value in ("80", "90a", "86-real", "90-virtual", "80;90a", "100f", "native", "all", "all-major"):
+            said, refused, ran = self.build(value)
+            self.assertEqual((refused, ran[0]), (None, "configure"), value)
+            self.assertNotIn("LAB_CUDA_ARCHITECTURES", said)
+
+    def test_other_architectures_than_build_keeps_are_said_to_be_kept(self):
+        said, refused, _ = self.build("90", cache="80")
+        self.assertIsNone(refused)
+        self.assertRegex(said.splitlines()[0], r"^lab: (\S+/build) keeps the architectures it was configured for "
+                                               r"\(80\), not LAB_CUDA_ARCHITECTURES=90; delete \1 to apply the new ones$")
+        said, _, _ = self.build("80", cache="80")
+        self.assertNotIn("keeps", said)
+
+    def test_the_driver_refuses_it_in_one_line(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {k: v for k, v in os.environ.items() if k != "LAB_NO_BUILD"}
+            r = subprocess.run([sys.executable, str(ROOT / "scripts" / "lab"), "run", "02"], capture_output=True,
+                               text=True, timeout=120, env=dict(env, LAB_CUDA_ARCHITECTURES="sm_90",
+                                                                 LAB_BUILD_DIR=str(Path(tmp, "build"))))
+            self.assertEqual(r.returncode, common.EXIT_BAD_INPUT, r.stdout + r.stderr)
+            self.assertEqual(len((r.stdout + r.stderr).strip().splitlines()), 1, r.stdout + r.stderr)
+            self.assertFalse(Path(tmp, "build").exists())
+
+
 class Configure(unittest.TestCase):
     def test_the_tests_run_under_the_drivers_python(self):
         """ctest's Python is the one scripts/lab installs numpy into, not CMake's first python3 on PATH."""

@@ -287,12 +287,62 @@ def configure():
     say(f"lab: configured in {time.time() - t0:.0f} s")
 
 
+# An entry of CMake's CUDA_ARCHITECTURES: a compute capability (80, 90a; 100f: a family), real
+# (SASS alone) or virtual (PTX alone) if asked.
+ARCH_ENTRY = re.compile(r"(\d+)[af]?(-real|-virtual)?")
+
+
+def architectures_problem(value):
+    """Why LAB_CUDA_ARCHITECTURES=value cannot build the lab, or "". Checked before CMake sees it: a
+    bad value would be configured, fail every build, and stay in build/'s cache."""
+    if value in ("native", "all", "all-major"):
+        return ""
+    if not value.strip():
+        return "it is empty"
+    for entry in value.split(";"):
+        m = ARCH_ENTRY.fullmatch(entry)
+        if not m:
+            number = re.sub(r"^(sm|compute)_", "", entry.lower())  # nvcc's spelling, not CMake's
+            return f"'{entry}' is not a CUDA architecture" + (f" (CMake's spelling: {number})"
+                                                              if ARCH_ENTRY.fullmatch(number) else "")
+        if int(m.group(1)) < 80:
+            return f"'{entry}' is older than sm_80, which the lab's kernels need"
+    return ""
+
+
+def cached_architectures():
+    """The LAB_CUDA_ARCHITECTURES build/ was configured with (its CMake cache), or None."""
+    try:
+        text = (BUILD / "CMakeCache.txt").read_text(errors="replace")
+    except OSError:
+        return None
+    m = re.search(r"^LAB_CUDA_ARCHITECTURES:[A-Z]*=(.*)$", text, re.M)
+    return m.group(1).strip() if m else None
+
+
+def check_architectures():
+    """The user's LAB_CUDA_ARCHITECTURES: bad input before anything is configured; a notice where
+    build/ keeps other architectures (CMake reads the variable at the first configure only)."""
+    value = os.environ.get("LAB_CUDA_ARCHITECTURES")
+    if value is None:
+        return
+    why = architectures_problem(value)
+    if why:
+        raise BadInput(f"LAB_CUDA_ARCHITECTURES={value}: {why}; give compute capabilities separated by ';', "
+                       f"e.g. LAB_CUDA_ARCHITECTURES='80;90a' (or native, all, all-major); nothing configured")
+    kept = cached_architectures()
+    if kept is not None and kept.split(";") != value.split(";"):
+        say(f"lab: {BUILD} keeps the architectures it was configured for ({kept}), not LAB_CUDA_ARCHITECTURES="
+            f"{value}; delete {BUILD} to apply the new ones")
+
+
 def build(target_list=None):
     """Builds these CMake targets (None: everything); output in the build log, shown on failure."""
     if os.environ.get("LAB_NO_BUILD"):  # set by ctest: tests run in parallel and must not rebuild
         return
     if target_list is not None and not target_list:
         return  # Python sections only: nothing to build
+    check_architectures()
     configure()
     args = ["cmake", "--build", BUILD, "--parallel", str(usable_cores())]
     for t in target_list or []:
