@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 loader = importlib.machinery.SourceFileLoader("lab_driver_maintainer", str(ROOT / "scripts" / "lab"))
 lab = importlib.util.module_from_spec(importlib.util.spec_from_loader("lab_driver_maintainer", loader))
 loader.exec_module(lab)
-from labcli import common, maintainer  # noqa: E402
+from labcli import common, maintainer, setup  # noqa: E402
 
 # bench times the reference solutions: a student release has none (bench exits 77 there).
 needs_solutions = unittest.skipUnless((ROOT / "solutions").is_dir(), "a student release: no solutions/")
@@ -40,13 +40,15 @@ class Driver(unittest.TestCase):
         (self.tmp / "build").mkdir()
         self.runs = []
         self.answer = self.passing_run
+        self.builds, self.gpu = [], True  # nvidia-smi lists a GPU (whether a program runs is self.answer's)
         saved = {(maintainer, "run_limited"): maintainer.run_limited, (maintainer, "build"): maintainer.build,
                  (maintainer, "BUILD"): maintainer.BUILD, (maintainer, "has_gpu"): maintainer.has_gpu,
-                 (lab, "BUILD"): lab.BUILD}
+                 (setup, "ensure_baseline_packages"): setup.ensure_baseline_packages, (lab, "BUILD"): lab.BUILD}
         maintainer.run_limited = self.fake_run
-        maintainer.build = lambda *args, **kw: None
+        maintainer.build = lambda *args, **kw: self.builds.append(args)
         maintainer.BUILD = lab.BUILD = self.tmp / "build"  # the sweeps' scratch records, lab-error.log
-        maintainer.has_gpu = lambda: False  # never install a library
+        maintainer.has_gpu = lambda: self.gpu
+        setup.ensure_baseline_packages = lambda variants: True  # never install a library
 
         def restore():
             for (module, name), value in saved.items():
@@ -141,6 +143,18 @@ class Bench(Driver):
         code, out = self.lab("bench", "01", "--quick", "--ceilings", "--out", self.tmp / "r")
         self.assertEqual(code, common.EXIT_CANNOT_RUN, out)
         self.assertEqual(out.strip(), "lab: bench times kernels and needs a GPU: no CUDA GPU found (no driver)")
+
+    def test_without_a_gpu_bench_says_so_before_building(self):
+        # bench only times kernels: where nvidia-smi lists no GPU, the reason comes first, not after
+        # minutes of building; bad input is still bad input there.
+        self.gpu = False
+        code, out = self.lab("bench", "04", "--out", self.tmp / "r")
+        self.assertEqual(code, common.EXIT_CANNOT_RUN, out)
+        self.assertOneLine(out, "bench times kernels and needs a GPU: no NVIDIA GPU found")
+        self.assertEqual((self.builds, self.runs), ([], []))
+        code, out = self.lab("bench", "13")
+        self.assertEqual(code, common.EXIT_BAD_INPUT, out)
+        self.assertOneLine(out, "unknown section '13'")
 
     def test_ceilings_that_cannot_run_are_still_reported_when_the_kernels_run(self):
         self.answer = lambda cmd: (("baselines: cannot run here: PyTorch is not importable\n", 77)

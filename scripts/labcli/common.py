@@ -516,8 +516,9 @@ def no_gpu_reason(output):
 
 
 def has_gpu():
-    """Whether this machine shows an NVIDIA GPU (nvidia-smi lists one). Only to choose which packages
-    to install: whether a program can run is its own verdict (exit 77)."""
+    """Whether this machine shows an NVIDIA GPU (nvidia-smi lists one). To choose which packages to
+    install, and to refuse a command that only times kernels before its build; whether a program can
+    run is its own verdict (exit 77)."""
     if not shutil.which("nvidia-smi"):
         return False
     try:

@@ -566,6 +566,9 @@ def cmd_bench_all(a):
         which = "any section" if "all" in a.section else " ".join(names)
         raise BadInput(f"bench: no bench entry of {which} is tagged '{a.tag}' (the tags: " +
                        ("; ".join(f"{s} {', '.join(t)}" for s, t in bench_tags(sections()).items()) or "none") + ")")
+    if not has_gpu():  # said before a build that would be for nothing
+        say("lab: bench times kernels and needs a GPU: no NVIDIA GPU found (nvidia-smi lists none)")
+        return EXIT_CANNOT_RUN
     codes = []
     for n, s in enumerate(a.section):
         one = argparse.Namespace(**vars(a))
