@@ -1207,7 +1207,8 @@ class Arguments(unittest.TestCase):
                               (["bench", "01", "--timeout", "x"], "expected seconds"),
                               (["frobnicate"], "invalid choice"),
                               (["make-labs", "--", "x"], "takes no program arguments"),
-                              (["release", str(ROOT / "inside")], "inside this tree")):
+                              (["release", str(ROOT / "inside")], "inside this tree"),
+                              (["test", "-L", "nope"], "invalid choice: 'nope' (choose from 'cpu', 'gpu')")):
             r = self.cli(*args)
             self.assertEqual(r.returncode, 2, (args, r.stdout, r.stderr))
             self.assertIn(message, r.stdout, args)
@@ -1288,6 +1289,22 @@ class Arguments(unittest.TestCase):
         r = self.cli("help", "frobnicate")
         self.assertEqual(r.returncode, 2)
         self.assertIn("invalid choice: 'frobnicate'", r.stdout)
+
+    def test_the_help_lists_every_command_once(self):
+        # one list (the description's), not argparse's again beneath it; in a student release, the
+        # student's commands alone, without --solution
+        with contextlib.redirect_stdout(io.StringIO()) as out, self.assertRaises(SystemExit):
+            lab.parse(["--help"])
+        listed = lambda text: [l.split()[1] for l in text.splitlines() if l.startswith("  scripts/lab ")
+                               and "Examples:" not in text.split(l)[0]]
+        self.assertEqual(sorted(listed(lab.__doc__)), sorted(lab.make_parser().commands))
+        self.assertEqual(out.getvalue().count(lab.description()), 1)
+        self.assertNotIn("positional arguments", out.getvalue())
+        self.assertLess(len(out.getvalue().splitlines()), 40)
+        with mock.patch.object(lab, "ROOT", Path(tempfile.gettempdir(), "a-release")):
+            release = lab.description()
+        self.assertEqual(sorted(listed(release)), sorted(lab.STUDENT_COMMANDS))
+        self.assertNotIn("--solution", release)
 
     def test_an_unexpected_error_is_one_line_not_a_traceback(self):
         import contextlib, io
