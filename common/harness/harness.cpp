@@ -389,6 +389,11 @@ bool dump_npy(const std::string& dir, const Problem& p, const HostInputs& in, co
   return ok;
 }
 
+// " (S and P: 17.2 GB)" where the run needs a workspace; "" where it needs none, not a "0 B" item.
+std::string workspace_part(const std::string& what, const char* sep, int64_t bytes) {
+  return bytes > 0 ? " (" + what + sep + format_bytes(double(bytes)) + ")" : "";
+}
+
 }  // namespace
 
 int check_resources(const std::string& section, const Problem& p, bool cpu, bool needs_sm90a,
@@ -400,8 +405,8 @@ int check_resources(const std::string& section, const Problem& p, bool cpu, bool
   }
   if (cpu) {
     if (host_bytes > 0.8 * double(host_memory_bytes())) {
-      std::fprintf(stderr, "bad input: the CPU model needs %s (%s %s) but this machine has %s of memory\n",
-                   format_bytes(host_bytes).c_str(), workspace_what.c_str(), format_bytes(double(workspace)).c_str(),
+      std::fprintf(stderr, "bad input: the CPU model needs %s%s but this machine has %s of memory\n",
+                   format_bytes(host_bytes).c_str(), workspace_part(workspace_what, " ", workspace).c_str(),
                    format_bytes(double(host_memory_bytes())).c_str());
       return kExitBadInput;
     }
@@ -422,8 +427,8 @@ int check_resources(const std::string& section, const Problem& p, bool cpu, bool
     return kExitCannotRun;
   }
   if (device_bytes > 0.95 * double(dev->free_bytes)) {
-    std::fprintf(stderr, "bad input: %s needs %s of device memory (%s: %s) but %s has %s free\n", p.describe().c_str(),
-                 format_bytes(device_bytes).c_str(), workspace_what.c_str(), format_bytes(double(workspace)).c_str(),
+    std::fprintf(stderr, "bad input: %s needs %s of device memory%s but %s has %s free\n", p.describe().c_str(),
+                 format_bytes(device_bytes).c_str(), workspace_part(workspace_what, ": ", workspace).c_str(),
                  dev->name.c_str(), format_bytes(double(dev->free_bytes)).c_str());
     return kExitBadInput;
   }
@@ -558,8 +563,13 @@ int run_section(int argc, char** argv, const Section& s) {
       std::printf("\n  rate     %.3g TFLOP/s, %.4g GB/s of modelled HBM traffic (%s)\n", tflops, gbps,
                   format_bytes(double(hbm_bytes)).c_str());
     }
-    std::printf("  memory   %s %s, on top of Q, K, V, O's %s\n", format_bytes(double(extra_bytes)).c_str(),
-                s.workspace_what.c_str(), format_bytes(double(fused_hbm_bytes(p))).c_str());
+    // workspace_what names what a section's variants may add; a run that adds none says so rather
+    // than "0 B partial O and LSE of the splits".
+    if (extra_bytes > 0)
+      std::printf("  memory   %s %s, on top of Q, K, V, O's %s\n", format_bytes(double(extra_bytes)).c_str(),
+                  s.workspace_what.c_str(), format_bytes(double(fused_hbm_bytes(p))).c_str());
+    else
+      std::printf("  memory   nothing on top of Q, K, V, O's %s\n", format_bytes(double(fused_hbm_bytes(p))).c_str());
   }
   if (check.passed && !gpu_only_rest.empty()) {  // the host's part passed; the rest needs a GPU
     std::printf("not checked here: %s\n", gpu_only_rest.c_str());
