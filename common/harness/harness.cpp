@@ -5,6 +5,9 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cstdint>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -175,6 +178,35 @@ static std::string missing_value(const CLI::App& app, int argc, const char* cons
   return "";
 }
 
+// A plain decimal integer ("-12", "99999999999"): the only text CLI11 refuses for its size alone.
+static bool decimal_integer(const std::string& text) {
+  const size_t start = !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
+  return text.size() > start && text.find_first_not_of("0123456789", start) == std::string::npos;
+}
+
+// The option a refused value was given to, as typed: CLI11 names no option it hides from --help
+// (a section's inapplicable options), so the word before the value, or before "=value", names it.
+static std::string option_of_value(int argc, const char* const* argv, const std::string& value) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word.rfind("--", 0) != 0) continue;
+    const size_t eq = word.find('=');
+    if (eq != std::string::npos && word.substr(eq + 1) == value) return word.substr(0, eq);
+    if (eq == std::string::npos && i + 1 < argc && value == argv[i + 1]) return word;
+  }
+  return "";
+}
+
+// An integer too large for its option: CLI11 says only "could not convert", the student needs the
+// limit. 64-bit integers never get here (CLI11 clamps them: --seed has its own check), so a signed
+// option that refused a whole number is an int, an unsigned one an unsigned int.
+static std::string out_of_range(const CLI::Option* opt, const std::string& value) {
+  const bool is_unsigned = opt != nullptr && opt->get_type_name().rfind("UINT", 0) == 0;
+  if (value[0] == '-')
+    return value + " is out of range (at least " + (is_unsigned ? "0" : std::to_string(INT_MIN)) + ")";
+  return value + " is out of range (at most " + (is_unsigned ? std::to_string(UINT_MAX) : std::to_string(INT_MAX)) + ")";
+}
+
 int parse_command_line(CLI::App& app, int argc, const char* const* argv, std::string* message) {
   if (app.get_name().empty() && argc > 0) app.name(argv[0]);  // "Usage: build/bin/01_naive [OPTIONS]"
   for (int i = 1; i < argc; ++i)
@@ -194,10 +226,16 @@ int parse_command_line(CLI::App& app, int argc, const char* const* argv, std::st
   } catch (const CLI::ConversionError& e) {  // CLI11: "Could not convert: --t = abc"
     const std::string what = e.what(), key = "Could not convert: ";
     const size_t eq = what.find(" = ");
-    *message = what.rfind(key, 0) == 0 && eq != std::string::npos
-                   ? what.substr(key.size(), eq - key.size()) + ": '" + what.substr(eq + 3) +
-                         "' is not a value it takes (see --help)"
-                   : what;
+    if (what.rfind(key, 0) != 0 || eq == std::string::npos) {
+      *message = what;
+      return kExitBadInput;
+    }
+    std::string name = what.substr(key.size(), eq - key.size());
+    const std::string value = what.substr(eq + 3);
+    if (name.empty()) name = option_of_value(argc, argv, value);
+    *message = name + ": " +
+               (decimal_integer(value) ? out_of_range(app.get_option_no_throw(name), value)
+                                       : "'" + value + "' is not a value it takes (see --help)");
     return kExitBadInput;
   } catch (const CLI::ArgumentMismatch& e) {  // CLI11: "--t: At Most 1 required but received 2"
     const std::string what = e.what();
@@ -254,7 +292,16 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
   app.add_option("--bug", o.bug, s.bugs.empty() ? std::string("Inject a pitfall (none in this section)")
                                                  : "Inject a pitfall: " + join(s.bugs));
   int64_t seed = int64_t(o.seed);  // read signed: "-1" is refused, not wrapped to 2^64 - 1
-  app.add_option("--seed", seed, "Input seed (>= 0)")->capture_default_str();
+  // CLI11 silently clamps a 64-bit value that does not fit: such a seed is refused instead.
+  const CLI::Validator seed_fits(
+      [](std::string& text) -> std::string {
+        if (!decimal_integer(text)) return "";  // CLI11 refuses it, or reads it
+        errno = 0;
+        std::strtoll(text.c_str(), nullptr, 10);
+        return errno == ERANGE ? text + " is out of range (0 to " + std::to_string(INT64_MAX) + ")" : "";
+      },
+      "");
+  app.add_option("--seed", seed, "Input seed (>= 0)")->capture_default_str()->check(seed_fits);
   only_if(app.add_option("--splits", o.splits, "K/V splits (0: chosen from the shape and SM count)")
               ->capture_default_str(), s.has_splits);
   only_if(app.add_option("--consumers", o.consumers,
