@@ -56,6 +56,12 @@ foreach(v single split)
     endif()
   endforeach()
 endforeach()
+# The memory line names only what a run adds: single keeps no split partials, split does.
+lab_test(memory.05.single_adds_nothing cpu 0 MATCH "^  memory   nothing on top of Q, K, V, O's [0-9.]+ [KMG]?B$"
+         COMMAND ${BIN}/05_decode --cpu --variant single ${DEC_SHAPE})
+lab_test(memory.05.split_names_its_partials cpu 0
+         MATCH "^  memory   [0-9.]+ [KMG]?B partial O and LSE of the splits, on top of Q, K, V, O's [0-9.]+ [KMG]?B$"
+         COMMAND ${BIN}/05_decode --cpu --variant split --splits 7 ${DEC_SHAPE})
 lab_test(bad_input.06.kv_layout_value cpu 2 MATCH "^bad input: --kv-layout must be nhd or hnd" COMMAND ${BIN}/06_paged --kv-layout xyz)
 lab_test(help.06.shows_own_options cpu 0 MATCH "--kv-layout" "--simulate" COMMAND ${BIN}/06_paged --help)
 lab_test(simulate.06.stub_fails cpu 1 MATCH "^FAIL: simulate_serving" COMMAND ${BIN}/lab_06_paged --simulate --requests 50)

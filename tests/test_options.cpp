@@ -100,6 +100,14 @@ TEST_CASE("options: each bad input is refused with its reason", "[options]") {
       {{"--t-kv", "2147483647"}, "T_kv=2147483647 exceeds the lab's limit"},
       {{"--seed", "-1"}, "--seed must be >= 0 (got -1)"},
       {{"--t", "abc"}, "--t: 'abc' is not a value it takes"},
+      // A whole number its option cannot hold is out of range, with the limit; a 64-bit one too
+      // (CLI11 would clamp it), and an option hidden from --help is still named.
+      {{"--t", "99999999999"}, "--t: 99999999999 is out of range (at most 2147483647)"},
+      {{"--t=2147483648"}, "--t: 2147483648 is out of range (at most 2147483647)"},
+      {{"--b", "-99999999999"}, "--b: -99999999999 is out of range (at least -2147483648)"},
+      {{"--seed", "99999999999999999999"}, "--seed: 99999999999999999999 is out of range (0 to 9223372036854775807)"},
+      {{"--splits", "99999999999"}, "--splits: 99999999999 is out of range (at most 2147483647)"},
+      {{"--splits", "x"}, "--splits: 'x' is not a value it takes"},
       {{"--t", "5", "--t", "6"}, "--t is given more than once"},
       // A value option followed by another option, or by nothing: named, never taken as the value
       // (CLI11 would read T = '--cpu', or a --json file named --cpu).

@@ -504,7 +504,10 @@ int run_backward_section(int argc, char** argv, const BackwardSection& s) {
     if (timed)
       std::printf("  time     %.4g ms median of %d (min %.4g, max %.4g)\n  rate     %.3g TFLOP/s (2.5x forward FLOPs)\n",
                   timing.median_ms, timing.iters, timing.min_ms, timing.max_ms, tflops);
-    std::printf("  memory   %s workspace beyond the inputs and gradients\n", format_bytes(double(extra_bytes)).c_str());
+    if (extra_bytes > 0)
+      std::printf("  memory   %s workspace beyond the inputs and gradients\n", format_bytes(double(extra_bytes)).c_str());
+    else
+      std::printf("  memory   no workspace beyond the inputs and gradients\n");
   }
   print_verdict(check.passed, check.verdict, reasons, opt.quiet, s.name, opt.variant, opt.cpu);
 

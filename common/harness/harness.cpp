@@ -5,6 +5,9 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cstdint>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -175,6 +178,35 @@ static std::string missing_value(const CLI::App& app, int argc, const char* cons
   return "";
 }
 
+// A plain decimal integer ("-12", "99999999999"): the only text CLI11 refuses for its size alone.
+static bool decimal_integer(const std::string& text) {
+  const size_t start = !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
+  return text.size() > start && text.find_first_not_of("0123456789", start) == std::string::npos;
+}
+
+// The option a refused value was given to, as typed: CLI11 names no option it hides from --help
+// (a section's inapplicable options), so the word before the value, or before "=value", names it.
+static std::string option_of_value(int argc, const char* const* argv, const std::string& value) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word.rfind("--", 0) != 0) continue;
+    const size_t eq = word.find('=');
+    if (eq != std::string::npos && word.substr(eq + 1) == value) return word.substr(0, eq);
+    if (eq == std::string::npos && i + 1 < argc && value == argv[i + 1]) return word;
+  }
+  return "";
+}
+
+// An integer too large for its option: CLI11 says only "could not convert", the student needs the
+// limit. 64-bit integers never get here (CLI11 clamps them: --seed has its own check), so a signed
+// option that refused a whole number is an int, an unsigned one an unsigned int.
+static std::string out_of_range(const CLI::Option* opt, const std::string& value) {
+  const bool is_unsigned = opt != nullptr && opt->get_type_name().rfind("UINT", 0) == 0;
+  if (value[0] == '-')
+    return value + " is out of range (at least " + (is_unsigned ? "0" : std::to_string(INT_MIN)) + ")";
+  return value + " is out of range (at most " + (is_unsigned ? std::to_string(UINT_MAX) : std::to_string(INT_MAX)) + ")";
+}
+
 int parse_command_line(CLI::App& app, int argc, const char* const* argv, std::string* message) {
   if (app.get_name().empty() && argc > 0) app.name(argv[0]);  // "Usage: build/bin/01_naive [OPTIONS]"
   for (int i = 1; i < argc; ++i)
@@ -194,10 +226,16 @@ int parse_command_line(CLI::App& app, int argc, const char* const* argv, std::st
   } catch (const CLI::ConversionError& e) {  // CLI11: "Could not convert: --t = abc"
     const std::string what = e.what(), key = "Could not convert: ";
     const size_t eq = what.find(" = ");
-    *message = what.rfind(key, 0) == 0 && eq != std::string::npos
-                   ? what.substr(key.size(), eq - key.size()) + ": '" + what.substr(eq + 3) +
-                         "' is not a value it takes (see --help)"
-                   : what;
+    if (what.rfind(key, 0) != 0 || eq == std::string::npos) {
+      *message = what;
+      return kExitBadInput;
+    }
+    std::string name = what.substr(key.size(), eq - key.size());
+    const std::string value = what.substr(eq + 3);
+    if (name.empty()) name = option_of_value(argc, argv, value);
+    *message = name + ": " +
+               (decimal_integer(value) ? out_of_range(app.get_option_no_throw(name), value)
+                                       : "'" + value + "' is not a value it takes (see --help)");
     return kExitBadInput;
   } catch (const CLI::ArgumentMismatch& e) {  // CLI11: "--t: At Most 1 required but received 2"
     const std::string what = e.what();
@@ -254,7 +292,16 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
   app.add_option("--bug", o.bug, s.bugs.empty() ? std::string("Inject a pitfall (none in this section)")
                                                  : "Inject a pitfall: " + join(s.bugs));
   int64_t seed = int64_t(o.seed);  // read signed: "-1" is refused, not wrapped to 2^64 - 1
-  app.add_option("--seed", seed, "Input seed (>= 0)")->capture_default_str();
+  // CLI11 silently clamps a 64-bit value that does not fit: such a seed is refused instead.
+  const CLI::Validator seed_fits(
+      [](std::string& text) -> std::string {
+        if (!decimal_integer(text)) return "";  // CLI11 refuses it, or reads it
+        errno = 0;
+        std::strtoll(text.c_str(), nullptr, 10);
+        return errno == ERANGE ? text + " is out of range (0 to " + std::to_string(INT64_MAX) + ")" : "";
+      },
+      "");
+  app.add_option("--seed", seed, "Input seed (>= 0)")->capture_default_str()->check(seed_fits);
   only_if(app.add_option("--splits", o.splits, "K/V splits (0: chosen from the shape and SM count)")
               ->capture_default_str(), s.has_splits);
   only_if(app.add_option("--consumers", o.consumers,
@@ -389,6 +436,11 @@ bool dump_npy(const std::string& dir, const Problem& p, const HostInputs& in, co
   return ok;
 }
 
+// " (S and P: 17.2 GB)" where the run needs a workspace; "" where it needs none, not a "0 B" item.
+std::string workspace_part(const std::string& what, const char* sep, int64_t bytes) {
+  return bytes > 0 ? " (" + what + sep + format_bytes(double(bytes)) + ")" : "";
+}
+
 }  // namespace
 
 int check_resources(const std::string& section, const Problem& p, bool cpu, bool needs_sm90a,
@@ -400,8 +452,8 @@ int check_resources(const std::string& section, const Problem& p, bool cpu, bool
   }
   if (cpu) {
     if (host_bytes > 0.8 * double(host_memory_bytes())) {
-      std::fprintf(stderr, "bad input: the CPU model needs %s (%s %s) but this machine has %s of memory\n",
-                   format_bytes(host_bytes).c_str(), workspace_what.c_str(), format_bytes(double(workspace)).c_str(),
+      std::fprintf(stderr, "bad input: the CPU model needs %s%s but this machine has %s of memory\n",
+                   format_bytes(host_bytes).c_str(), workspace_part(workspace_what, " ", workspace).c_str(),
                    format_bytes(double(host_memory_bytes())).c_str());
       return kExitBadInput;
     }
@@ -422,8 +474,8 @@ int check_resources(const std::string& section, const Problem& p, bool cpu, bool
     return kExitCannotRun;
   }
   if (device_bytes > 0.95 * double(dev->free_bytes)) {
-    std::fprintf(stderr, "bad input: %s needs %s of device memory (%s: %s) but %s has %s free\n", p.describe().c_str(),
-                 format_bytes(device_bytes).c_str(), workspace_what.c_str(), format_bytes(double(workspace)).c_str(),
+    std::fprintf(stderr, "bad input: %s needs %s of device memory%s but %s has %s free\n", p.describe().c_str(),
+                 format_bytes(device_bytes).c_str(), workspace_part(workspace_what, ": ", workspace).c_str(),
                  dev->name.c_str(), format_bytes(double(dev->free_bytes)).c_str());
     return kExitBadInput;
   }
@@ -558,8 +610,13 @@ int run_section(int argc, char** argv, const Section& s) {
       std::printf("\n  rate     %.3g TFLOP/s, %.4g GB/s of modelled HBM traffic (%s)\n", tflops, gbps,
                   format_bytes(double(hbm_bytes)).c_str());
     }
-    std::printf("  memory   %s %s, on top of Q, K, V, O's %s\n", format_bytes(double(extra_bytes)).c_str(),
-                s.workspace_what.c_str(), format_bytes(double(fused_hbm_bytes(p))).c_str());
+    // workspace_what names what a section's variants may add; a run that adds none says so rather
+    // than "0 B partial O and LSE of the splits".
+    if (extra_bytes > 0)
+      std::printf("  memory   %s %s, on top of Q, K, V, O's %s\n", format_bytes(double(extra_bytes)).c_str(),
+                  s.workspace_what.c_str(), format_bytes(double(fused_hbm_bytes(p))).c_str());
+    else
+      std::printf("  memory   nothing on top of Q, K, V, O's %s\n", format_bytes(double(fused_hbm_bytes(p))).c_str());
   }
   if (check.passed && !gpu_only_rest.empty()) {  // the host's part passed; the rest needs a GPU
     std::printf("not checked here: %s\n", gpu_only_rest.c_str());
