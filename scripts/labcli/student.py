@@ -193,7 +193,20 @@ def probe_args(section):
 
 def gpu_available(section, solution, timeout):
     code, out, _ = run_limited(program(section, solution) + probe_args(section), timeout)
-    return code != EXIT_CANNOT_RUN, no_gpu_reason(out)
+    return code != EXIT_CANNOT_RUN, no_gpu_reason(out) or ("" if code != EXIT_TIMEOUT else PROBE_HUNG)
+
+
+PROBE_HUNG = "the first case did not finish"  # gpu_available's reason where its probe run timed out
+
+
+def probe_hung(section, cmd, a):
+    """The result of a check whose probe run (the first case) timed out: every case would too, so
+    none is run; one failed row, exit 124, and the hint, instead of a silent wait per case."""
+    say(f"== {section}: FAIL: {PROBE_HUNG} in {a.timeout:.0f} s: no case run")
+    say(timeout_hint(a.timeout, f"check {section[:2]}" + (" --solution" if a.solution else "")))
+    return [{"section": section, "case": "(the first case, as a probe)", "variant": "-", "expect": "pass",
+             "exit": EXIT_TIMEOUT, "ok": False, "not_checked": None, "seconds": a.timeout, "weight": 0,
+             "command": " ".join(map(str, cmd)), "rerun": rerun_line(cmd), "rerun_here": rerun_line(cmd, cwd_relative)}]
 
 
 def rerun_line(cmd, relative=tree_relative):
@@ -215,11 +228,15 @@ def check_section(section, a):
     data = load_cases(section, a.cases)
     exe = program(section, a.solution)
     on_gpu, reason = (False, "forced by --cpu") if a.cpu else gpu_available(section, a.solution, a.timeout)
+    if reason == PROBE_HUNG:
+        return probe_hung(section, exe + probe_args(section), a)
     if not on_gpu and a.require_gpu:
         say(f"lab: cannot run here: {reason} (--require-gpu)")
         return None
     if not on_gpu:
         code, out, _ = run_limited(exe + probe_args(section) + ["--cpu"], a.timeout)
+        if code == EXIT_TIMEOUT:
+            return probe_hung(section, exe + probe_args(section) + ["--cpu"], a)
         # 77 with "cannot run here": nothing of the section runs on this machine. 77 with "not
         # checked here" is a verdict on the student's code (its host part passed, the rest needs a
         # GPU): the cases still run, each a verdict of its own.
