@@ -245,14 +245,19 @@ def prefix_args(root=None):
     return [f"-DCMAKE_PREFIX_PATH={deps}"] if (deps / "include").is_dir() else []
 
 
-def cached_python():
-    """The Python the build's tests run under (its CMake cache's Python3_EXECUTABLE), or None."""
+def cached_setting(name):
+    """A variable's value in build/'s CMake cache, or None (not configured, or not set)."""
     try:
         text = (BUILD / "CMakeCache.txt").read_text(errors="replace")
     except OSError:
         return None
-    m = re.search(r"^Python3_EXECUTABLE:[A-Z]*=(.*)$", text, re.M)
+    m = re.search(rf"^{re.escape(name)}:[A-Z]*=(.*)$", text, re.M)
     return m.group(1).strip() if m else None
+
+
+def cached_python():
+    """The Python the build's tests run under (its CMake cache's Python3_EXECUTABLE), or None."""
+    return cached_setting("Python3_EXECUTABLE")
 
 
 def configure():
@@ -310,16 +315,6 @@ def architectures_problem(value):
     return ""
 
 
-def cached_architectures():
-    """The LAB_CUDA_ARCHITECTURES build/ was configured with (its CMake cache), or None."""
-    try:
-        text = (BUILD / "CMakeCache.txt").read_text(errors="replace")
-    except OSError:
-        return None
-    m = re.search(r"^LAB_CUDA_ARCHITECTURES:[A-Z]*=(.*)$", text, re.M)
-    return m.group(1).strip() if m else None
-
-
 def check_architectures():
     """The user's LAB_CUDA_ARCHITECTURES: bad input before anything is configured; a notice where
     build/ keeps other architectures (CMake reads the variable at the first configure only)."""
@@ -330,7 +325,7 @@ def check_architectures():
     if why:
         raise BadInput(f"LAB_CUDA_ARCHITECTURES={value}: {why}; give compute capabilities separated by ';', "
                        f"e.g. LAB_CUDA_ARCHITECTURES='80;90a' (or native, all, all-major); nothing configured")
-    kept = cached_architectures()
+    kept = cached_setting("LAB_CUDA_ARCHITECTURES")
     if kept is not None and kept.split(";") != value.split(";"):
         say(f"lab: {BUILD} keeps the architectures it was configured for ({kept}), not LAB_CUDA_ARCHITECTURES="
             f"{value}; delete {BUILD} to apply the new ones")
