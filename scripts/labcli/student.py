@@ -204,9 +204,15 @@ def probe_hung(section, cmd, a):
     none is run; one failed row, exit 124, and the hint, instead of a silent wait per case."""
     say(f"== {section}: FAIL: {PROBE_HUNG} in {a.timeout:.0f} s: no case run")
     say(timeout_hint(a.timeout, f"check {section[:2]}" + (" --solution" if a.solution else "")))
-    return [{"section": section, "case": "(the first case, as a probe)", "variant": "-", "expect": "pass",
-             "exit": EXIT_TIMEOUT, "ok": False, "not_checked": None, "seconds": a.timeout, "weight": 0,
-             "command": " ".join(map(str, cmd)), "rerun": rerun_line(cmd), "rerun_here": rerun_line(cmd, cwd_relative)}]
+    return [result_row(section, "(the first case, as a probe)", "-", "pass", EXIT_TIMEOUT, False, None, a.timeout, 0, cmd)]
+
+
+def result_row(section, case, variant, expect, code, ok, not_checked, secs, weight, cmd):
+    """One run's row of a check's results: its command as run, as typed from the repository's root
+    (`rerun`, the report's) and from the user's folder (`rerun_here`, printed)."""
+    return {"section": section, "case": case, "variant": variant, "expect": expect, "exit": code, "ok": ok,
+            "not_checked": not_checked, "seconds": round(secs, 2), "weight": weight, "command": " ".join(map(str, cmd)),
+            "rerun": rerun_line(cmd), "rerun_here": rerun_line(cmd, cwd_relative)}
 
 
 def rerun_line(cmd, relative=tree_relative):
@@ -324,10 +330,7 @@ def check_section(section, a):
                     seen_failures[same] = n
                 for line in shown:
                     say(f"           | {line}")
-        results.append({"section": section, "case": name, "variant": variant, "expect": expect, "exit": code,
-                        "ok": ok, "not_checked": gpu_only or None, "seconds": round(secs, 2), "weight": weight,
-                        "command": " ".join(map(str, cmd)), "rerun": rerun_line(cmd),
-                        "rerun_here": rerun_line(cmd, cwd_relative)})
+        results.append(result_row(section, name, variant, expect, code, ok, gpu_only or None, secs, weight, cmd))
     pool.shutdown()
     passed = sum(r["ok"] for r in results)
     unchecked = [r for r in results if r["not_checked"]]
