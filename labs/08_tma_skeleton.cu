@@ -1043,7 +1043,8 @@ int main(int argc, char** argv) {
                                              : 2 * int64_t(p.b));  // paged-pool: each sequence's last-page maps
     return pool + maps;
   };
-  s.workspace_what = "paged pool and page maps, or fp8 copies of Q, K, V";
+  s.workspace_what = "paged pool and page maps";
+  s.workspace_what_of_variant = {{"fp8", "fp8 copies of Q, K and V (V transposed) and their scales"}};
   s.gpu = setup_gpu;
   s.cpu = run_cpu;
   return lab::lab_main(argc, argv, s);

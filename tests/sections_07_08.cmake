@@ -43,7 +43,9 @@ lab_test(cpu_model.07_sliding_window.causal_alone_is_plain_causal cpu 0 MATCH "T
 lab_test(cpu_model.07_sliding_window.decode_step_bottom_right cpu 0 MATCH "PASS" COMMAND ${W07} --cpu --t 1 --t-kv 1000 --causal --window 10 --h 2)
 lab_test(cpu_model.08_tma_skeleton.overlap_window cpu 0 MATCH "PASS" COMMAND ${S08} --cpu --variant ws-overlap --t 300 --causal --window 65 --h 2)
 lab_test(cpu_model.08_tma_skeleton.consumers1 cpu 0 MATCH "PASS" COMMAND ${S08} --cpu --consumers 1 --t 300 --causal --h 2)
+# The memory line names what the variant adds: the paged pool here, the fp8 copies for fp8.
 lab_test(cpu_model.08_tma_skeleton.paged_prints_page_size cpu 0 MATCH "paged K/V, page size 64" "PASS"
+         "^  memory   [0-9.]+ [KMG]?B paged pool and page maps, on top of Q, K, V, O's"
          COMMAND ${S08} --cpu --variant paged --t 200 --causal --h 2)
 lab_test(cpu_model.08_tma_skeleton.chunked_prefill cpu 0 MATCH "page size 64" "PASS"
          COMMAND ${S08} --cpu --variant paged-pool --page-size 64 --t 64 --t-kv 700 --causal --h 2)
@@ -108,7 +110,8 @@ lab_test(bad_input.08_tma_skeleton.forget_descale_ws cpu 2 MATCH "^bad input: --
 lab_test(no_gpu.08_tma_skeleton.stub_never_passes_fp8 cpu "1;77" MATCH "FAIL: 08_tma_skeleton|^not checked here: needs a GPU"
          COMMAND ${L08} --cpu --variant fp8 --t 200 --h 2)
 # On a GPU: the fp8 kernel passes its rule (D = 128 and 64) and the forgotten descale is caught.
-lab_test(gpu.08_tma_skeleton.fp8 gpu 0 MATCH "PASS" COMMAND ${S08} --variant fp8 --t 1000 --t-kv 1100 --causal --h 4 --h-kv 2 --iters 0)
+lab_test(gpu.08_tma_skeleton.fp8 gpu 0 MATCH "PASS"
+         "^  memory   [0-9.]+ [KMG]?B fp8 copies of Q, K and V \\(V transposed\\) and their scales, on top of" COMMAND ${S08} --variant fp8 --t 1000 --t-kv 1100 --causal --h 4 --h-kv 2 --iters 0)
 lab_test(gpu.08_tma_skeleton.fp8_d64 gpu 0 MATCH "PASS" COMMAND ${S08} --variant fp8 --t 700 --d 64 --h 2 --iters 0)
 # A long row of K/V tiles (40), where O summed inside the fp8 tensor core's shorter accumulator
 # would lose precision: the kernel adds each tile's P V to O in fp32 registers.

@@ -16,10 +16,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "toolbox/cuda_check.h"
 #include "harness/npy.h"
+#include "harness/parallel.h"
 #include "harness/record.h"
 
 #ifndef LAB_GIT_SHA_DEFAULT
@@ -494,6 +496,8 @@ int run_section(int argc, char** argv, const Section& s) {
   const Problem& p = opt.problem;
   const std::string build = opt.cpu ? "cpu-model" : (s.build.empty() ? "solution" : s.build);
   const int64_t workspace = s.workspace_bytes ? s.workspace_bytes(p, opt.variant) : 0;
+  const auto named = s.workspace_what_of_variant.find(opt.variant);
+  const std::string workspace_what = named != s.workspace_what_of_variant.end() ? named->second : s.workspace_what;
 
   DeviceInfo dev;
   if (opt.cpu && !s.cpu) {
@@ -503,7 +507,7 @@ int run_section(int argc, char** argv, const Section& s) {
   if (const int code = check_resources(s.name, p, opt.cpu, s.needs_sm90a, s.gpu_only ? s.gpu_only(opt) : "",
                                        double(fused_hbm_bytes(p)) + double(workspace),
                                        double(fused_hbm_bytes(p)) + double(workspace) + double(p.b) * 4,
-                                       s.workspace_what, workspace, &dev);
+                                       workspace_what, workspace, &dev);
       code != kExitPass)
     return code;
 
@@ -521,7 +525,11 @@ int run_section(int argc, char** argv, const Section& s) {
     run_failure = refused;
   } else if (opt.cpu) {
     std::vector<float> lse_buf(size_t(p.lse_elems()), poison_float());
-    const CpuRun run = s.cpu(p, opt, in, o, lse_buf);
+    const CpuRun run = [&] {
+      std::optional<SlowRunNotice> notice;
+      if (!opt.quiet) notice.emplace("the CPU model", "a smaller shape finishes sooner");
+      return s.cpu(p, opt, in, o, lse_buf);
+    }();
     if (!run.not_checked.empty()) {  // no model ran (08's stub: only a host check): no banner
       std::printf("not checked here: %s\n", run.not_checked.c_str());
       return kExitCannotRun;
@@ -578,7 +586,11 @@ int run_section(int argc, char** argv, const Section& s) {
 
   const std::vector<RowId> rows = rows_to_check(p, opt.check, opt.sample_rows, opt.seed);
   const bool fp8 = std::find(s.fp8_variants.begin(), s.fp8_variants.end(), opt.variant) != s.fp8_variants.end();
-  CheckResult check = check_rows(p, in, rows, o, lse, fp8 ? RefKind::fp8_e4m3 : RefKind::same_precision);
+  CheckResult check = [&] {
+    std::optional<SlowRunNotice> notice;
+    if (!opt.quiet) notice.emplace("the fp64 reference check", "--check sample checks fewer rows");
+    return check_rows(p, in, rows, o, lse, fp8 ? RefKind::fp8_e4m3 : RefKind::same_precision);
+  }();
   if (!refused.empty()) {  // nothing ran: the reason is the whole verdict (not "output not written")
     check.verdict = refused + " (nothing was run)";
     check.details.clear();
@@ -614,7 +626,7 @@ int run_section(int argc, char** argv, const Section& s) {
     // than "0 B partial O and LSE of the splits".
     if (extra_bytes > 0)
       std::printf("  memory   %s %s, on top of Q, K, V, O's %s\n", format_bytes(double(extra_bytes)).c_str(),
-                  s.workspace_what.c_str(), format_bytes(double(fused_hbm_bytes(p))).c_str());
+                  workspace_what.c_str(), format_bytes(double(fused_hbm_bytes(p))).c_str());
     else
       std::printf("  memory   nothing on top of Q, K, V, O's %s\n", format_bytes(double(fused_hbm_bytes(p))).c_str());
   }

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -156,6 +157,8 @@ struct Section {
   // and what it is, for the "does not fit" message. nullptr: none.
   std::function<int64_t(const Problem&, const std::string& variant)> workspace_bytes;
   std::string workspace_what = "workspace";
+  // Where variants add different things (08: a paged pool, or fp8 copies): what each one's is.
+  std::map<std::string, std::string> workspace_what_of_variant;
   // Optional. The student's host-callable exercise code asked before anything runs, where a wrong
   // answer would make the run itself unsafe (05's GQA mapping: a head past H is written past the end
   // of O, an illegal address on a GPU and a corrupted heap on the CPU). "" or why it is wrong: then

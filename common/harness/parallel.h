@@ -1,5 +1,7 @@
 // parallel_for over [0, n) on the host's cores: the fp64 reference and the CPU models are the
 // slow part of a check, and every row is independent.
+// SlowRunNotice: a progress line while a slow host computation runs, so that a long CPU run is
+// seen to work, not taken for a hang.
 // run_team and Barrier: a CPU model's team of threads that share one piece of work and meet at
 // barriers, as a GPU block's threads do at __syncthreads(), so that code written for a team of
 // many (each member its share, a reduction across members) is run by many on the CPU too.
@@ -8,7 +10,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -70,4 +74,41 @@ void run_team(int members, Fn body) {
   for (int m = 0; m < members; ++m) team.emplace_back([m, &body] { body(m); });
   for (auto& t : team) t.join();
 }
+
+// Nothing for a run shorter than `first`, then a line on `out` every `every` with the time so far
+// (a CPU model of a long sequence takes tens of seconds on a laptop's cores); it stops, at once,
+// when it goes out of scope.
+class SlowRunNotice {
+ public:
+  SlowRunNotice(std::string what, std::string hint, std::chrono::milliseconds first = std::chrono::seconds(5),
+                std::chrono::milliseconds every = std::chrono::seconds(10), std::FILE* out = stderr)
+      : ticker_([this, what, hint, first, every, out] {
+          const auto start = std::chrono::steady_clock::now();
+          auto next = start + first;
+          std::unique_lock<std::mutex> lock(mu_);
+          while (!stop_cv_.wait_until(lock, next, [&] { return stopped_; })) {
+            const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            std::fprintf(out, "  ... %s still running: %.0f s%s%s\n", what.c_str(), s, hint.empty() ? "" : " (",
+                         hint.empty() ? "" : (hint + ")").c_str());
+            std::fflush(out);
+            next += every;
+          }
+        }) {}
+  ~SlowRunNotice() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopped_ = true;
+    }
+    stop_cv_.notify_all();
+    ticker_.join();
+  }
+  SlowRunNotice(const SlowRunNotice&) = delete;
+  SlowRunNotice& operator=(const SlowRunNotice&) = delete;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable stop_cv_;
+  bool stopped_ = false;
+  std::thread ticker_;  // declared last: it starts once the members it reads exist
+};
 }  // namespace lab

@@ -1,0 +1,45 @@
+// The progress line a slow CPU run prints (SlowRunNotice).
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness/parallel.h"
+
+using namespace lab;
+using namespace std::chrono_literals;
+
+static std::string read_all(std::FILE* f) {
+  std::string text;
+  std::rewind(f);
+  char buf[256];
+  while (std::fgets(buf, sizeof buf, f)) text += buf;
+  return text;
+}
+
+TEST_CASE("SlowRunNotice prints progress for a slow run and nothing for a quick one", "[parallel]") {
+  std::FILE* slow = std::tmpfile();
+  REQUIRE(slow);
+  {
+    SlowRunNotice notice("the CPU model", "a smaller shape finishes sooner", 60ms, 60ms, slow);
+    parallel_for(20, [](int64_t) { std::this_thread::sleep_for(25ms); });
+  }
+  const std::string text = read_all(slow);
+  std::fclose(slow);
+  INFO(text);
+  REQUIRE(text.find("  ... the CPU model still running: 0 s (a smaller shape finishes sooner)\n") == 0);
+  REQUIRE(text.find("\n  ... the CPU model still running: ", 1) != std::string::npos);  // and again
+
+  std::FILE* quick = std::tmpfile();
+  REQUIRE(quick);
+  const auto start = std::chrono::steady_clock::now();
+  {
+    SlowRunNotice notice("the CPU model", "", 2s, 2s, quick);
+    parallel_for(20, [](int64_t) {});
+  }
+  REQUIRE(std::chrono::steady_clock::now() - start < 1s);  // the ticker is woken, not waited out
+  REQUIRE(read_all(quick).empty());
+  std::fclose(quick);
+}
