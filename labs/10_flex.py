@@ -25,6 +25,7 @@
 # softcap, window, document).
 # Run: python3 labs/10_flex.py --cpu --variant softcap --t 64 --h 2   (your stub, eager on the CPU)
 #      python3 labs/10_flex.py --variant window --causal --window 256 --t 4096 --h 16 --d 128
+import math
 import os
 import subprocess
 import sys
@@ -278,8 +279,8 @@ def validate(p, o):
         return "--variant window needs --causal --window W"
     if o.variant != "window" and p.window > 0:
         return "--window belongs to --variant window"
-    if not (o.softcap > 0):
-        return "--softcap must be > 0"
+    if not (math.isfinite(o.softcap) and o.softcap > 0):  # cap·tanh(s/cap) is NaN at an infinite cap
+        return "--softcap must be a finite number > 0"
     if o.docs < 1:
         return "--docs must be >= 1"
     if o.values < 0 or o.values > 64:

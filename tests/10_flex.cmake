@@ -2,6 +2,7 @@
 # (scripts/requirements-cpu.txt); where it is missing the program says so and exits 77 (skipped).
 set(S10 ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/solutions/10_flex.py)
 lab_test(bad_input.10.window_needs_w cpu 2 MATCH "^bad input: --variant window needs --causal --window W" COMMAND ${S10} --variant window --causal)
+lab_test(bad_input.10.softcap_inf cpu 2 MATCH "^bad input: --softcap must be a finite number > 0$" COMMAND ${S10} --cpu --t 16 --softcap inf)
 lab_test(bad_input.10.d96 cpu 2 MATCH "^bad input: D=96 is not supported by 10_flex" COMMAND ${S10} --d 96)
 # Every CPU case of tests/cases/10_flex.json passes, bad inputs are refused, the stub fails cleanly.
 if(LAB_BUILD_SOLUTIONS)  # the solution's case list
