@@ -293,6 +293,10 @@ def validate(p, o):
         return "--docs must be >= 1"
     if o.values < 0 or o.values > 64:
         return "--values must be in [0, 64]"
+    if o.values == 1:  # the float's second value is its first recompile
+        return "--values 1 shows no recompile: give 2 or more soft-cap values"
+    if o.values and o.variant != "softcap":  # the demo runs soft caps whatever the variant
+        return "--values runs pitfall 10 on soft caps: it needs --variant softcap"
     if o.against_07 and o.variant != "window":
         return "--against-07 compares the window variant with section 07"
     return ""
@@ -302,7 +306,8 @@ def extra_options(ap):
     ap.add_argument("--softcap", type=float, default=20.0, help="Soft cap of --variant softcap (default %(default)s)")
     ap.add_argument("--docs", type=int, default=3, help="Documents of --variant document (seeded cuts) (default %(default)s)")
     ap.add_argument("--values", type=int, default=0,
-                    help="Pitfall 10: run N soft-cap values through a captured float and a captured tensor")
+                    help="Pitfall 10 (--variant softcap): run N >= 2 soft-cap values through a captured float "
+                         "and a captured tensor")
     ap.add_argument("--against-07", action="store_true", help="Also time section 07's window kernel on this problem")
 
 

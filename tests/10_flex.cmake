@@ -3,6 +3,9 @@
 set(S10 ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/solutions/10_flex.py)
 lab_test(bad_input.10.window_needs_w cpu 2 MATCH "^bad input: --variant window needs --causal --window W" COMMAND ${S10} --variant window --causal)
 lab_test(bad_input.10.softcap_inf cpu 2 MATCH "^bad input: --softcap must be a finite number > 0$" COMMAND ${S10} --cpu --t 16 --softcap inf)
+lab_test(bad_input.10.values_one cpu 2 MATCH "^bad input: --values 1 shows no recompile" COMMAND ${S10} --cpu --t 16 --values 1)
+lab_test(bad_input.10.values_not_softcap cpu 2 MATCH "^bad input: --values runs pitfall 10 on soft caps"
+         COMMAND ${S10} --cpu --t 16 --variant window --causal --window 4 --values 2)
 lab_test(bad_input.10.d96 cpu 2 MATCH "^bad input: D=96 is not supported by 10_flex" COMMAND ${S10} --d 96)
 # Every CPU case of tests/cases/10_flex.json passes, bad inputs are refused, the stub fails cleanly.
 if(LAB_BUILD_SOLUTIONS)  # the solution's case list
