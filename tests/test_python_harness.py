@@ -412,6 +412,28 @@ class OptionalBugBranches(unittest.TestCase):
         self.assertTrue(mod.planted("local-causal", "        if BUG == 2:"))
 
 
+class FlexCaseList(unittest.TestCase):
+    """Pitfall 3 of the handout: a `document` mask that indexes doc_ids at a position below 0 (the
+    top rows when T_q > T_kv) without clamping it fails a CPU case of scripts/lab check 10."""
+
+    def test_document_without_the_clamp_fails_a_cpu_case(self):
+        if not have_torch():
+            self.skipTest("torch is not installed")
+        clamped = "doc_ids[torch.clamp(pos, 0, p.t_kv - 1)]"
+        source = SOL10.read_text()
+        self.assertIn(clamped, source)
+        cases = json.loads((ROOT / "tests" / "cases" / "10_flex.json").read_text())["cases"]
+        document = [c for c in cases if "document" in c.get("variants", []) and c.get("cpu", True)]
+        with tempfile.TemporaryDirectory() as tmp:
+            unclamped = Path(tmp, "10_flex.py")
+            unclamped.write_text(source.replace(clamped, "doc_ids[pos]"))
+            env = dict(os.environ, PYTHONPATH=str(ROOT / "common" / "python"))
+            codes = {c["name"]: run([sys.executable, unclamped, "--cpu", "--variant", "document", "--iters", "0",
+                                     "--quiet", *c["args"]], env=env).returncode for c in document}
+        self.assertIn(1, codes.values(), codes)
+        self.assertTrue(set(codes.values()) <= {0, 1}, codes)
+
+
 class CompilesForTheGpu(unittest.TestCase):
     """09's kernel compiled for sm_90 and sm_80 here, without a GPU (Triton ships its ptxas): the
     GPU path cannot fail on a compile error, and the Tensor Core instruction is the expected one."""
