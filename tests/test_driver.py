@@ -1463,7 +1463,7 @@ class Setup(unittest.TestCase):
         with mock.patch.object(setup.importlib.util, "find_spec", lambda name: None), \
                 mock.patch.object(setup, "has_gpu", lambda: False), \
                 mock.patch.object(setup, "pip_install",
-                                  lambda missing, *rest, index=None, what=None: asked.append((sorted(missing), index)) or True):
+                                  lambda missing, *rest, index=None, what=None, **more: asked.append((sorted(missing), index)) or True):
             setup.ensure_section_packages(False, ["09_triton"])
             setup.ensure_section_packages(False, ["09_triton", "10_flex"])
             setup.ensure_section_packages(True, ["09_triton"])
@@ -1502,6 +1502,35 @@ class Setup(unittest.TestCase):
                 contextlib.redirect_stdout(io.StringIO()):
             setup.ensure_section_packages(False, ["10_flex"])
         self.assertNotIn("--index-url", cmds[0])
+
+    def test_a_failed_install_says_why_and_where_the_cpu_index_is_unreachable_offers_pypi(self):
+        """pip's own last word for an index it cannot reach is "Could not find a version": the line
+        names the unreachable host instead, and for PyTorch's CPU index, PyPI's build as the way out."""
+        import contextlib, io
+        from labcli import setup
+        unreachable = ("WARNING: Retrying (Retry(total=0)) after connection broken by 'NewConnectionError(... "
+                       "Failed to establish a new connection: [Errno -2] Name or service not known')': /whl/cpu/torch/\n"
+                       "ERROR: Could not find a version that satisfies the requirement torch==2.11.* (from versions: none)\n")
+        other = "ERROR: No matching distribution found for triton==3.6.*\n"
+        said = {}
+        for name, text, module in (("cpu-index", unreachable, "torch"), ("pypi", other, "triton")):
+            with tempfile.TemporaryDirectory() as tmp, \
+                    mock.patch.object(setup, "externally_managed", lambda: False), \
+                    mock.patch.object(setup, "has_gpu", lambda: False), \
+                    mock.patch.object(setup.importlib.util, "find_spec", lambda n, m=module: None if n == m else n), \
+                    mock.patch.object(setup, "logged", lambda cmd, log, env=None, t=text: log.open("a").write(t) and 1), \
+                    mock.patch.object(setup, "build_log", lambda: Path(tmp) / "log"), \
+                    contextlib.redirect_stdout(io.StringIO()) as out:
+                Path(tmp, "log").write_text("ERROR: an earlier command's failure\n")
+                self.assertFalse(setup.ensure_section_packages(False, ["10_flex"]))
+            said[name] = [l for l in out.getvalue().splitlines() if "could not install" in l]
+        self.assertEqual(len(said["cpu-index"]), 1)
+        self.assertRegex(said["cpu-index"][0], r"^lab: pip could not install torch \(download\.pytorch\.org could not "
+                                              r"be reached\); .*--index-url https://download\.pytorch\.org/whl/cpu; or "
+                                              r"PyPI's build.*4\.7 GB.*: \S+ -m pip install 'torch==2\.11\.\*'\)$")
+        self.assertEqual(len(said["pypi"]), 1)
+        self.assertIn("could not install triton (No matching distribution found for triton==3.6.*);", said["pypi"][0])
+        self.assertNotIn("PyPI's build", said["pypi"][0])
 
     def test_a_system_python_that_refuses_pip_gets_the_labs_own_venv(self):
         """Debian 12 and Ubuntu 23.04+ mark their Python as externally managed (PEP 668) and its pip

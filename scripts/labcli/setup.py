@@ -14,12 +14,14 @@ FlashAttention-4) likewise, from scripts/requirements-cpu.txt or -gpu.txt, when 
 """
 import importlib.util
 import os
+import re
 import shlex
 import shutil
 import subprocess
 import sys
 import sysconfig
 from pathlib import Path
+from urllib.parse import urlparse
 
 from labcli.common import ROOT, LabError, build_log, folder_problem, has_gpu, logged, say
 
@@ -132,7 +134,9 @@ def ensure_section_packages(on_gpu, sections=()):
     if not on_gpu and "torch" in missing and not has_gpu():  # (a GPU machine's --cpu run keeps PyPI's CUDA build)
         missing.remove("torch")
         torch_ok = pip_install(["torch"], "requirements-cpu.txt", "the Python sections say what is missing",
-                               index=TORCH_CPU_INDEX, what="the CPU build, about 200 MB, from PyTorch's CPU index")
+                               index=TORCH_CPU_INDEX, what="the CPU build, about 200 MB, from PyTorch's CPU index",
+                               elsewhere="PyPI's build, which runs here too but brings its CUDA libraries "
+                                         "(about 4.7 GB installed)")
     return pip_install(missing, "requirements-gpu.txt" if on_gpu else "requirements-cpu.txt",
                        "the Python sections say what is missing") and torch_ok
 
@@ -233,12 +237,28 @@ def _make_lab_venv():
     return venv_python()
 
 
-def pip_install(missing, requirements, otherwise, index=None, what=None):
+# pip's words for an index it could not reach (DNS, no route, refused, timed out).
+UNREACHABLE = re.compile(r"Name or service not known|Temporary failure in name resolution|No address associated|"
+                         r"Failed to establish a new connection|Network is unreachable|No route to host|"
+                         r"Connection refused|timed out", re.IGNORECASE)
+
+
+def pip_failure(output, index=None):
+    """Why pip failed, in a few words, from its output: an index it could not reach (pip itself then
+    says only "Could not find a version", as if the version did not exist), else its first error."""
+    if UNREACHABLE.search(output):
+        return f"{urlparse(index).hostname if index else 'the package index'} could not be reached"
+    errors = [line[len("ERROR: "):].strip() for line in output.splitlines() if line.startswith("ERROR: ")]
+    return errors[0] if errors else ""
+
+
+def pip_install(missing, requirements, otherwise, index=None, what=None, elsewhere=None):
     """pip installs the lines of scripts/REQUIREMENTS that provide the missing modules; says what and
     where (`what`: a word on the packages, e.g. their size). Offline, pip gives up after one short
-    retry. `index`: the only package index to use (PyTorch's CPU builds). Where this Python refuses
-    pip (PEP 668), the packages go into the lab's .venv/ and the command starts again under it (what
-    ran before this point is repeated; a build is up to date by then)."""
+    retry. `index`: the only package index to use (PyTorch's CPU builds); `elsewhere`: what the
+    packages are from the default index instead, offered when `index` cannot be reached. Where this
+    Python refuses pip (PEP 668), the packages go into the lab's .venv/ and the command starts again
+    under it (what ran before this point is repeated; a build is up to date by then)."""
     lines = requirement_lines(requirements, missing)
     if not lines:
         return not missing
@@ -256,15 +276,26 @@ def pip_install(missing, requirements, otherwise, index=None, what=None):
     cmd = ([str(python), "-m", "pip", "install", "-q", "--retries", "1", "--timeout", "15"] + lines
            + ([] if restart or in_venv() or os.geteuid() == 0 else ["--user"]) + (["--index-url", index] if index else []))
     say(f"lab: installing {', '.join(missing)}{f' ({what})' if what else ''} into {where} (pip; log: {build_log()})")
-    if logged(cmd, build_log()) == 0:
+    log = build_log()
+    start = log.stat().st_size if log.exists() else 0
+    if logged(cmd, log) == 0:
         if restart:
             say(f"lab: from now on scripts/lab runs under {python}; starting the command again under it")
             enter_lab_venv(DRIVER_ARGV or sys.argv[1:])
         importlib.invalidate_caches()
         return True
-    how = (f"{python} -m pip install {' '.join(shlex.quote(x) for x in lines)} --index-url {index}" if index
+    try:
+        with open(log, "rb") as f:
+            f.seek(start)
+            cause = pip_failure(f.read().decode(errors="replace"), index)
+    except OSError:
+        cause = ""
+    packages = " ".join(shlex.quote(x) for x in lines)
+    how = (f"{python} -m pip install {packages} --index-url {index}" if index
            else f"{python} -m pip install -r scripts/{requirements}")
-    say(f"lab: pip could not install {', '.join(missing)}; {otherwise} (install: {how})")
+    if index and elsewhere and cause.endswith("could not be reached"):
+        how += f"; or {elsewhere}: {python} -m pip install {packages}"
+    say(f"lab: pip could not install {', '.join(missing)}{f' ({cause})' if cause else ''}; {otherwise} (install: {how})")
     return False
 
 

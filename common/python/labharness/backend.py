@@ -108,7 +108,7 @@ def import_torch(cuda, section="it"):
         import torch
     except Exception as e:
         how = (f"`{GPU_REQUIREMENTS}`" if cuda else
-               f"`{CPU_TORCH}` (the CPU build, about 200 MB; `scripts/lab run 10` does it for you)")
+               f"`{CPU_TORCH}` (the CPU build, about 200 MB; `scripts/lab run 10` installs it where pip can)")
         raise CannotRun(f"needs torch ({type(e).__name__}: {e}); install it with {how}")
     if cuda and not torch.cuda.is_available():
         # The reason, then "; " and the advice, as the C++ programs say it: scripts/lab shows the
