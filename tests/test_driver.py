@@ -161,9 +161,10 @@ class LiveRun(unittest.TestCase):
         """cmd_run of 01 over stand-in runs [(exit, output)], the lines it printed."""
         calls = []
 
-        def run_limited(cmd, timeout, echo=None):
+        def run_limited(cmd, timeout, echo=None, extra_env=None):
             code, text = runs[len(calls)]
             calls.append(cmd)
+            self.assertEqual(extra_env, {"LAB_TIME_LIMIT_S": "60"})  # the note of a slow shape compares with it
             for piece in (text[:7], text[7:]):  # in two chunks, split mid-line
                 echo(piece.encode())
             return code, text, 0.1
@@ -199,6 +200,18 @@ class LiveRun(unittest.TestCase):
         self.assertEqual(lines[-2], "TIMEOUT: stopped after 60 s")
         self.assertRegex(lines[-1], r"^lab: the program did not finish in 60 s: most often an endless loop, or a wait "
                                     r"that never completes, in the exercise; .*: scripts/lab run 01 --timeout 120 -- --t 65$")
+
+    def test_a_run_stopped_while_it_said_it_was_working_is_not_called_stuck(self):
+        """A program that announced a slow shape (a Python section's note, a CPU model's "still
+        running" lines) and met the time limit was busy, not in an endless loop."""
+        for said in ("note: B=1 H=32 T=4096 D=64 fp16 causal under --cpu takes roughly 35 min on one laptop core, "
+                     "in silence until the verdict; --cpu without --t runs a small shape in seconds\n",
+                     "  ... the CPU model still running: 15 s (a smaller shape finishes sooner)\n"):
+            code, lines, _ = self.run_cmd([(124, said + "\nTIMEOUT: stopped after 60 s\n")], ["--t", "4096"])
+            self.assertEqual(code, common.EXIT_TIMEOUT)
+            self.assertRegex(lines[-1], r"^lab: the program was still working when stopped after 60 s: this shape is "
+                                        r"large for the CPU .*a smaller --t runs in seconds, or give it longer: "
+                                        r"scripts/lab run 01 --timeout 120 -- --t 4096$")
 
     def test_a_passing_lab_run_points_to_check(self):
         """One shape passing is not the exercise's verdict: a passing run of the lab names the

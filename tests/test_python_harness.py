@@ -259,18 +259,27 @@ class Program(unittest.TestCase):
         the silent minutes (read here as it comes, then the run is stopped)."""
         import signal
         progs = [(SOL, ["--t", "2048"], have_triton()), (SOL10, ["--t", "8192"], have_torch())]
-        for prog, args, ok in progs:
-            if not ok:
-                continue
-            proc = subprocess.Popen([sys.executable, str(prog), "--cpu", "--check", "none", *args],
+
+        def first_line(prog, args, limit=None):
+            env = {k: v for k, v in os.environ.items() if k != "LAB_TIME_LIMIT_S"}
+            env.update({"LAB_TIME_LIMIT_S": limit} if limit else {})
+            proc = subprocess.Popen([sys.executable, str(prog), "--cpu", "--check", "none", *args], env=env,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
             try:
-                first = proc.stdout.readline()
+                return proc.stdout.readline()
             finally:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-            self.assertRegex(first, rf"^note: B=1 H=8 T={args[1]} D=64 \w+ under --cpu takes roughly \d+ (s|min) on one "
-                                    r"laptop core, in silence until the verdict; .* in seconds$", prog.name)
+        for prog, args, ok in progs:
+            if not ok:
+                continue
+            self.assertRegex(first_line(prog, args), rf"^note: B=1 H=8 T={args[1]} D=64 \w+ under --cpu takes roughly "
+                                                     r"\d+ (s|min) on one laptop core, in silence until the verdict; "
+                                                     r".* in seconds$", prog.name)
+            # started by scripts/lab with a shorter time limit: the note says the run will be stopped first
+            self.assertRegex(first_line(prog, args, "10"), r"on one laptop core, longer than the 10 s scripts/lab gives "
+                                                           r"a run \(--timeout\): it will be stopped first, in silence",
+                             prog.name)
         if have_triton():  # and a small one is not announced
             r = run([sys.executable, SOL, "--cpu", "--t", "64", "--h", "2"])
             self.assertTrue(r.stdout.startswith("== 09_triton on the CPU"), r.stdout)

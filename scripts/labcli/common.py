@@ -435,12 +435,13 @@ def file_size_limit():
     return None if soft == resource.RLIM_INFINITY else soft
 
 
-def run_limited(cmd, timeout, capture=True, echo=None):
+def run_limited(cmd, timeout, capture=True, echo=None, extra_env=None):
     """Runs cmd in its own process group, its input closed; kills the whole group on timeout (exit
     124). Of the output, the first OUTPUT_HEAD and last OUTPUT_TAIL bytes are kept (a program that
     prints without end must not fill the memory of a grader running a class). echo(bytes), if given,
-    is handed all of it as it comes, then the note on how the run ended (a timeout, a crash)."""
-    env = dict(os.environ, LAB_GIT_SHA=os.environ.get("LAB_GIT_SHA") or git_sha())
+    is handed all of it as it comes, then the note on how the run ended (a timeout, a crash).
+    extra_env: variables added to this run's environment."""
+    env = dict(os.environ, LAB_GIT_SHA=os.environ.get("LAB_GIT_SHA") or git_sha(), **(extra_env or {}))
     start = time.time()
     try:
         proc = subprocess.Popen([str(c) for c in cmd], stdin=subprocess.DEVNULL,

@@ -93,7 +93,8 @@ def cmd_run(a):
     python_packages([section], a.args)
     cmd = program(section, a.solution) + a.args
     live = LiveOutput()
-    code, out, _ = run_limited(cmd, a.timeout, echo=live)
+    limit = {TIME_LIMIT_VARIABLE: f"{a.timeout:.0f}"}  # a Python section's slow-shape note compares with it
+    code, out, _ = run_limited(cmd, a.timeout, echo=live, extra_env=limit)
     reason = no_gpu_reason(out) if code == EXIT_CANNOT_RUN else None
     fall_back = reason and "--cpu" not in a.args
     live.end(show_held=not fall_back)
@@ -102,11 +103,11 @@ def cmd_run(a):
             reason = "no GPU here"  # torch is only the GPU path's; the CPU path needs none
         say(f"lab: {reason}; {cpu_fallback(section, 'running')}")
         live = LiveOutput()
-        code, out, _ = run_limited(cmd + ["--cpu"], a.timeout, echo=live)
+        code, out, _ = run_limited(cmd + ["--cpu"], a.timeout, echo=live, extra_env=limit)
         live.end()
     if code == EXIT_TIMEOUT:
         say(timeout_hint(a.timeout, f"run {section[:2]}" + (" --solution" if a.solution else ""),
-                         shlex.join(["--"] + a.args) if a.args else ""))
+                         shlex.join(["--"] + a.args) if a.args else "", still_working(out)))
     lab = ROOT / "labs" / source_name(section)
     if code == EXIT_FAIL and not a.solution and make_labs.is_untouched_stub(lab):
         say(still_the_stub(section))
@@ -362,11 +363,26 @@ def stub_passes(results, solution):
             " (a bad-input case, which passes before your code runs)")
 
 
-def timeout_hint(seconds, command, program_args=""):
-    """The line after a run stopped at its time limit: what that most often is, and how to give it longer."""
+# The driver's time limit, told to the program it runs: a Python section that expects a --cpu run
+# to take longer says so before it starts (common/python/labharness/run.py).
+TIME_LIMIT_VARIABLE = "LAB_TIME_LIMIT_S"
+
+
+def still_working(out):
+    """Whether a program's output says it was busy on a large shape (a Python section's slow-shape
+    note, a CPU model's "still running" lines), not stuck."""
+    return re.search(r"^note: .* takes roughly |^\s*\.\.\. .* still running: ", out, re.MULTILINE) is not None
+
+
+def timeout_hint(seconds, command, program_args="", working=False):
+    """The line after a run stopped at its time limit: what that most often is (a program that said
+    it was working on a large shape was not stuck), and how to give it longer."""
+    longer = f"scripts/lab {command} --timeout {2 * seconds:.0f}" + (f" {program_args}" if program_args else "")
+    if working:
+        return (f"lab: the program was still working when stopped after {seconds:.0f} s: this shape is large for "
+                f"the CPU (the lines above say so); a smaller --t runs in seconds, or give it longer: {longer}")
     return (f"lab: the program did not finish in {seconds:.0f} s: most often an endless loop, or a wait that never "
-            f"completes, in the exercise; if it only needs longer: scripts/lab {command} --timeout {2 * seconds:.0f}"
-            + (f" {program_args}" if program_args else ""))
+            f"completes, in the exercise; if it only needs longer: {longer}")
 
 
 def failure_key(out):

@@ -178,7 +178,13 @@ def slow_on_cpu(s, p, seconds):
         return ""
     smaller = ("--cpu without " + ", ".join(f"--{d}" for d in s.cpu_default) + " runs a small shape"
                if s.cpu_default else "a smaller --t or --h runs")
-    return (f"note: {p.describe()} under --cpu takes roughly {_duration(seconds)} on one laptop core, in "
+    try:  # scripts/lab's time limit for this run, where it started the program
+        limit = float(os.environ.get("LAB_TIME_LIMIT_S", ""))
+    except ValueError:
+        limit = None
+    stopped = (f", longer than the {limit:.0f} s scripts/lab gives a run (--timeout): it will be stopped first"
+               if limit and seconds > limit else "")
+    return (f"note: {p.describe()} under --cpu takes roughly {_duration(seconds)} on one laptop core{stopped}, in "
             f"silence until the verdict; {smaller} in seconds")
 
 
