@@ -40,6 +40,40 @@ class TimeLimit(unittest.TestCase):
         code, out, _ = common.run_limited(["bash", "-c", "sleep 60 & sleep 60; wait"], timeout=1)
         self.assertEqual(code, common.EXIT_TIMEOUT)
 
+    def test_an_interrupted_driver_stops_the_programs_it_started(self):
+        """A program runs in a session of its own, out of reach of the terminal's Ctrl-C: an
+        interrupted driver kills it (a long --cpu run went on for minutes after `lab: interrupted`),
+        and a check's queued runs do not start."""
+        driver = """
+import concurrent.futures, sys
+sys.path.insert(0, sys.argv[1])
+from labcli import common
+sleeper = ["bash", "-c", "echo $$ >> " + sys.argv[2] + "; exec sleep 60"]
+try:
+    if sys.argv[3] == "main":
+        common.run_limited(sleeper, 120)
+    else:  # check: runs in a pool, the main thread waits for the first
+        pool = concurrent.futures.ThreadPoolExecutor(1)
+        jobs = [pool.submit(common.run_limited, sleeper, 120) for _ in range(3)]
+        jobs[0].result()
+except KeyboardInterrupt:
+    common.stop_running()  # as scripts/lab does
+"""
+        for where in ("main", "pool"):
+            with tempfile.TemporaryDirectory() as tmp:
+                pids = Path(tmp, "pids")
+                proc = subprocess.Popen([sys.executable, "-c", driver, str(ROOT / "scripts"), str(pids), where],
+                                        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                deadline = time.time() + 30
+                while not (pids.exists() and pids.read_text().strip()) and time.time() < deadline:
+                    time.sleep(0.05)
+                proc.send_signal(signal.SIGINT)
+                self.assertIsNotNone(proc.wait(timeout=20), where)
+                started = [int(p) for p in pids.read_text().split()]
+            self.assertEqual(len(started), 1, where)  # the queued runs never started
+            time.sleep(0.2)
+            self.assertFalse(Path(f"/proc/{started[0]}").exists(), f"{where}: the program outlived the driver")
+
     def test_a_crash_is_reported(self):
         code, out, _ = common.run_limited([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"], 10)
         self.assertLess(code, 0)

@@ -435,6 +435,27 @@ def file_size_limit():
     return None if soft == resource.RLIM_INFINITY else soft
 
 
+# Each program runs in a session of its own (its group is killed whole at its time limit), which
+# the terminal's Ctrl-C does not reach: the driver stops them itself when it is interrupted.
+_running, _running_lock, _stopping = set(), threading.Lock(), threading.Event()
+
+
+def _kill_group(pgid):
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:  # gone already
+        pass
+
+
+def stop_running():
+    """Ctrl-C: the programs running now are killed and none starts after (a check's queued runs
+    return at once)."""
+    _stopping.set()
+    with _running_lock:
+        for pgid in list(_running):
+            _kill_group(pgid)
+
+
 def run_limited(cmd, timeout, capture=True, echo=None, extra_env=None):
     """Runs cmd in its own process group, its input closed; kills the whole group on timeout (exit
     124). Of the output, the first OUTPUT_HEAD and last OUTPUT_TAIL bytes are kept (a program that
@@ -443,12 +464,31 @@ def run_limited(cmd, timeout, capture=True, echo=None, extra_env=None):
     extra_env: variables added to this run's environment."""
     env = dict(os.environ, LAB_GIT_SHA=os.environ.get("LAB_GIT_SHA") or git_sha(), **(extra_env or {}))
     start = time.time()
+    if _stopping.is_set():
+        return 130, "interrupted\n", 0.0
     try:
         proc = subprocess.Popen([str(c) for c in cmd], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE if capture else None,
                                 stderr=subprocess.STDOUT if capture else None, env=env, start_new_session=True)
     except OSError as e:  # a missing tool (compute-sanitizer, ncu) is a failed step, not a crash
         return 127, f"cannot start {cmd[0]}: {e.strerror}\n", 0.0
+    with _running_lock:
+        _running.add(proc.pid)
+    if _stopping.is_set():  # interrupted while it started
+        _kill_group(proc.pid)
+    try:
+        return _wait_limited(proc, cmd, timeout, capture, echo, start)
+    except BaseException:  # Ctrl-C while this thread waits: the program goes with the driver
+        _kill_group(proc.pid)
+        proc.wait()
+        raise
+    finally:
+        with _running_lock:
+            _running.discard(proc.pid)
+
+
+def _wait_limited(proc, cmd, timeout, capture, echo, start):
+    """run_limited's wait: the output kept, the time limit, how the run ended."""
     head, tail, dropped = bytearray(), bytearray(), [0]
 
     def drain():
