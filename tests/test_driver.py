@@ -527,6 +527,13 @@ class ParallelCheck(unittest.TestCase):
             student.resolve_all, student.build = saved
         self.assertEqual(ran, [])
 
+    def test_a_missing_hidden_case_file_is_refused_before_the_build(self):
+        a = SimpleNamespace(section=["11"], solution=False, report=None, cases="/no/such/cases.json")
+        with mock.patch.object(student, "build") as build, self.assertRaises(common.BadInput) as refused:
+            student.cmd_check(a)
+        self.assertFalse(build.called)  # a build takes minutes on a laptop: not for a typo
+        self.assertIn("/no/such/cases.json", str(refused.exception))
+
     def test_unit_tests_run_first_in_a_check(self):
         self.assertEqual(student.unit_test_program("05_decode", False).name, "lab_exercises_05_decode")
         self.assertEqual(student.unit_test_program("05_decode", True).name, "exercises_05_decode")

@@ -430,6 +430,11 @@ def cmd_check(a):
     names = resolve_all(a.section)
     needs_solutions(a)
     report = writable_report(a.report)
+    if getattr(a, "cases", None):  # a hidden case file that cannot be read (a typo) is bad input before any build
+        try:
+            cases.load(a.cases)
+        except cases.CaseFileError as e:
+            raise BadInput(str(e))
     build(targets(names, solution=a.solution, lab=not a.solution) + unit_test_targets(names, a.solution))
     python_parses(names, a.solution)
     python_packages(names)
