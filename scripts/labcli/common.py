@@ -472,11 +472,11 @@ def run_limited(cmd, timeout, capture=True, echo=None, extra_env=None):
                                 stderr=subprocess.STDOUT if capture else None, env=env, start_new_session=True)
     except OSError as e:  # a missing tool (compute-sanitizer, ncu) is a failed step, not a crash
         return 127, f"cannot start {cmd[0]}: {e.strerror}\n", 0.0
-    with _running_lock:
-        _running.add(proc.pid)
-    if _stopping.is_set():  # interrupted while it started
-        _kill_group(proc.pid)
     try:
+        with _running_lock:
+            _running.add(proc.pid)
+        if _stopping.is_set():  # interrupted while it started
+            _kill_group(proc.pid)
         return _wait_limited(proc, cmd, timeout, capture, echo, start)
     except BaseException:  # Ctrl-C while this thread waits: the program goes with the driver
         _kill_group(proc.pid)
