@@ -254,8 +254,8 @@ def against_07(ctx, timing):
     bin_dir = Path(os.environ.get("LAB_BUILD_DIR") or ROOT / "build") / "bin"
     exe = next((bin_dir / n for n in ("07_sliding_window", "lab_07_sliding_window") if (bin_dir / n).exists()),
                bin_dir / "07_sliding_window")
-    if not exe.exists():
-        print(f"  07       {exe} is not built: no comparison")
+    if not exe.exists():  # (a release has no solution to build: the student's own lab is what runs)
+        print(f"  07       no build of section 07 in {bin_dir}: no comparison (scripts/lab run 07 builds yours)")
         return
     args = [str(exe), "--variant", "window", "--b", str(p.b), "--h", str(p.h), "--h-kv", str(p.h_kv),
             "--t", str(p.t_q), "--t-kv", str(p.t_kv), "--d", str(p.d), "--dtype", p.dtype, "--causal",

@@ -421,11 +421,20 @@ class OptionalBugBranches(unittest.TestCase):
         self.assertTrue(mod.planted("local-causal", "        if BUG == 2:"))
 
 
-class FlexCaseList(unittest.TestCase):
-    """Pitfall 3 of the handout: a `document` mask that indexes doc_ids at a position below 0 (the
-    top rows when T_q > T_kv) without clamping it fails a CPU case of scripts/lab check 10."""
+class Flex(unittest.TestCase):
+
+    def test_against_07_without_a_build_of_07_says_how_to_build_one(self):
+        if not have_torch():
+            self.skipTest("torch is not installed")
+        with tempfile.TemporaryDirectory() as empty:
+            r = run([sys.executable, SOL10, "--cpu", "--variant", "window", "--causal", "--window", "4", "--t", "16",
+                     "--h", "1", "--against-07"], env=dict(os.environ, LAB_BUILD_DIR=empty))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn(f"no build of section 07 in {empty}/bin: no comparison (scripts/lab run 07 builds yours)", r.stdout)
 
     def test_document_without_the_clamp_fails_a_cpu_case(self):
+        """Pitfall 3 of the handout: a `document` mask that indexes doc_ids at a position below 0 (the
+        top rows when T_q > T_kv) without clamping it fails a CPU case of scripts/lab check 10."""
         if not have_torch():
             self.skipTest("torch is not installed")
         clamped = "doc_ids[torch.clamp(pos, 0, p.t_kv - 1)]"
