@@ -165,12 +165,13 @@ struct Params {
 };
 
 // The barriers and the job queue at the end of a kernel's shared memory (BAR_BYTES from `at`):
-//   q_full, q_empty | job_full[2], job_empty[2] | k_full[STAGES], v_full[STAGES], empty[STAGES] | job[2]
+//   q_full, q_empty | job_full[2], job_empty[2] | k_full[STAGES], v_full[STAGES],
+//   {k_empty, v_empty}[STAGES] | job[2]
 // q_full / q_empty: Q's slot, loaded once per job (a persistent block reloads it for its next job
 // once every consumer warpgroup is done with it). job_*: the persistent kernel's queue (JobQueue).
 template <int STAGES>
 struct BarrierArea {
-  static constexpr int BARRIERS = 6 + 3 * STAGES;
+  static constexpr int BARRIERS = 6 + 4 * STAGES;
   static_assert(8 * BARRIERS + 2 * 4 <= BAR_BYTES, "the barriers and the job slots fit their bytes");
   uint32_t at;    // shared-memory address of the area (8-byte aligned)
   int* job_slot;  // the job queue's two slots, as a generic pointer
@@ -183,7 +184,8 @@ struct BarrierArea {
   __device__ uint32_t job_empty(int i) const { return at + 32 + 8 * i; }
   __device__ uint32_t k_full(int stage) const { return at + 48 + 8 * stage; }
   __device__ uint32_t v_full(int stage) const { return at + 48 + 8 * (STAGES + stage); }
-  __device__ uint32_t empty(int stage) const { return at + 48 + 8 * (2 * STAGES + stage); }
+  __device__ uint32_t k_empty(int stage) const { return at + 48 + 8 * (2 * STAGES + 2 * stage); }
+  __device__ uint32_t v_empty(int stage) const { return at + 48 + 8 * (2 * STAGES + 2 * stage + 1); }
   // Thread 0, before the block's __syncthreads: a copy (or the producer's expect_tx) completes a
   // full barrier; each consumer warpgroup releases a slot or Q once; every consumer thread reads a
   // job slot, then arrives on its empty barrier.
@@ -197,7 +199,8 @@ struct BarrierArea {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(k_full(s), 1);
       mbar_init(v_full(s), 1);
-      mbar_init(empty(s), consumers);
+      mbar_init(k_empty(s), consumers);
+      mbar_init(v_empty(s), consumers);
     }
     fence_barrier_init();
   }
@@ -575,6 +578,9 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
       wgmma_commit();
       wgmma_wait<0>();
       fence_accumulators(c.s);
+    }
+    H::consumer_release(sm.k_empty(slot.stage));  // S has read K: the producer may load the next K there
+    if (active) {
       c.mask(p, tile * TL::BLOCK_KV, row_g, warp_keys_begin, warp_keys_end, t);
       c.online_softmax(p);
       c.rescale_o();
@@ -588,7 +594,7 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
       wgmma_wait<0>();  // the slot is read: it may be released
       fence_accumulators(c.o_acc);
     }
-    H::consumer_release(sm.empty(slot.stage));
+    H::consumer_release(sm.v_empty(slot.stage));
   }
   if (n_tiles > 0) H::consumer_release(sm.q_empty());  // Q's slot is free for the block's next job
   c.finalize(p, b, head, row_g, t);
@@ -660,7 +666,8 @@ __device__ __forceinline__ void consumer_overlapped(int wg, const KP& p, const S
     H::consumer_wait(sm.v_full(slot.stage), slot);
     turns.take();
     turns.pass();
-    H::consumer_release(sm.empty(slot.stage));
+    H::consumer_release(sm.k_empty(slot.stage));
+    H::consumer_release(sm.v_empty(slot.stage));
   };
   // step(n): finish PV(n-2) (wait, release, rescale by alpha(n-1)), pack P(n-1), issue S(n) and
   // PV(n-1), wait for S(n) only, softmax(n) while PV(n-1) runs.
@@ -668,11 +675,12 @@ __device__ __forceinline__ void consumer_overlapped(int wg, const KP& p, const S
     const RingSlot prev = fill_slot(n - 1), cur = fill_slot(n);
     wgmma_wait<0>();  // PV(n-2) is done
     c.fence_pv_operands();
-    if (n - 2 >= a) H::consumer_release(sm.empty(fill_slot(n - 2).stage));
+    if (n - 2 >= a) H::consumer_release(sm.v_empty(fill_slot(n - 2).stage));
     c.rescale_o();  // by alpha(n-1) (fp8: PV(n-2) folded into O first)
     c.pack_p();     // P(n-1)
     H::consumer_wait(sm.k_full(cur.stage), cur);
     H::consumer_wait(sm.v_full(prev.stage), prev);
+    H::consumer_release(sm.k_empty(prev.stage));  // S(n-1) read K(n-1) long ago
     turns.take();
     wgmma_fence();
     c.issue_s(q_rows, sm.k(cur.stage));
@@ -705,7 +713,8 @@ __device__ __forceinline__ void consumer_overlapped(int wg, const KP& p, const S
     for (; n < e; ++n) step(n, std::true_type{});
     wgmma_wait<0>();
     c.fence_pv_operands();
-    if (e - 2 >= a) H::consumer_release(sm.empty(fill_slot(e - 2).stage));
+    H::consumer_release(sm.k_empty(fill_slot(e - 1).stage));
+    if (e - 2 >= a) H::consumer_release(sm.v_empty(fill_slot(e - 2).stage));
     H::consumer_release(sm.q_empty());  // S(e-1) is done: Q's slot is free for the block's next job
     c.rescale_o();
     const RingSlot last = fill_slot(e - 1);
@@ -718,7 +727,7 @@ __device__ __forceinline__ void consumer_overlapped(int wg, const KP& p, const S
     turns.pass();
     wgmma_wait<0>();
     c.fence_pv_operands();
-    H::consumer_release(sm.empty(last.stage));
+    H::consumer_release(sm.v_empty(last.stage));
   }
   for (int n = e; n < n_tiles; ++n) pass_over(n);
   if (a == e) {  // no fill computed on: the turn of the missing last PV, empty (a job with no tiles: its one turn)
