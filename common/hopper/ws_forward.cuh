@@ -543,7 +543,8 @@ struct TileOf<H, T, HEAD_DIM, KV_TILE, std::void_t<typename H::template Tile<T, 
   using type = typename H::template Tile<T, HEAD_DIM, KV_TILE>;
 };
 
-// The plain loop (variant ws), one tile at a time: wait K, S, softmax, wait V, O += P V, release.
+// The plain loop (variant ws), one tile at a time: wait K, S, release K, softmax, wait V, O += P V,
+// release V.
 template <class T, int HEAD_DIM, class H, int KV_TILE>
 __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEAD_DIM, KV_TILE>& sm, const Job& job) {
   const int b = job.b, head = job.head, q0 = job.q0, first_tile = job.first_tile, n_tiles = job.n_tiles;
@@ -605,11 +606,12 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
 // Hopper window): S for tile n is issued before O += P V of tile n - 1, and the softmax of tile n
 // runs while that PV is still on the tensor core.
 //   prologue: S(a), softmax(a)
-//   n > a:    wait PV(n-2), release n-2, O *= alpha(n-1), pack P(n-1) | wait K(n), V(n-1) |
-//             issue S(n), PV(n-1) | wait S(n) only | softmax(n)
-//   epilogue: wait PV(e-2), release, O *= alpha(e-1), PV(e-1), release e-1
-// The same operations on O in the same order as the plain loop (bit-identical results). The
-// release sits at the top of the next step on purpose: an mbarrier arrive right after the
+//   n > a:    wait PV(n-2), release V(n-2) and K(n-1), O *= alpha(n-1), pack P(n-1) |
+//             wait K(n), V(n-1) | issue S(n), PV(n-1) | wait S(n) only | softmax(n)
+//   epilogue: wait PV(e-2), release V(e-2) and K(e-1), O *= alpha(e-1), PV(e-1), release V(e-1)
+// The same operations on O in the same order as the plain loop (bit-identical results). K and V
+// go back apart (k_empty, v_empty): a fill's K a step before its V, so a ring of two slots (the
+// 176-key tile) still has a step of slack. The releases sit at the top of the next step on purpose: an mbarrier arrive right after the
 // softmax gets scheduled early by ptxas, and drags the wait for PV(n-1) up with it, before the
 // exponentials: the overlap would be lost (checked in the SASS: DEPBAR.LE gsb0 0x1, then the 64
 // MUFU.EX2, then DEPBAR.LE gsb0 0x0).
@@ -669,18 +671,18 @@ __device__ __forceinline__ void consumer_overlapped(int wg, const KP& p, const S
     H::consumer_release(sm.k_empty(slot.stage));
     H::consumer_release(sm.v_empty(slot.stage));
   };
-  // step(n): finish PV(n-2) (wait, release, rescale by alpha(n-1)), pack P(n-1), issue S(n) and
-  // PV(n-1), wait for S(n) only, softmax(n) while PV(n-1) runs.
+  // step(n): finish PV(n-2) (wait, release V(n-2) and K(n-1), rescale by alpha(n-1)), pack P(n-1),
+  // issue S(n) and PV(n-1), wait for S(n) only, softmax(n) while PV(n-1) runs.
   auto step = [&](int n, auto masked) {
     const RingSlot prev = fill_slot(n - 1), cur = fill_slot(n);
     wgmma_wait<0>();  // PV(n-2) is done
     c.fence_pv_operands();
     if (n - 2 >= a) H::consumer_release(sm.v_empty(fill_slot(n - 2).stage));
+    H::consumer_release(sm.k_empty(prev.stage));  // S(n-1) is done too
     c.rescale_o();  // by alpha(n-1) (fp8: PV(n-2) folded into O first)
     c.pack_p();     // P(n-1)
     H::consumer_wait(sm.k_full(cur.stage), cur);
     H::consumer_wait(sm.v_full(prev.stage), prev);
-    H::consumer_release(sm.k_empty(prev.stage));  // S(n-1) read K(n-1) long ago
     turns.take();
     wgmma_fence();
     c.issue_s(q_rows, sm.k(cur.stage));
@@ -758,8 +760,8 @@ __device__ __forceinline__ void consumer_overlapped(int wg, const KP& p, const S
 //   - Turns go round strictly: warpgroup w's arrival for its turn k + 1 cannot come before the
 //     turn has gone round once more, so a barrier never holds two arrivals of the same warpgroup.
 //   - No deadlock with the ring: a warpgroup waits for its tiles before it takes its turn (so a
-//     late copy holds no one else's turn), and the release of fill n - 2 (at the top of step n)
-//     needs only turns the others have already handed on.
+//     late copy holds no one else's turn), and the releases of V(n - 2) and K(n - 1) (at the top
+//     of step n) need only turns the others have already handed on.
 constexpr uint32_t TURN_BAR0 = 1;                  // named barriers 1 .. CONS: whose turn
 constexpr uint32_t TURN_THREADS = 2 * WG_THREADS;  // the syncing warpgroup + the arriving one
 
