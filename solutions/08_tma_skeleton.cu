@@ -394,7 +394,7 @@ int consumers_of(const lab::Options& o, const lab::Problem& pr) {
   return o.consumers > 0 ? o.consumers : default_consumers(o.variant, pr);
 }
 // Keys per K/V tile: --kv-tile, else 128. FlashAttention-3's 176-key tile (ws-pingpong at D = 128,
-// --kv-tile 176) measured slower on the H200 at every shape timed, so it is the ablation, not the default.
+// --kv-tile 176) is timed beside it in the section's pingpong-ablation sweep.
 int kv_tile_of(const lab::Options& o) { return o.kv_tile > 0 ? o.kv_tile : BLOCK_KV; }
 // The ring and the register budget of the instantiation that runs (for the record).
 struct RingInfo {
