@@ -41,7 +41,7 @@
 // GEMMs occupy the tensor core (common/hopper/ws_forward.cuh, PingPongTurns). The tile per D:
 // at D = 128, 128 query rows (2 consumers) and 128 keys per K/V tile; --kv-tile 176 runs
 // FlashAttention-3's 128 x 176 for problems no mask cuts (each tile's fixed costs spread over more
-// keys; 2 ring slots, setmaxnreg 24/240 for S (88) + P (44) + O (64)), measured slower here. At
+// keys; 2 ring slots, setmaxnreg 24/240 for S (88) + P (44) + O (64)), measured no faster here. At
 // D = 64 a GEMM is half as long for the same softmax, so the block takes 3 consumer warpgroups
 // (BLOCK_Q = 192, setmaxnreg 32/160): three softmaxes share the time of the GEMMs; its keys stay
 // 128 (S and P of more keys do not fit in 160 registers beside O). --consumers 2 or 3 (D = 64,

@@ -47,8 +47,8 @@ constexpr int pingpong_consumers(int d) { return d == 64 ? 3 : 2; }
 constexpr int BLOCK_Q = CONSUMERS * WG_ROWS;             // 128 query rows per block
 constexpr int BLOCK_KV = 128;                            // keys per K/V tile (KV_TILE's default): the N of S = Q Kᵀ
 // FlashAttention-3's K/V tile at D = 128 for problems no mask cuts (neither causal nor windowed),
-// 176 keys (section 08: ws-pingpong --kv-tile 176; measured slower than 128 on the H200, so not
-// the default). A tile's fixed costs (its barrier waits, the turn of
+// 176 keys (section 08: ws-pingpong --kv-tile 176; measured no faster than 128 on the H200, so
+// not the default). A tile's fixed costs (its barrier waits, the turn of
 // the ping-pong, the row max and sum across a quad, the O rescale) are paid once per 176 keys
 // instead of 128, and a row walks 27 % fewer tiles. It is 2 slots of K and V (44 KB each) beside
 // Q's 32 KB, and S (88) + P (44) + O (64) registers per consumer thread while a PV overlaps the
