@@ -14,8 +14,9 @@
 //     need no special load path: the scores of those keys are masked).
 //   - An mbarrier ring of STAGES K/V slots (3 at D = 128, 4 at D = 64). Per slot: k_full and
 //     v_full (the producer arrives once with the bytes to expect; the copy completes them), and
-//     empty (each consumer warpgroup arrives once when it is done with the slot: count 2). Q has
-//     its own barrier, q_full, used once. Waits name the phase they wait for by its parity, which
+//     k_empty and v_empty (each consumer warpgroup arrives once when it is done with the slot's K,
+//     or its V: count 2). K and V are given back apart, as FlashAttention-3's two pipelines do:
+//     S reads a tile's K a step before P V reads its V. Q has its own barrier, q_full, used once. Waits name the phase they wait for by its parity, which
 //     flips every time the slot index wraps around the ring (ring_slot()).
 //   - wgmma (warpgroup MMA, m64nNk16): S = Q Kᵀ with both operands read from shared memory
 //     through descriptors (m64n128k16: 64 rows x 128 keys per instruction, 16 columns of D), then
@@ -37,7 +38,7 @@
 // GEMMs occupy the tensor core (common/hopper/ws_forward.cuh, PingPongTurns). The tile per D:
 // at D = 128, 128 query rows (2 consumers) and 128 keys per K/V tile; --kv-tile 176 runs
 // FlashAttention-3's 128 x 176 for problems no mask cuts (each tile's fixed costs spread over more
-// keys; 2 ring slots, setmaxnreg 24/240 for S (88) + P (44) + O (64)), measured slower here. At
+// keys; 2 ring slots, setmaxnreg 24/240 for S (88) + P (44) + O (64)), measured no faster here. At
 // D = 64 a GEMM is half as long for the same softmax, so the block takes 3 consumer warpgroups
 // (BLOCK_Q = 192, setmaxnreg 32/160): three softmaxes share the time of the GEMMs; its keys stay
 // 128 (S and P of more keys do not fit in 160 registers beside O). --consumers 2 or 3 (D = 64,
@@ -268,9 +269,9 @@ __device__ __forceinline__ void producer(const CUtensorMap& q_map, const CUtenso
     load_q<HEAD_DIM, CONS>(q_map, sm, b, job.head, job.q0);
   }
   // BEGIN EXERCISE producer-loop: fill the ring with the job's n_tiles K/V tiles, in order (its tile n is K/V tile first_tile + n).
-  //   For each fill: wait until the consumers have given its slot back (FA3's producer_acquire:
-  //   mbar_wait on the slot's empty barrier: which phase?), then for K and then V: tell the slot's full barrier
-  //   how many bytes are coming (mbar_arrive_expect_tx: the whole tile, TMA zero-fills rows past
+  //   For each fill, K and then V: wait until the consumers have given that half of its slot back
+  //   (FA3's producer_acquire: mbar_wait on the slot's k_empty, then v_empty: which phase?), tell
+  //   its full barrier (k_full, v_full) how many bytes are coming (mbar_arrive_expect_tx: the whole tile, TMA zero-fills rows past
   //   T_kv) and issue the copies (load_kv_tile: the whole warp calls it; lane 0, `leader`, does
   //   the barrier work). K first: the consumers start S = Q Kᵀ while V is in flight.
   //   A fresh barrier reports the phase before its first as complete: every slot starts free.
@@ -280,11 +281,14 @@ __device__ __forceinline__ void producer(const CUtensorMap& q_map, const CUtenso
   for (int n = 0; n < n_tiles; ++n) {
     const RingSlot slot = ring_slot(job.fill0 + n, STAGES);
     if (leader) {
-      mbar_wait(sm.empty(slot.stage), slot.parity ^ 1u);
+      mbar_wait(sm.k_empty(slot.stage), slot.parity ^ 1u);
       mbar_arrive_expect_tx(sm.k_full(slot.stage), TL::KV_TILE_BYTES);
     }
     load_kv_tile<HEAD_DIM, KV>(k_map, p, sm, 0, slot.stage, first_tile + n, b, kv_head, sm.k_full(slot.stage));
-    if (leader) mbar_arrive_expect_tx(sm.v_full(slot.stage), TL::KV_TILE_BYTES);
+    if (leader) {
+      mbar_wait(sm.v_empty(slot.stage), slot.parity ^ 1u);
+      mbar_arrive_expect_tx(sm.v_full(slot.stage), TL::KV_TILE_BYTES);
+    }
     load_kv_tile<HEAD_DIM, KV>(v_map, p, sm, 1, slot.stage, first_tile + n, b, kv_head, sm.v_full(slot.stage));
   }
   // END EXERCISE
@@ -301,10 +305,11 @@ __device__ __forceinline__ void consumer_wait(uint32_t full_bar, RingSlot slot) 
   // END EXERCISE
 }
 
-// consumer_release: the warpgroup is done with a slot (its wgmmas reading it have completed).
+// consumer_release: the warpgroup is done with a slot's K or V (its wgmmas reading it have
+// completed): `empty_bar` is that slot's k_empty or v_empty.
 __device__ __forceinline__ void consumer_release(uint32_t empty_bar) {
-  // BEGIN EXERCISE consumer-release: give the slot back to the producer.
-  //   The empty barrier was initialised to count warpgroups (CONS arrivals per phase), not
+  // BEGIN EXERCISE consumer-release: give the slot's K (or V) back to the producer.
+  //   The empty barriers were initialised to count warpgroups (CONS arrivals per phase), not
   //   threads: who arrives? Call sites make sure the wgmmas reading the slot have completed
   //   (wgmma_wait) first: the producer overwrites it next.
   // STUB: (void)empty_bar;
@@ -389,7 +394,7 @@ int consumers_of(const lab::Options& o, const lab::Problem& pr) {
   return o.consumers > 0 ? o.consumers : default_consumers(o.variant, pr);
 }
 // Keys per K/V tile: --kv-tile, else 128. FlashAttention-3's 176-key tile (ws-pingpong at D = 128,
-// --kv-tile 176) measured slower on the H200 at every shape timed, so it is the ablation, not the default.
+// --kv-tile 176) is timed beside it in the section's pingpong-ablation sweep.
 int kv_tile_of(const lab::Options& o) { return o.kv_tile > 0 ? o.kv_tile : BLOCK_KV; }
 // The ring and the register budget of the instantiation that runs (for the record).
 struct RingInfo {
@@ -721,8 +726,8 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
 // to the element type before O += P V, as the kernel feeds it to wgmma.
 //
 // Before that, check_ring() replays the barrier protocol the kernel builds on ring_slot(): for
-// every fill it asks whether the producer's wait on empty (parity ^ 1) and the consumers' wait on
-// full (parity) would pass or block, exactly as mbarrier.try_wait.parity answers, at the moments
+// every fill it asks whether the producer's waits on k_empty and v_empty (parity ^ 1) and the
+// consumers' wait on k_full and v_full (parity) would pass or block, exactly as mbarrier.try_wait.parity answers, at the moments
 // that matter. A wrong slot or parity is reported as the hang or the stale read it would cause.
 bool wait_passes(int phases_completed, uint32_t parity) { return uint32_t(phases_completed & 1) != parity; }
 
@@ -742,7 +747,7 @@ std::string check_ring(int stages, int fills) {
     // (A parity is one bit: a wait that passes at u releases cannot also pass at u - 1, so a wait
     // that passes here is not early too.)
     if (!wait_passes(u, sl.parity ^ 1u))
-      return at + ": the producer's wait on empty (parity " + std::to_string(sl.parity ^ 1u) +
+      return at + ": the producer's wait on k_empty / v_empty (parity " + std::to_string(sl.parity ^ 1u) +
              ") would block although the slot is free: the kernel would hang";
     // Consumers: their wait on full must block until fill n lands, and pass once it has.
     if (wait_passes(u, sl.parity))

@@ -47,8 +47,8 @@ constexpr int pingpong_consumers(int d) { return d == 64 ? 3 : 2; }
 constexpr int BLOCK_Q = CONSUMERS * WG_ROWS;             // 128 query rows per block
 constexpr int BLOCK_KV = 128;                            // keys per K/V tile (KV_TILE's default): the N of S = Q Kᵀ
 // FlashAttention-3's K/V tile at D = 128 for problems no mask cuts (neither causal nor windowed),
-// 176 keys (section 08: ws-pingpong --kv-tile 176; measured slower than 128 on the H200, so not
-// the default). A tile's fixed costs (its barrier waits, the turn of
+// 176 keys (section 08: ws-pingpong --kv-tile 176; measured no faster than 128 on the H200, so
+// not the default). A tile's fixed costs (its barrier waits, the turn of
 // the ping-pong, the row max and sum across a quad, the O rescale) are paid once per 176 keys
 // instead of 128, and a row walks 27 % fewer tiles. It is 2 slots of K and V (44 KB each) beside
 // Q's 32 KB, and S (88) + P (44) + O (64) registers per consumer thread while a PV overlaps the
@@ -165,12 +165,13 @@ struct Params {
 };
 
 // The barriers and the job queue at the end of a kernel's shared memory (BAR_BYTES from `at`):
-//   q_full, q_empty | job_full[2], job_empty[2] | k_full[STAGES], v_full[STAGES], empty[STAGES] | job[2]
+//   q_full, q_empty | job_full[2], job_empty[2] | k_full[STAGES], v_full[STAGES],
+//   {k_empty, v_empty}[STAGES] | job[2]
 // q_full / q_empty: Q's slot, loaded once per job (a persistent block reloads it for its next job
 // once every consumer warpgroup is done with it). job_*: the persistent kernel's queue (JobQueue).
 template <int STAGES>
 struct BarrierArea {
-  static constexpr int BARRIERS = 6 + 3 * STAGES;
+  static constexpr int BARRIERS = 6 + 4 * STAGES;
   static_assert(8 * BARRIERS + 2 * 4 <= BAR_BYTES, "the barriers and the job slots fit their bytes");
   uint32_t at;    // shared-memory address of the area (8-byte aligned)
   int* job_slot;  // the job queue's two slots, as a generic pointer
@@ -183,7 +184,8 @@ struct BarrierArea {
   __device__ uint32_t job_empty(int i) const { return at + 32 + 8 * i; }
   __device__ uint32_t k_full(int stage) const { return at + 48 + 8 * stage; }
   __device__ uint32_t v_full(int stage) const { return at + 48 + 8 * (STAGES + stage); }
-  __device__ uint32_t empty(int stage) const { return at + 48 + 8 * (2 * STAGES + stage); }
+  __device__ uint32_t k_empty(int stage) const { return at + 48 + 8 * (2 * STAGES + 2 * stage); }
+  __device__ uint32_t v_empty(int stage) const { return at + 48 + 8 * (2 * STAGES + 2 * stage + 1); }
   // Thread 0, before the block's __syncthreads: a copy (or the producer's expect_tx) completes a
   // full barrier; each consumer warpgroup releases a slot or Q once; every consumer thread reads a
   // job slot, then arrives on its empty barrier.
@@ -197,7 +199,8 @@ struct BarrierArea {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(k_full(s), 1);
       mbar_init(v_full(s), 1);
-      mbar_init(empty(s), consumers);
+      mbar_init(k_empty(s), consumers);
+      mbar_init(v_empty(s), consumers);
     }
     fence_barrier_init();
   }
@@ -540,7 +543,8 @@ struct TileOf<H, T, HEAD_DIM, KV_TILE, std::void_t<typename H::template Tile<T, 
   using type = typename H::template Tile<T, HEAD_DIM, KV_TILE>;
 };
 
-// The plain loop (variant ws), one tile at a time: wait K, S, softmax, wait V, O += P V, release.
+// The plain loop (variant ws), one tile at a time: wait K, S, release K, softmax, wait V, O += P V,
+// release V.
 template <class T, int HEAD_DIM, class H, int KV_TILE>
 __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEAD_DIM, KV_TILE>& sm, const Job& job) {
   const int b = job.b, head = job.head, q0 = job.q0, first_tile = job.first_tile, n_tiles = job.n_tiles;
@@ -575,6 +579,9 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
       wgmma_commit();
       wgmma_wait<0>();
       fence_accumulators(c.s);
+    }
+    H::consumer_release(sm.k_empty(slot.stage));  // S has read K: the producer may load the next K there
+    if (active) {
       c.mask(p, tile * TL::BLOCK_KV, row_g, warp_keys_begin, warp_keys_end, t);
       c.online_softmax(p);
       c.rescale_o();
@@ -588,7 +595,7 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
       wgmma_wait<0>();  // the slot is read: it may be released
       fence_accumulators(c.o_acc);
     }
-    H::consumer_release(sm.empty(slot.stage));
+    H::consumer_release(sm.v_empty(slot.stage));
   }
   if (n_tiles > 0) H::consumer_release(sm.q_empty());  // Q's slot is free for the block's next job
   c.finalize(p, b, head, row_g, t);
@@ -599,11 +606,12 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
 // Hopper window): S for tile n is issued before O += P V of tile n - 1, and the softmax of tile n
 // runs while that PV is still on the tensor core.
 //   prologue: S(a), softmax(a)
-//   n > a:    wait PV(n-2), release n-2, O *= alpha(n-1), pack P(n-1) | wait K(n), V(n-1) |
-//             issue S(n), PV(n-1) | wait S(n) only | softmax(n)
-//   epilogue: wait PV(e-2), release, O *= alpha(e-1), PV(e-1), release e-1
-// The same operations on O in the same order as the plain loop (bit-identical results). The
-// release sits at the top of the next step on purpose: an mbarrier arrive right after the
+//   n > a:    wait PV(n-2), release V(n-2) and K(n-1), O *= alpha(n-1), pack P(n-1) |
+//             wait K(n), V(n-1) | issue S(n), PV(n-1) | wait S(n) only | softmax(n)
+//   epilogue: wait PV(e-2), release V(e-2) and K(e-1), O *= alpha(e-1), PV(e-1), release V(e-1)
+// The same operations on O in the same order as the plain loop (bit-identical results). K and V
+// go back apart (k_empty, v_empty): a fill's K a step before its V, so a ring of two slots (the
+// 176-key tile) still has a step of slack. The releases sit at the top of the next step on purpose: an mbarrier arrive right after the
 // softmax gets scheduled early by ptxas, and drags the wait for PV(n-1) up with it, before the
 // exponentials: the overlap would be lost (checked in the SASS: DEPBAR.LE gsb0 0x1, then the 64
 // MUFU.EX2, then DEPBAR.LE gsb0 0x0).
@@ -660,15 +668,17 @@ __device__ __forceinline__ void consumer_overlapped(int wg, const KP& p, const S
     H::consumer_wait(sm.v_full(slot.stage), slot);
     turns.take();
     turns.pass();
-    H::consumer_release(sm.empty(slot.stage));
+    H::consumer_release(sm.k_empty(slot.stage));
+    H::consumer_release(sm.v_empty(slot.stage));
   };
-  // step(n): finish PV(n-2) (wait, release, rescale by alpha(n-1)), pack P(n-1), issue S(n) and
-  // PV(n-1), wait for S(n) only, softmax(n) while PV(n-1) runs.
+  // step(n): finish PV(n-2) (wait, release V(n-2) and K(n-1), rescale by alpha(n-1)), pack P(n-1),
+  // issue S(n) and PV(n-1), wait for S(n) only, softmax(n) while PV(n-1) runs.
   auto step = [&](int n, auto masked) {
     const RingSlot prev = fill_slot(n - 1), cur = fill_slot(n);
     wgmma_wait<0>();  // PV(n-2) is done
     c.fence_pv_operands();
-    if (n - 2 >= a) H::consumer_release(sm.empty(fill_slot(n - 2).stage));
+    if (n - 2 >= a) H::consumer_release(sm.v_empty(fill_slot(n - 2).stage));
+    H::consumer_release(sm.k_empty(prev.stage));  // S(n-1) is done too
     c.rescale_o();  // by alpha(n-1) (fp8: PV(n-2) folded into O first)
     c.pack_p();     // P(n-1)
     H::consumer_wait(sm.k_full(cur.stage), cur);
@@ -705,7 +715,8 @@ __device__ __forceinline__ void consumer_overlapped(int wg, const KP& p, const S
     for (; n < e; ++n) step(n, std::true_type{});
     wgmma_wait<0>();
     c.fence_pv_operands();
-    if (e - 2 >= a) H::consumer_release(sm.empty(fill_slot(e - 2).stage));
+    H::consumer_release(sm.k_empty(fill_slot(e - 1).stage));
+    if (e - 2 >= a) H::consumer_release(sm.v_empty(fill_slot(e - 2).stage));
     H::consumer_release(sm.q_empty());  // S(e-1) is done: Q's slot is free for the block's next job
     c.rescale_o();
     const RingSlot last = fill_slot(e - 1);
@@ -718,7 +729,7 @@ __device__ __forceinline__ void consumer_overlapped(int wg, const KP& p, const S
     turns.pass();
     wgmma_wait<0>();
     c.fence_pv_operands();
-    H::consumer_release(sm.empty(last.stage));
+    H::consumer_release(sm.v_empty(last.stage));
   }
   for (int n = e; n < n_tiles; ++n) pass_over(n);
   if (a == e) {  // no fill computed on: the turn of the missing last PV, empty (a job with no tiles: its one turn)
@@ -749,8 +760,8 @@ __device__ __forceinline__ void consumer_overlapped(int wg, const KP& p, const S
 //   - Turns go round strictly: warpgroup w's arrival for its turn k + 1 cannot come before the
 //     turn has gone round once more, so a barrier never holds two arrivals of the same warpgroup.
 //   - No deadlock with the ring: a warpgroup waits for its tiles before it takes its turn (so a
-//     late copy holds no one else's turn), and the release of fill n - 2 (at the top of step n)
-//     needs only turns the others have already handed on.
+//     late copy holds no one else's turn), and the releases of V(n - 2) and K(n - 1) (at the top
+//     of step n) need only turns the others have already handed on.
 constexpr uint32_t TURN_BAR0 = 1;                  // named barriers 1 .. CONS: whose turn
 constexpr uint32_t TURN_THREADS = 2 * WG_THREADS;  // the syncing warpgroup + the arriving one
 

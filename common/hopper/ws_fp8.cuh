@@ -308,13 +308,16 @@ ws_fp8_kernel(const __grid_constant__ CUtensorMap q_map,   // Q8 (D, H, T_q, B),
   __syncthreads();  // the barriers are initialised before any thread waits on or arrives at them
 
   // The block's one job: x its Q tile, y its (sequence, head).
-  const Job job = job_at<H>(p, int(blockIdx.y * gridDim.x + blockIdx.x), int(gridDim.x), BLOCK_Q, BLOCK_KV, no_job());
-  if (!job.run) return;
+  auto block_job = [&] {
+    return job_at<H>(p, int(blockIdx.y * gridDim.x + blockIdx.x), int(gridDim.x), BLOCK_Q, BLOCK_KV, no_job());
+  };
+  if (!block_job().run) return;
   if (threadIdx.x / WG_THREADS == 0) {
     regs_release<PRODUCER_REGS>();
-    if (threadIdx.x / 32 == 0) H::template produce<HEAD_DIM, CONSUMERS>(q_map, k_map, vt_map, p, sm, job);
+    if (threadIdx.x / 32 == 0) H::template produce<HEAD_DIM, CONSUMERS>(q_map, k_map, vt_map, p, sm, block_job());
   } else {
     regs_claim<CONSUMER_REGS>();
+    const Job job = block_job();  // worked out again on each side of the split: nothing live across it
     const int wg = threadIdx.x / WG_THREADS - 1;
     PingPongTurns<CONSUMERS> turns(wg);
     consumer_overlapped<ConsumerTile<T, HEAD_DIM, H>>(wg, p, sm, job, turns);

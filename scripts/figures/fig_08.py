@@ -2,8 +2,9 @@
 
 STAGES (3 at D = 128) and the tile sizes are read from common/hopper/ws_forward.cuh. The timeline
 is a small event simulation of the protocol the section implements (fill n -> slot n % STAGES,
-phase parity (n / STAGES) & 1; the producer waits on empty with parity ^ 1, the consumers on
-k_full / v_full with parity, and release the slot after their last wgmma on it). The durations
+phase parity (n / STAGES) & 1; the producer waits on k_empty before K and v_empty before V with
+parity ^ 1, the consumers on k_full / v_full with parity, and give K back once S has read it, V
+once P V has). The durations
 are illustrative units, not measurements: what the figure shows is the order of events.
 """
 import re
@@ -21,21 +22,22 @@ def _stages(head_dim=128):
     return int(m.group(1)) if head_dim == 64 else int(m.group(2))
 
 
-def simulate(stages, fills, load=3.0, compute=2.0, issue=0.3):
-    """Event times of each fill: producer wait/issue, tile landed (full), consumers done (empty)."""
-    ev, released, consumer_free, producer_free = [], {}, 0.0, 0.0
+def simulate(stages, fills, load=2.0, s_time=1.0, pv_time=1.0, issue=0.2):
+    """Event times of each fill: the producer's K and V issues (each after its wait on k_empty /
+    v_empty), K and V landed (k_full, v_full), S done (K released) and P V done (V released)."""
+    ev, k_released, v_released, consumer_free, producer_free = [], {}, {}, 0.0, 0.0
     for n in range(fills):
         slot, parity = n % stages, (n // stages) & 1
-        free_at = released.get(n - stages, 0.0)  # empty's phase for fill n - stages
-        start = max(producer_free, free_at)
-        landed = start + issue + load
-        c_start = max(landed, consumer_free)
-        c_end = c_start + compute
-        released[n] = c_end
-        consumer_free = c_end
-        producer_free = start + issue
-        ev.append(dict(n=n, slot=slot, parity=parity, wait_from=producer_free if n == 0 else min(producer_free, start),
-                       issue=start, landed=landed, c_start=c_start, c_end=c_end, blocked=free_at > start - 1e-9 and n >= stages))
+        k_issue = max(producer_free, k_released.get(n - stages, 0.0))  # k_empty's phase for fill n - stages
+        v_issue = max(k_issue + issue, v_released.get(n - stages, 0.0))
+        k_landed, v_landed = k_issue + issue + load, v_issue + issue + load
+        producer_free = v_issue + issue
+        s_start = max(k_landed, consumer_free)
+        s_end = s_start + s_time
+        pv_end = max(v_landed, s_end) + pv_time
+        k_released[n], v_released[n], consumer_free = s_end, pv_end, pv_end
+        ev.append(dict(n=n, slot=slot, parity=parity, k_issue=k_issue, v_issue=v_issue, k_landed=k_landed,
+                       v_landed=v_landed, s_start=s_start, s_end=s_end, pv_end=pv_end))
     return ev
 
 
@@ -45,41 +47,48 @@ def make(out_dir):
     stages = _stages(128)
     fills = 3 * stages - 1
     ev = simulate(stages, fills)
-    fig, ax = plt.subplots(figsize=(10, 5.0))
+    fig, ax = plt.subplots(figsize=(11, 5.4))
     lanes = ["producer (1 warp)"] + [f"slot {s}" for s in range(stages)] + ["consumers (2 warpgroups)"]
     y = {name: len(lanes) - 1 - i for i, name in enumerate(lanes)}
     cmap = plt.get_cmap("tab10")
+    red = "#b00020"
     for e in ev:
         c = cmap(e["n"] % 10)
-        ax.barh(y["producer (1 warp)"], 0.3, left=e["issue"], color=c, edgecolor="black", lw=0.5)
-        ax.text(e["issue"] + 0.15, y["producer (1 warp)"] + 0.3, f"{e['n']}", ha="center", fontsize=7)
         sl = f"slot {e['slot']}"
-        ax.barh(y[sl], e["landed"] - e["issue"], left=e["issue"], color=c, alpha=0.35, edgecolor=c)
-        ax.barh(y[sl], e["c_end"] - e["landed"], left=e["landed"], color=c, alpha=0.85, edgecolor="black", lw=0.5)
-        ax.text(e["issue"] + 0.1, y[sl] - 0.05, f"fill {e['n']}\nparity {e['parity']}", fontsize=6.5, va="center")
-        ax.plot([e["landed"]] * 2, [y[sl] - 0.4, y[sl] + 0.4], color="black", lw=1.2)
-        ax.plot([e["c_end"]] * 2, [y[sl] - 0.4, y[sl] + 0.4], color="#b00020", lw=1.2, ls="--")
-        ax.barh(y["consumers (2 warpgroups)"], e["c_end"] - e["c_start"], left=e["c_start"], color=c,
+        for half, dy, issue, landed, end in (("K", 0.2, e["k_issue"], e["k_landed"], e["s_end"]),
+                                              ("V", -0.2, e["v_issue"], e["v_landed"], e["pv_end"])):
+            ax.barh(y["producer (1 warp)"] + dy, 0.2, height=0.35, left=issue, color=c, edgecolor="black", lw=0.5)
+            ax.text(issue + 0.1, y["producer (1 warp)"] + dy, f"{half}{e['n']}", ha="center", va="center", fontsize=5.5)
+            ax.barh(y[sl] + dy, landed - issue, height=0.38, left=issue, color=c, alpha=0.35, edgecolor=c)
+            ax.barh(y[sl] + dy, max(end - landed, 0), height=0.38, left=landed, color=c, alpha=0.85,
+                    edgecolor="black", lw=0.5)
+            ax.plot([landed] * 2, [y[sl] + dy - 0.19, y[sl] + dy + 0.19], color="black", lw=1.2)
+            ax.plot([end] * 2, [y[sl] + dy - 0.19, y[sl] + dy + 0.19], color=red, lw=1.2, ls="--")
+            if e["n"] >= stages:  # the producer waited for this half's previous release
+                prev = ev[e["n"] - stages]
+                released = prev["s_end"] if half == "K" else prev["pv_end"]
+                if released >= issue - 1e-9:
+                    ax.annotate("", xy=(issue, y["producer (1 warp)"] + dy - 0.15), xytext=(released, y[sl] + dy),
+                                arrowprops=dict(arrowstyle="->", color=red, lw=0.8))
+        ax.text(e["k_issue"] + 0.05, y[sl] + 0.45, f"fill {e['n']}, parity {e['parity']}", fontsize=6, va="bottom")
+        ax.barh(y["consumers (2 warpgroups)"], e["pv_end"] - e["s_start"], left=e["s_start"], color=c,
                 edgecolor="black", lw=0.5)
-        ax.text((e["c_start"] + e["c_end"]) / 2, y["consumers (2 warpgroups)"], f"S,P,O {e['n']}",
-                ha="center", va="center", fontsize=7)
-        if e["n"] >= stages:  # the producer waited for this slot's previous release
-            prev = ev[e["n"] - stages]
-            ax.annotate("", xy=(e["issue"], y["producer (1 warp)"] - 0.35), xytext=(prev["c_end"], y[sl] + 0.4),
-                        arrowprops=dict(arrowstyle="->", color="#b00020", lw=0.8))
+        ax.text((e["s_start"] + e["pv_end"]) / 2, y["consumers (2 warpgroups)"], f"S {e['n']} | PV {e['n']}",
+                ha="center", va="center", fontsize=6.5)
     ax.set_yticks([y[n] for n in lanes])
     ax.set_yticklabels(lanes, fontsize=8)
     ax.set_xlabel("time (illustrative units)")
     ax.set_title(f"The K/V ring, STAGES = {stages} (D = 128): fill n goes to slot n % {stages}; its barriers' "
-                 f"phase parity is (n / {stages}) & 1", fontsize=9)
+                 f"phase parity is (n / {stages}) & 1 (upper half of a slot: K; lower: V)", fontsize=9)
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
     ax.legend(handles=[Patch(color="grey", alpha=0.35, label="TMA copy in flight (k_full / v_full pending)"),
-                       Patch(color="grey", alpha=0.85, label="tile in use by the consumers"),
+                       Patch(color="grey", alpha=0.85, label="K or V waiting for, then read by, the consumers"),
                        Line2D([], [], color="black", label="full phase completes (bytes landed)"),
-                       Line2D([], [], color="#b00020", ls="--", label="empty phase completes (2 releases)"),
-                       Line2D([], [], color="#b00020", marker=">", lw=0.8, label="producer's wait on empty (parity ^ 1)")],
-              fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
+                       Line2D([], [], color=red, ls="--", label="k_empty / v_empty phase completes (2 releases)"),
+                       Line2D([], [], color=red, marker=">", lw=0.8,
+                              label="producer's wait on k_empty / v_empty (parity ^ 1)")],
+              fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
     ax.set_ylim(-0.8, len(lanes) - 0.2)
     fig.tight_layout()
     path = Path(out_dir) / "08_ring_timeline.png"
