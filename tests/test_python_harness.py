@@ -254,6 +254,19 @@ class Program(unittest.TestCase):
             self.assertEqual((prob["h"], prob["t_q"], prob["t_kv"]), (h, t, t))
         self.assertRegex(run([sys.executable, SOL, "--help"]).stdout, r"default 1024; 100 under\s+--cpu")
 
+    def test_help_lists_only_the_options_a_section_takes(self):
+        """--window and --page-size are refused by 09 (by name, with the section that has them) and so
+        are not in its --help; 10 has windows and lists --window."""
+        help09 = run([sys.executable, SOL, "--help"]).stdout
+        self.assertNotIn("--window", help09)
+        self.assertNotIn("--page-size", help09)
+        r = run([sys.executable, SOL, "--cpu", "--causal", "--window", "8"])
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertRegex(r.stderr + r.stdout, r"--window is not supported by 09_triton \(sliding windows are section 07\)")
+        help10 = run([sys.executable, SOL10, "--help"]).stdout
+        self.assertIn("--window", help10)
+        self.assertNotIn("--page-size", help10)
+
     def test_a_slow_cpu_run_says_so_before_it_starts(self):
         """A shape that takes long under --cpu is announced on the first line, with a rough time, before
         the silent minutes (read here as it comes, then the run is stopped)."""

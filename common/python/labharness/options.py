@@ -164,8 +164,11 @@ def parser_for(s):
     add("--d", type=int, default=d.get("d", 64), help="Head dimension (default %(default)s)")
     add("--dtype", default=d.get("dtype", "fp16"), help="Element type: " + ", ".join(s.dtypes) + " (default %(default)s)")
     add("--causal", action="store_true", help="Causal mask (bottom-right aligned when T_q != T_kv)")
-    add("--window", type=int, default=None, help="Sliding window W (needs --causal)")
-    add("--page-size", type=int, default=0, help="Paged KV block size (not in this section)")
+    # Parsed everywhere, listed only where they apply: a section without them refuses them by name
+    # (validate), which a student who copies a line from another section's handout needs to read.
+    add("--window", type=int, default=None,
+        help="Sliding window W (needs --causal)" if s.supports_window else argparse.SUPPRESS)
+    add("--page-size", type=int, default=0, help=argparse.SUPPRESS)  # paged KV is section 06's (C++)
     add("--variant", default=s.variants[0], help="Variant: " + ", ".join(s.variants) + " (default %(default)s)")
     add("--bug", default="", help="Inject a pitfall: " + (", ".join(s.bugs) if s.bugs else "none in this section"))
     add("--seed", type=int, default=1234, help="Input seed (>= 0) (default %(default)s)")
