@@ -23,7 +23,7 @@ TEST_CASE("SlowRunNotice prints progress for a slow run and nothing for a quick 
   std::FILE* slow = std::tmpfile();
   REQUIRE(slow);
   {
-    SlowRunNotice notice("the CPU model", "a smaller shape finishes sooner", 60ms, 60ms, slow);
+    SlowRunNotice notice(true, "the CPU model", "a smaller shape finishes sooner", 60ms, 60ms, slow);
     parallel_for(20, [](int64_t) { std::this_thread::sleep_for(25ms); });
   }
   const std::string text = read_all(slow);
@@ -36,10 +36,19 @@ TEST_CASE("SlowRunNotice prints progress for a slow run and nothing for a quick 
   REQUIRE(quick);
   const auto start = std::chrono::steady_clock::now();
   {
-    SlowRunNotice notice("the CPU model", "", 2s, 2s, quick);
+    SlowRunNotice notice(true, "the CPU model", "", 2s, 2s, quick);
     parallel_for(20, [](int64_t) {});
   }
   REQUIRE(std::chrono::steady_clock::now() - start < 1s);  // the ticker is woken, not waited out
   REQUIRE(read_all(quick).empty());
   std::fclose(quick);
+
+  std::FILE* quiet = std::tmpfile();  // off (--quiet): nothing however long the run
+  REQUIRE(quiet);
+  {
+    SlowRunNotice notice(false, "the CPU model", "", 10ms, 10ms, quiet);
+    std::this_thread::sleep_for(60ms);
+  }
+  REQUIRE(read_all(quiet).empty());
+  std::fclose(quiet);
 }

@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <optional>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -420,11 +419,9 @@ int run_backward_section(int argc, char** argv, const BackwardSection& s) {
       std::printf("== CPU model of %s: the algorithm in plain C++ around %s exercise code (the kernel runs only "
                   "on a GPU) ==\n",
                   s.name.c_str(), s.build == "lab" ? "your" : "the solution's");
-    std::optional<SlowRunNotice> notice;
-    if (!opt.quiet) notice.emplace("the CPU model", "a smaller shape finishes sooner");
+    const SlowRunNotice notice(!opt.quiet, "the CPU model", "a smaller shape finishes sooner");
     forward_fp32_host(p, in.qkv, in.o, in.lse);
     run_failure = s.cpu(p, opt, in, g);
-    notice.reset();
     extra_bytes = workspace;
   } else {
     DeviceBuffer q = upload(in.qkv.q, p.dtype), k = upload(in.qkv.k, p.dtype), v = upload(in.qkv.v, p.dtype);
@@ -478,8 +475,7 @@ int run_backward_section(int argc, char** argv, const BackwardSection& s) {
   metrics["bitwise_reproducible"] = reproducible;
 
   BackwardCheck check = [&] {
-    std::optional<SlowRunNotice> notice;
-    if (!opt.quiet) notice.emplace("the fp64 reference check", "--check sample checks fewer rows");
+    const SlowRunNotice notice(!opt.quiet, "the fp64 reference check", "--check sample checks fewer rows");
     return check_gradients(p, in, g, opt.check, opt.sample_rows, opt.seed);
   }();
   std::vector<std::string> reasons;  // what a quiet failure shows under its verdict

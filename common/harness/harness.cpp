@@ -16,7 +16,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <optional>
 #include <sstream>
 
 #include "toolbox/cuda_check.h"
@@ -526,8 +525,7 @@ int run_section(int argc, char** argv, const Section& s) {
   } else if (opt.cpu) {
     std::vector<float> lse_buf(size_t(p.lse_elems()), poison_float());
     const CpuRun run = [&] {
-      std::optional<SlowRunNotice> notice;
-      if (!opt.quiet) notice.emplace("the CPU model", "a smaller shape finishes sooner");
+      const SlowRunNotice notice(!opt.quiet, "the CPU model", "a smaller shape finishes sooner");
       return s.cpu(p, opt, in, o, lse_buf);
     }();
     if (!run.not_checked.empty()) {  // no model ran (08's stub: only a host check): no banner
@@ -587,8 +585,7 @@ int run_section(int argc, char** argv, const Section& s) {
   const std::vector<RowId> rows = rows_to_check(p, opt.check, opt.sample_rows, opt.seed);
   const bool fp8 = std::find(s.fp8_variants.begin(), s.fp8_variants.end(), opt.variant) != s.fp8_variants.end();
   CheckResult check = [&] {
-    std::optional<SlowRunNotice> notice;
-    if (!opt.quiet) notice.emplace("the fp64 reference check", "--check sample checks fewer rows");
+    const SlowRunNotice notice(!opt.quiet, "the fp64 reference check", "--check sample checks fewer rows");
     return check_rows(p, in, rows, o, lse, fp8 ? RefKind::fp8_e4m3 : RefKind::same_precision);
   }();
   if (!refused.empty()) {  // nothing ran: the reason is the whole verdict (not "output not written")

@@ -77,30 +77,32 @@ void run_team(int members, Fn body) {
 
 // Nothing for a run shorter than `first`, then a line on `out` every `every` with the time so far
 // (a CPU model of a long sequence takes tens of seconds on a laptop's cores); it stops, at once,
-// when it goes out of scope.
+// when it goes out of scope. `on` false (a --quiet run): no line, no thread.
 class SlowRunNotice {
  public:
-  SlowRunNotice(std::string what, std::string hint, std::chrono::milliseconds first = std::chrono::seconds(5),
-                std::chrono::milliseconds every = std::chrono::seconds(10), std::FILE* out = stderr)
-      : ticker_([this, what, hint, first, every, out] {
-          const auto start = std::chrono::steady_clock::now();
-          auto next = start + first;
-          std::unique_lock<std::mutex> lock(mu_);
-          while (!stop_cv_.wait_until(lock, next, [&] { return stopped_; })) {
-            const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-            std::fprintf(out, "  ... %s still running: %.0f s%s%s\n", what.c_str(), s, hint.empty() ? "" : " (",
-                         hint.empty() ? "" : (hint + ")").c_str());
-            std::fflush(out);
-            next += every;
-          }
-        }) {}
+  SlowRunNotice(bool on, std::string what, std::string hint, std::chrono::milliseconds first = std::chrono::seconds(5),
+                std::chrono::milliseconds every = std::chrono::seconds(10), std::FILE* out = stderr) {
+    if (!on) return;
+    ticker_ = std::thread([this, what, hint, first, every, out] {
+      const auto start = std::chrono::steady_clock::now();
+      auto next = start + first;
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!stop_cv_.wait_until(lock, next, [&] { return stopped_; })) {
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        std::fprintf(out, "  ... %s still running: %.0f s%s%s\n", what.c_str(), s, hint.empty() ? "" : " (",
+                     hint.empty() ? "" : (hint + ")").c_str());
+        std::fflush(out);
+        next += every;
+      }
+    });
+  }
   ~SlowRunNotice() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stopped_ = true;
     }
     stop_cv_.notify_all();
-    ticker_.join();
+    if (ticker_.joinable()) ticker_.join();
   }
   SlowRunNotice(const SlowRunNotice&) = delete;
   SlowRunNotice& operator=(const SlowRunNotice&) = delete;
@@ -109,6 +111,6 @@ class SlowRunNotice {
   std::mutex mu_;
   std::condition_variable stop_cv_;
   bool stopped_ = false;
-  std::thread ticker_;  // declared last: it starts once the members it reads exist
+  std::thread ticker_;  // none when off
 };
 }  // namespace lab
