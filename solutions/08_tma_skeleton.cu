@@ -16,8 +16,9 @@
 //     v_full (the producer arrives once with the bytes to expect; the copy completes them), and
 //     k_empty and v_empty (each consumer warpgroup arrives once when it is done with the slot's K,
 //     or its V: count 2). K and V are given back apart, as FlashAttention-3's two pipelines do:
-//     S reads a tile's K a step before P V reads its V. Q has its own barrier, q_full, used once. Waits name the phase they wait for by its parity, which
-//     flips every time the slot index wraps around the ring (ring_slot()).
+//     S reads a tile's K a step before P V reads its V. Q has its own barrier, q_full, used
+//     once. Waits name the phase they wait for by its parity, which flips every time the slot
+//     index wraps around the ring (ring_slot()).
 //   - wgmma (warpgroup MMA, m64nNk16): S = Q Kᵀ with both operands read from shared memory
 //     through descriptors (m64n128k16: 64 rows x 128 keys per instruction, 16 columns of D), then
 //     O += P V with P from registers (the S accumulator, exponentiated and rounded to 16 bits, is
@@ -271,9 +272,10 @@ __device__ __forceinline__ void producer(const CUtensorMap& q_map, const CUtenso
   // BEGIN EXERCISE producer-loop: fill the ring with the job's n_tiles K/V tiles, in order (its tile n is K/V tile first_tile + n).
   //   For each fill, K and then V: wait until the consumers have given that half of its slot back
   //   (FA3's producer_acquire: mbar_wait on the slot's k_empty, then v_empty: which phase?), tell
-  //   its full barrier (k_full, v_full) how many bytes are coming (mbar_arrive_expect_tx: the whole tile, TMA zero-fills rows past
-  //   T_kv) and issue the copies (load_kv_tile: the whole warp calls it; lane 0, `leader`, does
-  //   the barrier work). K first: the consumers start S = Q Kᵀ while V is in flight.
+  //   its full barrier (k_full, v_full) how many bytes are coming (mbar_arrive_expect_tx: the
+  //   whole tile, TMA zero-fills rows past T_kv) and issue the copies (load_kv_tile: the whole
+  //   warp calls it; lane 0, `leader`, does the barrier work). K first: the consumers start
+  //   S = Q Kᵀ while V is in flight.
   //   A fresh barrier reports the phase before its first as complete: every slot starts free.
   //   The job's tile n is the block's fill job.fill0 + n: that fill names the slot and the phase.
   //   Stuck? ch12/hints/08_tma_skeleton.md has the four steps.
@@ -727,8 +729,8 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
 //
 // Before that, check_ring() replays the barrier protocol the kernel builds on ring_slot(): for
 // every fill it asks whether the producer's waits on k_empty and v_empty (parity ^ 1) and the
-// consumers' wait on k_full and v_full (parity) would pass or block, exactly as mbarrier.try_wait.parity answers, at the moments
-// that matter. A wrong slot or parity is reported as the hang or the stale read it would cause.
+// consumers' wait on k_full and v_full (parity) would pass or block, exactly as
+// mbarrier.try_wait.parity answers, at the moments that matter. A wrong slot or parity is reported as the hang or the stale read it would cause.
 bool wait_passes(int phases_completed, uint32_t parity) { return uint32_t(phases_completed & 1) != parity; }
 
 std::string check_ring(int stages, int fills) {

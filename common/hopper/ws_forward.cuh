@@ -611,10 +611,10 @@ __device__ __forceinline__ void consumer(int wg, const Params& p, const Smem<HEA
 //   epilogue: wait PV(e-2), release V(e-2) and K(e-1), O *= alpha(e-1), PV(e-1), release V(e-1)
 // The same operations on O in the same order as the plain loop (bit-identical results). K and V
 // go back apart (k_empty, v_empty): a fill's K a step before its V, so a ring of two slots (the
-// 176-key tile) still has a step of slack. The releases sit at the top of the next step on purpose: an mbarrier arrive right after the
-// softmax gets scheduled early by ptxas, and drags the wait for PV(n-1) up with it, before the
-// exponentials: the overlap would be lost (checked in the SASS: DEPBAR.LE gsb0 0x1, then the 64
-// MUFU.EX2, then DEPBAR.LE gsb0 0x0).
+// 176-key tile) still has a step of slack. The releases sit at the top of the next step on
+// purpose: an mbarrier arrive right after the softmax gets scheduled early by ptxas, and drags
+// the wait for PV(n-1) up with it, before the exponentials: the overlap would be lost (checked
+// in the SASS: DEPBAR.LE gsb0 0x1, then the 64 MUFU.EX2, then DEPBAR.LE gsb0 0x0).
 // No branch may sit between the issue of a wgmma and its wait (ptxas would then wait at the
 // branch: no overlap), so masked and unmasked tiles run in loops of their own: a masked head
 // (a window's first tiles), the plain tiles every row of the warpgroup sees whole, a masked tail

@@ -287,13 +287,14 @@ def pip_install(missing, requirements, otherwise, index=None, what=None, elsewhe
     try:
         with open(log, "rb") as f:
             f.seek(start)
-            cause = pip_failure(f.read().decode(errors="replace"), index)
+            output = f.read().decode(errors="replace")  # this install's part of the log
     except OSError:
-        cause = ""
+        output = ""
+    cause = pip_failure(output, index)
     packages = " ".join(shlex.quote(x) for x in lines)
     how = (f"{python} -m pip install {packages} --index-url {index}" if index
            else f"{python} -m pip install -r scripts/{requirements}")
-    if index and elsewhere and cause.endswith("could not be reached"):
+    if index and elsewhere and UNREACHABLE.search(output):
         how += f"; or {elsewhere}: {python} -m pip install {packages}"
     say(f"lab: pip could not install {', '.join(missing)}{f' ({cause})' if cause else ''}; {otherwise} (install: {how})")
     return False
