@@ -60,27 +60,54 @@ except KeyboardInterrupt:
     common.stop_running()  # as scripts/lab does
 """
         for where in ("main", "pool"):
-            with tempfile.TemporaryDirectory() as tmp:
-                pids = Path(tmp, "pids")
-                proc = subprocess.Popen([sys.executable, "-c", driver, str(ROOT / "scripts"), str(pids), where],
-                                        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-                deadline = time.time() + 30
-                while not (pids.exists() and pids.read_text().strip()) and time.time() < deadline:
-                    time.sleep(0.05)
-                proc.send_signal(signal.SIGINT)
-                self.assertIsNotNone(proc.wait(timeout=20), where)
-                started = [int(p) for p in pids.read_text().split()]
+            started = self.interrupted(driver, where)
             self.assertEqual(len(started), 1, where)  # the queued runs never started
 
-            def alive(pid):  # a killed child not yet reaped by init is a zombie (state Z), not alive
-                try:
-                    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-                except (OSError, IndexError):
-                    return False
-            deadline = time.time() + 5
-            while alive(started[0]) and time.time() < deadline:
+    def test_an_interrupted_grade_stops_its_compiles(self):
+        """A submission's build step (grade.build_step: cmake and its compilers) runs in a session of
+        its own as a program does: an interrupted grade kills it, whichever thread waits for it."""
+        driver = """
+import concurrent.futures, sys
+sys.path.insert(0, sys.argv[1])
+import grade
+from labcli import common
+compiler = ["bash", "-c", "echo $$ >> " + sys.argv[2] + "; exec sleep 60"]
+try:
+    if sys.argv[3] == "main":
+        grade.build_step(compiler, None)
+    else:  # submissions built in a pool, the main thread waiting
+        concurrent.futures.ThreadPoolExecutor(1).submit(grade.build_step, compiler, None).result()
+except KeyboardInterrupt:
+    common.stop_running()  # as scripts/lab does
+"""
+        for where in ("main", "pool"):
+            self.interrupted(driver, where)
+
+    def interrupted(self, driver, where):
+        """Runs `driver` (python -c: its arguments scripts/, a file each program it starts appends its
+        pid to, `where`), Ctrl-C once a program started; checks that the driver ended and the first
+        program with it. Returns the pids of the programs started."""
+        with tempfile.TemporaryDirectory() as tmp:
+            pids = Path(tmp, "pids")
+            proc = subprocess.Popen([sys.executable, "-c", driver, str(ROOT / "scripts"), str(pids), where],
+                                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+            deadline = time.time() + 30
+            while not (pids.exists() and pids.read_text().strip()) and time.time() < deadline:
                 time.sleep(0.05)
-            self.assertFalse(alive(started[0]), f"{where}: the program outlived the driver")
+            proc.send_signal(signal.SIGINT)
+            self.assertIsNotNone(proc.wait(timeout=20), where)
+            started = [int(p) for p in pids.read_text().split()]
+
+        def alive(pid):  # a killed child not yet reaped by init is a zombie (state Z), not alive
+            try:
+                return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+            except (OSError, IndexError):
+                return False
+        deadline = time.time() + 5
+        while alive(started[0]) and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertFalse(alive(started[0]), f"{where}: the program outlived the driver")
+        return started
 
     def test_a_crash_is_reported(self):
         code, out, _ = common.run_limited([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"], 10)
