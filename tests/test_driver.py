@@ -1489,7 +1489,7 @@ class Setup(unittest.TestCase):
         import contextlib, io
         from unittest import mock
         from labcli import setup
-        for pip_code, expect_ok, expect_text in ((0, True, "installing numpy, matplotlib into"),
+        for pip_code, expect_ok, expect_text in ((0, True, "installing numpy, matplotlib (about 43 MB to download)"),
                                                  (1, False, "pip install -r scripts/requirements.txt")):
             with tempfile.TemporaryDirectory() as tmp, \
                     mock.patch.object(setup, "externally_managed", lambda: False), \
@@ -1525,7 +1525,33 @@ class Setup(unittest.TestCase):
         self.assertEqual(installed[0], ["triton==3.6.*"])  # torch is there: a user's own torch stays
         self.assertEqual(installed[1], ["flashinfer-python==0.7.4", "flash-attn-4==4.0.0b36"])  # torch is there
         self.assertEqual(len(installed), 2)
-        self.assertIn("installing triton into", out.getvalue())
+        self.assertIn("installing triton (about 188 MB to download) into", out.getvalue())
+
+    def test_an_install_says_about_how_much_it_downloads(self):
+        """A student on a laptop sees the size before pip starts (PyPI's torch with its CUDA libraries
+        is gigabytes; the CPU build from PyTorch's index, a tenth of it), and every module the driver
+        may install has its figure."""
+        import contextlib, io
+        from labcli import setup
+
+        def said(on_gpu, gpu, missing, sections=()):
+            with tempfile.TemporaryDirectory() as tmp, \
+                    mock.patch.object(setup, "externally_managed", lambda: False), \
+                    mock.patch.object(setup, "has_gpu", lambda: gpu), \
+                    mock.patch.object(setup.importlib.util, "find_spec", lambda m: None if m in missing else m), \
+                    mock.patch.object(setup, "logged", lambda cmd, log, env=None: 0), \
+                    mock.patch.object(setup, "build_log", lambda: Path(tmp) / "log"), \
+                    contextlib.redirect_stdout(io.StringIO()) as out:
+                self.assertTrue(setup.ensure_section_packages(on_gpu, sections))
+            return [line for line in out.getvalue().splitlines() if "installing" in line]
+        self.assertIn("lab: installing triton (about 188 MB to download) into",
+                      said(False, False, {"triton"}, ["09_triton"])[0])
+        self.assertIn("lab: installing torch (about 200 MB to download; the CPU build, from PyTorch's CPU index) into",
+                      said(False, False, {"torch"}, ["10_flex"])[0])
+        self.assertIn("lab: installing triton, torch (about 2.7 GB to download) into",
+                      said(True, True, {"triton", "torch"})[0])
+        for module in [*setup.PY_MODULES, *setup.SECTION_MODULES, *setup.BASELINE_MODULE.values()]:
+            self.assertRegex(setup.download_size([module]), r"^about [0-9.]+ [MG]B$", module)
 
     def test_a_python_lab_that_does_not_parse_is_said_once(self):
         """check and run stop at a SyntaxError in one line, as at a failed C++ build, instead of
@@ -1577,7 +1603,8 @@ class Setup(unittest.TestCase):
             self.assertEqual(len(cmds), 1)
             self.assertIn("torch==2.11.*", cmds[0])
             self.assertEqual(cmds[0][-2:], ["--index-url", setup.TORCH_CPU_INDEX])
-            self.assertIn("the CPU build, about 200 MB", out.getvalue())
+            self.assertIn("installing torch (about 200 MB to download; the CPU build, from PyTorch's CPU index)",
+                          out.getvalue())
             if code:  # the command to type names the same index
                 self.assertIn(f"install 'torch==2.11.*' --index-url {setup.TORCH_CPU_INDEX}", out.getvalue())
         # a GPU machine's --cpu run installs PyPI's build: the CPU one would stay and stop its GPU runs
