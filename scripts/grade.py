@@ -58,6 +58,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from labcli.common import stopped_on_interrupt
+
 BONUS_TIERS = [(0.9, 10), (0.5, 5)]  # (minimum speed ratio vs the solution, bonus points)
 LAB_SUFFIXES = (".cu", ".py")
 NOT_RUN = "not run (no GPU)"
@@ -1098,13 +1100,14 @@ def build_step(cmd, env):
     process group is stopped after BUILD_TIMEOUT (exit 124): one student's file cannot hang the class."""
     proc = subprocess.Popen([str(c) for c in cmd], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, errors="replace", env=env, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=BUILD_TIMEOUT)
-        return proc.returncode, out
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        return 124, out + f"\nerror: the build was stopped after {BUILD_TIMEOUT:.0f} s\n"
+    with stopped_on_interrupt(proc):  # its own session: the terminal's Ctrl-C does not reach the compiler
+        try:
+            out, _ = proc.communicate(timeout=BUILD_TIMEOUT)
+            return proc.returncode, out
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+            return 124, out + f"\nerror: the build was stopped after {BUILD_TIMEOUT:.0f} s\n"
 
 
 def prune_build(build_dir):

@@ -292,6 +292,8 @@ def validate(p, o):
         return "--softcap must be a finite number > 0"
     if o.docs < 1:
         return "--docs must be >= 1"
+    if o.variant == "document" and o.docs > p.t_kv:  # each document holds at least one key
+        return f"--docs must be <= T_kv ({p.t_kv} here): each document holds at least one key"
     if o.values < 0 or o.values > 64:
         return "--values must be in [0, 64]"
     if o.values == 1:  # the float's second value is its first recompile

@@ -3,6 +3,9 @@
 set(S10 ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/solutions/10_flex.py)
 lab_test(bad_input.10.window_needs_w cpu 2 MATCH "^bad input: --variant window needs --causal --window W" COMMAND ${S10} --variant window --causal)
 lab_test(bad_input.10.softcap_inf cpu 2 MATCH "^bad input: --softcap must be a finite number > 0$" COMMAND ${S10} --cpu --t 16 --softcap inf)
+# More documents than keys would leave some empty: refused, not silently fewer.
+lab_test(bad_input.10.docs_over_t_kv cpu 2 MATCH "^bad input: --docs must be <= T_kv \\(10 here\\)"
+         COMMAND ${S10} --cpu --variant document --docs 1000 --t 10)
 lab_test(bad_input.10.values_one cpu 2 MATCH "^bad input: --values 1 shows no recompile" COMMAND ${S10} --cpu --t 16 --values 1)
 lab_test(bad_input.10.values_not_softcap cpu 2 MATCH "^bad input: --values runs pitfall 10 on soft caps"
          COMMAND ${S10} --cpu --t 16 --variant window --causal --window 4 --values 2)
@@ -23,6 +26,8 @@ if(LAB_BUILD_SOLUTIONS)  # it runs solutions/10_flex.py, absent from a student r
 endif()
 # The stub fails each variant in its own words (scripts/lab check 10 folds only equal verdicts).
 set(L10 ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/labs/10_flex.py)
+lab_test(bad_input.10.docs_over_t_kv_stub cpu 2 MATCH "^bad input: --docs must be <= T_kv \\(80 here\\)"
+         COMMAND ${L10} --cpu --variant document --docs 81 --t 100 --t-kv 80)
 lab_test(cpu_eager.10.stub_names_its_exercise cpu 1 MATCH "^  check    EXERCISE alibi is not written yet: make_score_mod\\(\\)"
          "output not written" COMMAND ${L10} --cpu --variant alibi --t 16 --h 2)
 lab_test(no_gpu.10.exit_77_or_pass cpu "77;0" MATCH "^cannot run here:|^PASS: 10_flex" COMMAND ${S10} --t 65 --iters 0)

@@ -60,27 +60,54 @@ except KeyboardInterrupt:
     common.stop_running()  # as scripts/lab does
 """
         for where in ("main", "pool"):
-            with tempfile.TemporaryDirectory() as tmp:
-                pids = Path(tmp, "pids")
-                proc = subprocess.Popen([sys.executable, "-c", driver, str(ROOT / "scripts"), str(pids), where],
-                                        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-                deadline = time.time() + 30
-                while not (pids.exists() and pids.read_text().strip()) and time.time() < deadline:
-                    time.sleep(0.05)
-                proc.send_signal(signal.SIGINT)
-                self.assertIsNotNone(proc.wait(timeout=20), where)
-                started = [int(p) for p in pids.read_text().split()]
+            started = self.interrupted(driver, where)
             self.assertEqual(len(started), 1, where)  # the queued runs never started
 
-            def alive(pid):  # a killed child not yet reaped by init is a zombie (state Z), not alive
-                try:
-                    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-                except (OSError, IndexError):
-                    return False
-            deadline = time.time() + 5
-            while alive(started[0]) and time.time() < deadline:
+    def test_an_interrupted_grade_stops_its_compiles(self):
+        """A submission's build step (grade.build_step: cmake and its compilers) runs in a session of
+        its own as a program does: an interrupted grade kills it, whichever thread waits for it."""
+        driver = """
+import concurrent.futures, sys
+sys.path.insert(0, sys.argv[1])
+import grade
+from labcli import common
+compiler = ["bash", "-c", "echo $$ >> " + sys.argv[2] + "; exec sleep 60"]
+try:
+    if sys.argv[3] == "main":
+        grade.build_step(compiler, None)
+    else:  # submissions built in a pool, the main thread waiting
+        concurrent.futures.ThreadPoolExecutor(1).submit(grade.build_step, compiler, None).result()
+except KeyboardInterrupt:
+    common.stop_running()  # as scripts/lab does
+"""
+        for where in ("main", "pool"):
+            self.interrupted(driver, where)
+
+    def interrupted(self, driver, where):
+        """Runs `driver` (python -c: its arguments scripts/, a file each program it starts appends its
+        pid to, `where`), Ctrl-C once a program started; checks that the driver ended and the first
+        program with it. Returns the pids of the programs started."""
+        with tempfile.TemporaryDirectory() as tmp:
+            pids = Path(tmp, "pids")
+            proc = subprocess.Popen([sys.executable, "-c", driver, str(ROOT / "scripts"), str(pids), where],
+                                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+            deadline = time.time() + 30
+            while not (pids.exists() and pids.read_text().strip()) and time.time() < deadline:
                 time.sleep(0.05)
-            self.assertFalse(alive(started[0]), f"{where}: the program outlived the driver")
+            proc.send_signal(signal.SIGINT)
+            self.assertIsNotNone(proc.wait(timeout=20), where)
+            started = [int(p) for p in pids.read_text().split()]
+
+        def alive(pid):  # a killed child not yet reaped by init is a zombie (state Z), not alive
+            try:
+                return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+            except (OSError, IndexError):
+                return False
+        deadline = time.time() + 5
+        while alive(started[0]) and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertFalse(alive(started[0]), f"{where}: the program outlived the driver")
+        return started
 
     def test_a_crash_is_reported(self):
         code, out, _ = common.run_limited([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"], 10)
@@ -1462,7 +1489,7 @@ class Setup(unittest.TestCase):
         import contextlib, io
         from unittest import mock
         from labcli import setup
-        for pip_code, expect_ok, expect_text in ((0, True, "installing numpy, matplotlib into"),
+        for pip_code, expect_ok, expect_text in ((0, True, "installing numpy, matplotlib (about 43 MB to download)"),
                                                  (1, False, "pip install -r scripts/requirements.txt")):
             with tempfile.TemporaryDirectory() as tmp, \
                     mock.patch.object(setup, "externally_managed", lambda: False), \
@@ -1498,7 +1525,33 @@ class Setup(unittest.TestCase):
         self.assertEqual(installed[0], ["triton==3.6.*"])  # torch is there: a user's own torch stays
         self.assertEqual(installed[1], ["flashinfer-python==0.7.4", "flash-attn-4==4.0.0b36"])  # torch is there
         self.assertEqual(len(installed), 2)
-        self.assertIn("installing triton into", out.getvalue())
+        self.assertIn("installing triton (about 188 MB to download) into", out.getvalue())
+
+    def test_an_install_says_about_how_much_it_downloads(self):
+        """A student on a laptop sees the size before pip starts (PyPI's torch with its CUDA libraries
+        is gigabytes; the CPU build from PyTorch's index, a tenth of it), and every module the driver
+        may install has its figure."""
+        import contextlib, io
+        from labcli import setup
+
+        def said(on_gpu, gpu, missing, sections=()):
+            with tempfile.TemporaryDirectory() as tmp, \
+                    mock.patch.object(setup, "externally_managed", lambda: False), \
+                    mock.patch.object(setup, "has_gpu", lambda: gpu), \
+                    mock.patch.object(setup.importlib.util, "find_spec", lambda m: None if m in missing else m), \
+                    mock.patch.object(setup, "logged", lambda cmd, log, env=None: 0), \
+                    mock.patch.object(setup, "build_log", lambda: Path(tmp) / "log"), \
+                    contextlib.redirect_stdout(io.StringIO()) as out:
+                self.assertTrue(setup.ensure_section_packages(on_gpu, sections))
+            return [line for line in out.getvalue().splitlines() if "installing" in line]
+        self.assertIn("lab: installing triton (about 188 MB to download) into",
+                      said(False, False, {"triton"}, ["09_triton"])[0])
+        self.assertIn("lab: installing torch (about 200 MB to download; the CPU build, from PyTorch's CPU index) into",
+                      said(False, False, {"torch"}, ["10_flex"])[0])
+        self.assertIn("lab: installing triton, torch (about 2.7 GB to download) into",
+                      said(True, True, {"triton", "torch"})[0])
+        for module in [*setup.PY_MODULES, *setup.SECTION_MODULES, *setup.BASELINE_MODULE.values()]:
+            self.assertRegex(setup.download_size([module]), r"^about [0-9.]+ [MG]B$", module)
 
     def test_a_python_lab_that_does_not_parse_is_said_once(self):
         """check and run stop at a SyntaxError in one line, as at a failed C++ build, instead of
@@ -1550,7 +1603,8 @@ class Setup(unittest.TestCase):
             self.assertEqual(len(cmds), 1)
             self.assertIn("torch==2.11.*", cmds[0])
             self.assertEqual(cmds[0][-2:], ["--index-url", setup.TORCH_CPU_INDEX])
-            self.assertIn("the CPU build, about 200 MB", out.getvalue())
+            self.assertIn("installing torch (about 200 MB to download; the CPU build, from PyTorch's CPU index)",
+                          out.getvalue())
             if code:  # the command to type names the same index
                 self.assertIn(f"install 'torch==2.11.*' --index-url {setup.TORCH_CPU_INDEX}", out.getvalue())
         # a GPU machine's --cpu run installs PyPI's build: the CPU one would stay and stop its GPU runs

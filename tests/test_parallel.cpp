@@ -1,4 +1,5 @@
-// The progress line a slow CPU run prints (SlowRunNotice).
+// The progress line a slow CPU run prints (SlowRunNotice), and the harness's input making that
+// prints it.
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
@@ -6,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "harness/harness.h"
 #include "harness/parallel.h"
 
 using namespace lab;
@@ -51,4 +53,27 @@ TEST_CASE("SlowRunNotice prints progress for a slow run and nothing for a quick 
   }
   REQUIRE(read_all(quiet).empty());
   std::fclose(quiet);
+}
+
+TEST_CASE("Making a long sequence's inputs prints progress and nothing under --quiet", "[parallel]") {
+  Options opt;
+  opt.problem.h = opt.problem.h_kv = 4;
+  opt.problem.t_q = opt.problem.t_kv = 16384;
+  opt.problem.d = 128;  // 3 x 8.4 M elements: far longer than the 1 ms the notice waits here
+  const HostInputs want = make_inputs(opt.problem, opt.seed, opt.magnitude);
+  for (const bool quiet : {false, true}) {
+    opt.quiet = quiet;
+    std::FILE* out = std::tmpfile();
+    REQUIRE(out);
+    const HostInputs got = make_run_inputs(opt.problem, opt, 1ms, out);
+    const std::string text = read_all(out);
+    std::fclose(out);
+    INFO(text);
+    REQUIRE((got.q == want.q && got.k == want.k && got.v == want.v));
+    if (quiet)
+      REQUIRE(text.empty());
+    else
+      REQUIRE(text.find("  ... making the inputs still running: 0 s (Q, K and V: 101 MB in fp32; a smaller shape "
+                        "starts sooner)\n") == 0);
+  }
 }

@@ -401,7 +401,7 @@ int run_backward_section(int argc, char** argv, const BackwardSection& s) {
     return code;
 
   BackwardInputs in;
-  in.qkv = make_inputs(p, opt.seed, opt.magnitude);
+  in.qkv = make_run_inputs(p, opt);
   in.d_o = make_grad_output(p, opt.seed);
   Gradients g;
   g.dq.assign(size_t(p.q_elems()), poison_float());

@@ -483,6 +483,14 @@ int check_resources(const std::string& section, const Problem& p, bool cpu, bool
   return kExitPass;
 }
 
+HostInputs make_run_inputs(const Problem& p, const Options& opt, std::chrono::milliseconds first, std::FILE* out) {
+  const std::string size = format_bytes(4.0 * double(p.q_elems() + 2 * p.kv_elems()));
+  const SlowRunNotice notice(!opt.quiet, "making the inputs",
+                             "Q, K and V: " + size + " in fp32; a smaller shape starts sooner", first,
+                             std::chrono::seconds(10), out);
+  return make_inputs(p, opt.seed, opt.magnitude);
+}
+
 int run_section(int argc, char** argv, const Section& s) {
   Options opt;
   std::string why;
@@ -510,7 +518,7 @@ int run_section(int argc, char** argv, const Section& s) {
       code != kExitPass)
     return code;
 
-  const HostInputs in = make_inputs(p, opt.seed, opt.magnitude);
+  const HostInputs in = make_run_inputs(p, opt);
   std::vector<float> o(size_t(p.q_elems()), poison_float());
   std::vector<float> lse(s.writes_lse ? size_t(p.lse_elems()) : 0, poison_float());
   Timing timing;

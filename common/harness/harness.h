@@ -10,7 +10,9 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <memory>
@@ -204,5 +206,11 @@ void print_verdict(bool passed, const std::string& reason, const std::vector<std
 int check_resources(const std::string& section, const Problem& p, bool cpu, bool needs_sm90a,
                     const std::string& gpu_only, double host_bytes, double device_bytes,
                     const std::string& workspace_what, int64_t workspace, DeviceInfo* dev);
+
+// The run's seeded inputs (make_inputs), with a progress line (SlowRunNotice, after `first`, on `out`)
+// while they are drawn: a long sequence's Q, K and V take tens of seconds on a laptop's cores, before
+// the run has printed anything else.
+HostInputs make_run_inputs(const Problem& p, const Options& opt,
+                           std::chrono::milliseconds first = std::chrono::seconds(5), std::FILE* out = stderr);
 
 }  // namespace lab

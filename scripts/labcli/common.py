@@ -1,5 +1,6 @@
 """What every command shares: the sections, the case files, building, and running one program
 under a time limit."""
+import contextlib
 import functools
 import os
 import re
@@ -456,6 +457,25 @@ def stop_running():
             _kill_group(pgid)
 
 
+@contextlib.contextmanager
+def stopped_on_interrupt(proc):
+    """While it waits for `proc` (started in a session of its own), the driver's Ctrl-C kills its
+    group: stop_running from the main thread, or the interrupt itself in the thread that waits."""
+    try:
+        with _running_lock:
+            _running.add(proc.pid)
+        if _stopping.is_set():  # interrupted while it started
+            _kill_group(proc.pid)
+        yield
+    except BaseException:  # Ctrl-C while this thread waits: the program goes with the driver
+        _kill_group(proc.pid)
+        proc.wait()
+        raise
+    finally:
+        with _running_lock:
+            _running.discard(proc.pid)
+
+
 def run_limited(cmd, timeout, capture=True, echo=None, extra_env=None):
     """Runs cmd in its own process group, its input closed; kills the whole group on timeout (exit
     124). Of the output, the first OUTPUT_HEAD and last OUTPUT_TAIL bytes are kept (a program that
@@ -472,19 +492,8 @@ def run_limited(cmd, timeout, capture=True, echo=None, extra_env=None):
                                 stderr=subprocess.STDOUT if capture else None, env=env, start_new_session=True)
     except OSError as e:  # a missing tool (compute-sanitizer, ncu) is a failed step, not a crash
         return 127, f"cannot start {cmd[0]}: {e.strerror}\n", 0.0
-    try:
-        with _running_lock:
-            _running.add(proc.pid)
-        if _stopping.is_set():  # interrupted while it started
-            _kill_group(proc.pid)
+    with stopped_on_interrupt(proc):
         return _wait_limited(proc, cmd, timeout, capture, echo, start)
-    except BaseException:  # Ctrl-C while this thread waits: the program goes with the driver
-        _kill_group(proc.pid)
-        proc.wait()
-        raise
-    finally:
-        with _running_lock:
-            _running.discard(proc.pid)
 
 
 def _wait_limited(proc, cmd, timeout, capture, echo, start):

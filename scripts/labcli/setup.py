@@ -134,7 +134,7 @@ def ensure_section_packages(on_gpu, sections=()):
     if not on_gpu and "torch" in missing and not has_gpu():  # (a GPU machine's --cpu run keeps PyPI's CUDA build)
         missing.remove("torch")
         torch_ok = pip_install(["torch"], "requirements-cpu.txt", "the Python sections say what is missing",
-                               index=TORCH_CPU_INDEX, what="the CPU build, about 200 MB, from PyTorch's CPU index",
+                               index=TORCH_CPU_INDEX, what="the CPU build, from PyTorch's CPU index",
                                elsewhere="PyPI's build, which runs here too but brings its CUDA libraries "
                                          "(about 4.7 GB installed)")
     return pip_install(missing, "requirements-gpu.txt" if on_gpu else "requirements-cpu.txt",
@@ -152,6 +152,23 @@ def ensure_baseline_packages(variants):
 
 # The module a requirement line provides, where its name differs from the package's.
 MODULE_OF_PACKAGE = {"flashinfer-python": "flashinfer", "flash-attn-4": "flash_attn"}
+
+# About how much pip downloads for each module of the requirements: its wheel at the pinned version
+# and what it pulls in that a fresh machine lacks (Linux x86-64, CPython 3.11; a module's share leaves
+# out the others': torch's leaves out triton and numpy). Said as an install starts, since the large
+# ones take minutes on a laptop's connection. PyPI's torch is the CUDA build, with its CUDA libraries.
+DOWNLOAD_MB = {"numpy": 17, "matplotlib": 26, "triton": 188, "torch": 2530, "flashinfer": 340, "flash_attn": 100}
+DOWNLOAD_MB_FROM_INDEX = {TORCH_CPU_INDEX: {"torch": 200}}  # the CPU build
+
+
+def download_size(modules, index=None):
+    """About how much pip downloads to install these modules ("about 188 MB"), or "" where a module
+    has no figure."""
+    sizes = [DOWNLOAD_MB_FROM_INDEX.get(index, {}).get(m, DOWNLOAD_MB.get(m)) for m in modules]
+    if not sizes or None in sizes:
+        return ""
+    mb = sum(sizes)
+    return f"about {mb / 1000:.1f} GB" if mb >= 1000 else f"about {mb} MB"
 
 
 def requirement_lines(requirements, modules):
@@ -253,12 +270,13 @@ def pip_failure(output, index=None):
 
 
 def pip_install(missing, requirements, otherwise, index=None, what=None, elsewhere=None):
-    """pip installs the lines of scripts/REQUIREMENTS that provide the missing modules; says what and
-    where (`what`: a word on the packages, e.g. their size). Offline, pip gives up after one short
-    retry. `index`: the only package index to use (PyTorch's CPU builds); `elsewhere`: what the
-    packages are from the default index instead, offered when `index` cannot be reached. Where this
-    Python refuses pip (PEP 668), the packages go into the lab's .venv/ and the command starts again
-    under it (what ran before this point is repeated; a build is up to date by then)."""
+    """pip installs the lines of scripts/REQUIREMENTS that provide the missing modules; says what,
+    about how much it downloads (DOWNLOAD_MB) and where (`what`: a word more on the packages).
+    Offline, pip gives up after one short retry. `index`: the only package index to use (PyTorch's
+    CPU builds); `elsewhere`: what the packages are from the default index instead, offered when
+    `index` cannot be reached. Where this Python refuses pip (PEP 668), the packages go into the
+    lab's .venv/ and the command starts again under it (what ran before this point is repeated; a
+    build is up to date by then)."""
     lines = requirement_lines(requirements, missing)
     if not lines:
         return not missing
@@ -275,7 +293,9 @@ def pip_install(missing, requirements, otherwise, index=None, what=None, elsewhe
         where = "the system Python (root)" if os.geteuid() == 0 else "your user site-packages (pip --user)"
     cmd = ([str(python), "-m", "pip", "install", "-q", "--retries", "1", "--timeout", "15"] + lines
            + ([] if restart or in_venv() or os.geteuid() == 0 else ["--user"]) + (["--index-url", index] if index else []))
-    say(f"lab: installing {', '.join(missing)}{f' ({what})' if what else ''} into {where} (pip; log: {build_log()})")
+    size = download_size(missing, index)
+    about = "; ".join(x for x in (size and f"{size} to download", what) if x)
+    say(f"lab: installing {', '.join(missing)}{f' ({about})' if about else ''} into {where} (pip; log: {build_log()})")
     log = build_log()
     start = log.stat().st_size if log.exists() else 0
     if logged(cmd, log) == 0:
