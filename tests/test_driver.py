@@ -410,7 +410,7 @@ class ParallelCheck(unittest.TestCase):
         self.assertEqual(verdicts[1], [("t1", False), ("t2", True), ("t3", False), ("t4", True)])
         self.assertEqual(verdicts[4], verdicts[1])
 
-    def test_without_jobs_a_gpu_check_runs_several_at_once_and_a_cpu_check_one(self):
+    def test_without_jobs_a_python_gpu_check_runs_several_at_once_and_others_one(self):
         import argparse
         with tempfile.TemporaryDirectory() as tmp:
             fake = Path(tmp) / "fake_section"  # appends "start end" of its run to runs (the probe: no --t)
@@ -424,17 +424,17 @@ class ParallelCheck(unittest.TestCase):
             with mock.patch.object(student, "load_cases", lambda section, extra=None: data), \
                     mock.patch.object(student, "program", lambda section, solution: [fake]), \
                     contextlib.redirect_stdout(io.StringIO()):
-                for on_gpu in (True, False):
+                for on_gpu, python in ((True, True), (False, True), (True, False)):
                     (Path(tmp) / "runs").write_text("")
                     a = argparse.Namespace(cases=None, solution=True, cpu=not on_gpu, require_gpu=False, no_bugs=True,
                                            expect_fail=False, timeout=30, verbose=False, jobs=None)
-                    with mock.patch.object(student, "gpu_available", lambda section, solution, timeout: (True, "")):
+                    with mock.patch.object(student, "gpu_available", lambda section, solution, timeout: (True, "")), \
+                            mock.patch.object(student, "is_python", lambda section: python):
                         self.assertTrue(all(r["ok"] for r in student.check_section("99_fake", a)))
                     spans = [tuple(map(float, line.split())) for line in (Path(tmp) / "runs").read_text().split("\n") if line]
-                    at_once[on_gpu] = max(sum(s0 <= t < s1 for s0, s1 in spans) for t, _ in spans)
-        self.assertEqual(at_once[True], student.GPU_CHECK_JOBS)
-        self.assertEqual(at_once[False], 1)
-        self.assertEqual(student.check_jobs(2, True), 2)  # --jobs, where given, is kept
+                    at_once[on_gpu, python] = max(sum(s0 <= t < s1 for s0, s1 in spans) for t, _ in spans)
+        self.assertEqual(at_once, {(True, True): student.GPU_CHECK_JOBS, (False, True): 1, (True, False): 1})
+        self.assertEqual(student.check_jobs(2, True, False), 2)  # --jobs, where given, is kept
 
     def test_check_all_goes_past_a_section_that_cannot_run_here(self):
         import argparse

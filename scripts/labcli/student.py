@@ -229,15 +229,18 @@ def rerun_line(cmd, relative=tree_relative):
 
 
 HANGS_IN_A_ROW = 2  # timed-out runs of a case list, one after the other, that stop its check
-# Runs of a check at once where none is given. On a GPU the cases are small and each a process of
-# its own, and a Python section's compiles its kernels (about 25 s a case for 10's FlexAttention:
-# its list would take over 10 minutes one at a time). A CPU model uses every core on its own.
+# Runs of a Python section's check at once on a GPU where --jobs is not given: each case is a
+# process of its own that compiles its kernels on the CPU (about 25 s a case for 10's
+# FlexAttention: its list took over 10 minutes one at a time), on small shapes. A C++ section's
+# cases start in a second, and some of them fill a small GPU's memory: one at a time, as the CPU
+# models (each uses every core).
 GPU_CHECK_JOBS = 4
 
 
-def check_jobs(jobs, on_gpu):
-    """How many of a check's programs run at once: --jobs, else GPU_CHECK_JOBS on a GPU, 1 without."""
-    return jobs or (GPU_CHECK_JOBS if on_gpu else 1)
+def check_jobs(jobs, on_gpu, python):
+    """How many of a check's programs run at once: --jobs, else GPU_CHECK_JOBS for a Python section
+    on a GPU, else 1."""
+    return jobs or (GPU_CHECK_JOBS if on_gpu and python else 1)
 
 
 def check_section(section, a):
@@ -281,7 +284,7 @@ def check_section(section, a):
     # --jobs N: N programs at once (each its own process group and time limit), spread over --gpus
     # GPUs. The verdicts do not depend on either. Reported in case order.
     devices = gpu_devices(getattr(a, "gpus", 1) if on_gpu else 1)
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=check_jobs(getattr(a, "jobs", None), on_gpu))
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=check_jobs(getattr(a, "jobs", None), on_gpu, is_python(section)))
     # A lab that hangs (an endless loop, a wait that never completes) hangs on every case: once
     # HANGS_IN_A_ROW runs in a row have timed out, no other run starts (one already running ends at
     # its time limit), instead of one time limit per case.
