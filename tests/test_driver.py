@@ -254,6 +254,16 @@ class LiveRun(unittest.TestCase):
         self.assertEqual(lines, ["lab: no CUDA GPU found (no driver); running the CPU model of 01_naive instead "
                                  "(--cpu; the kernel itself needs a GPU)", "== CPU model ==", "FAIL: 01_naive kernels (CPU model)"])
 
+    def test_a_run_only_a_gpu_does_is_not_sent_to_the_cpu_model(self):
+        """A program that says only a GPU runs this (04's mma, a --bug that is a launch) would only
+        answer "needs a GPU" under --cpu: its own line, with its advice, is the answer."""
+        line = ("cannot run here: no CUDA GPU found (no driver), and only a GPU runs this: the mma variant's "
+                "exercises run on mma.sync fragments; --cpu checks --variant scalar")
+        code, lines, calls = self.run_cmd([(77, line + "\n"), (77, "not checked here: needs a GPU: ...\n")],
+                                          ["--variant", "mma"])
+        self.assertEqual((code, len(calls)), (77, 1))
+        self.assertEqual(lines, [line])
+
     def test_where_the_cpu_model_cannot_run_either_the_reason_is_shown(self):
         code, lines, calls = self.run_cmd([(77, "cannot run here: 01_naive has no CPU model\n")], ["--cpu"])
         self.assertEqual((code, len(calls)), (77, 1))

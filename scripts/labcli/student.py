@@ -14,10 +14,11 @@ import threading
 import time
 from pathlib import Path
 
-from labcli.common import (BUILD, EXIT_BAD_INPUT, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_PASS, EXIT_TIMEOUT, ROOT,
-                           BadInput, LabError, build, cmake_env, cwd_relative, folder_problem, gpu_devices, git_sha,
-                           has_gpu, is_python, limit_children, load_cases, no_gpu_reason, on_device, program, resolve,
-                           resolve_all, run_limited, say, sections, source_name, targets, tree_relative, usable_cores)
+from labcli.common import (BUILD, EXIT_BAD_INPUT, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_PASS, EXIT_TIMEOUT, ONLY_A_GPU,
+                           ROOT, BadInput, LabError, build, cmake_env, cwd_relative, folder_problem, gpu_devices,
+                           git_sha, has_gpu, is_python, limit_children, load_cases, no_gpu_reason, on_device, program,
+                           resolve, resolve_all, run_limited, say, sections, source_name, targets, tree_relative,
+                           usable_cores)
 import cases  # noqa: E402  (scripts/cases.py, on the path through labcli.common)
 import make_labs  # noqa: E402
 
@@ -96,7 +97,7 @@ def cmd_run(a):
     limit = {TIME_LIMIT_VARIABLE: f"{a.timeout:.0f}"}  # a Python section's slow-shape note compares with it
     code, out, _ = run_limited(cmd, a.timeout, echo=live, extra_env=limit)
     reason = no_gpu_reason(out) if code == EXIT_CANNOT_RUN else None
-    fall_back = reason and "--cpu" not in a.args
+    fall_back = reason and ONLY_A_GPU not in reason and "--cpu" not in a.args  # else --cpu: "needs a GPU"
     live.end(show_held=not fall_back)
     if fall_back:
         if is_python(section) and reason.startswith("needs torch") and not has_gpu():
