@@ -68,7 +68,7 @@ static_assert(ROWS_PER_WARP % LANE_ROWS == 0, "whole rows per thread");
 //   k_smem [BLOCK_KV][D+4]  read as float4 by 8 distinct keys lx+8n: the same argument
 //   v_smem [BLOCK_KV][D]    read as float4 by 8 lanes at consecutive columns: no padding needed
 //   p_smem [BLOCK_Q][BKV+8] written as scalars by 4 rows x 8 keys: stride ≡ 8 (mod 32)
-// D = 128 uses 32-key tiles: 64-key ones would need 118 KB and allow one block per SM.
+// D = 128 uses 32-key tiles: 64-key ones would need 116 KB and allow one block per SM.
 template <int HEAD_DIM>
 struct Tiles {
   static constexpr int BLOCK_KV = HEAD_DIM == 64 ? 64 : 32;   // Bc

@@ -214,6 +214,45 @@ def generated_stub(lab):
     return None
 
 
+def stub_regions(stub):
+    """The exercise regions of a generated stub's lines, (id, first, end) as make_stub's `regions`,
+    read from the stub alone (a release has no solution to make it again): from the EXERCISE line
+    to the first blank line after its TODO, at most to the next region. That holds the whole region
+    (tests/test_driver.py checks it on every solution), and sometimes a line or two after it."""
+    begins = []
+    for i, line in enumerate(stub):
+        m = re.match(r"\s*(?://|#) EXERCISE ([\w-]+): ", line)
+        if m and any(f"TODO({m.group(1)})" in later for later in stub[i + 1:]):
+            begins.append((m.group(1), i))
+    out = []
+    for k, (ident, first) in enumerate(begins):
+        cap = begins[k + 1][1] if k + 1 < len(begins) else len(stub)
+        end = next(i for i in range(first, cap) if f"TODO({ident})" in stub[i]) + 2  # the TODO's two lines
+        while end < cap and stub[end].strip():
+            end += 1
+        out.append((ident, first, end))
+    return out
+
+
+def untouched_exercises(lab):
+    """The exercises of a lab file still word for word as the stub has them (hint, TODO and stub
+    lines): those not started yet, in file order; None where nothing tells which stub it was."""
+    lab = Path(lab)
+    stub = generated_stub(lab) if lab.exists() else None
+    if stub is None:
+        return None
+    stub = stub.decode().splitlines()
+    solution = lab.resolve().parent.parent / "solutions" / lab.name
+    if solution.exists():
+        regions = []
+        make_stub(solution.read_text(), solution.name, regions=regions)
+        regions = [(re.search(r"EXERCISE ([\w-]+):", stub[first]).group(1), first, end) for first, end in regions]
+    else:
+        regions = stub_regions(stub)
+    text = "\n" + lab.read_text() + "\n"
+    return [ident for ident, first, end in regions if "\n" + "\n".join(stub[first:end]) + "\n" in text]
+
+
 def generate_all(solutions, labs, check_only=False):
     """Returns the names of the lab files that differ (and, unless check_only, rewrites them)."""
     changed = []

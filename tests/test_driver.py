@@ -241,6 +241,7 @@ class LiveRun(unittest.TestCase):
         with mock.patch.object(student, "run_limited", run_limited), mock.patch.object(student, "build"), \
                 mock.patch.object(student, "python_parses"), mock.patch.object(student, "python_packages"), \
                 mock.patch.object(make_labs, "is_untouched_stub", return_value=False), \
+                mock.patch.object(make_labs, "untouched_exercises", return_value=[]), \
                 contextlib.redirect_stdout(io.StringIO()) as printed:
             code = student.cmd_run(a)
         return code, printed.getvalue().splitlines(), calls
@@ -253,6 +254,16 @@ class LiveRun(unittest.TestCase):
         self.assertEqual(calls[1][-1], "--cpu")
         self.assertEqual(lines, ["lab: no CUDA GPU found (no driver); running the CPU model of 01_naive instead "
                                  "(--cpu; the kernel itself needs a GPU)", "== CPU model ==", "FAIL: 01_naive kernels (CPU model)"])
+
+    def test_a_run_only_a_gpu_does_is_not_sent_to_the_cpu_model(self):
+        """A program that says only a GPU runs this (04's mma, a --bug that is a launch) would only
+        answer "needs a GPU" under --cpu: its own line, with its advice, is the answer."""
+        line = ("cannot run here: no CUDA GPU found (no driver), and only a GPU runs this: the mma variant's "
+                "exercises run on mma.sync fragments; --cpu checks --variant scalar")
+        code, lines, calls = self.run_cmd([(77, line + "\n"), (77, "not checked here: needs a GPU: ...\n")],
+                                          ["--variant", "mma"])
+        self.assertEqual((code, len(calls)), (77, 1))
+        self.assertEqual(lines, [line])
 
     def test_where_the_cpu_model_cannot_run_either_the_reason_is_shown(self):
         code, lines, calls = self.run_cmd([(77, "cannot run here: 01_naive has no CPU model\n")], ["--cpu"])
@@ -825,6 +836,60 @@ class Cases(unittest.TestCase):
             lab.write_text(stub.replace("TODO(", "TODO (", 1))  # one character of the student's
             self.assertFalse(make_labs.is_untouched_stub(lab))
             self.assertIsNone(make_labs.is_untouched_stub(lab.parent / "02_v1_tile.cu"))  # not listed
+
+    @needs_solutions
+    def test_the_regions_read_from_a_stub_hold_the_whole_region(self):
+        # a release has no solution to make the stub's regions again: reading them from the stub
+        # must take in every line a student rewrites, or an edited region could pass for untouched
+        for src in sorted((ROOT / "solutions").glob("[0-9][0-9]_*.*")):
+            regions = []
+            stub = make_labs.make_stub(src.read_text(), src.name, regions=regions).splitlines()
+            read = make_labs.stub_regions(stub)
+            self.assertEqual([first for _, first, _ in read], [first for first, _ in regions], src.name)
+            for (ident, _, end), (_, exact_end) in zip(read, regions):
+                self.assertGreaterEqual(end, exact_end, f"{src.name}: {ident}")
+
+    @needs_solutions
+    def test_a_failure_names_the_exercises_still_the_stub(self):
+        # one exercise written, the other not: the check's failure of the whole section must not
+        # read as the written one being wrong
+        sol_text = (ROOT / "solutions" / "03_v2_loop_order.cu").read_text()
+        stub = make_labs.make_stub(sol_text, "03_v2_loop_order.cu")
+        written = make_labs.make_stub(sol_text, "03_v2_loop_order.cu", only={"deferred-normalisation"})
+        runs = [(1, "FAIL: 03_v2_loop_order v2 (CPU model)\n")]
+
+        def run_limited(cmd, timeout, echo=None, extra_env=None):
+            echo(runs[0][1].encode())
+            return runs[0][0], runs[0][1], 0.1
+        with tempfile.TemporaryDirectory() as tmp:
+            sol, lab = Path(tmp, "solutions", "03_v2_loop_order.cu"), Path(tmp, "labs", "03_v2_loop_order.cu")
+            sol.parent.mkdir()
+            lab.parent.mkdir()
+            sol.write_text(sol_text)
+            for tree in ("instructor", "release"):
+                said = {}
+                for name, text in (("stub", stub), ("one written", written), ("both written", sol_text)):
+                    lab.write_text(text)
+                    a = SimpleNamespace(section="03", solution=False, args=[], timeout=60)
+                    with mock.patch.object(student, "ROOT", Path(tmp)), \
+                            mock.patch.object(student, "run_limited", run_limited), \
+                            mock.patch.object(student, "build"), mock.patch.object(student, "python_parses"), \
+                            mock.patch.object(student, "python_packages"), \
+                            contextlib.redirect_stdout(io.StringIO()) as printed:
+                        self.assertEqual(student.cmd_run(a), 1)
+                    said[name] = printed.getvalue().splitlines()[1:]
+                self.assertEqual(said["stub"], [student.still_the_stub("03_v2_loop_order")], tree)
+                self.assertEqual(said["one written"], [
+                    "lab: EXERCISE deferred-normalisation in labs/03_v2_loop_order.cu is still the stub: the check "
+                    "cannot pass until it is written (ch12/03_v2_loop_order.md)"], tree)
+                self.assertEqual(said["both written"], [], tree)
+                if tree == "instructor":  # then a release: no solutions/; its digests and commit tell the stub
+                    lab.write_text(stub)
+                    (lab.parent / make_labs.STUB_DIGESTS).write_text(make_labs.stub_digests(lab.parent))
+                    sol.unlink()
+                    for args in (["init", "-q"], ["add", "labs"], ["commit", "-q", "-m", "release"]):
+                        subprocess.run(["git", "-C", tmp, "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                                       capture_output=True, check=True)
 
     def test_every_test_that_wants_a_lab_to_fail_is_a_stub_test(self):
         ctest = common.BUILD / "tests" / "CTestTestfile.cmake"

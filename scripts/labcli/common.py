@@ -551,6 +551,11 @@ def crash_words(signum):
     return f"the program was killed by {name} (signal {signum})"
 
 
+# How a program says that --cpu would only answer "needs a GPU" (common/harness/harness.cpp): its
+# cannot-run line reads "cannot run here: <why>, and only a GPU runs this: <what>".
+ONLY_A_GPU = "only a GPU runs this:"
+
+
 def no_gpu_reason(output):
     """The program's own reason it cannot run here ("no CUDA GPU found (no driver)"), without the
     advice that follows it."""

@@ -14,10 +14,11 @@ import threading
 import time
 from pathlib import Path
 
-from labcli.common import (BUILD, EXIT_BAD_INPUT, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_PASS, EXIT_TIMEOUT, ROOT,
-                           BadInput, LabError, build, cmake_env, cwd_relative, folder_problem, gpu_devices, git_sha,
-                           has_gpu, is_python, limit_children, load_cases, no_gpu_reason, on_device, program, resolve,
-                           resolve_all, run_limited, say, sections, source_name, targets, tree_relative, usable_cores)
+from labcli.common import (BUILD, EXIT_BAD_INPUT, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_PASS, EXIT_TIMEOUT, ONLY_A_GPU,
+                           ROOT, BadInput, LabError, build, cmake_env, cwd_relative, folder_problem, gpu_devices,
+                           git_sha, has_gpu, is_python, limit_children, load_cases, no_gpu_reason, on_device, program,
+                           resolve, resolve_all, run_limited, say, sections, source_name, targets, tree_relative,
+                           usable_cores)
 import cases  # noqa: E402  (scripts/cases.py, on the path through labcli.common)
 import make_labs  # noqa: E402
 
@@ -96,7 +97,7 @@ def cmd_run(a):
     limit = {TIME_LIMIT_VARIABLE: f"{a.timeout:.0f}"}  # a Python section's slow-shape note compares with it
     code, out, _ = run_limited(cmd, a.timeout, echo=live, extra_env=limit)
     reason = no_gpu_reason(out) if code == EXIT_CANNOT_RUN else None
-    fall_back = reason and "--cpu" not in a.args
+    fall_back = reason and ONLY_A_GPU not in reason and "--cpu" not in a.args  # else --cpu: "needs a GPU"
     live.end(show_held=not fall_back)
     if fall_back:
         if is_python(section) and reason.startswith("needs torch") and not has_gpu():
@@ -108,9 +109,8 @@ def cmd_run(a):
     if code == EXIT_TIMEOUT:
         say(timeout_hint(a.timeout, f"run {section[:2]}" + (" --solution" if a.solution else ""),
                          shlex.join(["--"] + a.args) if a.args else "", still_working(out)))
-    lab = ROOT / "labs" / source_name(section)
-    if code == EXIT_FAIL and not a.solution and make_labs.is_untouched_stub(lab):
-        say(still_the_stub(section))
+    if code == EXIT_FAIL and not a.solution and (left := stub_left(section)):
+        say(left)
     elif code == EXIT_PASS and not a.solution:  # one shape is not the exercise's verdict
         say(f"lab: this run passed; scripts/lab check {section[:2]} runs the section's case list (ragged shapes, "
             f"masks, edge cases): your exercise is done when that passes")
@@ -120,6 +120,20 @@ def cmd_run(a):
 def still_the_stub(section):
     return (f"lab: labs/{source_name(section)} is still the stub: fill its EXERCISE regions (ch12/{section}.md), "
             f"then scripts/lab check {section[:2]}")  # a crash (killed by a signal) is a failure: exit 1, as a check
+
+
+def stub_left(section):
+    """After a failure of the student's lab: the line that says which of its exercises are still the
+    stub (all: still_the_stub), or None where every one has been started or nothing tells."""
+    lab = ROOT / "labs" / source_name(section)
+    if make_labs.is_untouched_stub(lab):
+        return still_the_stub(section)
+    left = make_labs.untouched_exercises(lab)
+    if not left:
+        return None
+    one = len(left) == 1
+    return (f"lab: EXERCISE {', '.join(left)} in labs/{source_name(section)} {'is' if one else 'are'} still the "
+            f"stub: the check cannot pass until {'it is' if one else 'they are'} written (ch12/{section}.md)")
 
 
 # ---------------------------------------------------------------------------------------- check
@@ -475,8 +489,8 @@ def cmd_check(a):
             say(f"the first failure, to run it alone: {failed[0]['rerun_here']}")
         if not a.solution:
             for s in dict.fromkeys(r.get("section") for r in failed if r.get("section")):
-                if make_labs.is_untouched_stub(ROOT / "labs" / source_name(s)):
-                    say(still_the_stub(s))
+                if left := stub_left(s):
+                    say(left)
         return EXIT_TIMEOUT if any(r.get("exit") == EXIT_TIMEOUT for r in failed) else EXIT_FAIL
     return EXIT_CANNOT_RUN if unchecked else EXIT_PASS
 
