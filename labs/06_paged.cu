@@ -93,7 +93,8 @@ namespace lab {
 //   free_sequence(a, s): give back every block s holds (a shared block stays with its other
 //     users: that is what the reference count is for), and leave s empty.
 //   fork_prefix(a, parent, prefix_tokens): a new sequence that shares parent's FULL blocks among
-//     the first prefix_tokens tokens (one more reference each) and holds exactly those tokens.
+//     the first prefix_tokens tokens (one more reference each) and holds exactly the tokens of
+//     those blocks (40 tokens in blocks of 16: 2 blocks, 32 tokens; the caller appends the rest).
 //     A partly filled block is not shared. A prefix outside the parent: std::invalid_argument.
 //   Checked by its unit tests (build/bin/lab_exercises_06_paged, the first step of
 //   scripts/lab check 06) and by --simulate.
