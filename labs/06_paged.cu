@@ -46,6 +46,7 @@
 #include "decode/block_allocator.h"
 #include "decode/decode.cuh"  // 05's decode kernel, plan, launcher and CPU model
 #include "harness/npy.h"
+#include "harness/record.h"  // writable_path_problem (--simulate --json)
 #include "lab.cuh"
 
 // Your 05 hooks (GQA mapping, a split's state, the split merge): 05_decode.cu of this folder, its
@@ -404,6 +405,11 @@ int simulate_main(int argc, const char* const* argv) {
     std::fprintf(stderr, "bad input: --layers, --h-kv and --d must be >= 1\n");
     return 2;
   }
+  if (!json_path.empty())  // said before the simulation runs, not found after it
+    if (const std::string m = writable_path_problem(json_path, false); !m.empty()) {
+      std::fprintf(stderr, "bad input: --json: %s\n", m.c_str());
+      return 2;
+    }
   ServingReport r;
   try {
     r = simulate_serving(c);
