@@ -383,7 +383,9 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
     return off < 0 ? nullptr : &v_pool[size_t(off)];
   };
   lab::CpuRun run = run_cpu_model<Decode06<0, KvLayout::nhd>>(pr, opt, in, o, lse, k_row, v_row);
-  run.extra_host_bytes += int64_t(k_pool.size() + v_pool.size()) * 4;
+  // What the GPU's run holds on top of Q, K, V, O (the pool in the element type and the tables), not
+  // this model's fp32 copies: the memory line is the section's lesson, the same with or without a GPU.
+  run.extra_host_bytes += pool_bytes(pr, cache.num_blocks) + int64_t(cache.tables.size() * sizeof(int));
   run.hbm_bytes_model += table_bytes_read(pr);
   run.metrics.update(memory_metrics(pr, cache));
   run.metrics["kv_layout"] = layout_name(g_pool_layout);
