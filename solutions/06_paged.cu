@@ -552,6 +552,7 @@ int main(int argc, char** argv) {
     return pool_bytes(p, blocks) + split_workspace_bytes(p, make_plan(p, variant, 256, 128));  // splits: a 256-SM bound
   };
   s.workspace_what = "paged pool and split partials";
+  s.workspace_what_of_variant = {{"single", "paged pool"}};  // (single keeps no split partials)
   // Runs before anything is printed or allocated: the tables are built (deterministic: lengths
   // and permutation come from --seed) and checked here, so a bad table is refused in one line.
   s.validate = [](const lab::Problem& p, const lab::Options& o) -> std::string {
