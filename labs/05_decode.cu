@@ -155,8 +155,9 @@ int main(int argc, char** argv) {
     return split_workspace_bytes(p, make_plan(p, variant, 256, 128));  // a bound: the plan of a 256-SM GPU
   };
   s.workspace_what = "partial O and LSE of the splits";
-  s.validate = [](const lab::Problem& p, const lab::Options&) -> std::string {
+  s.validate = [](const lab::Problem& p, const lab::Options& o) -> std::string {
     if (int64_t(p.b) * p.t_q * p.h > (int64_t(1) << 31) - 1) return "B*T_q*H must be < 2^31 (one grid dimension)";
+    if (o.splits > 0 && o.variant != "split") return "--splits applies to --variant split (single never splits)";
     return "";
   };
   s.supports_window = true;

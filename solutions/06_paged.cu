@@ -558,6 +558,7 @@ int main(int argc, char** argv) {
   s.validate = [](const lab::Problem& p, const lab::Options& o) -> std::string {
     if (p.page_size < 16) return "the paged cache needs --page-size (a positive multiple of 16)";
     if (int64_t(p.b) * p.t_q * p.h > (int64_t(1) << 31) - 1) return "B*T_q*H must be < 2^31 (one grid dimension)";
+    if (o.splits > 0 && o.variant != "split") return "--splits applies to --variant split (single never splits)";
     const std::vector<int> lengths =
         o.ragged_kv ? lab::make_kv_lengths(p.b, p.t_kv, o.seed) : std::vector<int>(size_t(p.b), p.t_kv);
     if (o.cpu || !tables_unchecked())
