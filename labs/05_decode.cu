@@ -7,7 +7,7 @@
 // and attends to the kv_len[b] keys already in its cache, K/V [B, T_max, H_kv, D] (the lengths differ
 // within a batch). A query head costs 4·kv_len·D FLOPs (S = q Kᵀ, then P V); the K/V head it shares
 // with the G - 1 other heads of its group is 4·kv_len·D bytes (K and V, fp16): G FLOPs per byte
-// (4 at H = 32, H_kv = 8), where an H200 does ~200 fp16 Tensor-Core FLOPs per byte of HBM. So the
+// (4 at H = 32, H_kv = 8), where an H200 does ~185 16-bit Tensor-Core FLOPs per byte of HBM. So the
 // whole game is reading K and V at the HBM roofline, and every byte of them only once:
 //   - GQA: the G = H / H_kv query heads that share a K/V head are computed by ONE block from ONE
 //     read of that head's K/V (the chapter's skeleton, one block per query head, reads it G times).
