@@ -46,6 +46,7 @@
 #include "decode/block_allocator.h"
 #include "decode/decode.cuh"  // 05's decode kernel, plan, launcher and CPU model
 #include "harness/npy.h"
+#include "harness/record.h"  // writable_path_problem (--simulate --json)
 #include "lab.cuh"
 
 // Your 05 hooks (GQA mapping, a split's state, the split merge): 05_decode.cu of this folder, its
@@ -93,7 +94,8 @@ namespace lab {
 //   free_sequence(a, s): give back every block s holds (a shared block stays with its other
 //     users: that is what the reference count is for), and leave s empty.
 //   fork_prefix(a, parent, prefix_tokens): a new sequence that shares parent's FULL blocks among
-//     the first prefix_tokens tokens (one more reference each) and holds exactly those tokens.
+//     the first prefix_tokens tokens (one more reference each) and holds exactly the tokens of
+//     those blocks (40 tokens in blocks of 16: 2 blocks, 32 tokens; the caller appends the rest).
 //     A partly filled block is not shared. A prefix outside the parent: std::invalid_argument.
 //   Checked by its unit tests (build/bin/lab_exercises_06_paged, the first step of
 //   scripts/lab check 06) and by --simulate.
@@ -353,7 +355,9 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
     return off < 0 ? nullptr : &v_pool[size_t(off)];
   };
   lab::CpuRun run = run_cpu_model<Decode06<0, KvLayout::nhd>>(pr, opt, in, o, lse, k_row, v_row);
-  run.extra_host_bytes += int64_t(k_pool.size() + v_pool.size()) * 4;
+  // What the GPU's run holds on top of Q, K, V, O (the pool in the element type and the tables), not
+  // this model's fp32 copies: the memory line is the section's lesson, the same with or without a GPU.
+  run.extra_host_bytes += pool_bytes(pr, cache.num_blocks) + int64_t(cache.tables.size() * sizeof(int));
   run.hbm_bytes_model += table_bytes_read(pr);
   run.metrics.update(memory_metrics(pr, cache));
   run.metrics["kv_layout"] = layout_name(g_pool_layout);
@@ -403,6 +407,11 @@ int simulate_main(int argc, const char* const* argv) {
     std::fprintf(stderr, "bad input: --layers, --h-kv and --d must be >= 1\n");
     return 2;
   }
+  if (!json_path.empty())  // said before the simulation runs, not found after it
+    if (const std::string m = writable_path_problem(json_path, false); !m.empty()) {
+      std::fprintf(stderr, "bad input: --json: %s\n", m.c_str());
+      return 2;
+    }
   ServingReport r;
   try {
     r = simulate_serving(c);
@@ -515,11 +524,13 @@ int main(int argc, char** argv) {
     return pool_bytes(p, blocks) + split_workspace_bytes(p, make_plan(p, variant, 256, 128));  // splits: a 256-SM bound
   };
   s.workspace_what = "paged pool and split partials";
+  s.workspace_what_of_variant = {{"single", "paged pool"}};  // (single keeps no split partials)
   // Runs before anything is printed or allocated: the tables are built (deterministic: lengths
   // and permutation come from --seed) and checked here, so a bad table is refused in one line.
   s.validate = [](const lab::Problem& p, const lab::Options& o) -> std::string {
     if (p.page_size < 16) return "the paged cache needs --page-size (a positive multiple of 16)";
     if (int64_t(p.b) * p.t_q * p.h > (int64_t(1) << 31) - 1) return "B*T_q*H must be < 2^31 (one grid dimension)";
+    if (o.splits > 0 && o.variant != "split") return "--splits applies to --variant split (single never splits)";
     const std::vector<int> lengths =
         o.ragged_kv ? lab::make_kv_lengths(p.b, p.t_kv, o.seed) : std::vector<int>(size_t(p.b), p.t_kv);
     if (o.cpu || !tables_unchecked())

@@ -6,6 +6,9 @@
   cpu_variants optional: the variants a check without a GPU runs (their CPU models run different
               code of the student's: 05's split runs the merge that single never needs); default:
               the first variant (the others' CPU models are the same algorithm)
+  gpu_exercises optional: the exercises only a GPU runs (the CPU model skips them: 04's mma ones,
+              08's protocol past ring-slot); a check without a GPU names them apart when still
+              the stub, since its failure cannot come from them
   unit_tests  optional: a test program of the section's exercises (tests/), built for the lab as
               lab_<name> and for the solution as <name>; `check` runs it first, on any machine
   timeout_s   optional: seconds a graded run may take before it counts as a hang (scripts/lab grade
@@ -36,8 +39,8 @@ An instructor's hidden case file has the same format (a `section` and `cases`, o
 import json
 from pathlib import Path
 
-KNOWN_KEYS = {"section", "about", "variants", "cpu_variants", "unit_tests", "timeout_s", "cases", "bad_inputs", "bugs",
-              "bench", "baselines", "grade_perf", "sanitize", "ncu", "compare", "baseline_tags"}
+KNOWN_KEYS = {"section", "about", "variants", "cpu_variants", "gpu_exercises", "unit_tests", "timeout_s", "cases",
+              "bad_inputs", "bugs", "bench", "baselines", "grade_perf", "sanitize", "ncu", "compare", "baseline_tags"}
 CASE_KEYS = {"name", "args", "weight", "cpu", "variants"}
 
 
@@ -68,6 +71,8 @@ def validate(data, where="case file"):
     if "cpu_variants" in data and (not _strings(data["cpu_variants"]) or not data["cpu_variants"]
                                    or not set(data["cpu_variants"]) <= set(data.get("variants", data["cpu_variants"]))):
         bad("'cpu_variants' must be a non-empty list of the section's variants")
+    if "gpu_exercises" in data and not (_strings(data["gpu_exercises"]) and data["gpu_exercises"]):
+        bad("'gpu_exercises' must be a non-empty list of exercise names, like \"mma-online-softmax\"")
     if "unit_tests" in data and not (isinstance(data["unit_tests"], str) and data["unit_tests"].isidentifier()):
         bad("'unit_tests' must be the name of a test program, like \"exercises_05_decode\"")
     if "timeout_s" in data and not (isinstance(data["timeout_s"], (int, float)) and data["timeout_s"] > 0):

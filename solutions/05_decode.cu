@@ -4,7 +4,7 @@
 // and attends to the kv_len[b] keys already in its cache, K/V [B, T_max, H_kv, D] (the lengths differ
 // within a batch). A query head costs 4·kv_len·D FLOPs (S = q Kᵀ, then P V); the K/V head it shares
 // with the G - 1 other heads of its group is 4·kv_len·D bytes (K and V, fp16): G FLOPs per byte
-// (4 at H = 32, H_kv = 8), where an H200 does ~200 fp16 Tensor-Core FLOPs per byte of HBM. So the
+// (4 at H = 32, H_kv = 8), where an H200 does ~185 16-bit Tensor-Core FLOPs per byte of HBM. So the
 // whole game is reading K and V at the HBM roofline, and every byte of them only once:
 //   - GQA: the G = H / H_kv query heads that share a K/V head are computed by ONE block from ONE
 //     read of that head's K/V (the chapter's skeleton, one block per query head, reads it G times).
@@ -189,8 +189,9 @@ int main(int argc, char** argv) {
     return split_workspace_bytes(p, make_plan(p, variant, 256, 128));  // a bound: the plan of a 256-SM GPU
   };
   s.workspace_what = "partial O and LSE of the splits";
-  s.validate = [](const lab::Problem& p, const lab::Options&) -> std::string {
+  s.validate = [](const lab::Problem& p, const lab::Options& o) -> std::string {
     if (int64_t(p.b) * p.t_q * p.h > (int64_t(1) << 31) - 1) return "B*T_q*H must be < 2^31 (one grid dimension)";
+    if (o.splits > 0 && o.variant != "split") return "--splits applies to --variant split (single never splits)";
     return "";
   };
   s.supports_window = true;

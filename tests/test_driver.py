@@ -891,6 +891,71 @@ class Cases(unittest.TestCase):
                         subprocess.run(["git", "-C", tmp, "-c", "user.name=t", "-c", "user.email=t@t", *args],
                                        capture_output=True, check=True)
 
+    @needs_solutions
+    def test_the_exercises_only_a_gpu_runs_are_named_apart_on_the_cpu_model(self):
+        # 07 without a GPU: its CPU model runs tile-span and edge-mask, never mma-online-softmax. A
+        # failure there is not the softmax's, and a run that passes what it can (exit 77, "not
+        # checked here") with the softmax still the stub must say so, not leave it unsaid
+        sol_text = (ROOT / "solutions" / "07_sliding_window.cu").read_text()
+        softmax_left = make_labs.make_stub(sol_text, "07_sliding_window.cu", only={"mma-online-softmax"})
+        two_left = make_labs.make_stub(sol_text, "07_sliding_window.cu", only={"edge-mask", "mma-online-softmax"})
+        gpu_line = ("lab: EXERCISE mma-online-softmax in labs/07_sliding_window.cu is still the stub: only a GPU runs "
+                    "it, and a GPU's check cannot pass until it is written (ch12/07_sliding_window.md)")
+        passed_in_part = (77, "PASS\nnot checked here: needs a GPU: EXERCISE mma-online-softmax runs in the mma "
+                              "kernel only\n")
+        failed = (1, "FAIL: 07_sliding_window window (CPU model)\n")
+        with tempfile.TemporaryDirectory() as tmp:
+            sol, lab = Path(tmp, "solutions", "07_sliding_window.cu"), Path(tmp, "labs", "07_sliding_window.cu")
+            sol.parent.mkdir()
+            lab.parent.mkdir()
+            sol.write_text(sol_text)
+
+            def said_by_run(text, result, args):
+                lab.write_text(text)
+
+                def run_limited(cmd, timeout, echo=None, extra_env=None):
+                    echo(result[1].encode())
+                    return result[0], result[1], 0.1
+                a = SimpleNamespace(section="07", solution=False, args=args, timeout=60)
+                with mock.patch.object(student, "ROOT", Path(tmp)), \
+                        mock.patch.object(student, "run_limited", run_limited), \
+                        mock.patch.object(student, "build"), mock.patch.object(student, "python_parses"), \
+                        mock.patch.object(student, "python_packages"), \
+                        contextlib.redirect_stdout(io.StringIO()) as printed:
+                    self.assertEqual(student.cmd_run(a), result[0])
+                return [l for l in printed.getvalue().splitlines() if l.startswith("lab: EXERCISE")]
+            self.assertEqual(said_by_run(softmax_left, passed_in_part, ["--cpu"]), [gpu_line])
+            self.assertEqual(said_by_run(two_left, failed, ["--cpu"]), [
+                "lab: EXERCISE edge-mask in labs/07_sliding_window.cu is still the stub: the check cannot pass until "
+                "it is written (ch12/07_sliding_window.md)", gpu_line])
+            self.assertEqual(said_by_run(two_left, failed, []), [  # on a GPU both are the check's
+                "lab: EXERCISE edge-mask, mma-online-softmax in labs/07_sliding_window.cu are still the stub: the "
+                "check cannot pass until they are written (ch12/07_sliding_window.md)"])
+            self.assertEqual(said_by_run(sol_text, passed_in_part, ["--cpu"]), [])
+
+            # check: a case list checked in part on the CPU model says it too, after its summary
+            lab.write_text(softmax_left)
+            row = student.result_row("07_sliding_window", "T=63 W=1", "window", "pass", 77, False,
+                                     "needs a GPU: EXERCISE mma-online-softmax runs in the mma kernel only", 0.1, 1,
+                                     ["build/bin/lab_07_sliding_window", "--variant", "window", "--cpu"])
+            a = SimpleNamespace(section=["07"], solution=False, report=None, cases=None, timeout=60)
+            with mock.patch.object(student, "ROOT", Path(tmp)), \
+                    mock.patch.object(student, "check_section", return_value=[row]), \
+                    mock.patch.object(student, "build"), mock.patch.object(student, "python_parses"), \
+                    mock.patch.object(student, "python_packages"), \
+                    mock.patch.object(student, "unit_test_targets", return_value=[]), \
+                    contextlib.redirect_stdout(io.StringIO()) as printed:
+                self.assertEqual(student.cmd_check(a), common.EXIT_CANNOT_RUN)
+            self.assertEqual([l for l in printed.getvalue().splitlines() if l.startswith("lab: EXERCISE")], [gpu_line])
+
+    def test_every_gpu_exercise_of_a_case_file_is_an_exercise_of_its_section(self):
+        for path in sorted((ROOT / "tests" / "cases").glob("[0-9][0-9]_*.json")):
+            names = json.loads(path.read_text()).get("gpu_exercises", [])
+            source = next((ROOT / d / f"{path.stem}{ext}" for d in ("solutions", "labs") for ext in (".cu", ".py")
+                           if (ROOT / d / f"{path.stem}{ext}").exists()))
+            for name in names:
+                self.assertIn(f"EXERCISE {name}:", source.read_text(), f"{path.name}: gpu_exercises names {name}")
+
     def test_every_test_that_wants_a_lab_to_fail_is_a_stub_test(self):
         ctest = common.BUILD / "tests" / "CTestTestfile.cmake"
         if not ctest.exists():

@@ -109,7 +109,11 @@ def cmd_run(a):
     if code == EXIT_TIMEOUT:
         say(timeout_hint(a.timeout, f"run {section[:2]}" + (" --solution" if a.solution else ""),
                          shlex.join(["--"] + a.args) if a.args else "", still_working(out)))
-    if code == EXIT_FAIL and not a.solution and (left := stub_left(section)):
+    on_cpu = bool(fall_back) or "--cpu" in a.args
+    if code == EXIT_FAIL and not a.solution and (left := stub_left(section, on_cpu)):
+        say(left)
+    elif code == EXIT_CANNOT_RUN and not a.solution and on_cpu and not_checked_reason(out) and \
+            (left := stub_left(section, on_cpu)):  # the CPU model passed; what only a GPU runs may be unwritten
         say(left)
     elif code == EXIT_PASS and not a.solution:  # one shape is not the exercise's verdict
         say(f"lab: this run passed; scripts/lab check {section[:2]} runs the section's case list (ragged shapes, "
@@ -122,18 +126,27 @@ def still_the_stub(section):
             f"then scripts/lab check {section[:2]}")  # a crash (killed by a signal) is a failure: exit 1, as a check
 
 
-def stub_left(section):
-    """After a failure of the student's lab: the line that says which of its exercises are still the
-    stub (all: still_the_stub), or None where every one has been started or nothing tells."""
+def stub_left(section, on_cpu=False):
+    """After a failure of the student's lab (or, on_cpu, a CPU-model run that checked what it could):
+    the lines that say which of its exercises are still the stub (all: still_the_stub), or None where
+    every one has been started or nothing tells. On the CPU model, the exercises only a GPU runs (the
+    case file's gpu_exercises) are said apart: a CPU check's failure cannot come from them."""
     lab = ROOT / "labs" / source_name(section)
     if make_labs.is_untouched_stub(lab):
         return still_the_stub(section)
     left = make_labs.untouched_exercises(lab)
     if not left:
         return None
-    one = len(left) == 1
-    return (f"lab: EXERCISE {', '.join(left)} in labs/{source_name(section)} {'is' if one else 'are'} still the "
-            f"stub: the check cannot pass until {'it is' if one else 'they are'} written (ch12/{section}.md)")
+    gpu = set(load_cases(section).get("gpu_exercises", [])) if on_cpu else set()
+    lines = []
+    for names, where in (([e for e in left if e not in gpu], ""), ([e for e in left if e in gpu], "a GPU's ")):
+        if names:
+            one = len(names) == 1
+            only = f"only a GPU runs {'it' if one else 'them'}, and " if where else ""
+            lines.append(f"lab: EXERCISE {', '.join(names)} in labs/{source_name(section)} {'is' if one else 'are'} "
+                         f"still the stub: {only}{where or 'the '}check cannot pass until "
+                         f"{'it is' if one else 'they are'} written (ch12/{section}.md)")
+    return "\n".join(lines) or None
 
 
 # ---------------------------------------------------------------------------------------- check
@@ -464,13 +477,15 @@ def cmd_check(a):
     build(targets(names, solution=a.solution, lab=not a.solution) + unit_test_targets(names, a.solution))
     python_parses(names, a.solution)
     python_packages(names)
-    results, unchecked = [], []
+    results, unchecked, on_cpu = [], [], set()
     for s in names:  # a section that cannot run here is named at the end; the others are still checked
         got = check_section(s, a)
         if got is None:
             unchecked.append(s)
             continue
         results += got
+        if any("--cpu" in r.get("command", "").split() for r in got):  # its cases ran the CPU model
+            on_cpu.add(s)
         if any(r.get("not_checked") for r in got):
             unchecked.append(f"{s} ({sum(bool(r.get('not_checked')) for r in got)} runs: "
                              f"{next(r.get('not_checked') for r in got if r.get('not_checked'))})")
@@ -489,9 +504,13 @@ def cmd_check(a):
             say(f"the first failure, to run it alone: {failed[0]['rerun_here']}")
         if not a.solution:
             for s in dict.fromkeys(r.get("section") for r in failed if r.get("section")):
-                if left := stub_left(s):
+                if left := stub_left(s, s in on_cpu):
                     say(left)
         return EXIT_TIMEOUT if any(r.get("exit") == EXIT_TIMEOUT for r in failed) else EXIT_FAIL
+    if not a.solution:  # checked in part on the CPU model: what only a GPU runs may still be the stub
+        for s in dict.fromkeys(r.get("section") for r in results if r.get("not_checked")):
+            if s in on_cpu and (left := stub_left(s, True)):
+                say(left)
     return EXIT_CANNOT_RUN if unchecked else EXIT_PASS
 
 
