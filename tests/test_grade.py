@@ -1603,8 +1603,13 @@ class GradeTriage(unittest.TestCase):
                     except KeyboardInterrupt:
                         code = "interrupted"
                 return code, said.getvalue()
-            self.assertEqual(lab(stop="s3")[0], "interrupted")  # s1 and s2 graded, s3 built only
+            code, said = lab(stop="s3")
+            self.assertEqual(code, "interrupted")  # s1 and s2 graded, s3 built only
             self.assertEqual(ran, ["s1", "s2"])
+            # the grades finished are summed up, and the way on is said
+            self.assertEqual([r["submission"] for r in rows(out / grade.SUMMARY)], ["s1", "s2"])
+            self.assertIn(f"lab: 2 grade(s) in {out / grade.SUMMARY}; the same command with --resume grades the rest",
+                          said)
             code, said = lab("--resume")
             self.assertEqual(code, 0, said)
             self.assertEqual(ran, ["s3"])

@@ -723,6 +723,17 @@ def not_on_cpu(names):
 
 
 def cmd_grade(a):
+    try:
+        return grade_class(a)
+    except KeyboardInterrupt:  # Ctrl-C: the grades finished so far are summed up, and the way on is said
+        import grade
+        if grade.graded_before(a.out):
+            summary, every = grade.rebuild_class_summary(a.out)
+            say(f"\nlab: {len(every)} grade(s) in {summary}; the same command with --resume grades the rest")
+        raise
+
+
+def grade_class(a):
     import grade
     if getattr(a, "cpu", False) and getattr(a, "no_gpu", False):  # --no-gpu runs no case (triage); --cpu runs them
         raise BadInput("--cpu and --no-gpu: --no-gpu is triage (no case runs), --cpu runs the cases on the CPU model; "
