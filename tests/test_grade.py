@@ -1636,6 +1636,15 @@ class GradeTriage(unittest.TestCase):
             lab()
             self.assertEqual(ran, names)  # without --resume: all of them, as ever
 
+    def test_the_grading_example_without_a_gpu_builds_nothing(self):
+        """It needs a GPU: without one it says so before a build for nothing (minutes on a small machine)."""
+        from types import SimpleNamespace
+        with tempfile.TemporaryDirectory() as tmp, mock.patch.object(student, "has_gpu", return_value=False), \
+                mock.patch.object(student, "build") as build, contextlib.redirect_stdout(io.StringIO()) as said:
+            code = student.cmd_grading_example(SimpleNamespace(out=str(Path(tmp, "ge")), sections=["01"], gpus=1))
+        self.assertEqual((code, build.call_count), (77, 0), said.getvalue())
+        self.assertIn("lab: the grading example needs a GPU: no NVIDIA GPU found", said.getvalue())
+
     def test_the_grading_example_empties_only_its_own_folder(self):
         with tempfile.TemporaryDirectory() as tmp:
             course = Path(tmp, "course")

@@ -1082,6 +1082,9 @@ def cmd_grading_example(a):
     refuse_foreign_example_folder(out)
     out.mkdir(parents=True, exist_ok=True)
     names = resolve_all(a.sections) if a.sections else sections()
+    if not has_gpu():  # said before a build that would be for nothing
+        say("lab: the grading example needs a GPU: no NVIDIA GPU found (nvidia-smi lists none)")
+        return EXIT_CANNOT_RUN
     build(targets(names))
     on_gpu, reason = gpu_available(names[0], True, 120)
     if not on_gpu:  # its verdicts are the cases' results: a triage would check nothing
