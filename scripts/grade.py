@@ -55,6 +55,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -91,6 +92,11 @@ CPU_NOT_CHECKED = "not checkable on the CPU"  # a section of which the CPU model
 # here: ...", exit 77; `scripts/lab check` says "checked in part"): neither a pass nor a failure.
 GPU_ONLY_PART = "GPU-only part not checked"
 UNCOUNTED = (NOT_ON_THIS_GPU, GPU_ONLY_PART)  # case outcomes left out of a section's total
+# A section whose runs of HUNG_CASES cases in a row all time out hangs everywhere (a loop that never
+# ends): its other runs are not started, and fail. Each would cost the whole --timeout, the class
+# waiting behind it (a hang in every run of 02: 22 runs x 120 s).
+HUNG_CASES = 3
+AFTER_HANGS = "not run (hung before)"
 
 
 def scan_submission(folder, known_sections, is_stub=None):
@@ -1610,12 +1616,29 @@ class Grader:
                          f"{'the other ' if unit else ''}cases not run")
                 continue
             exe = self.program(s, False, out / "build", labs_dir)
+            hung, lock = [], threading.Lock()  # the cases whose runs timed out, in a row, as the runs end
+
+            def run_one(case, variant, args, n):
+                with lock:
+                    if len(hung) >= HUNG_CASES:
+                        return None
+                result = self.run_case(exe, variant, args, limit, out, n, cpu_model=cpu_model)
+                with lock:
+                    if result[0] != 124:
+                        hung.clear()
+                    elif case not in hung[-1:] and len(hung) < HUNG_CASES:  # a case's variants are one case
+                        hung.append(case)
+                return result
             pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.jobs)
-            jobs = [pool.submit(self.run_case, exe, variant, args, limit, out, n, cpu_model=cpu_model)
-                    for n, (_, variant, args, _, _) in enumerate(runs, 1)]
+            jobs = [pool.submit(run_one, case, variant, args, n) for n, (case, variant, args, _, _) in enumerate(runs, 1)]
             for n, ((case, variant, args, _, weight), job) in enumerate(zip(runs, jobs), 1):
-                code, text_out, secs, record_ok = job.result()
-                status = classify(code, text_out, record_ok, cpu_model)
+                result = job.result()
+                if result is None:
+                    code, text_out, secs, status = None, (f"not run: the runs of {', '.join(hung)} timed out, one "
+                                                          "case after another: it hangs"), 0.0, AFTER_HANGS
+                else:
+                    code, text_out, secs, record_ok = result
+                    status = classify(code, text_out, record_ok, cpu_model)
                 if status == "cannot run here" and on_gpu:
                     solution = self.program(s, True, self.ref_build)
                     if self.run_case(solution, variant, args, limit, out, n, student=False)[0] == 77:

@@ -106,6 +106,34 @@ class CasesThisGpuCannotRun(unittest.TestCase):
         self.assertIn("0 of 1 cases passed (0 of 1 weight). 1 more could not run on this GPU", grade.render_markdown(r))
 
 
+class HangingSection(unittest.TestCase):
+    def test_a_section_that_hangs_case_after_case_stops_running(self):
+        """Runs of HUNG_CASES cases in a row that time out stop the section's runs: the rest fail
+        unrun, instead of each waiting out --timeout (22 runs x 120 s for a loop that never ends).
+        A case whose variants all time out is one case; a run that ends resets the count."""
+        ran = []
+
+        def run_limited(cmd, timeout):
+            t = cmd[cmd.index("--t") + 1]
+            ran.append((t, cmd[cmd.index("--variant") + 1]))
+            return (124, f"TIMEOUT: stopped after {timeout} s", timeout) if t != "2" else (1, "O too far from fp64", 0.1)
+        data = {"section": "01_naive", "variants": ["kernels", "cublas"],
+                "cases": [{"name": f"T={t}", "args": ["--t", str(t)]} for t in range(1, 8)]}
+        g = StandInGrader(ROOT, ROOT / "build", run_limited, make_labs.make_stub, lambda s, hidden: data,
+                          student.expand_cases, dict, print, program=lambda s, sol, build_dir=None, labs_dir=None: ["lab"])
+        with tempfile.TemporaryDirectory() as tmp:
+            r = g.grade(submission(Path(tmp, "alice")), Path(tmp, "grades"), SECTIONS, ["01_naive"], None, 10, True,
+                        "GPU", "abc", lambda msg: None)
+            md = Path(tmp, "grades", "alice", "grade.md").read_text()
+        self.assertEqual(ran, [(str(t), v) for t in (1, 2, 3, 4) for v in ("kernels", "cublas")] + [("5", "kernels")])
+        sec = r["sections"]["01_naive"]
+        self.assertEqual([c["status"] for c in sec["cases"]], ["timeout"] * 2 + ["wrong answer"] * 2 + ["timeout"] * 5
+                         + [grade.AFTER_HANGS] * 5)
+        self.assertEqual((sec["weight_total"], sec["weight_passed"]), (14, 0))  # unrun, they fail
+        self.assertIn("not run: the runs of T=3, T=4, T=5 timed out, one case after another", sec["cases"][-1]["log_excerpt"])
+        self.assertIn(f"| T=7 | cublas | {grade.AFTER_HANGS} | 0.0 |", md)
+
+
 class CpuModelRuns(unittest.TestCase):
     """--cpu with stand-in runs: the runs `check` makes without a GPU, each with --cpu; a run whose
     exercise part needs a GPU is neither a pass nor a failure, and a section of nothing else has no
@@ -1575,8 +1603,13 @@ class GradeTriage(unittest.TestCase):
                     except KeyboardInterrupt:
                         code = "interrupted"
                 return code, said.getvalue()
-            self.assertEqual(lab(stop="s3")[0], "interrupted")  # s1 and s2 graded, s3 built only
+            code, said = lab(stop="s3")
+            self.assertEqual(code, "interrupted")  # s1 and s2 graded, s3 built only
             self.assertEqual(ran, ["s1", "s2"])
+            # the grades finished are summed up, and the way on is said
+            self.assertEqual([r["submission"] for r in rows(out / grade.SUMMARY)], ["s1", "s2"])
+            self.assertIn(f"lab: 2 grade(s) in {out / grade.SUMMARY}; the same command with --resume grades the rest",
+                          said)
             code, said = lab("--resume")
             self.assertEqual(code, 0, said)
             self.assertEqual(ran, ["s3"])
@@ -1602,6 +1635,15 @@ class GradeTriage(unittest.TestCase):
             self.assertIn("   s1: regraded: timeout 120 s before, now 30 s\n", said)
             lab()
             self.assertEqual(ran, names)  # without --resume: all of them, as ever
+
+    def test_the_grading_example_without_a_gpu_builds_nothing(self):
+        """It needs a GPU: without one it says so before a build for nothing (minutes on a small machine)."""
+        from types import SimpleNamespace
+        with tempfile.TemporaryDirectory() as tmp, mock.patch.object(student, "has_gpu", return_value=False), \
+                mock.patch.object(student, "build") as build, contextlib.redirect_stdout(io.StringIO()) as said:
+            code = student.cmd_grading_example(SimpleNamespace(out=str(Path(tmp, "ge")), sections=["01"], gpus=1))
+        self.assertEqual((code, build.call_count), (77, 0), said.getvalue())
+        self.assertIn("lab: the grading example needs a GPU: no NVIDIA GPU found", said.getvalue())
 
     def test_the_grading_example_empties_only_its_own_folder(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -742,6 +742,17 @@ def not_on_cpu(names):
 
 
 def cmd_grade(a):
+    try:
+        return grade_class(a)
+    except KeyboardInterrupt:  # Ctrl-C: the grades finished so far are summed up, and the way on is said
+        import grade
+        if grade.graded_before(a.out):
+            summary, every = grade.rebuild_class_summary(a.out)
+            say(f"\nlab: {len(every)} grade(s) in {summary}; the same command with --resume grades the rest")
+        raise
+
+
+def grade_class(a):
     import grade
     if getattr(a, "cpu", False) and getattr(a, "no_gpu", False):  # --no-gpu runs no case (triage); --cpu runs them
         raise BadInput("--cpu and --no-gpu: --no-gpu is triage (no case runs), --cpu runs the cases on the CPU model; "
@@ -1090,6 +1101,9 @@ def cmd_grading_example(a):
     refuse_foreign_example_folder(out)
     out.mkdir(parents=True, exist_ok=True)
     names = resolve_all(a.sections) if a.sections else sections()
+    if not has_gpu():  # said before a build that would be for nothing
+        say("lab: the grading example needs a GPU: no NVIDIA GPU found (nvidia-smi lists none)")
+        return EXIT_CANNOT_RUN
     build(targets(names))
     on_gpu, reason = gpu_available(names[0], True, 120)
     if not on_gpu:  # its verdicts are the cases' results: a triage would check nothing
