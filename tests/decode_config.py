@@ -7,11 +7,11 @@ block's shared memory, and (on a GPU) at least one resident block per SM. A GPU 
 than a limit asked for runs under its own: the record's smem_limit_bytes picks the row. The CPU
 model has no shared memory; it takes the warps of the configuration (warp_sets). Exit 0 when every
 record matches, 1 otherwise, 77 when the programs cannot run here (no GPU, without --cpu)."""
-import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from record_metrics import run_metrics
 
 if len(sys.argv) < 2:
     print(__doc__)
@@ -33,18 +33,12 @@ SHAPE = ["--t", "1", "--t-kv", "300", "--b", "2", "--h", "8", "--h-kv", "2", "--
 bad = 0
 with tempfile.TemporaryDirectory() as tmp:
     for (section, d, kb), (stages, sets, smem) in EXPECTED.items():
-        out = Path(tmp) / f"{section}.{d}.{kb}.json"
-        cmd = [str(bin_dir / section), "--variant", "split", "--d", str(d), "--smem-limit", str(kb), *SHAPE,
-               *(["--cpu"] if cpu else []), "--json", str(out)]
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode == 77:
-            print("SKIP: " + (r.stdout + r.stderr).strip().splitlines()[-1])
-            sys.exit(77)
-        if r.returncode != 0:
-            print(f"FAIL {section} D={d} --smem-limit {kb}: exit {r.returncode}\n{r.stdout[-500:]}{r.stderr[-500:]}")
+        cmd = [bin_dir / section, "--variant", "split", "--d", str(d), "--smem-limit", str(kb), *SHAPE,
+               *(["--cpu"] if cpu else [])]
+        m = run_metrics(cmd, f"{section} D={d} --smem-limit {kb}", Path(tmp) / f"{section}.{d}.{kb}.json")
+        if m is None:
             bad += 1
             continue
-        m = json.loads(out.read_text())[0]["metrics"]
         if cpu:
             got, want = (m.get("warp_sets"), m.get("warps")), (sets, 4 * sets)
         else:

@@ -7,10 +7,11 @@ must have a shape that holds N. Exit 0 when every such case runs its N, 1 otherw
 programs cannot run here (no GPU, without --cpu)."""
 import json
 import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from record_metrics import run_metrics
 
 if len(sys.argv) < 2:
     print(__doc__)
@@ -26,18 +27,12 @@ with tempfile.TemporaryDirectory() as tmp:
             if not named:
                 continue
             seen += 1
-            out = Path(tmp) / f"{section}.{seen}.json"
-            cmd = [str(bin_dir / section), "--variant", "split", "--iters", "0", "--quiet", *case["args"],
-                   *(["--cpu"] if cpu else []), "--json", str(out)]
-            r = subprocess.run(cmd, capture_output=True, text=True)
-            if r.returncode == 77:
-                print("SKIP: " + (r.stdout + r.stderr).strip().splitlines()[-1])
-                sys.exit(77)
-            if r.returncode != 0:
-                print(f"FAIL {section} '{case['name']}': exit {r.returncode}\n{r.stdout[-500:]}{r.stderr[-500:]}")
+            cmd = [bin_dir / section, "--variant", "split", "--iters", "0", "--quiet", *case["args"],
+                   *(["--cpu"] if cpu else [])]
+            m = run_metrics(cmd, f"{section} '{case['name']}'", Path(tmp) / f"{section}.{seen}.json")
+            if m is None:
                 bad += 1
                 continue
-            m = json.loads(out.read_text())[0]["metrics"]
             ok = m.get("splits") == int(named.group(1))
             bad += not ok
             print(f"{'ok  ' if ok else 'FAIL'} {section} '{case['name']}': {m.get('splits')} splits of "
