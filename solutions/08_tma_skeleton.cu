@@ -881,6 +881,22 @@ void run_cpu_fp8(const lab::Problem& pr, const lab::Options& opt, const lab::Hos
   });
 }
 
+// What a variant's GPU run holds on top of Q, K, V and O: the fp8 copies, or the paged pool and
+// its maps. The CPU model reports these too (not its own fp32 copies of the pool): the memory line
+// is the lesson, with or without a GPU.
+int64_t workspace_bytes(const lab::Problem& p, const std::string& variant) {
+  if (variant == "fp8")  // Q8, K8, Vᵀ8 (1 byte an element) and the amax and scales
+    return p.q_elems() + p.kv_elems() + int64_t(p.b) * p.h_kv * p.d * fp8_t_pad(p) + 24 * int64_t(p.b) * p.h_kv;
+  if (variant != "paged" && variant != "paged-pool") return 0;
+  const int page = page_size_of(p);
+  const int64_t pool_blocks = paged_cache_of(p, 0).num_blocks;  // the allocator's rule: used + spare blocks
+  const int64_t pool = 2 * pool_blocks * page * p.h_kv * p.d * 2;  // K and V, 16-bit
+  const int64_t maps = int64_t(sizeof(CUtensorMap)) *
+                       (variant == "paged" ? 2 * pool_blocks     // a K and a V map per pool block
+                                           : 2 * int64_t(p.b));  // paged-pool: each sequence's last-page maps
+  return pool + maps;
+}
+
 lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in, std::vector<float>& o,
                     std::vector<float>& lse) {
   lab::CpuRun run;
@@ -907,6 +923,7 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
   }
   if (opt.variant == "fp8") {
     run_cpu_fp8(pr, opt, in, o, lse);
+    run.extra_host_bytes = workspace_bytes(pr, opt.variant);  // the GPU run's fp8 copies
     return run;
   }
   const bool paged = opt.variant == "paged" || opt.variant == "paged-pool";  // the same pool, read alike
@@ -923,7 +940,7 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
     v_pool = lab::paged_pool(cache, in.v, pr.t_kv, row_elems);
     run.metrics["page_size"] = page;
     if (!opt.quiet) std::printf("08_tma_skeleton (CPU model): paged K/V, page size %d, a pool of %d blocks\n", page, cache.num_blocks);
-    run.extra_host_bytes = int64_t(k_pool.size() + v_pool.size()) * 4;
+    run.extra_host_bytes = workspace_bytes(pr, opt.variant);  // the GPU run's pool and maps
   }
   auto kv_row = [&](const std::vector<float>& contiguous, const std::vector<float>& pool, int b, int j, int hk) {
     if (!paged) return &contiguous[size_t(pr.kv_index(b, j, hk))];
@@ -1044,18 +1061,7 @@ int main(int argc, char** argv) {
     if (paged) return lab::check_block_tables(paged_cache_of(p, o.seed));  // before anything is launched
     return "";
   };
-  s.workspace_bytes = [](const lab::Problem& p, const std::string& variant) -> int64_t {
-    if (variant == "fp8")  // Q8, K8, Vᵀ8 (1 byte an element) and the amax and scales
-      return p.q_elems() + p.kv_elems() + int64_t(p.b) * p.h_kv * p.d * fp8_t_pad(p) + 24 * int64_t(p.b) * p.h_kv;
-    if (variant != "paged" && variant != "paged-pool") return 0;
-    const int page = page_size_of(p);
-    const int64_t pool_blocks = paged_cache_of(p, 0).num_blocks;  // the allocator's rule: used + spare blocks
-    const int64_t pool = 2 * pool_blocks * page * p.h_kv * p.d * 2;  // K and V, 16-bit
-    const int64_t maps = int64_t(sizeof(CUtensorMap)) *
-                         (variant == "paged" ? 2 * pool_blocks     // a K and a V map per pool block
-                                             : 2 * int64_t(p.b));  // paged-pool: each sequence's last-page maps
-    return pool + maps;
-  };
+  s.workspace_bytes = workspace_bytes;
   s.workspace_what = "paged pool and page maps";
   s.workspace_what_of_variant = {{"fp8", "fp8 copies of Q, K and V (V transposed) and their scales"}};
   s.gpu = setup_gpu;

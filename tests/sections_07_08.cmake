@@ -43,10 +43,15 @@ lab_test(cpu_model.07_sliding_window.causal_alone_is_plain_causal cpu 0 MATCH "T
 lab_test(cpu_model.07_sliding_window.decode_step_bottom_right cpu 0 MATCH "PASS" COMMAND ${W07} --cpu --t 1 --t-kv 1000 --causal --window 10 --h 2)
 lab_test(cpu_model.08_tma_skeleton.overlap_window cpu 0 MATCH "PASS" COMMAND ${S08} --cpu --variant ws-overlap --t 300 --causal --window 65 --h 2)
 lab_test(cpu_model.08_tma_skeleton.consumers1 cpu 0 MATCH "PASS" COMMAND ${S08} --cpu --consumers 1 --t 300 --causal --h 2)
-# The memory line names what the variant adds: the paged pool here, the fp8 copies for fp8.
+# The memory line names what the variant adds, and the CPU model says what a GPU run holds (not
+# its own fp32 copies of the pool, twice that): the 16-bit pool of 5 blocks of 64 keys and its 10
+# maps here, the fp8 copies for fp8 (Q8, K8, Vᵀ8 of 208 keys, and 48 bytes of amax and scales).
 lab_test(cpu_model.08_tma_skeleton.paged_prints_page_size cpu 0 MATCH "paged K/V, page size 64" "PASS"
-         "^  memory   [0-9.]+ [KMG]?B paged pool and page maps, on top of Q, K, V, O's"
+         "^  memory   329 KB paged pool and page maps, on top of Q, K, V, O's"
          COMMAND ${S08} --cpu --variant paged --t 200 --causal --h 2)
+lab_test(cpu_model.08_tma_skeleton.fp8_memory_is_the_gpu_runs cpu 0 MATCH "PASS"
+         "^  memory   156 KB fp8 copies of Q, K and V \\(V transposed\\) and their scales, on top of"
+         COMMAND ${S08} --cpu --variant fp8 --t 200 --causal --h 2)
 lab_test(cpu_model.08_tma_skeleton.chunked_prefill cpu 0 MATCH "page size 64" "PASS"
          COMMAND ${S08} --cpu --variant paged-pool --page-size 64 --t 64 --t-kv 700 --causal --h 2)
 lab_test(bad_input.08_tma_skeleton.consumers4 cpu 2 MATCH "^bad input: --consumers 4 is not supported \\(1, 2, 3\\)" COMMAND ${S08} --consumers 4)
