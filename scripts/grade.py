@@ -584,11 +584,18 @@ def section_score(sec):
 
 
 def section_state(sec):
-    """One word or two for a section's outcome (the class summary's NN_status column)."""
+    """One word or two for a section's outcome (the class summary's NN_status column). A graded
+    section whose runs timed out says how many: in a class of 200, the hangs are found by filtering
+    this column, not by opening each grade.md."""
     if sec is None:
         return "not graded"  # a grade made over other sections than the summary's
     if sec["status"] in ("graded", NOT_RUN, CPU_GRADED, CPU_NOT_CHECKED) and sec.get("unmodified_stub"):
         return "unmodified stub"
+    outcomes = [c.get("status") for c in sec.get("cases", [])]
+    timed_out, skipped = outcomes.count("timeout"), outcomes.count(AFTER_HANGS)
+    if sec["status"] in ("graded", CPU_GRADED) and timed_out:
+        return (f"{sec['status']} ({timed_out} run{'s' if timed_out > 1 else ''} timed out"
+                f"{f', {skipped} not run after them' if skipped else ''})")
     return sec["status"]
 
 

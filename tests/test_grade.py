@@ -1354,6 +1354,21 @@ class EditsOutsideExercises(unittest.TestCase):
                              "01_naive (identical to the solution, solutions/01_naive.cu); 02_v1_tile (lines 1)")
             self.assertNotIn("solutions/", Path(tmp, "grades", "sub", "grade.md").read_text())  # the student's report
 
+class HungInTheSummary(unittest.TestCase):
+    def test_a_section_whose_runs_timed_out_says_so_in_its_status(self):
+        def report(name, statuses):
+            cases = [{"case": f"c{i}", "variant": "v", "weight": 1, "status": st} for i, st in enumerate(statuses)]
+            return {"submission": name, "total": 0.0, "gpu": "G", "graded_sections": ["02_v1_tile"],
+                    "sections": {"02_v1_tile": {"status": "graded", "correctness": 0.0, "cases": cases}}}
+        reports = [report("erin", ["timeout"] * 3 + [grade.AFTER_HANGS] * 19), report("fay", ["timeout", "pass"]),
+                   report("gus", ["pass", "wrong answer"])]
+        with tempfile.TemporaryDirectory() as tmp:
+            grade.write_class_summary(reports, Path(tmp, "class.csv"))
+            states = [r["02_v1_tile_status"] for r in rows(Path(tmp, "class.csv"))]
+        self.assertEqual(states, ["graded (3 runs timed out, 19 not run after them)", "graded (1 run timed out)",
+                                  "graded"])
+
+
 class CaseFiles(unittest.TestCase):
     GOOD = {"section": "01_naive", "variants": ["kernels"], "cases": [{"name": "a", "args": ["--t", "1"]}]}
 
