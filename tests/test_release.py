@@ -136,6 +136,9 @@ def main():
         if r.returncode != 0:
             print(f"FAIL: scripts/lab release exited {r.returncode}: {(r.stdout + r.stderr).strip()[-500:]}")
             return 1
+        said = r.stdout + r.stderr  # what it says it left out: paths and patterns, as typed
+        if "tests/wrong_*, grading-example/)" not in said:
+            problems.append(f"the release's summary does not name tests/wrong_* and grading-example/: {said.strip()[-300:]}")
         for banned in ("solutions", "ch12/key", "ch12/INSTRUCTORS.md", "scripts/figures"):
             if (rel / banned).exists():
                 problems.append(f"the release holds {banned}")
