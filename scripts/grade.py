@@ -672,19 +672,21 @@ def render_markdown(report):
         if s.get("needs_lab"):  # it builds in the student's checkout, where the other lab is
             lines += [f"Not built: 0 points. {needs_text(name, s['needs_lab'])}.", ""]
             continue
+        # (named for a file that does not compile too: an edit of the given code may be why)
+        edits = ([f"Changed outside the exercise regions, at lines {line_ranges(s['edits_outside_exercises'])} "
+                  "of the handed-in file: the given code (the harness call, `main`, the checks) is not the "
+                  "exercise's; review those lines (the score does not change).", ""]
+                 if s.get("edits_outside_exercises") else [])
         if s["status"] == "compile error":
             lines += ["Does not compile: 0 points. The compiler said:", "", "```", s["log_excerpt"], "```", "",
-                      f"To build it in your checkout: `scripts/lab check {name[:2]}`.", ""]
+                      f"To build it in your checkout: `scripts/lab check {name[:2]}`.", ""] + edits
             continue
         if s.get("unmodified_stub"):
             lines += ["The file is the unmodified stub: no exercise was attempted.", ""]
         if "edits_outside_exercises" in s and s["edits_outside_exercises"] is None:
             lines += ["Not compared with its stub (none this tree regenerates is close to it): changes to the "
                       "given code are not named.", ""]
-        if s.get("edits_outside_exercises"):
-            lines += [f"Changed outside the exercise regions, at lines {line_ranges(s['edits_outside_exercises'])} "
-                      "of the handed-in file: the given code (the harness call, `main`, the checks) is not the "
-                      "exercise's; review those lines (the score does not change).", ""]
+        lines += edits
         if s["status"] in (NOT_RUN, CPU_NOT_CHECKED):
             unit = [c for c in s["cases"] if c["case"] == UNIT_TESTS]
             lines += [f"Compiled; not checked on the CPU model: {s.get('cpu_note')}." if s["status"] == CPU_NOT_CHECKED

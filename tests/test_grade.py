@@ -1354,6 +1354,16 @@ class EditsOutsideExercises(unittest.TestCase):
                              "01_naive (identical to the solution, solutions/01_naive.cu); 02_v1_tile (lines 1)")
             self.assertNotIn("solutions/", Path(tmp, "grades", "sub", "grade.md").read_text())  # the student's report
 
+class CompileErrorReport(unittest.TestCase):
+    def test_a_file_that_does_not_compile_names_its_edits_of_the_given_code_too(self):
+        report = recorded_report()
+        report["sections"]["02_v1_tile"]["edits_outside_exercises"] = [(40, 41)]
+        md = grade.render_markdown(report)
+        section = md[md.index("## 02_v1_tile"):]
+        self.assertIn("Does not compile", section)
+        self.assertIn("Changed outside the exercise regions, at lines 40–41 of the handed-in file", section)
+
+
 class HungInTheSummary(unittest.TestCase):
     def test_a_section_whose_runs_timed_out_says_so_in_its_status(self):
         def report(name, statuses):
