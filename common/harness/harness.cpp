@@ -596,13 +596,19 @@ int run_section(int argc, char** argv, const Section& s) {
     const SlowRunNotice notice(!opt.quiet, "the fp64 reference check", "--check sample checks fewer rows");
     return check_rows(p, in, rows, o, lse, fp8 ? RefKind::fp8_e4m3 : RefKind::same_precision);
   }();
+  // Which rows the output's check read: said beside the output's verdict, not beside a run's own
+  // reason (a protocol check, a refusal), which no row sample bears on.
+  std::string scope = check_scope(opt.check, int64_t(rows.size()), int64_t(p.b) * p.h * p.t_q);
+  if (!scope.empty()) scope = " (" + scope + ")";
   if (!refused.empty()) {  // nothing ran: the reason is the whole verdict (not "output not written")
     check.verdict = refused + " (nothing was run)";
     check.details.clear();
+    scope.clear();
   } else if (!run_failure.empty()) {  // the output may be right; the run is not. Its own reason leads
     // (a cause: "the tile span is wrong"), the output's check follows (the symptom: O unwritten).
-    if (!check.passed) check.details.insert(check.details.begin(), check.verdict);
+    if (!check.passed) check.details.insert(check.details.begin(), check.verdict + scope);
     check.verdict = run_failure;
+    scope.clear();
   }
   if (!run_failure.empty()) check.passed = false;
 
@@ -615,8 +621,7 @@ int run_section(int argc, char** argv, const Section& s) {
     std::printf("%s [%s] %s   %s%s\n", s.name.c_str(), opt.variant.c_str(), build.c_str(), p.describe().c_str(),
                 opt.bug.empty() ? "" : ("   --bug " + opt.bug).c_str());
     if (!opt.cpu) std::printf("  gpu      %s (sm_%d%d, %d SMs)\n", dev.name.c_str(), dev.cc_major, dev.cc_minor, dev.sms);
-    const std::string scope = check_scope(opt.check, int64_t(rows.size()), int64_t(p.b) * p.h * p.t_q);
-    std::printf("  check    %s%s\n", check.verdict.c_str(), scope.empty() ? "" : (" (" + scope + ")").c_str());
+    std::printf("  check    %s%s\n", check.verdict.c_str(), scope.c_str());
     for (const auto& d : check.details) std::printf("           %s\n", d.c_str());
     if (timed) {
       std::printf("  time     %.4g ms median of %d (min %.4g, max %.4g)", timing.median_ms, timing.iters, timing.min_ms,
