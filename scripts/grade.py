@@ -55,11 +55,10 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-from labcli.common import stopped_on_interrupt
+from labcli.common import HangWatch, stopped_on_interrupt
 
 BONUS_TIERS = [(0.9, 10), (0.5, 5)]  # (minimum speed ratio vs the solution, bonus points)
 LAB_SUFFIXES = (".cu", ".py")
@@ -1625,25 +1624,22 @@ class Grader:
                          f"{'the other ' if unit else ''}cases not run")
                 continue
             exe = self.program(s, False, out / "build", labs_dir)
-            hung, lock = [], threading.Lock()  # the cases whose runs timed out, in a row, as the runs end
+            case_names = list(dict.fromkeys(r[0] for r in runs))  # a case's variants are one position
+            watch = HangWatch(HUNG_CASES)
 
             def run_one(case, variant, args, n):
-                with lock:
-                    if len(hung) >= HUNG_CASES:
-                        return None
+                if watch.stopped():
+                    return None
                 result = self.run_case(exe, variant, args, limit, out, n, cpu_model=cpu_model)
-                with lock:
-                    if result[0] != 124:
-                        hung.clear()
-                    elif case not in hung[-1:] and len(hung) < HUNG_CASES:  # a case's variants are one case
-                        hung.append(case)
+                watch.ended(case_names.index(case), result[0] == 124)
                 return result
             pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.jobs)
             jobs = [pool.submit(run_one, case, variant, args, n) for n, (case, variant, args, _, _) in enumerate(runs, 1)]
             for n, ((case, variant, args, _, weight), job) in enumerate(zip(runs, jobs), 1):
                 result = job.result()
                 if result is None:
-                    code, text_out, secs, status = None, (f"not run: the runs of {', '.join(hung)} timed out, one "
+                    hung = ", ".join(case_names[i] for i in watch.hung)
+                    code, text_out, secs, status = None, (f"not run: the runs of {hung} timed out, one "
                                                           "case after another: it hangs"), 0.0, AFTER_HANGS
                 else:
                     code, text_out, secs, record_ok = result

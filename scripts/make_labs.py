@@ -236,21 +236,15 @@ def stub_regions(stub):
 
 def untouched_exercises(lab):
     """The exercises of a lab file still word for word as the stub has them (hint, TODO and stub
-    lines): those not started yet, in file order; None where nothing tells which stub it was."""
+    lines): those not started yet, in file order; None where nothing tells which stub it was. The
+    regions are read from the stub (stub_regions), in the instructor's tree as in a release."""
     lab = Path(lab)
     stub = generated_stub(lab) if lab.exists() else None
     if stub is None:
         return None
     stub = stub.decode().splitlines()
-    solution = lab.resolve().parent.parent / "solutions" / lab.name
-    if solution.exists():
-        regions = []
-        make_stub(solution.read_text(), solution.name, regions=regions)
-        regions = [(re.search(r"EXERCISE ([\w-]+):", stub[first]).group(1), first, end) for first, end in regions]
-    else:
-        regions = stub_regions(stub)
     text = "\n" + lab.read_text() + "\n"
-    return [ident for ident, first, end in regions if "\n" + "\n".join(stub[first:end]) + "\n" in text]
+    return [ident for ident, first, end in stub_regions(stub) if "\n" + "\n".join(stub[first:end]) + "\n" in text]
 
 
 def generate_all(solutions, labs, check_only=False):

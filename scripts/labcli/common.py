@@ -476,6 +476,32 @@ def stopped_on_interrupt(proc):
             _running.discard(proc.pid)
 
 
+class HangWatch:
+    """A program that hangs (an endless loop, a wait that never completes) hangs on every case of a
+    list: once the runs at `limit` consecutive positions have timed out (a check's runs, a grade's
+    cases: a position may hold several runs), `stopped` is set and no other run should start. The
+    runs may end in any order (several at once)."""
+
+    def __init__(self, limit):
+        self.limit, self.hung, self._timed_out = limit, [], set()
+        self._lock, self._stop = threading.Lock(), threading.Event()
+
+    def stopped(self):
+        return self._stop.is_set()
+
+    def ended(self, position, timed_out):
+        """A run at `position` ended; `hung` becomes the positions that stopped the list."""
+        if not timed_out:
+            return
+        with self._lock:
+            self._timed_out.add(position)
+            for first in range(position - self.limit + 1, position + 1):
+                window = list(range(first, first + self.limit))
+                if not self._stop.is_set() and set(window) <= self._timed_out:
+                    self.hung = window
+                    self._stop.set()
+
+
 def run_limited(cmd, timeout, capture=True, echo=None, extra_env=None):
     """Runs cmd in its own process group, its input closed; kills the whole group on timeout (exit
     124). Of the output, the first OUTPUT_HEAD and last OUTPUT_TAIL bytes are kept (a program that

@@ -10,12 +10,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 from labcli.common import (BUILD, EXIT_BAD_INPUT, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_PASS, EXIT_TIMEOUT, ONLY_A_GPU,
-                           ROOT, BadInput, LabError, build, cmake_env, cwd_relative, folder_problem, gpu_devices,
+                           ROOT, BadInput, HangWatch, LabError, build, cmake_env, cwd_relative, folder_problem, gpu_devices,
                            git_sha, has_gpu, is_python, limit_children, load_cases, no_gpu_reason, on_device, program,
                            resolve, resolve_all, run_limited, say, sections, source_name, targets, tree_relative,
                            usable_cores)
@@ -110,10 +109,9 @@ def cmd_run(a):
         say(timeout_hint(a.timeout, f"run {section[:2]}" + (" --solution" if a.solution else ""),
                          shlex.join(["--"] + a.args) if a.args else "", still_working(out)))
     on_cpu = bool(fall_back) or "--cpu" in a.args
-    if code == EXIT_FAIL and not a.solution and (left := stub_left(section, on_cpu)):
-        say(left)
-    elif code == EXIT_CANNOT_RUN and not a.solution and on_cpu and not_checked_reason(out) and \
-            (left := stub_left(section, on_cpu)):  # the CPU model passed; what only a GPU runs may be unwritten
+    # a failure, or a CPU model that passed its part (what only a GPU runs may still be unwritten)
+    unfinished = code == EXIT_FAIL or (code == EXIT_CANNOT_RUN and on_cpu and not_checked_reason(out))
+    if unfinished and not a.solution and (left := stub_left(section, on_cpu)):
         say(left)
     elif code == EXIT_PASS and not a.solution:  # one shape is not the exercise's verdict
         say(f"lab: this run passed; scripts/lab check {section[:2]} runs the section's case list (ragged shapes, "
@@ -312,21 +310,15 @@ def check_section(section, a):
     # GPUs. The verdicts do not depend on either. Reported in case order.
     devices = gpu_devices(getattr(a, "gpus", 1) if on_gpu else 1)
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=check_jobs(getattr(a, "jobs", None), on_gpu, is_python(section)))
-    # A lab that hangs (an endless loop, a wait that never completes) hangs on every case: once
-    # HANGS_IN_A_ROW runs in a row have timed out, no other run starts (one already running ends at
-    # its time limit), instead of one time limit per case.
-    timed_out, stop, lock = set(), threading.Event(), threading.Lock()
+    # A lab that hangs hangs on every case: once HANGS_IN_A_ROW runs in a row have timed out, no
+    # other run starts (one already running ends at its time limit), instead of one time limit per case.
+    watch = HangWatch(HANGS_IN_A_ROW)
 
     def run_one(n, cmd):
-        if stop.is_set():
+        if watch.stopped():
             return None
         got = run_limited(cmd, a.timeout)
-        if got[0] == EXIT_TIMEOUT:
-            with lock:
-                timed_out.add(n)
-                if any(set(range(first, first + HANGS_IN_A_ROW)) <= timed_out
-                       for first in range(n - HANGS_IN_A_ROW + 1, n + 1)):
-                    stop.set()
+        watch.ended(n, got[0] == EXIT_TIMEOUT)
         return got
     pending = [pool.submit(run_one, n, on_device(command(v, args, expect), devices[n % len(devices)]))
                for n, (_, v, args, expect, _) in enumerate(runs)]
