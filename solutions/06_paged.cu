@@ -411,8 +411,8 @@ int simulate_main(int argc, const char* const* argv) {
   bool on_host = false;  // the simulation always runs on the host: --cpu, typed from habit, changes nothing
   app.add_flag("--cpu", on_host, "Accepted and ignored: the simulation runs on the host anyway");
   app.add_option("--requests", c.requests, "Requests in the stream")->capture_default_str();
-  int64_t seed = int64_t(c.seed);  // read signed: "-1" is refused, not wrapped to 2^64 - 1
-  app.add_option("--seed", seed, "Seed of the request lengths (>= 0)")->capture_default_str();
+  int64_t seed = int64_t(c.seed);
+  add_seed_option(app, seed, "Seed of the request lengths (>= 0)");
   app.add_option("--page-size", c.block_size, "Tokens per block")->capture_default_str();
   app.add_option("--max-seq-len", c.max_seq_len, "Tokens contiguous allocation reserves per sequence")->capture_default_str();
   app.add_option("--max-batch", c.max_batch, "Sequences running at once")->capture_default_str();
@@ -436,8 +436,8 @@ int simulate_main(int argc, const char* const* argv) {
     std::fprintf(stderr, "bad input: --layers, --h-kv and --d must be >= 1\n");
     return 2;
   }
-  if (seed < 0) {
-    std::fprintf(stderr, "bad input: --seed must be >= 0 (got %lld)\n", static_cast<long long>(seed));
+  if (const std::string bad = seed_problem(seed); !bad.empty()) {
+    std::fprintf(stderr, "bad input: %s\n", bad.c_str());
     return 2;
   }
   c.seed = uint64_t(seed);

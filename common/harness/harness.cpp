@@ -198,6 +198,23 @@ static std::string option_of_value(int argc, const char* const* argv, const std:
   return "";
 }
 
+void add_seed_option(CLI::App& app, int64_t& seed, const std::string& help) {
+  // CLI11 silently clamps a 64-bit value that does not fit: such a seed is refused instead.
+  const CLI::Validator seed_fits(
+      [](std::string& text) -> std::string {
+        if (!decimal_integer(text)) return "";  // CLI11 refuses it, or reads it
+        errno = 0;
+        std::strtoll(text.c_str(), nullptr, 10);
+        return errno == ERANGE ? text + " is out of range (0 to " + std::to_string(INT64_MAX) + ")" : "";
+      },
+      "");
+  app.add_option("--seed", seed, help)->capture_default_str()->check(seed_fits);
+}
+
+std::string seed_problem(int64_t seed) {
+  return seed < 0 ? "--seed must be >= 0 (got " + std::to_string(seed) + ")" : "";
+}
+
 // An integer too large for its option: CLI11 says only "could not convert", the student needs the
 // limit. 64-bit integers never get here (CLI11 clamps them: --seed has its own check), so a signed
 // option that refused a whole number is an int, an unsigned one an unsigned int.
@@ -292,17 +309,8 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
   app.add_option("--variant", o.variant, "Variant: " + join(s.variants))->capture_default_str();
   app.add_option("--bug", o.bug, s.bugs.empty() ? std::string("Inject a pitfall (none in this section)")
                                                  : "Inject a pitfall: " + join(s.bugs));
-  int64_t seed = int64_t(o.seed);  // read signed: "-1" is refused, not wrapped to 2^64 - 1
-  // CLI11 silently clamps a 64-bit value that does not fit: such a seed is refused instead.
-  const CLI::Validator seed_fits(
-      [](std::string& text) -> std::string {
-        if (!decimal_integer(text)) return "";  // CLI11 refuses it, or reads it
-        errno = 0;
-        std::strtoll(text.c_str(), nullptr, 10);
-        return errno == ERANGE ? text + " is out of range (0 to " + std::to_string(INT64_MAX) + ")" : "";
-      },
-      "");
-  app.add_option("--seed", seed, "Input seed (>= 0)")->capture_default_str()->check(seed_fits);
+  int64_t seed = int64_t(o.seed);
+  add_seed_option(app, seed, "Input seed (>= 0)");
   only_if(app.add_option("--splits", o.splits, "K/V splits (0: chosen from the shape and SM count)")
               ->capture_default_str(), s.has_splits);
   only_if(app.add_option("--consumers", o.consumers,
@@ -343,8 +351,8 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
   if (const int code = parse_command_line(app, argc, argv, message); code != kExitPass) return code;
   for (const CLI::Option* opt : app.get_options())
     if (opt->count() > 0 && !opt->get_lnames().empty()) o.given.push_back("--" + opt->get_lnames().front());
-  if (seed < 0) {
-    *message = "--seed must be >= 0 (got " + std::to_string(seed) + ")";
+  if (std::string bad = seed_problem(seed); !bad.empty()) {
+    *message = bad;
     return kExitBadInput;
   }
   o.seed = uint64_t(seed);

@@ -190,6 +190,12 @@ int parse_options(int argc, const char* const* argv, const Section& section, Opt
 // itself (06's --simulate).
 int parse_command_line(CLI::App& app, int argc, const char* const* argv, std::string* message);
 
+// --seed, read signed (a "-1" is refused, not wrapped to 2^64 - 1; one past 64 bits is refused, not
+// clamped), for parse_options and the modes a section parses itself; after parsing, seed_problem
+// says a negative one in the words of a bad-input line ("" when it is fine).
+void add_seed_option(CLI::App& app, int64_t& seed, const std::string& help);
+std::string seed_problem(int64_t seed);
+
 std::string format_bytes(double bytes);  // "17.2 GB"
 
 // The line every program ends with ("FAIL: 01_naive kernels (CPU model)"); under --quiet a failure
