@@ -330,7 +330,7 @@ dkdv_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restric
     const float* lse_smem = rows_smem + stage * 2 * TL::BLOCK_Q;
     const float* d_smem = lse_smem + TL::BLOCK_Q;
     const lab::TileVisibility vis =
-        lab::tile_visibility(q0, lab::imin(q0 + TL::BLOCK_Q, sh.t_q), kv0, kv_end, sh.t_q, sh.t_kv, sh.causal, 0);
+        lab::tile_visibility(q0, lab::imin(q0 + TL::BLOCK_Q, sh.t_q), kv0, kv_end, sh.t_q, sh.t_kv, sh.causal);
 
     // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ   [32 keys x 32 rows] per warp, fp32.
     float st[2][TL::WARP_ROWS / 8][4] = {}, dpt[2][TL::WARP_ROWS / 8][4] = {};
@@ -564,7 +564,7 @@ dq_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict_
   cp_async_commit();
 
   const lab::KeyRange block_keys =
-      lab::visible_keys_of_rows(q0, lab::imin(q0 + DQ_BLOCK_Q, sh.t_q), sh.t_q, sh.t_kv, sh.causal, 0);
+      lab::visible_keys_of_rows(q0, lab::imin(q0 + DQ_BLOCK_Q, sh.t_q), sh.t_q, sh.t_kv, sh.causal);
   const int tile_begin = block_keys.begin / DQ_BLOCK_KV;
   const int tile_end = block_keys.empty() ? tile_begin : lab::ceil_div(block_keys.end, DQ_BLOCK_KV);
   auto load_kv_tile = [&](int stage, int tile) {
@@ -623,7 +623,7 @@ dq_kernel(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict_
         mma_16816<T>(dp[2 * nb2 + 1], oa[kk], vb[2], vb[3]);
       }
     const lab::TileVisibility vis =
-        lab::tile_visibility(q0, lab::imin(q0 + DQ_BLOCK_Q, sh.t_q), kv0, kv0 + DQ_BLOCK_KV, sh.t_q, sh.t_kv, sh.causal, 0);
+        lab::tile_visibility(q0, lab::imin(q0 + DQ_BLOCK_Q, sh.t_q), kv0, kv0 + DQ_BLOCK_KV, sh.t_q, sh.t_kv, sh.causal);
     auto element_step = [&](auto masked) {  // as in the main kernel: a select, not a branch, per element
 #pragma unroll
       for (int nb = 0; nb < DQ_BLOCK_KV / 8; ++nb)
@@ -933,7 +933,7 @@ std::string run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
       for (int h = hk * group; h < (hk + 1) * group; ++h)
         for (int q0 = first_row / block_q * block_q; q0 < pr.t_q; q0 += block_q) {
           const auto vis = lab::tile_visibility(q0, std::min(q0 + block_q, pr.t_q), kv0, kv0 + BLOCK_KV, pr.t_q, pr.t_kv,
-                                                pr.causal, 0);
+                                                pr.causal);
           if (vis == lab::TileVisibility::none) continue;
           std::fill(tile_dq.begin(), tile_dq.end(), 0.f);
           for (int jj = 0; jj < BLOCK_KV && kv0 + jj < pr.t_kv; ++jj) {

@@ -235,7 +235,7 @@ v1_step_kernel(const float* __restrict__ q,   // [B, T_q, H, D]
   // Tile skip: if no row of this Q tile sees a key of this K/V tile, the state does not change.
   // (The whole block returns together, before any barrier.)
   if (q_rows <= 0 || kv_rows <= 0) return;
-  const lab::KeyRange seen = lab::visible_keys_of_rows(q0, q0 + q_rows, sh.t_q, sh.t_kv, sh.causal, 0);
+  const lab::KeyRange seen = lab::visible_keys_of_rows(q0, q0 + q_rows, sh.t_q, sh.t_kv, sh.causal);
   if (kv0 + kv_rows <= seen.begin || kv0 >= seen.end) return;
 
   const int64_t q_stride = int64_t(sh.h) * HEAD_DIM, kv_stride = int64_t(sh.h_kv) * HEAD_DIM;  // row to row
@@ -297,7 +297,7 @@ TileCounts count_tiles(const lab::Problem& p) {
   for (int qt = 0; qt < nq; ++qt) {
     const int q0 = qt * BLOCK_Q, rows = rows_in_tile(qt, BLOCK_Q, p.t_q);
     if (rows <= 0) continue;
-    const lab::KeyRange seen = lab::visible_keys_of_rows(q0, q0 + rows, p.t_q, p.t_kv, p.causal, 0);
+    const lab::KeyRange seen = lab::visible_keys_of_rows(q0, q0 + rows, p.t_q, p.t_kv, p.causal);
     for (int kt = 0; kt < nkv; ++kt) {
       const int kv0 = kt * BLOCK_KV, kv_end = kv0 + rows_in_tile(kt, BLOCK_KV, p.t_kv);
       const bool visit = kv_end > seen.begin && kv0 < seen.end;
@@ -424,7 +424,7 @@ lab::CpuRun run_cpu_d(const lab::Problem& pr, const lab::Options& opt, const lab
       const int hk = lab::kv_head_of(h, pr.h, pr.h_kv);
       const int q0 = q_tile * BLOCK_Q, q_rows = rows_in_tile(q_tile, BLOCK_Q, pr.t_q);
       if (q_rows <= 0 || kv_rows <= 0 || q_rows > pr.t_q - q0 || kv_rows > pr.t_kv - kv0) return;
-      const lab::KeyRange seen = lab::visible_keys_of_rows(q0, q0 + q_rows, pr.t_q, pr.t_kv, pr.causal, 0);
+      const lab::KeyRange seen = lab::visible_keys_of_rows(q0, q0 + q_rows, pr.t_q, pr.t_kv, pr.causal);
       if (kv0 + kv_rows <= seen.begin || kv0 >= seen.end) return;  // tile skip
       auto sm = std::make_unique<StepSmem<HEAD_DIM>>();
       const size_t kv_at = size_t(pr.kv_index(b, kv0, hk));

@@ -244,7 +244,7 @@ struct KvSpan {
 // STUB:   (void)span; (void)block_kv; (void)step; (void)finish;
 // STUB: }
 LAB_HD KvSpan kv_span(int q0, int q_rows, const Shape& sh, int block_kv) {
-  const lab::KeyRange keys = lab::visible_keys_of_rows(q0, q0 + q_rows, sh.t_q, sh.t_kv, sh.causal, 0);
+  const lab::KeyRange keys = lab::visible_keys_of_rows(q0, q0 + q_rows, sh.t_q, sh.t_kv, sh.causal);
   const int begin = keys.begin / block_kv;
   const int end = keys.empty() ? begin : lab::ceil_div(keys.end, block_kv);
   return {begin, end, lab::visible_keys(q0, sh.t_q, sh.t_kv, sh.causal, 0).end};

@@ -243,7 +243,7 @@ scalar_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
   load_rows<BLOCK_Q, HEAD_DIM, STRIDE>(&q_smem[0][0], q_head + q0 * q_stride, q_stride, sh.t_q - q0);
   const lab::KeyRange row_keys = lab::visible_keys(i, sh.t_q, sh.t_kv, sh.causal, 0);
   const lab::KeyRange tile_keys =
-      lab::visible_keys_of_rows(q0, lab::imin(q0 + BLOCK_Q, sh.t_q), sh.t_q, sh.t_kv, sh.causal, 0);
+      lab::visible_keys_of_rows(q0, lab::imin(q0 + BLOCK_Q, sh.t_q), sh.t_q, sh.t_kv, sh.causal);
 
   float m = -INFINITY;  // running max of the row's scaled scores (the same in the 4 lanes)
   float l = 0.f;        // this lane's part of the row sum (its keys part + 4n), reduced at the end
@@ -421,7 +421,7 @@ mma_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
 
   // The K/V tiles any row of this Q tile sees (causal: up to the diagonal, no further).
   const lab::KeyRange block_keys =
-      lab::visible_keys_of_rows(q0, lab::imin(q0 + BLOCK_Q, sh.t_q), sh.t_q, sh.t_kv, sh.causal, 0);
+      lab::visible_keys_of_rows(q0, lab::imin(q0 + BLOCK_Q, sh.t_q), sh.t_q, sh.t_kv, sh.causal);
   const int tile_begin = block_keys.begin / BLOCK_KV;
   const int tile_end = block_keys.empty() ? tile_begin : lab::ceil_div(block_keys.end, BLOCK_KV);
   auto load_kv = [&](int stage, int tile) {
@@ -714,7 +714,7 @@ void scalar_cpu(const lab::Problem& pr, const lab::HostInputs& in, std::vector<f
     const int q0 = i / BLOCK_Q * BLOCK_Q;
     const lab::KeyRange row_keys = lab::visible_keys(i, pr.t_q, pr.t_kv, pr.causal, 0);
     const lab::KeyRange tile_keys =
-        lab::visible_keys_of_rows(q0, std::min(q0 + BLOCK_Q, pr.t_q), pr.t_q, pr.t_kv, pr.causal, 0);
+        lab::visible_keys_of_rows(q0, std::min(q0 + BLOCK_Q, pr.t_q), pr.t_q, pr.t_kv, pr.causal);
     const T* q_row = &q[size_t(pr.q_index(b, i, h))];
     auto kv_row = [&](const std::vector<T>& x, int j) { return j < pr.t_kv ? &x[size_t(pr.kv_index(b, j, hk))] : zero_row.data(); };
     float m = -INFINITY;

@@ -224,7 +224,7 @@ int64_t pool_bytes(const lab::Problem& pr, int num_blocks) {
 int64_t table_bytes_read(const lab::Problem& pr) {
   int64_t table_entries = 0;
   for (int b = 0; b < pr.b; ++b) {
-    const lab::KeyRange r = lab::visible_keys_of_rows(0, pr.t_q, pr.t_q, pr.keys_of(b), pr.causal, pr.window);
+    const lab::KeyRange r = keys_of_step(pr, b);
     if (!r.empty()) table_entries += (r.end - 1) / pr.page_size - r.begin / pr.page_size + 1;
   }
   return table_entries * 4;

@@ -6,16 +6,14 @@
 // query rows, Q in registers, 64-key K/V tiles in a 2-stage cp.async ring, swizzled shared memory):
 //   - The tile skip. The rows [q0, q1) of a Q tile attend key ranges whose two ends both grow
 //     with the row, so together they attend one run of keys, and the K/V tiles that meet it are
-//     exactly those lab::tile_visibility does not call `none`
-//     (tests/test_math.cpp checks this against brute force). A block walks only those: once the
-//     window is full, W/64 + 1 or + 2 tiles per Q tile wherever the tile sits, against 04's q0/64 + 1
+//     exactly those holding a key some row attends. A block walks only those: once the window is
+//     full, W/64 + 1 or + 2 tiles per Q tile wherever the tile sits, against 04's q0/64 + 1
 //     under a plain causal mask. (EXERCISE tile-span.)
 //   - The second mask edge. 04 masks one tile per warp, the diagonal; a window adds the tile(s)
-//     where it starts. A warp masks per element only the tiles its 16 rows do not all see whole
-//     (lab::tile_visibility's `partial`, for the warp's rows); every other tile runs 04's loop
-//     untouched. (EXERCISE edge-mask.)
+//     where it starts. A warp masks per element only the tiles its 16 rows do not all see whole;
+//     every other tile runs 04's loop untouched. (EXERCISE edge-mask.)
 //   - The kernel counts the K/V tiles its blocks visit (one atomicAdd per block); the host counts
-//     them with lab::tile_visibility; a difference fails the run (metrics tiles_visited,
+//     them row by row (count_tiles); a difference fails the run (metrics tiles_visited,
 //     tiles_expected, tiles_total), so a skip that is wrong but hidden by the mask is caught too.
 // Variants. The lesson (the tile span and the edge mask) runs on two kernels: 04's mma kernel in
 // this file, and section 08's Hopper kernel (common/hopper/ws_forward.cuh: TMA, an mbarrier ring, a
@@ -134,7 +132,7 @@ LAB_HD TileSpan kv_tile_span(int q_begin, int q_end, const Shape& sh, bool skip,
   //   range grow with i: which rows decide where the Q tile's keys start and where they end?
   //   Turn that run of keys into tiles of block_kv; an empty run is an empty span (a block that
   //   writes O = 0), not the stub's span.
-  //   The host counts the tiles lab::tile_visibility does not call `none`; the kernel's count of
+  //   The host counts, row by row, the tiles holding a key some row attends; the kernel's count of
   //   the tiles it visited must agree, so a span that is too wide fails even when the mask hides it.
   //   Until this returns a span with end >= first, the kernel and the CPU model write nothing.
   //   Stuck? ch12/hints/07_sliding_window.md has the formula.
@@ -241,7 +239,7 @@ window_kernel(const T* __restrict__ q,  // [B, T_q, H, D]
   const int row_g = warp_q0 + g;
   // The keys every row of the warp attends: [whole_begin, whole_end), from the last row's first
   // key to the first row's last (both ends grow with the row). A tile inside it is whole for all
-  // 16 rows (lab::tile_visibility's `full`) and needs no mask; the others are the edges.
+  // 16 rows and needs no mask; the others are the edges.
   const int whole_begin = attended_keys(warp_q0 + ROWS_PER_WARP - 1, sh).begin;
   const int whole_end = attended_keys(warp_q0, sh).end;
   const float scale_log2 = sh.scale_log2;
@@ -418,12 +416,15 @@ bool hopper_kernel_runs(const lab::DeviceInfo& dev, bool quiet) {
 #endif
 }
 
-// The K/V tiles a variant must visit, by lab::tile_visibility over every (Q tile, K/V tile) pair
-// of one (sequence, head) (all of them have the same T_q and T_kv), times B·H: `window` visits
-// those that are not `none`, `full` every one.
+// The K/V tiles a variant must visit, counted row by row over every (Q tile, K/V tile) pair of
+// one (sequence, head) (all of them have the same T_q and T_kv), times B·H: `window` visits the
+// tiles holding a key some row attends, `full` every one. It is the independent count the kernel's
+// span is checked against, so it takes each row's range from lab::visible_keys (the rule itself,
+// not attended_keys: --bug inverted-window must disagree with it) and assumes nothing about how
+// the ranges move from row to row.
 struct TileCount {
-  int64_t visible = 0;  // tile_visibility != none: what the skip visits
-  int64_t partial = 0;  // of those, masked at an edge (tile_visibility == partial, per Q tile)
+  int64_t visible = 0;  // tiles holding a key some row attends: what the skip visits
+  int64_t partial = 0;  // of those, the tiles some row does not attend whole: masked at an edge
   int64_t total = 0;    // every tile: what `full` visits
   int64_t expected(bool skip) const { return skip ? visible : total; }
 };
@@ -432,12 +433,33 @@ TileCount count_tiles(const lab::Problem& p, int block_q, int block_kv) {
   std::vector<TileCount> per_q_tile(static_cast<size_t>(q_tiles));
   lab::parallel_for(q_tiles, [&](int64_t qt) {
     const int q0 = int(qt) * block_q, q1 = std::min(q0 + block_q, p.t_q);
+    // One pass over the rows: each row that sees a key adds +1 at its first tile and -1 past its
+    // last (a running sum over the tiles is then the number of rows meeting each one), and the
+    // keys every row attends are [latest begin, earliest end) (none if some row sees no key).
+    std::vector<int> rows_meeting_step(static_cast<size_t>(kv_tiles) + 1, 0);
+    int latest_begin = 0, earliest_end = p.t_kv;
+    bool every_row_sees = true;
+    for (int i = q0; i < q1; ++i) {
+      const lab::KeyRange keys = lab::visible_keys(i, p.t_q, p.t_kv, p.causal, p.window);
+      if (keys.empty()) {
+        every_row_sees = false;
+        continue;
+      }
+      ++rows_meeting_step[size_t(keys.begin / block_kv)];
+      --rows_meeting_step[size_t(lab::ceil_div(keys.end, block_kv))];
+      latest_begin = std::max(latest_begin, keys.begin);
+      earliest_end = std::min(earliest_end, keys.end);
+    }
     TileCount& c = per_q_tile[size_t(qt)];
+    int rows_meeting = 0;
     for (int kt = 0; kt < kv_tiles; ++kt) {
-      const lab::TileVisibility vis =
-          lab::tile_visibility(q0, q1, kt * block_kv, (kt + 1) * block_kv, p.t_q, p.t_kv, p.causal, p.window);
-      c.visible += vis != lab::TileVisibility::none;
-      c.partial += vis == lab::TileVisibility::partial;
+      rows_meeting += rows_meeting_step[size_t(kt)];
+      if (rows_meeting == 0) continue;  // no row attends a key of it: skipped
+      ++c.visible;
+      // Whole for every row: inside [latest_begin, earliest_end), hence also inside T_kv (a
+      // ragged last tile is always masked).
+      const bool whole = every_row_sees && latest_begin <= kt * block_kv && earliest_end >= (kt + 1) * block_kv;
+      c.partial += !whole;
     }
   });
   TileCount all;
@@ -460,13 +482,13 @@ std::string report_tiles(nlohmann::json& metrics, const TileCount& want, bool sk
   metrics["tiles_total"] = want.total;
   metrics["tiles_partial"] = want.partial;
   if (!quiet)
-    std::printf("07_sliding_window%s: visited %lld of %lld K/V tiles (%.1f%% skipped); lab::tile_visibility: %lld visible, %lld of them masked at an edge\n",
+    std::printf("07_sliding_window%s: visited %lld of %lld K/V tiles (%.1f%% skipped); row by row: %lld visible, %lld of them masked at an edge\n",
                 cpu ? " (CPU model)" : "", static_cast<long long>(visited), static_cast<long long>(want.total),
                 want.total ? 100.0 * double(want.total - visited) / double(want.total) : 0.0,
                 static_cast<long long>(want.visible), static_cast<long long>(want.partial));
   if (visited == want.expected(skip)) return "";
-  return std::string(cpu ? "the CPU model" : "the kernel") + " visited " + std::to_string(visited) + " K/V tiles, but lab::tile_visibility says " +
-         std::to_string(want.expected(skip)) + (skip ? " (those not `none`)" : " (every tile)") +
+  return std::string(cpu ? "the CPU model" : "the kernel") + " visited " + std::to_string(visited) + " K/V tiles, but the row-by-row count says " +
+         std::to_string(want.expected(skip)) + (skip ? " (those holding a key some row attends)" : " (every tile)") +
          ": the tile span is wrong";
 }
 
@@ -593,7 +615,7 @@ void warp_tile_mask(std::vector<char>& attend, int warp_q0, int kv0, const Shape
 // the online softmax in base 2 with float scores and sums, P rounded to the element type before
 // P V (as the mma sees it), O rounded once at the end. A key past T_kv that the mask leaves open
 // scores 0 against a zero V row, as the kernels' zero-filled loads give it. It counts the tiles
-// it visits against lab::tile_visibility, as the GPU run does.
+// it visits against the row-by-row count (count_tiles), as the GPU run does.
 lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in, std::vector<float>& o,
                     std::vector<float>& lse) {
   const Shape sh = make_shape(pr, opt.bug);

@@ -402,7 +402,7 @@ dkdv_kernel(const __grid_constant__ CUtensorMap q_map,   // (D, H, T_q, B), box 
       // need no mask (P = exp2(−inf) = 0, dO = 0); the causal diagonal and T_kv do, and only the
       // tiles that cross them take the masked copy of the loop.
       const bool whole = lab::tile_visibility(q0, lab::imin(q0 + BLOCK_Q, p.t_q), wg_k0, wg_k0 + WG_KEYS, p.t_q,
-                                              p.t_kv, p.causal, 0) == lab::TileVisibility::full;
+                                              p.t_kv, p.causal) == lab::TileVisibility::full;
       // There key = key_g + 8·(e / 2) is visible from row i = q0 + 8j + 2t + (e % 2) when it exists
       // (key < T_kv) and, causal, key − i <= T_kv − T_q (lab::key_visible, written with the
       // thread's constants: diag − 8·(e / 2) + 8j + (e % 2) >= 0, keys_left > 8·(e / 2)).

@@ -61,30 +61,28 @@ LAB_HD bool key_visible(int i, int j, int t_q, int t_kv, bool causal, int window
   return visible_keys(i, t_q, t_kv, causal, window).contains(j);
 }
 
-// Keys any row of the query tile [q_begin, q_end) may attend to. Both ends of a row's range grow
-// with i, so the union is [range(q_begin).begin, range(q_end - 1).end). Tiles outside it are
-// skipped; tiles inside it may still need per-element masking at the edges.
-LAB_HD KeyRange visible_keys_of_rows(int q_begin, int q_end, int t_q, int t_kv, bool causal,
-                                     int window) {
-  const KeyRange first = visible_keys(q_begin, t_q, t_kv, causal, window);
-  const KeyRange last = visible_keys(q_end - 1, t_q, t_kv, causal, window);
-  return {first.begin, imax(first.begin, last.end)};
+// Keys any row of the query tile [q_begin, q_end) may attend to under a causal mask or none (no
+// window). Every row's keys start at 0 and its end grows with i (FlashAttention-2's causal skip), so
+// the union is the last row's range: [0, range(q_end - 1).end). Tiles outside it are skipped; tiles
+// inside it may still need per-element masking at the diagonal.
+LAB_HD KeyRange visible_keys_of_rows(int q_begin, int q_end, int t_q, int t_kv, bool causal) {
+  (void)q_begin;  // its row sees a prefix of the last row's keys
+  return {0, visible_keys(q_end - 1, t_q, t_kv, causal, 0).end};
 }
 
-// How much of the tile [q_begin, q_end) x [k_begin, k_end) attends: nothing (skip the tile), all
-// of it (no per-element mask needed), or part of it (mask at the edges). Both ends of a row's key
-// range grow with the row, so the first and last rows decide: some pair is visible iff the
-// rows' union meets the tile; every pair is iff the last row starts at or before k_begin and the
+// How much of the tile [q_begin, q_end) x [k_begin, k_end) attends under a causal mask or none (no
+// window): nothing (skip the tile), all of it (no per-element mask needed), or part of it (mask at
+// the diagonal). Every row starts at key 0 and its end grows with the row, so the first and last
+// rows decide: some pair is visible iff the last row's range meets the tile; every pair is iff the
 // first row ends at or after k_end. k_end past T_kv counts as masked (a ragged last tile is partial).
 enum class TileVisibility { none, partial, full };
 
 LAB_HD TileVisibility tile_visibility(int q_begin, int q_end, int k_begin, int k_end, int t_q, int t_kv,
-                                      bool causal, int window) {
-  const KeyRange any = visible_keys_of_rows(q_begin, q_end, t_q, t_kv, causal, window);
+                                      bool causal) {
+  const KeyRange any = visible_keys_of_rows(q_begin, q_end, t_q, t_kv, causal);
   if (any.empty() || any.end <= k_begin || any.begin >= k_end) return TileVisibility::none;
-  const KeyRange first = visible_keys(q_begin, t_q, t_kv, causal, window);
-  const KeyRange last = visible_keys(q_end - 1, t_q, t_kv, causal, window);
-  const bool all = !first.empty() && last.begin <= k_begin && first.end >= k_end;
+  const KeyRange first = visible_keys(q_begin, t_q, t_kv, causal, 0);
+  const bool all = !first.empty() && first.end >= k_end;
   return all ? TileVisibility::full : TileVisibility::partial;
 }
 

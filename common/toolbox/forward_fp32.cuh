@@ -33,7 +33,7 @@ __global__ void __launch_bounds__(ROWS) forward_kernel(const T* __restrict__ q, 
   __shared__ float k_smem[KEYS][D], v_smem[KEYS][D];
   const int bh = blockIdx.y, b = bh / h, head = bh % h, hk = lab::kv_head_of(head, h, h_kv);
   const int q0 = blockIdx.x * ROWS, i = q0 + threadIdx.x;
-  const lab::KeyRange rows_keys = lab::visible_keys_of_rows(q0, lab::imin(q0 + ROWS, t_q), t_q, t_kv, causal, 0);
+  const lab::KeyRange rows_keys = lab::visible_keys_of_rows(q0, lab::imin(q0 + ROWS, t_q), t_q, t_kv, causal);
   const lab::KeyRange keys = lab::visible_keys(lab::imin(i, t_q - 1), t_q, t_kv, causal, 0);
   float qr[D], acc[D];
   const T* q_row = q + ((int64_t(b) * t_q + lab::imin(i, t_q - 1)) * h + head) * D;

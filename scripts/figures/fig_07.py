@@ -2,7 +2,8 @@
 
 The tile sizes are read from the section's source (solutions/07_sliding_window.cu: the mma
 kernel's 16-row warps x 4 and 64-key tiles); the predicate is the lab's (common/toolbox/
-attention_math.h: visible_keys, and tile_visibility built on it), ported line for line below.
+attention_math.h: visible_keys), ported line for line below, and a tile is classified row by row
+as the section's host count (count_tiles) does.
 """
 import re
 from pathlib import Path
@@ -27,15 +28,13 @@ def visible_keys(i, t_q, t_kv, causal, window):
     return begin, end
 
 
-def tile_visibility(q0, q1, k0, k1, t_q, t_kv, causal, window):
-    """lab::tile_visibility: 'none' (skipped), 'full' (no mask) or 'partial' (masked at an edge)."""
-    first = visible_keys(q0, t_q, t_kv, causal, window)
-    last = visible_keys(q1 - 1, t_q, t_kv, causal, window)
-    any_begin, any_end = first[0], max(first[0], last[1])
-    if any_begin >= any_end or any_end <= k0 or any_begin >= k1:
+def tile_kind(q0, q1, k0, k1, t_q, t_kv, causal, window):
+    """The tile of rows [q0, q1) x keys [k0, k1): 'none' (no row attends a key of it: skipped),
+    'full' (every row attends all of it: no mask; never a tile past T_kv) or 'partial' (masked)."""
+    ranges = [visible_keys(i, t_q, t_kv, causal, window) for i in range(q0, q1)]
+    if not any(b < e and b < k1 and e > k0 for b, e in ranges):
         return "none"
-    whole = first[0] < first[1] and last[0] <= k0 and first[1] >= k1
-    return "full" if whole else "partial"
+    return "full" if all(b <= k0 and e >= k1 for b, e in ranges) else "partial"
 
 
 def make(out_dir):
@@ -51,8 +50,8 @@ def make(out_dir):
     counts = {"none": 0, "full": 0, "partial": 0}
     for qt in range(nq):
         for kt in range(nk):
-            vis = tile_visibility(qt * block_q, min(t, (qt + 1) * block_q), kt * block_kv,
-                                  (kt + 1) * block_kv, t, t, True, window)
+            vis = tile_kind(qt * block_q, min(t, (qt + 1) * block_q), kt * block_kv,
+                            (kt + 1) * block_kv, t, t, True, window)
             counts[vis] += 1
             ax.add_patch(Rectangle((kt * block_kv, qt * block_q), block_kv, block_q, facecolor=colors[vis],
                                    edgecolor="white", linewidth=1.2))
