@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""partial_stub_fails.py PROGRAM SECTION: a lab with one exercise left undone fails the check.
+"""partial_stub_fails.py PROGRAM SECTION: a lab with one exercise left undone (or wrong) fails the check.
 
 PROGRAM is the section built from its solution with one exercise region stubbed (make_labs.py
 --only ID). Its CPU check, the case list `scripts/lab check NN` runs without a GPU, must catch the
@@ -29,7 +29,7 @@ def main():
         if code not in (0, 77):
             print(f"FAIL: case '{name}' ({variant}) exited {code}, not a verdict: {out.strip()[-400:]}")
             return 1
-    print(f"FAIL: all {len(runs)} CPU cases of {section} pass or are not checked with this exercise undone: "
+    print(f"FAIL: all {len(runs)} CPU cases of {section} pass or are not checked with this exercise undone (or wrong): "
           "the CPU check does not run it")
     return 1
 

@@ -137,3 +137,18 @@ get_filename_component(LAB_CUDA_BIN ${CMAKE_CUDA_COMPILER} DIRECTORY)
 lab_test(sass.08_tma_skeleton.handout_claims cpu 0 MATCH "SASS claims of 08_tma_skeleton.md hold"
          COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/sass_claims.py
                  ${PROJECT_SOURCE_DIR}/ch12/08_tma_skeleton.md ${S08} --tools ${LAB_CUDA_BIN})
+
+# The CPU check runs every kernel shape of 07's span, not only `window`'s 128-key tiles: a span
+# that ignores skip (right for `window`, wrong for `full`) or that assumes 128-key tiles (wrong for
+# the mma kernel's 64) passes every case of `window` alone, and must fail the case list.
+if(LAB_BUILD_SOLUTIONS)
+  lab_wrong_answer(wrong_span_no_skip_07 07_sliding_window "if (!skip) return {0, lab::ceil_div(sh.t_kv, block_kv)};"
+                   "(void)skip;")
+  lab_wrong_answer(wrong_span_128_07 07_sliding_window "return {begin / block_kv, lab::ceil_div(end, block_kv)};"
+                   "return {begin / 128, lab::ceil_div(end, 128)};")
+  foreach(wrong wrong_span_no_skip_07 wrong_span_128_07)
+    add_test(NAME cpu_check.07.${wrong}_fails
+             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/partial_stub_fails.py ${BIN}/${wrong} 07_sliding_window)
+    set_tests_properties(cpu_check.07.${wrong}_fails PROPERTIES LABELS cpu TIMEOUT 600)
+  endforeach()
+endif()
