@@ -76,7 +76,8 @@ struct Decode05 {
   // the split's natural-log LSE, which is what the merge needs.
   // EXERCISE split-state: fold a tile into (m, l); a split's LSE (empty splits included).
   //   A split may have seen only masked keys so far (every score -inf): the state must stay empty
-  //   and nothing may become NaN. A split that saw no key must weigh nothing in the merge.
+  //   and nothing may become NaN. Masked scores are -inf, so `base` must stay finite even then
+  //   (exp2(-inf - base) must be 0). A split that saw no key must weigh nothing in the merge.
   //   online_step returns true (the stub returns false: its block stops and writes nothing).
   // TODO(split-state): your code here. Until it is written this part does nothing,
   // and the self-check fails.
@@ -97,13 +98,16 @@ struct Decode05 {
   //   partial_weight(lse_part, lse_all): exp(lse_part - lse_all), the weight of O_part.
   //   LseFold: the same merge as an online softmax over groups of parts, for the last block of a
   //   row, which folds its splits in MERGE_GROUP at a time (their loads in flight together):
-  //   fold(lse, n, w) folds in lse[0..n), sets w[s] (the weight of O_s relative to the running
-  //   state) and returns the factor the running unnormalised O must be multiplied by first;
-  //   lse() and inv_l() give the merged LSE and the 1/l that normalises O at the end.
+  //   fold(lse, n, w) folds in lse[0..n), sets w[s] (the weight of O_s in the running
+  //   unnormalised O: exp(LSE_s - m), m the largest LSE so far) and returns the factor the running
+  //   O must be multiplied by first; lse() and inv_l() give the merged LSE and the 1/l that
+  //   normalises O at the end. The kernel default-constructs one LseFold per row: keep the running
+  //   state (m, l) in members with initial values.
   // EXERCISE split-merge: merge partial states (LSE, O) of the splits, empty splits included.
   //   Subtract the largest LSE first (as a softmax subtracts its max); take care of the case where
   //   every part seen so far is empty. Worked example with numbers: ch12/05_decode.md; formulas:
-  //   ch12/hints/05_decode.md. The stubs give NaN: the rows they touch are reported unwritten.
+  //   ch12/hints/05_decode.md. A NaN LSE (the stubs', or a merged_lse that forgets the all-empty
+  //   case) marks a split as never run: the check reports its rows' O as not written.
   // TODO(split-merge): your code here. Until it is written this part does nothing,
   // and the self-check fails.
   static LAB_HD float merged_lse(const float* lse, int n, int stride) {
