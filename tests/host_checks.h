@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -133,6 +134,18 @@ struct FirstFailure {
     return pass;
   }
 };
+
+// A test of code that may throw (the student's, or a library it misuses): an exception is one
+// failed check naming the test and the error, and the tests after it still run, where an uncaught
+// one would abort the program before finish() lists the exercises.
+template <class Test>
+static void run_catching(const char* what, Test test) {
+  try {
+    test();
+  } catch (const std::exception& e) {
+    CHECKF(false, "%s stopped with an error: %s; want it to run without one", what, e.what());
+  }
+}
 
 static void no_options(int argc, char** argv) {
   if (argc > 1) {

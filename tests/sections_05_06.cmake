@@ -109,3 +109,31 @@ if(LAB_BUILD_SOLUTIONS)
       ARGS --cpu --variant ${v} ${DEC_SHAPE})
   endforeach()
 endif()
+
+# A fork_prefix that shares blocks without retaining them makes the allocator throw when the
+# sequences are freed: the exercises' program names the test and the error, and goes on to the
+# others and its summary (an uncaught exception would abort it before either).
+if(LAB_BUILD_SOLUTIONS)
+  file(READ ${PROJECT_SOURCE_DIR}/solutions/06_paged.cu paged_text)
+  string(REPLACE "    a.retain(parent.blocks[size_t(i)]);\n" "" wrong_fork_text "${paged_text}")
+  if(wrong_fork_text STREQUAL paged_text)
+    message(FATAL_ERROR "solutions/06_paged.cu: no retain in fork_prefix for the wrong-fork test to remove")
+  endif()
+  file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/wrong_fork_06.cu "${wrong_fork_text}")
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/solutions/06_paged.cu)
+  add_executable(wrong_fork_exercises_06 ${CMAKE_CURRENT_SOURCE_DIR}/test_decode_exercises.cu)
+  target_include_directories(wrong_fork_exercises_06 PRIVATE ${PROJECT_SOURCE_DIR}/solutions)  # its 05_decode.cu
+  target_link_libraries(wrong_fork_exercises_06 PRIVATE lab_common)
+  target_compile_definitions(wrong_fork_exercises_06 PRIVATE LAB_EXERCISE_SECTION=6
+                             LAB_EXERCISE_SOURCE="${CMAKE_CURRENT_BINARY_DIR}/wrong_fork_06.cu")
+  target_compile_options(wrong_fork_exercises_06 PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${LAB_CUDA_FLAGS}>)
+  list(GET LAB_CUDA_ARCHITECTURES 0 arch)
+  set_target_properties(wrong_fork_exercises_06 PROPERTIES CUDA_ARCHITECTURES ${arch})
+  add_test(NAME exercises.06.fork_without_retain_named
+           COMMAND ${EXPECT} --code 1
+                   "--match=stopped with an error: BlockAllocator::release: block [0-9]+ is already free"
+                   "--match=^exercise allocator: [0-9]+ of [0-9]+ checks failed"
+                   "--match=^exercise block-table: its [0-9]+ checks pass"
+                   -- ${BIN}/wrong_fork_exercises_06)
+  set_tests_properties(exercises.06.fork_without_retain_named PROPERTIES LABELS cpu)
+endif()
