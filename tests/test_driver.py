@@ -421,6 +421,33 @@ class ParallelCheck(unittest.TestCase):
         self.assertEqual(verdicts[1], [("t1", False), ("t2", True), ("t3", False), ("t4", True)])
         self.assertEqual(verdicts[4], verdicts[1])
 
+    def test_a_bug_run_that_raises_is_not_caught(self):
+        """A --bug run counts as caught when its self-check fails (exit 1, FAIL), not when the
+        Python harness reports an exception with the same exit 1 (a branch that raises NameError)."""
+        import argparse
+        with tempfile.TemporaryDirectory() as tmp:
+            fake = Path(tmp) / "fake_section"
+            fake.write_text("#!/usr/bin/env python3\nimport sys\nbug = sys.argv[sys.argv.index('--bug') + 1] "
+                            "if '--bug' in sys.argv else None\n"
+                            "if bug == 'raises':\n"
+                            "    print(\"error: labs/99_fake.py:7 in sweep: NameError: name 'BLOCK_M' is not defined "
+                            "(LAB_TRACEBACK=1 shows the whole traceback)\", file=sys.stderr)\n"
+                            "    sys.exit(1)\n"
+                            "if bug == 'caught':\n"
+                            "    print('FAIL: 99_fake: O too far from fp64')\n"
+                            "    sys.exit(1)\n")
+            fake.chmod(0o755)
+            data = {"section": "99_fake", "variants": ["v"], "cases": [{"name": "t1", "args": ["--t", "1"]}],
+                    "bugs": [{"bug": "caught", "name": "caught"}, {"bug": "raises", "name": "raises"}]}
+            with mock.patch.object(student, "load_cases", lambda section, extra=None: data), \
+                    mock.patch.object(student, "program", lambda section, solution: [fake]), \
+                    mock.patch.object(student, "gpu_available", lambda section, solution, timeout: (True, "")), \
+                    contextlib.redirect_stdout(io.StringIO()):
+                a = argparse.Namespace(cases=None, solution=True, cpu=False, require_gpu=True, no_bugs=False,
+                                       expect_fail=False, timeout=30, verbose=False, jobs=1)
+                verdicts = [(r["case"], r["ok"]) for r in student.check_section("99_fake", a)]
+        self.assertEqual(verdicts, [("t1", True), ("bug caught: caught", True), ("bug raises: raises", False)])
+
     def test_without_jobs_a_python_gpu_check_runs_several_at_once_and_others_one(self):
         import argparse
         with tempfile.TemporaryDirectory() as tmp:

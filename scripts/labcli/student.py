@@ -344,7 +344,7 @@ def check_section(section, a):
         elif expect == "bad-input":
             ok = code == EXIT_BAD_INPUT and out.strip().startswith("bad input:") and len(out.strip().splitlines()) == 1
         else:  # a --bug run (or a stub) must be caught by the self-check: exit 1, not a crash or a hang
-            ok = code == EXIT_FAIL
+            ok = code == EXIT_FAIL and not raised_an_error(out)
         status = ("ok" if ok else ("needs-gpu" if not on_gpu and gpu_only.startswith("needs a GPU") else "not-here")
                   if gpu_only else "TIMEOUT" if code == EXIT_TIMEOUT else "FAIL")
         # a case's name need not say it is causal; its line does (a mask bug fails only those)
@@ -414,6 +414,15 @@ def timeout_hint(seconds, command, program_args="", working=False):
                 f"the CPU (the lines above say so); a smaller --t runs in seconds, or give it longer: {longer}")
     return (f"lab: the program did not finish in {seconds:.0f} s: most often an endless loop, or a wait that never "
             f"completes, in the exercise; if it only needs longer: {longer}")
+
+
+# The Python harness's line for an exception its program raised (labharness.run.main): exit 1, as a
+# failed self-check's, but nothing was checked: a --bug branch that raises NameError is not caught.
+PYTHON_ERROR_LINE = re.compile(r"^error: .*\(LAB_TRACEBACK=1 shows the whole traceback\)$", re.M)
+
+
+def raised_an_error(out):
+    return PYTHON_ERROR_LINE.search(out) is not None
 
 
 def failure_key(out):
