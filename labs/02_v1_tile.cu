@@ -100,9 +100,11 @@ __global__ void init_state_kernel(float* __restrict__ o_run,  // [B·H, T_q, D]
 //   T_q and T_kv are arbitrary: the last Q tile and the last K/V tile are ragged (fewer than
 //   BLOCK_Q / BLOCK_KV rows exist). Three small functions, each the guard of one edge:
 //   rows_in_tile  how many rows of tile `tile` (of `tile_size` rows) exist in a sequence of t;
-//   tile_load     one float4 of row r of a tile (columns c..c+3): the row from memory if it
-//                 exists, zeros if not (a missing row must not be read, and must not leave
-//                 garbage in shared memory: garbage can be NaN, and P·V computes 0·NaN = NaN);
+//   tile_load     one float4 of row r of a tile (columns c..c+3; c is a multiple of 4 and
+//                 every row starts 16-byte aligned, so it is one float4 load): the row from
+//                 memory if it exists, zeros if not (a missing row must not be read, and must
+//                 not leave garbage in shared memory: garbage can be NaN, and P·V computes
+//                 0·NaN = NaN);
 //   score_kept    whether query i may attend key j, in GLOBAL indices: j must exist (a padded
 //                 key of the last tile is not a key) and, with sh.causal, pass the
 //                 bottom-right aligned causal test of attention_math.h.

@@ -227,8 +227,9 @@ struct KvSpan {
 //   kv_span: which K/V tiles (of block_kv keys) the Q tile [q0, q0 + q_rows) must visit. Without
 //   a mask, all of them. Under causal, a Q tile stops at the diagonal: tiles that no row of it
 //   may see are never loaded (attention_math.h says which keys a range of rows sees, bottom-right
-//   aligned). unmasked_end: the keys every row of the tile sees; a tile reaching past it needs the
-//   per-element mask (the diagonal tiles, and the ragged end of K/V).
+//   aligned). begin and end count tiles; unmasked_end is a key index: every row of the tile sees
+//   the keys below it, and a tile reaching past it needs the per-element mask (the diagonal
+//   tiles, and the ragged end of K/V).
 //   sweep_kv: the loop itself. The Q tile and the running O, m, l of its rows stay where they are
 //   (shared memory, registers) for the whole sweep; call step(kv_tile, needs_mask) for each K/V
 //   tile of the span, in order, then finish() once: the normalisation by 1/l is deferred to after
