@@ -90,6 +90,7 @@ LAB_HD bool recompute_p_and_ds(float s, float dp, float lse_log2, float d_row, f
   // BEGIN EXERCISE dsdp: P = exp(s·scale − LSE), written in base 2; dS = P ∘ (dP − D).
   //   scale_log2 = scale·log2(e) and lse_log2 = LSE·log2(e) are given, so P is one lab::fast_exp2
   //   of a single fused multiply-add (one FFMA and one MUFU.EX2). Then dS from P, dP and D. Return true.
+  //   No mask here: the callers zero P and dS of the pairs a row does not see.
   // STUB: (void)s; (void)dp; (void)lse_log2; (void)d_row; (void)scale_log2; *p = 0.f; *ds = 0.f; return false;
   *p = lab::fast_exp2(s * scale_log2 - lse_log2);
   *ds = *p * (dp - d_row);
@@ -102,7 +103,8 @@ LAB_HD bool recompute_p_and_ds(float s, float dp, float lse_log2, float d_row, f
 LAB_HD bool dkdv_weights(float p, float ds, float* dv_weight, float* dk_weight) {
   // BEGIN EXERCISE accumulate: dV = Pᵀ dO and dK = dSᵀ Q: which of P and dS weighs which rows.
   //   The kernel packs dv_weight into the A operand of the mma with dO's rows, dk_weight into the
-  //   one with Q's rows; the CPU model adds weight·row. Return true.
+  //   one with Q's rows; the CPU model adds weight·row. dk_weight is also K's row weight in
+  //   dQ = dS K, so a wrong one shows in dQ as well as dK. Return true.
   // STUB: (void)p; (void)ds; *dv_weight = 0.f; *dk_weight = 0.f; return false;
   *dv_weight = p;
   *dk_weight = ds;
