@@ -56,6 +56,7 @@ def make_score_mod(variant, torch, p, cap, slopes):
         # END EXERCISE
     if variant == "softcap":
         # BEGIN EXERCISE softcap: the soft cap, cap·tanh(score / cap), with cap a captured TENSOR.
+        #   (A float gives the same O, so no check can tell: use `cap` as it comes, not float(cap).)
         def soft_cap(score, b, h, q_idx, kv_idx):
             return cap * torch.tanh(score / cap)
         return soft_cap
