@@ -1610,6 +1610,12 @@ class ClosedPipe(unittest.TestCase):
 class PythonSections(unittest.TestCase):
     """A section whose solution is NN_name.py: no CMake target, run as [python3, FILE]."""
 
+    def test_the_cpu_fallback_line_names_whose_code_runs(self):
+        self.assertIn("checking your 10_flex on the CPU instead", student.cpu_fallback("10_flex", "checking"))
+        self.assertIn("checking the solution of 10_flex on the CPU instead",
+                      student.cpu_fallback("10_flex", "checking", solution=True))
+        self.assertIn("the CPU model of 01_naive instead", student.cpu_fallback("01_naive", "running", solution=True))
+
     def test_a_python_section_is_listed_and_run_with_python(self):
         import shutil
         from unittest import mock

@@ -146,6 +146,10 @@ class Reference(unittest.TestCase):
                                 lse.astype(np.float32))
             self.assertFalse(c["passed"])
             self.assertIn("output not written", c["verdict"])
+            c = reference.check(p, q, k, v, rows, out, (lse + 0.5).astype(np.float32))  # O right, the LSE not
+            self.assertFalse(c["passed"])
+            self.assertIn("LSE too far from fp64", c["verdict"])
+            self.assertIn("O within its bound", c["verdict"])
 
 
 class Program(unittest.TestCase):

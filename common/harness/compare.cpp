@@ -140,6 +140,9 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
                         (std::isinf(ref) ? " (the row sees no key)" : " (error " + format_number("%.3g", std::fabs(double(got) - ref)) + ")"));
     ++shown;
   }
+  // With only the LSE wrong, O (an average of V's rows) hides what the LSE, the log of the row's sum,
+  // shows: a row's max or sum that is off, or scores off by a little (a 16-bit dot product).
+  static constexpr const char* LSE_ONLY = "; O within its bound (look at the row's scores, max and sum)";
   // With O wrong, whether LSE is right says where to look: a right LSE means the row's max and sum
   // are, and the fault is in how O is accumulated or divided.
   const std::string lse_too = out_lse.empty() || r.lse_unwritten ? ""
@@ -168,7 +171,7 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
   } else if (!lse_ok) {
     if (r.lse_unwritten) v << "LSE not written: " << r.lse_unwritten << " of " << out_lse.size() << " elements still hold the poison";
     else v << "LSE too far from fp64: max error " << format_number("%.3g", r.lse_max_abs_err) << " > bound "
-           << format_number("%.3g", r.lse_err_bound);
+           << format_number("%.3g", r.lse_err_bound) << LSE_ONLY;
   } else {
     v << "max error " << format_number("%.3g", r.max_abs_err) << " <= bound " << format_number("%.3g", r.ref_err_bound);
   }

@@ -45,12 +45,12 @@ def python_packages(names, args=()):
         setup.ensure_section_packages(has_gpu() and "--cpu" not in args, [s for s in names if is_python(s)])
 
 
-def cpu_fallback(section, verb):
+def cpu_fallback(section, verb, solution=False):
     """What --cpu runs of a section: a CUDA section's CPU model is the algorithm in C++ around the
     student's exercise code, not their kernel; a Python section's --cpu runs the student's own code
-    (Triton's interpreter, or FlexAttention's eager path)."""
+    (Triton's interpreter, or FlexAttention's eager path), or the solution's with --solution."""
     if is_python(section):
-        return f"{verb} your {section} on the CPU instead (--cpu)"
+        return f"{verb} {'the solution of' if solution else 'your'} {section} on the CPU instead (--cpu)"
     return f"{verb} the CPU model of {section} instead (--cpu; the kernel itself needs a GPU)"
 
 
@@ -101,7 +101,7 @@ def cmd_run(a):
     if fall_back:
         if is_python(section) and reason.startswith("needs torch") and not has_gpu():
             reason = "no GPU here"  # torch is only the GPU path's; the CPU path needs none
-        say(f"lab: {reason}; {cpu_fallback(section, 'running')}")
+        say(f"lab: {reason}; {cpu_fallback(section, 'running', getattr(a, 'solution', False))}")
         live = LiveOutput()
         code, out, _ = run_limited(cmd + ["--cpu"], a.timeout, echo=live, extra_env=limit)
         live.end()
@@ -288,7 +288,7 @@ def check_section(section, a):
             say(f"lab: {section}: not checked here: {no_gpu_reason(out) or 'needs a GPU'}")
             return None
     if not on_gpu and not a.cpu:
-        say(f"lab: {reason}; {cpu_fallback(section, 'checking')}")
+        say(f"lab: {reason}; {cpu_fallback(section, 'checking', a.solution)}")
     bugs = (a.solution or getattr(a, "bugs", False)) and not a.no_bugs
     runs = expand_cases(data, a.solution, bugs, on_gpu, "fail" if a.expect_fail else "pass")
     tests = unit_test_program(section, a.solution)

@@ -244,7 +244,8 @@ def check(p, q, k, v, rows, out_o, out_lse, mods=None):
         verdict = f"O too far from fp64: max error {_g(max_err)} > bound {_g(bound)} ({r['rule']}){lse_too}"
     elif not lse_ok:
         verdict = (f"LSE not written: {lse_unwritten} of {out_lse.size} elements still hold the poison" if lse_unwritten
-                   else f"LSE too far from fp64: max error {_g(lse_err)} > bound {_g(lse_bound)}")
+                   else f"LSE too far from fp64: max error {_g(lse_err)} > bound {_g(lse_bound)}"
+                   "; O within its bound (look at the row's scores, max and sum)")
     else:
         verdict = f"max error {_g(max_err)} <= bound {_g(bound)}"
     r.update(passed=bool(o_ok and lse_ok), max_abs_err=max_err, rel_l2_err=rel, ref_err_bound=bound,
