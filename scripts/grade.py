@@ -58,7 +58,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from labcli.common import HangWatch, stopped_on_interrupt
+from labcli.common import HangWatch, start_stoppable, stopped_on_interrupt
 
 BONUS_TIERS = [(0.9, 10), (0.5, 5)]  # (minimum speed ratio vs the solution, bonus points)
 LAB_SUFFIXES = (".cu", ".py")
@@ -1112,8 +1112,8 @@ def perf_command(exe, variant, args, rec):
 def build_step(cmd, env):
     """Runs one step of a submission's build: (exit code, output). Its input is closed, and the whole
     process group is stopped after BUILD_TIMEOUT (exit 124): one student's file cannot hang the class."""
-    proc = subprocess.Popen([str(c) for c in cmd], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, errors="replace", env=env, start_new_session=True)
+    proc = start_stoppable(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           errors="replace", env=env)
     with stopped_on_interrupt(proc):  # its own session: the terminal's Ctrl-C does not reach the compiler
         try:
             out, _ = proc.communicate(timeout=BUILD_TIMEOUT)

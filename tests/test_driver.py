@@ -83,6 +83,48 @@ except KeyboardInterrupt:
         for where in ("main", "pool"):
             self.interrupted(driver, where)
 
+    def test_a_ctrl_c_right_after_a_start_still_stops_the_program(self):
+        """A Ctrl-C between a program's start and its registration for stop_running (a loaded machine
+        widens that gap) must not leave the program running after the driver: here the driver
+        interrupts itself the moment Popen returns."""
+        marker = f"{60 + os.getpid() % 30}.{os.getpid() % 9973}"  # sleep's argument, to find the program by
+        driver = f"""
+import os, signal, subprocess, sys
+sys.path.insert(0, sys.argv[1])
+from labcli import common
+class InterruptedAtStart(subprocess.Popen):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.args[0] == "sleep":  # the program (not git, which the driver asks for its sha)
+            os.kill(os.getpid(), signal.SIGINT)
+subprocess.Popen = InterruptedAtStart
+try:
+    common.run_limited(["sleep", "{marker}"], 120)
+except KeyboardInterrupt:
+    common.stop_running()  # as scripts/lab does
+"""
+        proc = subprocess.run([sys.executable, "-c", driver, str(ROOT / "scripts")], timeout=60,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+        def sleepers():
+            found = []
+            for d in Path("/proc").iterdir():
+                try:
+                    argv = (d / "cmdline").read_bytes().split(b"\0")
+                    state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                except (OSError, IndexError):
+                    continue
+                if argv[:2] == [b"sleep", marker.encode()] and state != "Z":
+                    found.append(d.name)
+            return found
+        deadline = time.time() + 5
+        while sleepers() and time.time() < deadline:
+            time.sleep(0.05)
+        left = sleepers()
+        for pid in left:  # not left behind by a failing test
+            os.kill(int(pid), signal.SIGKILL)
+        self.assertEqual(left, [], f"the program outlived the driver (driver exit {proc.returncode})")
+
     def interrupted(self, driver, where):
         """Runs `driver` (python -c: its arguments scripts/, a file each program it starts appends its
         pid to, `where`), Ctrl-C once a program started; checks that the driver ended and the first

@@ -448,6 +448,34 @@ def _kill_group(pgid):
         pass
 
 
+@contextlib.contextmanager
+def _interrupt_deferred():
+    """In the main thread (the only one Ctrl-C reaches), a Ctrl-C that comes while the body runs is
+    raised when it ends, not halfway through it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(frame))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught and callable(previous):
+            previous(signal.SIGINT, caught[0])
+
+
+def start_stoppable(cmd, **popen_args):
+    """Starts cmd in a session of its own and registers it for stop_running in one step: a Ctrl-C
+    that came between the two (the program started, the driver not yet told) left it running after
+    the driver ended; now that Ctrl-C is raised once it is registered, and the driver's stop kills it."""
+    with _interrupt_deferred():
+        proc = subprocess.Popen([str(c) for c in cmd], start_new_session=True, **popen_args)
+        with _running_lock:
+            _running.add(proc.pid)
+    return proc
+
+
 def stop_running():
     """Ctrl-C: the programs running now are killed and none starts after (a check's queued runs
     return at once)."""
@@ -513,9 +541,8 @@ def run_limited(cmd, timeout, capture=True, echo=None, extra_env=None):
     if _stopping.is_set():
         return 130, "interrupted\n", 0.0
     try:
-        proc = subprocess.Popen([str(c) for c in cmd], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE if capture else None,
-                                stderr=subprocess.STDOUT if capture else None, env=env, start_new_session=True)
+        proc = start_stoppable(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE if capture else None,
+                               stderr=subprocess.STDOUT if capture else None, env=env)
     except OSError as e:  # a missing tool (compute-sanitizer, ncu) is a failed step, not a crash
         return 127, f"cannot start {cmd[0]}: {e.strerror}\n", 0.0
     with stopped_on_interrupt(proc):
