@@ -88,7 +88,7 @@ CPU_MODEL = "none (CPU model)"      # the report's gpu field and the class summa
 CPU_GRADED = "graded on the CPU model"  # a section's status: its score is provisional
 CPU_NOT_CHECKED = "not checkable on the CPU"  # a section of which the CPU model checks nothing (why: cpu_note)
 # A run whose CPU part passed and whose exercise part only a GPU runs (its program says "not checked
-# here: ...", exit 77; `scripts/lab check` says "checked in part"): neither a pass nor a failure.
+# here: ...", exit 77; `scripts/lab check` counts it "not checked here"): neither a pass nor a failure.
 GPU_ONLY_PART = "GPU-only part not checked"
 UNCOUNTED = (NOT_ON_THIS_GPU, GPU_ONLY_PART)  # case outcomes left out of a section's total
 # A section whose runs of HUNG_CASES cases in a row all time out hangs everywhere (a loop that never

@@ -577,7 +577,7 @@ class ParallelCheck(unittest.TestCase):
                 report = json.loads(Path(a.report).read_text())
                 self.assertEqual([bool(r["not_checked"]) for r in report], [True] + [False] * (len(ts) - 1))
         self.assertEqual(codes, {1: 77, 2: 1})
-        self.assertIn("== 99_fake (CPU model): 0 passed, 1 failed, 1 checked in part (needs a GPU: the mma part); "
+        self.assertIn("== 99_fake (CPU model): 0 passed, 1 failed, 1 not checked here (needs a GPU: the mma part); "
                       "1 GPU-only run of the case list not run here", out.getvalue())
 
     def test_a_run_this_gpu_cannot_do_is_named_not_failed(self):
@@ -636,6 +636,26 @@ class ParallelCheck(unittest.TestCase):
             report = json.loads((tmp / "r.json").read_text())
         self.assertIn(f"the first failure, to run it alone: {missing} --variant v --iters 0 --t 1 --cpu\n", out.getvalue())
         self.assertEqual(report[0]["rerun"], "build/bin/lab_99_fake --variant v --iters 0 --t 1 --cpu")
+
+    def test_each_failing_section_names_its_first_failure(self):
+        # check 09 10 with both failing: a rerun line for each, so that fixing 09 leaves 10's on screen
+        def rows(section, _):
+            return [student.result_row(section, f"t{t}", "v", "pass", 1, False, None, 0.1, 1,
+                                       [f"build/bin/lab_{section}", "--t", str(t)]) for t in (1, 2)]
+        a = SimpleNamespace(section=["09", "10"], solution=False, report=None, cases=None, timeout=60)
+        for sections, want in ((["09_triton", "10_flex"], ["the first failure of 09_triton, to run it alone: "
+                                                           "build/bin/lab_09_triton --t 1",
+                                                           "the first failure of 10_flex, to run it alone: "
+                                                           "build/bin/lab_10_flex --t 1"]),
+                               (["09_triton"], ["the first failure, to run it alone: build/bin/lab_09_triton --t 1"])):
+            with mock.patch.object(student, "resolve_all", return_value=sections), \
+                    mock.patch.object(student, "check_section", side_effect=rows), \
+                    mock.patch.object(student, "build"), mock.patch.object(student, "python_parses"), \
+                    mock.patch.object(student, "python_packages"), mock.patch.object(student, "stub_left"), \
+                    mock.patch.object(student, "unit_test_targets", return_value=[]), \
+                    contextlib.redirect_stdout(io.StringIO()) as printed:
+                self.assertEqual(student.cmd_check(a), common.EXIT_FAIL)
+            self.assertEqual([l for l in printed.getvalue().splitlines() if l.startswith("the first failure")], want)
 
     def test_a_stubs_passes_are_said_to_be_its_bad_input_cases(self):
         # a stub fails every case but the bad inputs, which the harness refuses before the student's

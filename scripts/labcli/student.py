@@ -368,12 +368,12 @@ def check_section(section, a):
     unchecked = [r for r in results if r["not_checked"]]
     # Cases (and variants) of the list that only a GPU runs are not run here at all: said, not hidden.
     gpu_runs = 0 if on_gpu else len(expand_cases(data, a.solution, bugs, True)) - len(expand_cases(data, a.solution, bugs, False))
-    # Without a GPU an unchecked run checked what the CPU can (its model passed) and stopped at the
-    # GPU-only rest; with one, it did not run (this GPU cannot): two different things, said apart.
-    said = "checked in part" if not on_gpu else "not checked here"
+    # "not checked here" whatever was checked before the stop: without a GPU a run may have checked
+    # its host part (07's tile span) or nothing (04's mma exercises live on fragments); its own
+    # reason, quoted, says which. With a GPU, this GPU cannot run it.
     say(f"== {section}{where}: {passed} passed{stub_passes(results, a.solution)}, "
         f"{len(results) - passed - len(unchecked)} failed"
-        + (f", {len(unchecked)} {said} ({unchecked[0]['not_checked']})" if unchecked else "")
+        + (f", {len(unchecked)} not checked here ({unchecked[0]['not_checked']})" if unchecked else "")
         + (f"; {gpu_runs} GPU-only {'runs' if gpu_runs > 1 else 'run'} of the case list not run here"
            if gpu_runs > 0 else "")
         + (f"; stopped after {HANGS_IN_A_ROW} runs in a row timed out: {not_run} {'runs' if not_run > 1 else 'run'} "
@@ -501,14 +501,20 @@ def cmd_check(a):
         say(f"{passed} passed{stub_passes(results, a.solution)}, {len(failed)} failed" +
             (f"; not checked here: {'; '.join(unchecked)}" if unchecked else ""))
     if failed:
-        if failed[0].get("rerun_here"):
-            say(f"the first failure, to run it alone: {failed[0]['rerun_here']}")
+        # each failing section's first failure: fixing 09 leaves 10's line on screen too
+        firsts = {}
+        for r in failed:
+            firsts.setdefault(r.get("section"), r)
+        for s, r in firsts.items():
+            if r.get("rerun_here"):
+                of = f" of {s}" if len(firsts) > 1 and s else ""
+                say(f"the first failure{of}, to run it alone: {r['rerun_here']}")
         if not a.solution:
             for s in dict.fromkeys(r.get("section") for r in failed if r.get("section")):
                 if left := stub_left(s, s in on_cpu):
                     say(left)
         return EXIT_TIMEOUT if any(r.get("exit") == EXIT_TIMEOUT for r in failed) else EXIT_FAIL
-    if not a.solution:  # checked in part on the CPU model: what only a GPU runs may still be the stub
+    if not a.solution:  # not all checked on the CPU model: what only a GPU runs may still be the stub
         for s in dict.fromkeys(r.get("section") for r in results if r.get("not_checked")):
             if s in on_cpu and (left := stub_left(s, True)):
                 say(left)
