@@ -56,7 +56,7 @@ def make_score_mod(variant, torch, p, cap, slopes):
         # END EXERCISE
     if variant == "softcap":
         # BEGIN EXERCISE softcap: the soft cap, cap·tanh(score / cap), with cap a captured TENSOR.
-        #   (A float gives the same O, so no check can tell: use `cap` as it comes, not float(cap).)
+        #   (A float gives the same O, but the check tells them apart: use `cap` as it comes.)
         def soft_cap(score, b, h, q_idx, kv_idx):
             return cap * torch.tanh(score / cap)
         return soft_cap
@@ -89,6 +89,22 @@ def make_mask_mod(variant, torch, p, doc_ids):
     if p.causal:
         return lambda b, h, q_idx, kv_idx: kv_idx <= q_idx + shift
     return None
+
+
+def reads_cap_as_a_number(torch, p, slopes):
+    """Pitfall 10, checked: whether the softcap score_mod reads `cap` as a Python number. The output
+    cannot tell (the same O either way); a gradient can: none reaches a tensor read as a number."""
+    cap = torch.tensor(20.0, requires_grad=True)
+    idx = torch.zeros((), dtype=torch.int64)
+    try:
+        with torch.enable_grad():
+            y = make_score_mod("softcap", torch, p, cap, slopes)(torch.tensor(30.0), idx, idx, idx, idx)
+            if not (torch.is_tensor(y) and y.requires_grad):
+                return True
+            y.sum().backward()
+    except Exception:  # the run itself shows what the function raises, with its line
+        return False
+    return cap.grad is None or float(cap.grad) == 0.0
 
 
 def flex_fns(torch):
@@ -124,6 +140,10 @@ def forward(ctx):
         maker = "make_score_mod" if o.variant in ("alibi", "softcap") else "make_mask_mod"
         ctx.metrics["failure"] = f"EXERCISE {o.variant} is not written yet: {maker}() returns None for it, so nothing runs"
         return lambda: None
+    if o.variant == "softcap" and reads_cap_as_a_number(torch, p, slopes):  # the run goes on: O is right
+        ctx.metrics["failure"] = ("EXERCISE softcap reads cap as a Python number (float(cap), cap.item()): O is "
+                                  "right, but on a GPU every new cap value compiles the kernel again (pitfall 10); "
+                                  "use the tensor cap as it comes")
 
     block_mask = None
     if mask_mod is not None:

@@ -469,6 +469,28 @@ class Flex(unittest.TestCase):
         self.assertTrue(set(codes.values()) <= {0, 1}, codes)
 
 
+    def test_a_softcap_reading_cap_as_a_number_fails(self):
+        """Pitfall 2 of the handout: float(cap) or cap.item() gives the right O but compiles once per
+        cap value on a GPU; the check fails it by name, however the number is taken."""
+        if not have_torch():
+            self.skipTest("torch is not installed")
+        tensor = "return cap * torch.tanh(score / cap)"
+        source = SOL10.read_text()
+        self.assertIn(tensor, source)
+        env = dict(os.environ, PYTHONPATH=str(ROOT / "common" / "python"))
+        args = ["--cpu", "--variant", "softcap", "--t", "32", "--h", "2", "--iters", "0"]
+        for wrong in ("return float(cap) * torch.tanh(score / float(cap))",
+                      "return cap.item() * torch.tanh(score / cap.item())",
+                      "return CAP * torch.tanh(score / CAP)\n        CAP = float(cap)"):  # a closure's float
+            with tempfile.TemporaryDirectory() as tmp:
+                planted = Path(tmp, "10_flex.py")
+                planted.write_text(source.replace(tensor, wrong))
+                r = run([sys.executable, planted, *args], env=env)
+            self.assertEqual(r.returncode, 1, wrong + r.stdout + r.stderr)
+            self.assertIn("EXERCISE softcap reads cap as a Python number", r.stdout, wrong)
+        r = run([sys.executable, SOL10, *args], env=env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
 class CompilesForTheGpu(unittest.TestCase):
     """09's kernel compiled for sm_90 and sm_80 here, without a GPU (Triton ships its ptxas): the
     GPU path cannot fail on a compile error, and the Tensor Core instruction is the expected one."""
