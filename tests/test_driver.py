@@ -1971,6 +1971,35 @@ class Setup(unittest.TestCase):
             self.assertEqual(calls, [] if sys.executable == "/usr/bin/python3" else
                              [["cmake", "-S", common.ROOT, "-B", Path(tmp), f"-DPython3_EXECUTABLE={sys.executable}"]])
 
+    def test_a_lab_saved_during_the_build_is_built_again(self):
+        # the editor saves while the compiler has the file open: the object would be newer than the
+        # save by the clock, and a build tool could keep it; the driver sees the change and builds again
+        for saves, builds in ((0, 1), (1, 2), (9, 3)):  # (9: an editor saving all the time: at most 2 more)
+            with tempfile.TemporaryDirectory() as tmp:
+                lab = Path(tmp, "labs", "04_fp16.cu")
+                lab.parent.mkdir()
+                lab.write_text("v0")
+                os.utime(lab, ns=(1, 1))
+                calls = []
+
+                def fake_build(cmd, log, *a, **k):
+                    calls.append(cmd)
+                    if len(calls) <= saves:
+                        lab.write_text(f"v{len(calls)}")
+                        os.utime(lab, ns=(len(calls) + 1, len(calls) + 1))
+                    return 0
+                with mock.patch.object(common, "ROOT", Path(tmp)), mock.patch.object(common, "configure"), \
+                        mock.patch.object(common, "check_architectures"), mock.patch.object(common, "logged", fake_build), \
+                        mock.patch.dict(os.environ, {"LAB_NO_BUILD": ""}), \
+                        contextlib.redirect_stdout(io.StringIO()) as out:
+                    common.build(["lab_04_fp16"])
+                now = lab.stat().st_mtime_ns  # moved to now where it changed: every build tool sees it newer
+            self.assertEqual(len(calls), builds, out.getvalue())
+            self.assertEqual(out.getvalue().count("lab: labs/04_fp16.cu changed during the build: building again"),
+                             min(saves, 2))
+            if saves == 1:
+                self.assertGreater(now, 10**18)
+
     def test_missing_packages_are_named_when_they_cannot_be_installed(self):
         import contextlib, io
         from unittest import mock
