@@ -308,7 +308,8 @@ __device__ __forceinline__ void consumer_wait(uint32_t full_bar, RingSlot slot) 
 }
 
 // consumer_release: the warpgroup is done with a slot's K or V (its wgmmas reading it have
-// completed): `empty_bar` is that slot's k_empty or v_empty.
+// completed): `empty_bar` is that slot's k_empty or v_empty, or q_empty once the warpgroup's last S
+// has read Q (all three count CONS arrivals a phase, one per consumer warpgroup).
 __device__ __forceinline__ void consumer_release(uint32_t empty_bar) {
   // BEGIN EXERCISE consumer-release: give the slot's K (or V) back to the producer.
   //   The empty barriers were initialised to count warpgroups (CONS arrivals per phase), not
@@ -730,7 +731,8 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
 // Before that, check_ring() replays the barrier protocol the kernel builds on ring_slot(): for
 // every fill it asks whether the producer's waits on k_empty and v_empty (parity ^ 1) and the
 // consumers' wait on k_full and v_full (parity) would pass or block, exactly as
-// mbarrier.try_wait.parity answers, at the moments that matter. A wrong slot or parity is reported as the hang or the stale read it would cause.
+// mbarrier.try_wait.parity answers, at the moments that matter. A wrong slot or parity is reported by
+// the waits it breaks.
 bool wait_passes(int phases_completed, uint32_t parity) { return uint32_t(phases_completed & 1) != parity; }
 
 std::string check_ring(int stages, int fills) {
@@ -745,17 +747,19 @@ std::string check_ring(int stages, int fills) {
       return at + ": fills take the slots in turn, so fill " + std::to_string(n) + " goes to slot " +
              std::to_string(n % stages);
     const int u = uses[size_t(sl.stage)];
-    // Producer, before fill n: the consumers have released all u earlier fills of the slot.
-    // (A parity is one bit: a wait that passes at u releases cannot also pass at u - 1, so a wait
-    // that passes here is not early too.)
-    if (!wait_passes(u, sl.parity ^ 1u))
-      return at + ": the producer's wait on k_empty / v_empty (parity " + std::to_string(sl.parity ^ 1u) +
-             ") would block although the slot is free: the kernel would hang";
-    // Consumers: their wait on full must block until fill n lands, and pass once it has.
-    if (wait_passes(u, sl.parity))
-      return at + ": the consumers' wait on full would pass before the tile lands: they would read the slot's old tile";
-    if (!wait_passes(u + 1, sl.parity))
-      return at + ": the consumers' wait on full would never pass after the tile lands: the kernel would hang";
+    // Fill n is the slot's use u: u phases of its barriers have completed when it is issued. The
+    // producer's wait (parity ^ 1) must pass now, the consumers' (parity) only once fill n lands.
+    // A parity is one bit, so at u completed phases exactly one of the two passes: a wrong parity
+    // breaks both waits at once, and the message names both. On a GPU the consumers then read the
+    // slot before its tile lands (a wrong O), and their release unblocks the producer: the run need
+    // not hang.
+    if (!wait_passes(u, sl.parity ^ 1u) || wait_passes(u, sl.parity) || !wait_passes(u + 1, sl.parity))
+      return at + ": fill " + std::to_string(n) + " is slot " + std::to_string(sl.stage) + "'s use " +
+             std::to_string(u) + ", a phase of parity " + std::to_string(u & 1) +
+             ": the consumers' wait on k_full / v_full (parity " + std::to_string(sl.parity) +
+             ") would pass before the tile lands, so they would read the slot's old contents, and the producer's " +
+             "wait on k_empty / v_empty (parity " + std::to_string(sl.parity ^ 1u) +
+             ") would block although the slot is free";
     uses[size_t(sl.stage)] = u + 1;
   }
   return "";

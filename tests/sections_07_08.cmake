@@ -152,3 +152,28 @@ if(LAB_BUILD_SOLUTIONS)
     set_tests_properties(cpu_check.07.${wrong}_fails PROPERTIES LABELS cpu TIMEOUT 600)
   endforeach()
 endif()
+
+# A wrong parity in 08's ring_slot() breaks two waits at once (a parity is one bit): the consumers'
+# wait on full passes before the tile lands, and the producer's wait on empty blocks on a free
+# slot. The CPU check names the fill, its use of the slot and both waits: the stale read as well
+# as the blocked producer. The solution rebuilt with LAB_WRONG_RING_SLOT's answer on the host (the
+# kernels keep the right one), on the CPU model.
+if(LAB_BUILD_SOLUTIONS)
+  lab_wrong_answer(wrong_ring_slot_08 08_tma_skeleton "  return {n % stages, uint32_t(n / stages) & 1u};" "
+#ifdef __CUDA_ARCH__
+  return {n % stages, uint32_t(n / stages) & 1u};
+#else
+  const WrongRingSlot w = wrong_ring_slot(n, stages);
+  return {w.stage, w.parity};
+#endif
+" PREFIX "#include \"${CMAKE_CURRENT_SOURCE_DIR}/wrong_ring_slot.h\"
+")
+  set_target_properties(wrong_ring_slot_08 PROPERTIES CUDA_ARCHITECTURES 90a)  # as 08's own build: its PTX is sm_90a's
+  lab_wrong_answer_tests(precheck.08.ring_slot ${BIN}/wrong_ring_slot_08 LAB_WRONG_RING_SLOT
+    MODES right never-flips flipped shifted
+    SAID "^PASS"
+         "ring_slot\\(3, 3\\) = \\{stage 0, parity 0\\}: fill 3 is slot 0's use 1, a phase of parity 1: the consumers' wait on k_full / v_full \\(parity 0\\) would pass before the tile lands"
+         "ring_slot\\(0, 3\\) = \\{stage 0, parity 1\\}: fill 0 is slot 0's use 0, a phase of parity 0: .* the producer's wait on k_empty / v_empty \\(parity 0\\) would block although the slot is free"
+         "ring_slot\\(0, 3\\) = \\{stage 1, parity 0\\}: fills take the slots in turn, so fill 0 goes to slot 0"
+    ARGS --cpu ${S08_SHAPE})
+endif()
