@@ -719,11 +719,11 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
 // "warpgroups" runs the online softmax (base 2, scale_log2 folded in) on its 64 rows; P is rounded
 // to the element type before O += P V, as the kernel feeds it to wgmma.
 //
-// Before that, check_ring() replays the barrier protocol the kernel builds on ring_slot(): for
-// every fill it asks whether the producer's waits on k_empty and v_empty (parity ^ 1) and the
-// consumers' wait on k_full and v_full (parity) would pass or block, exactly as
-// mbarrier.try_wait.parity answers, at the moments that matter. A wrong slot or parity is reported by
-// the waits it breaks.
+// Before that (ring_error, the section's precheck), check_ring() replays the barrier protocol the
+// kernel builds on ring_slot(): for every fill it asks whether the producer's waits on k_empty and
+// v_empty (parity ^ 1) and the consumers' wait on k_full and v_full (parity) would pass or block,
+// exactly as mbarrier.try_wait.parity answers, at the moments that matter. A wrong slot or parity
+// is reported by the waits it breaks.
 bool wait_passes(int phases_completed, uint32_t parity) { return uint32_t(phases_completed & 1) != parity; }
 
 std::string check_ring(int stages, int fills) {
@@ -892,24 +892,26 @@ int64_t workspace_bytes(const lab::Problem& p, const std::string& variant) {
   return pool + maps;
 }
 
+// The CPU model's first step (Section::precheck, so a wrong ring is the whole verdict, not followed
+// by an O the model never wrote): ring_slot() written, then check_ring (and check_jobs for
+// ws-persistent) on the slots this run's ring would take. On a GPU the run goes ahead: a wrong
+// protocol shows itself there as what it does, a hang or a stale read.
+std::string ring_error(const lab::Problem& pr, const lab::Options& opt) {
+  if (!opt.cpu) return "";
+  const int block_kv = opt.variant == "fp8" ? BLOCK_KV : kv_tile_of(opt);
+  const int stages = ring_info(pr.d, consumers_of(opt, pr), block_kv).stages;
+  if (ring_slot(0, stages).stage < 0) return "ring_slot() is not written yet: the kernel and this model skip every tile";
+  if (std::string bad = check_ring(stages, std::max(lab::ceil_div(pr.t_kv, block_kv), 4 * stages)); !bad.empty())
+    return bad;
+  if (opt.variant == "ws-persistent") return check_jobs(pr, consumers_of(opt, pr), block_kv, stages);
+  return "";
+}
+
 lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in, std::vector<float>& o,
                     std::vector<float>& lse) {
   lab::CpuRun run;
   const int block_kv = opt.variant == "fp8" ? BLOCK_KV : kv_tile_of(opt);  // keys per K/V tile, as the kernel's
   const int stages = ring_info(pr.d, consumers_of(opt, pr), block_kv).stages;
-  if (ring_slot(0, stages).stage < 0) {
-    run.failure = "ring_slot() is not written yet: the kernel and this model skip every tile";
-    return run;
-  }
-  if (std::string bad = check_ring(stages, std::max(lab::ceil_div(pr.t_kv, block_kv), 4 * stages)); !bad.empty()) {
-    run.failure = bad;
-    return run;
-  }
-  if (opt.variant == "ws-persistent")
-    if (std::string bad = check_jobs(pr, consumers_of(opt, pr), block_kv, stages); !bad.empty()) {
-      run.failure = bad;
-      return run;
-    }
   if (std::string(LAB_BUILD_KIND) == "lab") {  // your build: the rest of the protocol is yours, and GPU-only
     run.not_checked =
         "needs a GPU: ring_slot() passed its host check, but the producer loop, consumer_wait and "
@@ -1021,6 +1023,7 @@ int main(int argc, char** argv) {
   s.variants = {"ws", "paged", "ws-overlap", "paged-pool", "ws-pingpong", "ws-persistent", "fp8"};
   s.fp8_variants = {"fp8"};  // its check: 2x the error of unfused attention on the same e4m3 inputs, P in e4m3
   s.bugs = {"forget-descale"};  // fp8: S descaled by q_scale only (k_scale forgotten)
+  s.precheck = ring_error;
   s.dtypes = {lab::DType::bf16, lab::DType::f16};
   s.needs_sm90a = true;
   s.paged = true;  // --page-size applies (to --variant paged and paged-pool)
