@@ -491,6 +491,22 @@ class Flex(unittest.TestCase):
         r = run([sys.executable, SOL10, *args], env=env)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
+    def test_an_exception_prints_the_line_check_tells_from_a_failed_check(self):
+        """The harness's one line for an exception and the pattern scripts/lab check reads it by
+        (a --bug run that raises is not caught) are written in two places: this keeps them one."""
+        if not have_torch():
+            self.skipTest("torch is not installed")
+        from labcli import student
+        tensor = "return cap * torch.tanh(score / cap)"
+        with tempfile.TemporaryDirectory() as tmp:
+            planted = Path(tmp, "10_flex.py")
+            planted.write_text(SOL10.read_text().replace(tensor, "return cap * torch.tanh(score / capp)"))
+            r = run([sys.executable, planted, "--cpu", "--variant", "softcap", "--t", "16", "--h", "1", "--iters", "0"],
+                    env=dict(os.environ, PYTHONPATH=str(ROOT / "common" / "python")))
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertTrue(r.stderr.startswith("error: ") and "10_flex.py:" in r.stderr, r.stderr)  # the lab's line
+        self.assertTrue(student.raised_an_error(r.stdout + r.stderr), r.stderr)
+
 class CompilesForTheGpu(unittest.TestCase):
     """09's kernel compiled for sm_90 and sm_80 here, without a GPU (Triton ships its ptxas): the
     GPU path cannot fail on a compile error, and the Tensor Core instruction is the expected one."""
