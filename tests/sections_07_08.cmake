@@ -112,6 +112,11 @@ lab_test(bad_input.08_tma_skeleton.fp8_consumers1 cpu 2 MATCH "^bad input: --con
          COMMAND ${S08} --variant fp8 --consumers 1 --t 64)
 lab_test(bad_input.08_tma_skeleton.forget_descale_ws cpu 2 MATCH "^bad input: --bug forget-descale applies to --variant fp8"
          COMMAND ${S08} --bug forget-descale --t 64)
+lab_test(bad_input.08_tma_skeleton.o_in_tensor_core_ws cpu 2 MATCH "^bad input: --bug o-in-tensor-core applies to --variant fp8"
+         COMMAND ${S08} --bug o-in-tensor-core --t 64)
+# The tensor core's short accumulator is the bug: the fp32 CPU model has none, and says so (77).
+lab_test(cpu_model.08_tma_skeleton.o_in_tensor_core_needs_a_gpu cpu 77 MATCH "^not checked here: needs a GPU: --bug o-in-tensor-core"
+         COMMAND ${S08} --cpu --variant fp8 --t 300 --h 2 --bug o-in-tensor-core)
 lab_test(no_gpu.08_tma_skeleton.stub_never_passes_fp8 cpu "1;77" MATCH "FAIL: 08_tma_skeleton|^not checked here: needs a GPU"
          COMMAND ${L08} --cpu --variant fp8 --t 200 --h 2)
 # On a GPU: the fp8 kernel passes its rule (D = 128 and 64) and the forgotten descale is caught.
@@ -123,6 +128,9 @@ lab_test(gpu.08_tma_skeleton.fp8_d64 gpu 0 MATCH "PASS" COMMAND ${S08} --variant
 lab_test(gpu.08_tma_skeleton.fp8_long_kv gpu 0 MATCH "PASS"
          COMMAND ${S08} --variant fp8 --t 1000 --t-kv 5000 --h 2 --causal --iters 0)
 lab_test(gpu.08_tma_skeleton.fp8_forget_descale_caught gpu 1 MATCH "FAIL" COMMAND ${S08} --variant fp8 --t 300 --causal --h 2 --bug forget-descale --iters 0)
+# The same long row with O left in the tensor core's accumulator (--bug o-in-tensor-core): caught.
+lab_test(gpu.08_tma_skeleton.fp8_o_in_tensor_core_caught gpu 1 MATCH "O too far from fp64" "FAIL"
+         COMMAND ${S08} --variant fp8 --t 1000 --t-kv 5000 --h 2 --causal --bug o-in-tensor-core --iters 0)
 # The fp8 kernel's layout assumptions, one product at a time (gpu: 77 without a Hopper GPU).
 add_executable(gpu_fp8_layout gpu_fp8_layout.cu)
 target_link_libraries(gpu_fp8_layout PRIVATE lab_common)

@@ -193,7 +193,10 @@ __device__ __forceinline__ void pack_p(const float (&s)[S_REGS], uint32_t (&p_fr
 // 4 k-steps are a short sum; the long sum over tiles is the FFMA here. The walker runs PV(n - 1)
 // while the softmax of tile n overwrites alpha, so the fold of a tile uses the alpha saved when its
 // PV was issued (pv_alpha).
-template <class T, int HEAD_DIM, class H>
+// O_IN_TC (--bug o-in-tensor-core) leaves O in the wgmma's accumulator, every tile's P V added to it
+// there and rescaled in place, as the 16-bit tile does: the long sum the promotion avoids. It runs
+// the same schedule and reads the same operands; only O's sum differs.
+template <class T, int HEAD_DIM, class H, bool O_IN_TC = false>
 struct ConsumerTile {
   using TL = Tiles<HEAD_DIM>;
   using Rules = H;
@@ -201,7 +204,7 @@ struct ConsumerTile {
   static constexpr int STAGES = TL::STAGES;
   float s[TL::S_REGS];               // S = Q Kᵀ (raw, in units of q_scale·k_scale), then P·2^8 in fp32
   uint32_t p_frag[TL::KV_STEPS][4];  // P in e4m3, the A registers of P V
-  float pv[TL::O_REGS];              // the P V of the tile in flight
+  float pv[O_IN_TC ? 1 : TL::O_REGS];  // the P V of the tile in flight (O_IN_TC: unused)
   float o_acc[TL::O_REGS];           // unnormalised O, in full fp32 on the CUDA cores
   float m[2], l[2], alpha[2];        // running max (raw scores), row sums of P·2^8, the last tile's rescale
   float pv_alpha[2];                 // the rescale of pv's tile, applied when pv is folded into O
@@ -221,7 +224,10 @@ struct ConsumerTile {
     qk_scale = p.scale * q_scale * k_scale;  // natural-log units, for the LSE
     scale_log2 = p.scale_log2 * q_scale * k_scale;
 #pragma unroll
-    for (int i = 0; i < TL::O_REGS; ++i) o_acc[i] = pv[i] = 0.f;  // the first fold adds nothing
+    for (int i = 0; i < TL::O_REGS; ++i) o_acc[i] = 0.f;
+    if constexpr (!O_IN_TC)
+#pragma unroll
+      for (int i = 0; i < TL::O_REGS; ++i) pv[i] = 0.f;  // the first fold adds nothing
     m[0] = m[1] = -INFINITY;
     l[0] = l[1] = 0.f;
     pv_alpha[0] = pv_alpha[1] = 0.f;
@@ -240,11 +246,15 @@ struct ConsumerTile {
   // first k-step overwrites pv (scale-d = 0), as S's first does: no zeroing, no old O.
   __device__ __forceinline__ void issue_pv(uint32_t vt_slot) {
 #pragma unroll
-    for (int kk = 0; kk < TL::KV_STEPS; ++kk)
-      wgmma_rs_e4m3<HEAD_DIM>(pv, p_frag[kk], desc_k_major<128>(vt_slot + uint32_t(kk * 32)), kk > 0);
+    for (int kk = 0; kk < TL::KV_STEPS; ++kk) {
+      const uint64_t vt = desc_k_major<128>(vt_slot + uint32_t(kk * 32));
+      if constexpr (O_IN_TC) wgmma_rs_e4m3<HEAD_DIM>(o_acc, p_frag[kk], vt, true);
+      else wgmma_rs_e4m3<HEAD_DIM>(pv, p_frag[kk], vt, kk > 0);
+    }
   }
   __device__ __forceinline__ void fence_pv_operands() {
-    fence_accumulators(pv);
+    if constexpr (O_IN_TC) fence_accumulators(o_acc);
+    else fence_accumulators(pv);
 #pragma unroll
     for (int kk = 0; kk < TL::KV_STEPS; ++kk) fence_registers(p_frag[kk]);
   }
@@ -257,14 +267,20 @@ struct ConsumerTile {
   }
   // O = O·α + PV, one FFMA per register (the promotion above).
   __device__ __forceinline__ void fold_pv() {
+    if constexpr (!O_IN_TC)
 #pragma unroll
-    for (int j = 0; j < TL::O_REGS / 4; ++j)
+      for (int j = 0; j < TL::O_REGS / 4; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) o_acc[4 * j + e] = fmaf(o_acc[4 * j + e], pv_alpha[e / 2], pv[4 * j + e]);
+        for (int e = 0; e < 4; ++e) o_acc[4 * j + e] = fmaf(o_acc[4 * j + e], pv_alpha[e / 2], pv[4 * j + e]);
   }
   // The walker's rescale point (the previous PV is done, the next is about to be issued): fold
-  // the finished tile into O, and keep alpha for the tile whose PV comes next.
+  // the finished tile into O, and keep alpha for the tile whose PV comes next (O_IN_TC: O *= alpha).
   __device__ __forceinline__ void rescale_o() {
+    if constexpr (O_IN_TC) {
+#pragma unroll
+      for (int i = 0; i < TL::O_REGS; ++i) o_acc[i] *= alpha[(i % 4) / 2];
+      return;
+    }
     fold_pv();
     pv_alpha[0] = alpha[0];
     pv_alpha[1] = alpha[1];
@@ -288,7 +304,7 @@ static_assert(PRODUCER_REGS * WG_THREADS + CONSUMER_REGS * WG_THREADS * CONSUMER
 // One block: 128 query rows of one (sequence, head), 384 threads; grid = (ceil(T_q / 128), B·H).
 // ws_kernel's structure: barriers, then the roles as one if/else with their register budgets;
 // the consumers take turns at the tensor core as ws-pingpong's do.
-template <class T, int HEAD_DIM, class H>
+template <class T, int HEAD_DIM, class H, bool O_IN_TC = false>
 __global__ void __launch_bounds__(THREADS, 1)
 ws_fp8_kernel(const __grid_constant__ CUtensorMap q_map,   // Q8 (D, H, T_q, B), box (D, 1, 128, 1)
               const __grid_constant__ CUtensorMap k_map,   // K8 (D, H_kv, T_kv, B), box (D, 1, 128, 1)
@@ -320,7 +336,7 @@ ws_fp8_kernel(const __grid_constant__ CUtensorMap q_map,   // Q8 (D, H, T_q, B),
     const Job job = block_job();  // worked out again on each side of the split: nothing live across it
     const int wg = threadIdx.x / WG_THREADS - 1;
     PingPongTurns<CONSUMERS> turns(wg);
-    consumer_overlapped<ConsumerTile<T, HEAD_DIM, H>>(wg, p, sm, job, turns);
+    consumer_overlapped<ConsumerTile<T, HEAD_DIM, H, O_IN_TC>>(wg, p, sm, job, turns);
     turns.close();
   }
 #endif
