@@ -404,6 +404,16 @@ RingInfo ring_info(int d, int consumers, int kv_tile) {
   if (consumers == 3) return ring_info_of<64, 3, BLOCK_KV>();
   return d == 64 ? ring_info_of<64, CONSUMERS, BLOCK_KV>() : ring_info_of<128, CONSUMERS, BLOCK_KV>();
 }
+// The ring of the kernel a run launches: keys per K/V tile and slots. The fp8 kernel has its own
+// tiles (fp8::Tiles: half the bytes a slot, so more slots), the others ring_info's.
+struct RunRing {
+  int block_kv, stages;
+};
+RunRing run_ring(const lab::Problem& pr, const lab::Options& opt) {
+  if (opt.variant == "fp8") return {BLOCK_KV, pr.d == 64 ? fp8::Tiles<64>::STAGES : fp8::Tiles<128>::STAGES};
+  const int block_kv = kv_tile_of(opt);
+  return {block_kv, ring_info(pr.d, consumers_of(opt, pr), block_kv).stages};
+}
 int page_size_of(const lab::Problem& pr) { return pr.page_size > 0 ? pr.page_size : DEFAULT_PAGE; }
 int box_rows_of(int page_size) { return std::gcd(page_size, BLOCK_KV); }
 // The paged cache of the problem: every sequence T_kv keys, from a pool shuffled with `seed`
@@ -601,7 +611,7 @@ lab::GpuRun setup_fp8(const lab::RunContext& ctx) {
   run.metrics["p_factor"] = 256;
   run.metrics["block_q"] = BLOCK_Q;
   run.metrics["block_kv"] = BLOCK_KV;
-  run.metrics["stages"] = pr.d == 64 ? fp8::Tiles<64>::STAGES : fp8::Tiles<128>::STAGES;
+  run.metrics["stages"] = run_ring(pr, ctx.options).stages;
   run.metrics["smem_bytes"] = pr.d == 64 ? fp8::Tiles<64>::SMEM_BYTES : fp8::Tiles<128>::SMEM_BYTES;
   return run;
 }
@@ -904,8 +914,7 @@ int64_t workspace_bytes(const lab::Problem& p, const std::string& variant) {
 // protocol shows itself there as what it does, a hang or a stale read.
 std::string ring_error(const lab::Problem& pr, const lab::Options& opt) {
   if (!opt.cpu) return "";
-  const int block_kv = opt.variant == "fp8" ? BLOCK_KV : kv_tile_of(opt);
-  const int stages = ring_info(pr.d, consumers_of(opt, pr), block_kv).stages;
+  const auto [block_kv, stages] = run_ring(pr, opt);
   if (ring_slot(0, stages).stage < 0) return "ring_slot() is not written yet: the kernel and this model skip every tile";
   if (std::string bad = check_ring(stages, std::max(lab::ceil_div(pr.t_kv, block_kv), 4 * stages)); !bad.empty())
     return bad;
@@ -916,8 +925,8 @@ std::string ring_error(const lab::Problem& pr, const lab::Options& opt) {
 lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in, std::vector<float>& o,
                     std::vector<float>& lse) {
   lab::CpuRun run;
-  const int block_kv = opt.variant == "fp8" ? BLOCK_KV : kv_tile_of(opt);  // keys per K/V tile, as the kernel's
-  const int stages = ring_info(pr.d, consumers_of(opt, pr), block_kv).stages;
+  const RunRing ring = run_ring(pr, opt);  // keys per K/V tile and slots, as the kernel's
+  const int block_kv = ring.block_kv, stages = ring.stages;
   if (std::string(LAB_BUILD_KIND) == "lab") {  // your build: the rest of the protocol is yours, and GPU-only
     run.not_checked =
         "needs a GPU: ring_slot() passed its host check, but the producer loop, consumer_wait and "

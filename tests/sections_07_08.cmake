@@ -185,4 +185,9 @@ if(LAB_BUILD_SOLUTIONS)
          "ring_slot\\(0, 3\\) = \\{stage 0, parity 1\\}: fill 0 is slot 0's use 0, a phase of parity 0: .* the producer's wait on k_empty / v_empty \\(parity 0\\) would block although the slot is free \\(nothing was run\\)\\n  memory"
          "ring_slot\\(0, 3\\) = \\{stage 1, parity 0\\}: fills take the slots in turn, so fill 0 goes to slot 0"
     ARGS --cpu ${S08_SHAPE})
+  # fp8's precheck replays fp8's own ring (fp8::Tiles: 4 slots at D = 128), not the 16-bit kernel's 3.
+  lab_wrong_answer_tests(precheck.08.fp8_ring ${BIN}/wrong_ring_slot_08 LAB_WRONG_RING_SLOT
+    MODES never-flips
+    SAID "ring_slot\\(4, 4\\) = \\{stage 0, parity 0\\}: fill 4 is slot 0's use 1"
+    ARGS --cpu --variant fp8 --t 1000 --h 2)
 endif()
