@@ -30,7 +30,7 @@ ROWS = [
       ("common/toolbox/mma_sm80.cuh", ALL, None)]),
     ("08 `ws`", "CUDA C++, Hopper TMA + mbarrier ring + wgmma, warp-specialised",
      [("solutions/08_tma_skeleton.cu", ALL, r"page|edit_page_maps|physical_block"),
-      ("common/hopper/ws_forward.cuh", ALL, None), ("common/toolbox/sm90.cuh", ALL, None)]),
+      ("common/hopper/ws_forward.cuh", ALL, None), ("common/toolbox/sm90.cuh", ALL, r"_e4m3")]),
 ]
 
 COMMENT_ONLY = re.compile(r"^\s*(//.*)?$")

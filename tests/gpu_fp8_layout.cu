@@ -65,7 +65,7 @@ fp8_layout_kernel(const __grid_constant__ CUtensorMap q_map,   // (D, 64) e4m3
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < D / 32; ++kk)
-    fp8::wgmma_ss_e4m3_n128(s, fp8::desc_k_major<D>(q_s + uint32_t(kk * 32)), fp8::desc_k_major<D>(k_s + uint32_t(kk * 32)),
+    wgmma_ss_e4m3_n128(s, desc_k_major<D>(q_s + uint32_t(kk * 32)), desc_k_major<D>(k_s + uint32_t(kk * 32)),
                             kk > 0);
   wgmma_commit();
   wgmma_wait<0>();
@@ -80,7 +80,7 @@ fp8_layout_kernel(const __grid_constant__ CUtensorMap q_map,   // (D, 64) e4m3
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < N / 32; ++kk)
-    fp8::wgmma_rs_e4m3<D>(o, p_frag[kk], fp8::desc_k_major<128>(vt_s + uint32_t(kk * 32)), kk > 0);
+    wgmma_rs_e4m3<D>(o, p_frag[kk], desc_k_major<128>(vt_s + uint32_t(kk * 32)), kk > 0);
   wgmma_commit();
   wgmma_wait<0>();
   fence_accumulators(o);

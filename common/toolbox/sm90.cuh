@@ -241,11 +241,16 @@ __device__ __forceinline__ void fence_registers(uint32_t (&r)[N]) {
 // K-major (the reduction dimension K is contiguous: Q and K for S = Q Kᵀ, rows of 64 elements =
 // 128 bytes): the operand is 8-row groups of 128-byte rows; SBO = bytes from one 8-row group to
 // the next along M/N (1024 when rows are packed); LBO is unused (K = 16 fits in one row).
-__device__ __forceinline__ uint64_t desc_k_major_sw128(uint32_t start) {
-  constexpr uint64_t kSbo = 1024, kLbo = 16;
+// The 8-bit kernel's rows are D bytes (64 or 128), so its swizzle width is a parameter: SW = 128
+// (layout type 1) or 64 (type 2) bytes per row, SBO = 8 rows of SW bytes.
+template <int SW>
+__device__ __forceinline__ uint64_t desc_k_major(uint32_t start) {
+  static_assert(SW == 128 || SW == 64, "128- or 64-byte swizzle");
+  constexpr uint64_t kSbo = 8 * SW, kLbo = 16, kLayout = SW == 128 ? 1 : 2;
   return uint64_t((start >> 4) & 0x3FFF) | (((kLbo >> 4) & 0x3FFF) << 16) | (((kSbo >> 4) & 0x3FFF) << 32) |
-         (uint64_t(1) << 62);
+         (kLayout << 62);
 }
+__device__ __forceinline__ uint64_t desc_k_major_sw128(uint32_t start) { return desc_k_major<128>(start); }
 // MN-major (the N dimension is contiguous: V [keys][D] as the B of O = P V, where K = keys and
 // N = D; transposed: imm-trans-b = 1): each atom is 8 rows of K x 64 contiguous N-elements; SBO =
 // bytes from one 8-row group to the next along K (1024); LBO = bytes from one 64-column atom to
@@ -267,23 +272,23 @@ __device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) 
 // no register-to-uniform moves (R2UR) on the issue path. (Call it from all 32 lanes.)
 __device__ __forceinline__ int warp_uniform(int v) { return __shfl_sync(0xffffffffu, v, 0); }
 
-// Operand lists of the asm statements below (written once).
-#define LAB_ACC32_LIST                                                                                           \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, " \
-  "%23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define LAB_ACC64_LIST                                                                                           \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, " \
-  "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "   \
-  "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
-#define LAB_ACC88_LIST                                                                                           \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, "   \
-  "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "    \
-  "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, "    \
-  "%65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, "    \
-  "%86, %87}"
-#define LAB_ACC8(d, i)                                                                                            \
-  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
-      "+f"(d[i + 7])
+// Operand lists of the asm statements below (written once): "{%0, ..., %N-1}" and N "+f" operands.
+#define LAB_R0_31                                                                                              \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, " \
+  "%23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define LAB_R32_63                                                                                             \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, " \
+  "%53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define LAB_R64_87                                                                                             \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, " \
+  "%85, %86, %87"
+#define LAB_ACC32_LIST "{" LAB_R0_31 "}"
+#define LAB_ACC36_LIST "{" LAB_R0_31 ", %32, %33, %34, %35}"
+#define LAB_ACC64_LIST "{" LAB_R0_31 ", " LAB_R32_63 "}"
+#define LAB_ACC68_LIST "{" LAB_R0_31 ", " LAB_R32_63 ", %64, %65, %66, %67}"
+#define LAB_ACC88_LIST "{" LAB_R0_31 ", " LAB_R32_63 ", " LAB_R64_87 "}"
+#define LAB_ACC4(d, i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
+#define LAB_ACC8(d, i) LAB_ACC4(d, i), LAB_ACC4(d, i + 4)
 #define LAB_ACC32_OPS(d) LAB_ACC8(d, 0), LAB_ACC8(d, 8), LAB_ACC8(d, 16), LAB_ACC8(d, 24)
 #define LAB_ACC64_OPS(d) LAB_ACC32_OPS(d), LAB_ACC8(d, 32), LAB_ACC8(d, 40), LAB_ACC8(d, 48), LAB_ACC8(d, 56)
 #define LAB_ACC88_OPS(d) LAB_ACC64_OPS(d), LAB_ACC8(d, 64), LAB_ACC8(d, 72), LAB_ACC8(d, 80)
@@ -335,6 +340,52 @@ __device__ __forceinline__ void wgmma_rs_mn(float (&d)[N / 2], const uint32_t (&
   }
 #undef LAB_WGMMA_RS
 }
+// 8-bit (e4m3) operands: k = 32 per wgmma, and no transpose flags exist for 8-bit types, so both
+// operands are K-major (O = P V takes V transposed, Vᵀ [D][keys]).
+// S (64 x 128, fp32) = A·B (+ S when accumulate): A and B e4m3, K-major, by descriptor (no
+// transpose flags exist for 8-bit types).
+__device__ __forceinline__ void wgmma_ss_e4m3_n128(float (&d)[64], uint64_t a_desc, uint64_t b_desc, bool accumulate) {
+  const uint32_t scale_d = accumulate ? 1u : 0u;
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " LAB_ACC64_LIST ", %64, %65, p, 1, 1;\n}\n"
+      : LAB_ACC64_OPS(d)
+      : "l"(a_desc), "l"(b_desc), "r"(scale_d));
+}
+// D (64 x N, fp32) = A·B (+ D when accumulate): A (64 x 32 e4m3) from registers, 4 registers of 4
+// bytes (a0: row g, k = 4t..4t+3; a1: row g + 8, same k; a2, a3: k + 16), B e4m3 K-major by
+// descriptor. N = D + 8 (O's columns and the row sums) or D (--bug o-in-tensor-core's O).
+template <int N>
+__device__ __forceinline__ void wgmma_rs_e4m3(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b_desc,
+                                              bool accumulate) {
+  static_assert(N == 64 || N == 72 || N == 128 || N == 136, "instantiated for N = D or D + 8, D = 64 or 128");
+  const uint32_t scale_d = accumulate ? 1u : 0u;
+  if constexpr (N == 136)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %73, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n136k32.f32.e4m3.e4m3 " LAB_ACC68_LIST ", {%68, %69, %70, %71}, %72, p, 1, 1;\n}\n"
+        : LAB_ACC64_OPS(d), LAB_ACC4(d, 64)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d));
+  else if constexpr (N == 128)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " LAB_ACC64_LIST ", {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+        : LAB_ACC64_OPS(d)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d));
+  else if constexpr (N == 72)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %41, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n72k32.f32.e4m3.e4m3 " LAB_ACC36_LIST ", {%36, %37, %38, %39}, %40, p, 1, 1;\n}\n"
+        : LAB_ACC32_OPS(d), LAB_ACC4(d, 32)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d));
+  else
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " LAB_ACC32_LIST ", {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+        : LAB_ACC32_OPS(d)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d));
+}
+#undef LAB_ACC4
 #undef LAB_ACC8
 #undef LAB_ACC32_OPS
 #undef LAB_ACC64_OPS
@@ -342,6 +393,11 @@ __device__ __forceinline__ void wgmma_rs_mn(float (&d)[N / 2], const uint32_t (&
 #undef LAB_ACC32_LIST
 #undef LAB_ACC64_LIST
 #undef LAB_ACC88_LIST
+#undef LAB_ACC36_LIST
+#undef LAB_ACC68_LIST
+#undef LAB_R0_31
+#undef LAB_R32_63
+#undef LAB_R64_87
 
 // =============================================================================================
 // Host: tensor maps. cuTensorMapEncodeTiled is a driver API function; it is reached through the
