@@ -363,17 +363,12 @@ __device__ __forceinline__ void load_kv_tile_contiguous(const CUtensorMap& map, 
 // (log2 units). A P may then reach 2^SLACK_LOG2, far inside fp16's and bf16's range, and on most
 // tiles every row of a warp keeps alpha = 1 exactly, so the warp skips O's rescale
 // (ConsumerTile::rescale_o). LSE = m·scale + log(l) holds for any m the sums were taken against.
-// ROW_SUM = false leaves l alone: the fp8 tile takes its row sums from P V.
-// FMA_NB of the thread's n-blocks (spread evenly) take their exp2 on the FMA pipe (fma_exp2): a
-// warp's 64 MUFU.EX2 a tile take 512 clocks of its scheduler's MUFU, more than the rest of the
-// softmax takes to issue, once fp8 has halved the GEMMs' time.
-template <int P_LOG2 = 0, int SLACK_LOG2 = 0, bool ROW_SUM = true, int FMA_NB = 0, int S_REGS>
+template <int P_LOG2 = 0, int SLACK_LOG2 = 0, int S_REGS>
 __device__ __forceinline__ void online_softmax_rows(float (&s)[S_REGS], float (&m)[2], float (&l)[2], float (&alpha)[2],
                                                     float scale_log2) {
   constexpr int NB = S_REGS / 4;  // 8-key n-blocks: the thread holds keys 2t, 2t + 1 of each, per row
   constexpr int CHAINS = 2;
   static_assert(NB >= CHAINS, "a chain per n-block at least");
-  static_assert(NB % (FMA_NB > 0 ? FMA_NB : 1) == 0, "FMA_NB spreads evenly over the n-blocks");
   float part[2][CHAINS];
 #pragma unroll
   for (int j = 0; j < NB; ++j)
@@ -406,23 +401,20 @@ __device__ __forceinline__ void online_softmax_rows(float (&s)[S_REGS], float (&
   for (int j = 0; j < NB; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const float arg = fmaf(s[4 * j + e], scale_log2, bias[e / 2]);
-      if constexpr (FMA_NB > 0) s[4 * j + e] = j % (NB / FMA_NB) == 0 ? fma_exp2(arg) : fast_exp2(arg);
-      else s[4 * j + e] = fast_exp2(arg);
+      s[4 * j + e] = fast_exp2(fmaf(s[4 * j + e], scale_log2, bias[e / 2]));
       const float x = s[4 * j + e];
       const int r = e / 2, c = (2 * j + e % 2) % CHAINS;
-      if constexpr (ROW_SUM) part[r][c] = 2 * j + e % 2 < CHAINS ? x : part[r][c] + x;
+      part[r][c] = 2 * j + e % 2 < CHAINS ? x : part[r][c] + x;
     }
-  if constexpr (ROW_SUM)
 #pragma unroll
-    for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + (part[r][0] + part[r][1]);
+  for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + (part[r][0] + part[r][1]);
 }
 
 // A consumer thread's epilogue for its rows row_g and row_g + 8: O = o_acc · out_factor / l in the
-// output type T, LSE = m · lse_scale + log(l) - lse_shift (l summed across the quad first when each
-// lane holds a part: L_PARTS). Rows past T_q are not written. The 16-bit tile passes (1, softmax
-// scale, 0); the fp8 tile its V descale, its descaled softmax scale and 8 ln 2.
-template <class T, int HEAD_DIM, bool L_PARTS = true, int O_REGS>
+// output type T, LSE = m · lse_scale + log(l) - lse_shift (l summed across the quad first). Rows
+// past T_q are not written. The 16-bit tile passes (1, softmax scale, 0); the fp8 tile its V
+// descale, its descaled softmax scale and 8 ln 2.
+template <class T, int HEAD_DIM, int O_REGS>
 __device__ __forceinline__ void store_o_lse(const float (&o_acc)[O_REGS], const float (&m)[2], const float (&l)[2],
                                             const Params& p, int b, int head, int row_g, int t, float out_factor,
                                             float lse_scale, float lse_shift) {
@@ -430,10 +422,8 @@ __device__ __forceinline__ void store_o_lse(const float (&o_acc)[O_REGS], const 
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float row_sum = l[r];
-    if constexpr (L_PARTS) {
-      row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 1);
-      row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 2);
-    }
+    row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 1);
+    row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 2);
     const int i = row_g + 8 * r;
     if (i >= p.t_q) continue;
     const float out_scale = row_sum > 0.f ? out_factor / row_sum : 0.f;

@@ -13,20 +13,15 @@
 //   softmax    04's online softmax in fp32, with P = exp2(S·c - m·c + 8): its largest value is
 //              2^8 = 256, not 1 (the factor is a power of two: exact, and free inside the exp2's
 //              FFMA), so e4m3 keeps normal precision for P down to 2^-14 instead of 2^-6, and
-//              flushes only P < 2^-18 to zero (the 2^8 cancels in O = (P V) / l; the LSE
-//              subtracts 8 ln 2).
-//   P V        wgmma m64n{D+8}k32 with P from registers (e4m3) and Vᵀ from shared memory: fp8 wgmma
+//              flushes only P < 2^-18 to zero. The row sum l uses the same P in fp32 (the 2^8
+//              cancels in O = (P V) / l; the LSE subtracts 8 ln 2).
+//   P V        wgmma m64n{D}k32 with P from registers (e4m3) and Vᵀ from shared memory: fp8 wgmma
 //              reads B only K-major, so V must arrive transposed (keys contiguous). Here the
 //              quantise pass writes it so in global memory (simpler than FlashAttention-3, whose
 //              producer warps transpose V in shared memory with ldmatrix/stmatrix).
-//   l          the row sum comes out of the same GEMM: each Vᵀ slot has 8 more rows, all ones, so
-//              columns D .. D+7 of P V are the sums of the tile's rows of e4m3 P. The softmax drops
-//              its 64 FADDs a tile (the issue slots it is short of), and l sums exactly the
-//              weights O does.
 //   O = O·α + PV  each tile's P V goes into a fresh accumulator (its first k-step does not add),
-//              and the consumer folds it into O (and its row sums into l) with one FFMA per
-//              register, in full fp32: the fp8 tensor core adds into its accumulator with fewer
-//              bits than fp32 (see ConsumerTile).
+//              and the consumer folds it into O with one FFMA per register, in full fp32: the fp8
+//              tensor core adds into its accumulator with fewer bits than fp32 (see ConsumerTile).
 //   epilogue   O = o_acc · v_scale / l, stored in the inputs' 16-bit type; LSE in fp32.
 //
 // P from the S accumulator. A thread's S registers hold, per 8-key n-block, keys 2t and 2t + 1 of
@@ -48,7 +43,6 @@
 namespace lab::ws::fp8 {
 
 constexpr float P_LOG2_FACTOR = 8.f;  // P = exp2(... + 8): the largest P is 256 (e4m3's range ends at 448)
-constexpr int FMA_EXP2_NB = 2;        // of a thread's 16 n-blocks of 8 keys, 2 take exp2 on the FMA pipe (fma_exp2)
 
 // Position k (0..15) of a group of 16 keys in Vᵀ holds key vt_key_at(k) of that group: the key the
 // P fragment holds at k (see above). Thread t's register bytes i = 0..3 are keys 2t + (i & 1) + 8(i >> 1).
@@ -60,23 +54,18 @@ struct Tiles {
   static constexpr int SWIZZLE = HEAD_DIM;                     // a row of Q or K is D bytes: a swizzle of D bytes
   static constexpr int Q_BYTES = BLOCK_Q * HEAD_DIM;           // Q [128 rows][D], one box
   static constexpr int KV_TILE_BYTES = BLOCK_KV * HEAD_DIM;    // K [128 keys][D] or Vᵀ [D][128 keys], one box each
-  static constexpr int ONES_ROWS = 8;                          // Vᵀ rows D .. D+7: e4m3 ones, P V's row-sum columns
-  static constexpr int PV_N = HEAD_DIM + ONES_ROWS;            // N of P V: O's D columns, then the row sums
-  static constexpr int VT_SLOT_BYTES = BLOCK_KV * PV_N;        // a Vᵀ slot: the tile TMA fills, then the ones
   static constexpr int OFF_K = Q_BYTES;
   static constexpr int OFF_V = OFF_K + STAGES * KV_TILE_BYTES;
-  static constexpr int OFF_BAR = OFF_V + STAGES * VT_SLOT_BYTES;
+  static constexpr int OFF_BAR = OFF_V + STAGES * KV_TILE_BYTES;
   static constexpr int SMEM_BYTES = OFF_BAR + BAR_BYTES + 1024;  // + slack to align the base
   static constexpr int D_STEPS = HEAD_DIM / 32;                // k-steps of S = Q Kᵀ (K = 32 per fp8 wgmma)
   static constexpr int KV_STEPS = BLOCK_KV / 32;               // k-steps of O = P V
   static constexpr int S_REGS = BLOCK_KV / 2;                  // fp32 S accumulator per thread
   static constexpr int O_REGS = HEAD_DIM / 2;                  // fp32 O accumulator per thread
-  static constexpr int PV_REGS = PV_N / 2;                     // a tile's P V per thread: O's columns, 4 row sums
   static_assert(HEAD_DIM == 64 || HEAD_DIM == 128, "rows of 64 or 128 bytes: the 64- or 128-byte swizzle");
   static_assert(BLOCK_KV == 128, "a Vᵀ row of a tile is 128 keys = 128 bytes: one 128-byte swizzle row");
   static_assert(SMEM_BYTES <= 227 * 1024, "fits one block per SM");
-  static_assert(Q_BYTES % 1024 == 0 && KV_TILE_BYTES % 1024 == 0 && VT_SLOT_BYTES % 1024 == 0,
-                "every tile, and the ones after a Vᵀ tile, start on a swizzle atom (8 rows of 128 bytes)");
+  static_assert(Q_BYTES % 1024 == 0 && KV_TILE_BYTES % 1024 == 0, "every tile starts on a swizzle atom");
 };
 
 // Shared-memory addresses of one block's buffers and barriers (the same accessors as ws's Smem,
@@ -89,7 +78,7 @@ struct Smem : BarrierArea<Tiles<HEAD_DIM>::STAGES> {
       : BarrierArea<TL::STAGES>(base_, generic, TL::OFF_BAR), base(base_) {}
   __device__ uint32_t q() const { return base; }
   __device__ uint32_t k(int stage) const { return base + TL::OFF_K + stage * TL::KV_TILE_BYTES; }
-  __device__ uint32_t v(int stage) const { return base + TL::OFF_V + stage * TL::VT_SLOT_BYTES; }  // Vᵀ, then ones
+  __device__ uint32_t v(int stage) const { return base + TL::OFF_V + stage * TL::KV_TILE_BYTES; }  // Vᵀ
 };
 // The kernel's parameters: ws's, and where the descale factors are.
 struct Params : lab::ws::Params {
@@ -143,11 +132,10 @@ __device__ __forceinline__ void pack_p(const float (&s)[S_REGS], uint32_t (&p_fr
 // tensor core, O would drop the low bits of each tile's share once O is large beside it. A tile's
 // 4 k-steps are a short sum; the long sum over tiles is the FFMA here. The walker runs PV(n - 1)
 // while the softmax of tile n overwrites alpha, so the fold of a tile uses the alpha saved when its
-// PV was issued (pv_alpha). l is folded the same way from pv's last 4 registers (columns D + 2t and
-// D + 2t + 1 of rows g and g + 8, each the whole row's sum: every lane of a quad holds it).
+// PV was issued (pv_alpha).
 // O_IN_TC (--bug o-in-tensor-core) leaves O in the wgmma's accumulator, every tile's P V added to it
 // there and rescaled in place, as the 16-bit tile does: the long sum the promotion avoids. It runs
-// the same schedule, its P V has no row-sum columns (N = D), and the softmax sums l in fp32.
+// the same schedule and reads the same operands; only O's sum differs.
 template <class T, int HEAD_DIM, class H, bool O_IN_TC = false>
 struct ConsumerTile {
   using TL = Tiles<HEAD_DIM>;
@@ -156,44 +144,32 @@ struct ConsumerTile {
   static constexpr int STAGES = TL::STAGES;
   float s[TL::S_REGS];               // S = Q Kᵀ (raw, in units of q_scale·k_scale), then P·2^8 in fp32
   uint32_t p_frag[TL::KV_STEPS][4];  // P in e4m3, the A registers of P V
-  float pv[O_IN_TC ? 1 : TL::PV_REGS];  // the P V of the tile in flight, then its row sums (O_IN_TC: unused)
+  float pv[O_IN_TC ? 1 : TL::O_REGS];  // the P V of the tile in flight (O_IN_TC: unused)
   float o_acc[TL::O_REGS];           // unnormalised O, in full fp32 on the CUDA cores
-  float m[2], l[2], alpha[2];        // running max (raw scores), row sums of P·2^8 (see l_rows), the last tile's rescale
+  float m[2], l[2], alpha[2];        // running max (raw scores), row sums of P·2^8, the last tile's rescale
   float pv_alpha[2];                 // the rescale of pv's tile, applied when pv is folded into O
-  float scale_log2;                  // the softmax's scale with Q's and K's descales
+  float scale_log2, qk_scale, v_scale;  // the descales of this (sequence, K/V head)
 
-  // l of this thread's two rows between tiles (O_IN_TC: l[], summed by the softmax), in shared
-  // memory: read and written once a tile (the fold), in registers it would hold two of the 240
-  // through the softmax, and the D = 128 consumer would spill.
-  __device__ __forceinline__ static float2& l_rows() {
-    __shared__ float2 rows[CONSUMERS * WG_THREADS];
-    return rows[threadIdx.x - WG_THREADS];
-  }
   // This warpgroup's 64 rows of Q: Q's slot is one box of rows of D bytes.
   __device__ __forceinline__ static uint32_t q_rows(uint32_t q_slot, int wg) {
     return q_slot + uint32_t(wg * WG_ROWS * HEAD_DIM);
   }
-  // The descales of this (sequence, K/V head). S8 = Q8 K8ᵀ is in units of q_scale·k_scale: the
-  // softmax's scale takes both factors; O's v_scale waits for the epilogue, which reads them again
-  // (kept in registers through the loop, two of them would push the D = 128 consumer past 240).
-  struct Descales {
-    float qk_log2, qk, v;  // softmax scale · q_scale · k_scale in log2 and natural-log units; v_scale
-  };
-  __device__ __forceinline__ static Descales descales(const Params& p, int b, int head) {
-    const int group = b * p.h_kv + lab::kv_head_of(head, p.h, p.h_kv);
-    const float qk = p.scales[group] * (p.forget_k_descale ? 1.f : p.scales[p.groups + group]);
-    return {p.scale_log2 * qk, p.scale * qk, p.scales[2 * p.groups + group]};
-  }
+  // S8 = Q8 K8ᵀ is in units of q_scale·k_scale: the softmax's scale_log2 takes both factors; O's
+  // v_scale waits for the epilogue.
   __device__ __forceinline__ void begin(const Params& p, int b, int head) {
-    scale_log2 = descales(p, b, head).qk_log2;
+    const int group = b * p.h_kv + lab::kv_head_of(head, p.h, p.h_kv);
+    const float q_scale = p.scales[group];
+    const float k_scale = p.forget_k_descale ? 1.f : p.scales[p.groups + group];
+    v_scale = p.scales[2 * p.groups + group];
+    qk_scale = p.scale * q_scale * k_scale;  // natural-log units, for the LSE
+    scale_log2 = p.scale_log2 * q_scale * k_scale;
 #pragma unroll
     for (int i = 0; i < TL::O_REGS; ++i) o_acc[i] = 0.f;
     if constexpr (!O_IN_TC)
 #pragma unroll
-      for (int i = 0; i < TL::PV_REGS; ++i) pv[i] = 0.f;  // the first fold adds nothing
+      for (int i = 0; i < TL::O_REGS; ++i) pv[i] = 0.f;  // the first fold adds nothing
     m[0] = m[1] = -INFINITY;
-    if constexpr (O_IN_TC) l[0] = l[1] = 0.f;
-    else l_rows() = make_float2(0.f, 0.f);
+    l[0] = l[1] = 0.f;
     pv_alpha[0] = pv_alpha[1] = 0.f;
   }
   // S = Q K_tileᵀ: D/32 wgmmas of m64n128k32; each k-step is 32 bytes further along the rows. K's
@@ -206,15 +182,15 @@ struct ConsumerTile {
     for (int kk = 0; kk < TL::D_STEPS; ++kk)
       wgmma_ss_e4m3_n128(s, desc_k_major<TL::SWIZZLE>(q_rows + uint32_t(kk * 32)), desc_advance(b0, uint32_t(kk * 32)), kk > 0);
   }
-  // PV = P Vᵀ_tileᵀ: 4 wgmmas of m64n{D+8}k32; B = the slot's Vᵀ [D rows][128 keys] and its 8 rows
-  // of ones, 32 keys per k-step. The first k-step overwrites pv (scale-d = 0), as S's first does.
+  // PV = P Vᵀ_tileᵀ: 4 wgmmas of m64n{D}k32; B = Vᵀ [D rows][128 keys], 32 keys per k-step. The
+  // first k-step overwrites pv (scale-d = 0), as S's first does: no zeroing, no old O.
   __device__ __forceinline__ void issue_pv(uint32_t vt_slot) {
     const uint64_t vt0 = desc_k_major<128>(vt_slot);
 #pragma unroll
     for (int kk = 0; kk < TL::KV_STEPS; ++kk) {
       const uint64_t vt = desc_advance(vt0, uint32_t(kk * 32));
       if constexpr (O_IN_TC) wgmma_rs_e4m3<HEAD_DIM>(o_acc, p_frag[kk], vt, true);
-      else wgmma_rs_e4m3<TL::PV_N>(pv, p_frag[kk], vt, kk > 0);
+      else wgmma_rs_e4m3<HEAD_DIM>(pv, p_frag[kk], vt, kk > 0);
     }
   }
   __device__ __forceinline__ void fence_pv_operands() {
@@ -226,23 +202,17 @@ struct ConsumerTile {
   __device__ __forceinline__ void mask_all(const lab::ws::Params& p, int kv0, int row_g, int t) {
     H::mask_tile(s, p, kv0, row_g, t, INT_MAX, INT_MIN);  // no key range is whole: every element tested
   }
-  // Online softmax (04's, base 2), P scaled by 2^8 inside the exp2: bias = 8 - m·c. The row sums
-  // come from P V (O_IN_TC: from the softmax, in fp32).
+  // Online softmax (04's, base 2), P scaled by 2^8 inside the exp2: bias = 8 - m·c.
   __device__ __forceinline__ void online_softmax(const lab::ws::Params&) {
-    online_softmax_rows<int(P_LOG2_FACTOR), 0, O_IN_TC, FMA_EXP2_NB>(s, m, l, alpha, scale_log2);
+    online_softmax_rows<int(P_LOG2_FACTOR)>(s, m, l, alpha, scale_log2);
   }
-  // O = O·α + PV and l = l·α + the tile's row sums, one FFMA per register (the promotion above).
+  // O = O·α + PV, one FFMA per register (the promotion above).
   __device__ __forceinline__ void fold_pv() {
-    if constexpr (!O_IN_TC) {
+    if constexpr (!O_IN_TC)
 #pragma unroll
       for (int j = 0; j < TL::O_REGS / 4; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) o_acc[4 * j + e] = fmaf(o_acc[4 * j + e], pv_alpha[e / 2], pv[4 * j + e]);
-      float2 l = l_rows();
-      l.x = fmaf(l.x, pv_alpha[0], pv[TL::O_REGS]);      // row g:     column D + 2t
-      l.y = fmaf(l.y, pv_alpha[1], pv[TL::O_REGS + 2]);  // row g + 8: column D + 2t
-      l_rows() = l;
-    }
   }
   // The walker's rescale point (the previous PV is done, the next is about to be issued): fold
   // the finished tile into O, and keep alpha for the tile whose PV comes next (O_IN_TC: O *= alpha).
@@ -259,18 +229,15 @@ struct ConsumerTile {
   __device__ __forceinline__ void pack_p() { fp8::pack_p(s, p_frag); }  // P -> e4m3, keys where S has them
 
   // Finalize: the last tile folded in, O = o_acc · v_scale / l; LSE = m·scale·q_scale·k_scale +
-  // log(l) - 8 ln 2 (l counts P·2^8). Rows past T_q are not written. l is already the row's whole
-  // sum in every lane (O_IN_TC: each lane's part, summed across the quad there).
-  __device__ __forceinline__ void finalize(const Params& p, int b, int head, int row_g, int t) {
+  // log(l) - 8 ln 2 (l counts P·2^8). Rows past T_q are not written.
+  __device__ __forceinline__ void finalize(const lab::ws::Params& p, int b, int head, int row_g, int t) {
     fold_pv();
-    const Descales ds = descales(p, b, head);
-    if constexpr (!O_IN_TC) l[0] = l_rows().x, l[1] = l_rows().y;
-    store_o_lse<T, HEAD_DIM, O_IN_TC>(o_acc, m, l, p, b, head, row_g, t, ds.v, ds.qk, P_LOG2_FACTOR * lab::kLn2);
+    store_o_lse<T, HEAD_DIM>(o_acc, m, l, p, b, head, row_g, t, v_scale, qk_scale, P_LOG2_FACTOR * lab::kLn2);
   }
 };
 
-// The register split: S (64) + P (16) + PV (D/2 + 4) + O (D/2) live at once while a PV overlaps the
-// softmax, 212 at D = 128: FlashAttention-3's 24 for the producer, 240 for each consumer.
+// The register split: S (64) + P (16) + PV (D/2) + O (D/2) live at once while a PV overlaps the
+// softmax, 208 at D = 128: FlashAttention-3's 24 for the producer, 240 for each consumer.
 constexpr uint32_t PRODUCER_REGS = 24, CONSUMER_REGS = 240;
 static_assert(PRODUCER_REGS * WG_THREADS + CONSUMER_REGS * WG_THREADS * CONSUMERS <= 65536, "fits the SM's 64K registers");
 
@@ -292,20 +259,10 @@ ws_fp8_kernel(const __grid_constant__ CUtensorMap q_map,   // Q8 (D, H, T_q, B),
 
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_addr(smem_raw), base = (raw + 1023u) & ~1023u;
-  uint8_t* const smem = smem_raw + (base - raw);
-  const Smem<HEAD_DIM> sm{base, smem};
+  const Smem<HEAD_DIM> sm{base, smem_raw + (base - raw)};
 
   if (threadIdx.x == 0) sm.init(CONSUMERS);
-  if constexpr (!O_IN_TC) {
-    // The 8 rows of ones after every Vᵀ tile, written once: TMA never writes them. Every byte is
-    // e4m3 1.0 (0x38), so the 128-byte swizzle leaves them as they are.
-    constexpr int VECS = TL::ONES_ROWS * BLOCK_KV / 16;  // 16-byte stores per slot
-    for (int i = int(threadIdx.x); i < TL::STAGES * VECS; i += THREADS)
-      *reinterpret_cast<uint4*>(smem + TL::OFF_V + (i / VECS) * TL::VT_SLOT_BYTES + TL::KV_TILE_BYTES + 16 * (i % VECS)) =
-          make_uint4(0x38383838u, 0x38383838u, 0x38383838u, 0x38383838u);
-    fence_proxy_async_smem();  // generic stores, read by wgmma (the async proxy)
-  }
-  __syncthreads();  // the barriers are initialised (and the ones written) before any thread uses them
+  __syncthreads();  // the barriers are initialised before any thread waits on or arrives at them
 
   // The block's one job: x its Q tile, y its (sequence, head).
   auto block_job = [&] {

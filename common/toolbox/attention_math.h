@@ -9,7 +9,6 @@
 //   the W most recent keys of that position, itself included.
 #pragma once
 #include <cmath>
-#include <cstring>
 
 #if defined(__CUDACC__)
 #define LAB_HD __host__ __device__ __forceinline__
@@ -38,27 +37,6 @@ LAB_HD float fast_exp2(float x) {
 #else
   return std::exp2(x);
 #endif
-}
-
-// 2^x on the FMA pipe, for the share of a softmax's exponentials that would otherwise queue at
-// the MUFU (16 a clock per SM, against 128 FMAs): x = j + f with j = rint(x) (adding 1.5 * 2^23
-// rounds to an integer in the low mantissa bits), 2^f for f in [-1/2, 1/2] by a cubic fitted for
-// relative error (at most 1.2e-4, below fp8 e4m3's half ulp of 6e-2 and bf16's of 4e-3), and j
-// added to the exponent field. x is clamped at -126: 2^-inf gives 2^-126, not 0, which any
-// rounding to 16 or 8 bits takes to 0.
-LAB_HD float fma_exp2(float x) {
-  constexpr float ROUND = 12582912.f;  // 1.5 * 2^23
-  x = fmaxf(x, -126.f);
-  const float t = x + ROUND;  // j in t's low mantissa bits
-  const float f = x - (t - ROUND);
-  const float p = fmaf(fmaf(fmaf(0.05459283f, f, 0.24221838f), f, 0.69336869f), f, 1.f);
-  int p_bits, t_bits;
-  std::memcpy(&p_bits, &p, 4);
-  std::memcpy(&t_bits, &t, 4);
-  p_bits += t_bits << 23;
-  float y;
-  std::memcpy(&y, &p_bits, 4);
-  return y;
 }
 
 // Keys [begin, end) that query row `i` may attend to; begin == end when it sees none.

@@ -283,12 +283,11 @@ __device__ __forceinline__ int warp_uniform(int v) { return __shfl_sync(0xffffff
   "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, " \
   "%85, %86, %87"
 #define LAB_ACC32_LIST "{" LAB_R0_31 "}"
-#define LAB_ACC36_LIST "{" LAB_R0_31 ", %32, %33, %34, %35}"
 #define LAB_ACC64_LIST "{" LAB_R0_31 ", " LAB_R32_63 "}"
-#define LAB_ACC68_LIST "{" LAB_R0_31 ", " LAB_R32_63 ", %64, %65, %66, %67}"
 #define LAB_ACC88_LIST "{" LAB_R0_31 ", " LAB_R32_63 ", " LAB_R64_87 "}"
-#define LAB_ACC4(d, i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
-#define LAB_ACC8(d, i) LAB_ACC4(d, i), LAB_ACC4(d, i + 4)
+#define LAB_ACC8(d, i)                                                                                            \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
+      "+f"(d[i + 7])
 #define LAB_ACC32_OPS(d) LAB_ACC8(d, 0), LAB_ACC8(d, 8), LAB_ACC8(d, 16), LAB_ACC8(d, 24)
 #define LAB_ACC64_OPS(d) LAB_ACC32_OPS(d), LAB_ACC8(d, 32), LAB_ACC8(d, 40), LAB_ACC8(d, 48), LAB_ACC8(d, 56)
 #define LAB_ACC88_OPS(d) LAB_ACC64_OPS(d), LAB_ACC8(d, 64), LAB_ACC8(d, 72), LAB_ACC8(d, 80)
@@ -353,30 +352,17 @@ __device__ __forceinline__ void wgmma_ss_e4m3_n128(float (&d)[64], uint64_t a_de
       : "l"(a_desc), "l"(b_desc), "r"(scale_d));
 }
 // D (64 x N, fp32) = A·B (+ D when accumulate): A (64 x 32 e4m3) from registers, 4 registers of 4
-// bytes (a0: row g, k = 4t..4t+3; a1: row g + 8, same k; a2, a3: k + 16), B e4m3 K-major by
-// descriptor. N = D + 8 (O's columns and the row sums) or D (--bug o-in-tensor-core's O).
+// bytes (a0: row g, k = 4t..4t+3; a1: row g + 8, same k; a2, a3: k + 16), B e4m3 K-major by descriptor.
 template <int N>
 __device__ __forceinline__ void wgmma_rs_e4m3(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b_desc,
                                               bool accumulate) {
-  static_assert(N == 64 || N == 72 || N == 128 || N == 136, "instantiated for N = D or D + 8, D = 64 or 128");
+  static_assert(N == 64 || N == 128, "instantiated for N = 64 and 128");
   const uint32_t scale_d = accumulate ? 1u : 0u;
-  if constexpr (N == 136)
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %73, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n136k32.f32.e4m3.e4m3 " LAB_ACC68_LIST ", {%68, %69, %70, %71}, %72, p, 1, 1;\n}\n"
-        : LAB_ACC64_OPS(d), LAB_ACC4(d, 64)
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d));
-  else if constexpr (N == 128)
+  if constexpr (N == 128)
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " LAB_ACC64_LIST ", {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
         : LAB_ACC64_OPS(d)
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d));
-  else if constexpr (N == 72)
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %41, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n72k32.f32.e4m3.e4m3 " LAB_ACC36_LIST ", {%36, %37, %38, %39}, %40, p, 1, 1;\n}\n"
-        : LAB_ACC32_OPS(d), LAB_ACC4(d, 32)
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d));
   else
     asm volatile(
@@ -385,7 +371,6 @@ __device__ __forceinline__ void wgmma_rs_e4m3(float (&d)[N / 2], const uint32_t 
         : LAB_ACC32_OPS(d)
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(scale_d));
 }
-#undef LAB_ACC4
 #undef LAB_ACC8
 #undef LAB_ACC32_OPS
 #undef LAB_ACC64_OPS
@@ -393,8 +378,6 @@ __device__ __forceinline__ void wgmma_rs_e4m3(float (&d)[N / 2], const uint32_t 
 #undef LAB_ACC32_LIST
 #undef LAB_ACC64_LIST
 #undef LAB_ACC88_LIST
-#undef LAB_ACC36_LIST
-#undef LAB_ACC68_LIST
 #undef LAB_R0_31
 #undef LAB_R32_63
 #undef LAB_R64_87
