@@ -172,15 +172,13 @@ struct ConsumerTile {
     l[0] = l[1] = 0.f;
     pv_alpha[0] = pv_alpha[1] = 0.f;
   }
-  // S = Q K_tileᵀ: D/32 wgmmas of m64n128k32; each k-step is 32 bytes further along the rows. K's
-  // descriptor is built once a tile and advanced (desc_advance); Q's is rebuilt per k-step from the
-  // per-thread warpgroup index, unlike ws_forward.cuh: kept live across the loop, or made
-  // warp_uniform, it makes ptxas spill a register at D = 128.
+  // S = Q K_tileᵀ: D/32 wgmmas of m64n128k32; each k-step is 32 bytes further along the rows, so
+  // the descriptors are built once a tile and advanced (desc_advance).
   __device__ __forceinline__ void issue_s(uint32_t q_rows, uint32_t k_slot) {
-    const uint64_t b0 = desc_k_major<TL::SWIZZLE>(k_slot);
+    const uint64_t a0 = desc_k_major<TL::SWIZZLE>(q_rows), b0 = desc_k_major<TL::SWIZZLE>(k_slot);
 #pragma unroll
     for (int kk = 0; kk < TL::D_STEPS; ++kk)
-      wgmma_ss_e4m3_n128(s, desc_k_major<TL::SWIZZLE>(q_rows + uint32_t(kk * 32)), desc_advance(b0, uint32_t(kk * 32)), kk > 0);
+      wgmma_ss_e4m3_n128(s, desc_advance(a0, uint32_t(kk * 32)), desc_advance(b0, uint32_t(kk * 32)), kk > 0);
   }
   // PV = P Vᵀ_tileᵀ: 4 wgmmas of m64n{D}k32; B = Vᵀ [D rows][128 keys], 32 keys per k-step. The
   // first k-step overwrites pv (scale-d = 0), as S's first does: no zeroing, no old O.
