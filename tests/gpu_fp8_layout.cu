@@ -65,8 +65,7 @@ fp8_layout_kernel(const __grid_constant__ CUtensorMap q_map,   // (D, 64) e4m3
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < D / 32; ++kk)
-    wgmma_ss_e4m3_n128(s, desc_k_major<D>(q_s + uint32_t(kk * 32)), desc_k_major<D>(k_s + uint32_t(kk * 32)),
-                            kk > 0);
+    wgmma_ss_e4m3_n128(s, desc_k_major<D>(q_s + uint32_t(kk * 32)), desc_k_major<D>(k_s + uint32_t(kk * 32)), kk > 0);
   wgmma_commit();
   wgmma_wait<0>();
   fence_accumulators(s);

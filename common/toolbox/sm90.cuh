@@ -1,8 +1,8 @@
-// The Hopper (sm_90a) toolbox of section 08, written once and shared with its layout self-test
-// (tests/gpu_wgmma_layout.cu): mbarriers, TMA (cp.async.bulk.tensor) with tensor maps made on the
-// host, bulk reductions out of shared memory, device-side tensor-map edits (paged KV), setmaxnreg,
-// and wgmma with its shared-memory descriptors. Plumbing only: the pipeline, the online softmax
-// and the masks stay in the section.
+// The Hopper (sm_90a) toolbox of section 08, written once and shared with its layout self-tests
+// (tests/gpu_wgmma_layout.cu, tests/gpu_fp8_layout.cu): mbarriers, TMA (cp.async.bulk.tensor) with
+// tensor maps made on the host, bulk reductions out of shared memory, device-side tensor-map edits
+// (paged KV), setmaxnreg, and wgmma (16- and 8-bit operands) with its shared-memory descriptors.
+// Plumbing only: the pipeline, the online softmax and the masks stay in the section.
 // Build for sm_90a (-gencode=arch=compute_90a,code=sm_90a): wgmma and setmaxnreg exist only there.
 //
 // Vocabulary (the PTX ISA's):
@@ -341,8 +341,7 @@ __device__ __forceinline__ void wgmma_rs_mn(float (&d)[N / 2], const uint32_t (&
 }
 // 8-bit (e4m3) operands: k = 32 per wgmma, and no transpose flags exist for 8-bit types, so both
 // operands are K-major (O = P V takes V transposed, Vᵀ [D][keys]).
-// S (64 x 128, fp32) = A·B (+ S when accumulate): A and B e4m3, K-major, by descriptor (no
-// transpose flags exist for 8-bit types).
+// S (64 x 128, fp32) = A·B (+ S when accumulate): A and B e4m3 by descriptor.
 __device__ __forceinline__ void wgmma_ss_e4m3_n128(float (&d)[64], uint64_t a_desc, uint64_t b_desc, bool accumulate) {
   const uint32_t scale_d = accumulate ? 1u : 0u;
   asm volatile(
