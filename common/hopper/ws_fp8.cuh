@@ -172,22 +172,21 @@ struct ConsumerTile {
     l[0] = l[1] = 0.f;
     pv_alpha[0] = pv_alpha[1] = 0.f;
   }
-  // S = Q K_tileᵀ: D/32 wgmmas of m64n128k32; each k-step is 32 bytes further along the rows.
-  // (Per k-step, and from a per-thread warpgroup index, unlike ws_forward.cuh: made warp_uniform,
-  // the index would cut the D = 128 consumer's R2UR moves from 170 to 20 but make ptxas spill a
-  // register there, and that build timed no faster.)
+  // S = Q K_tileᵀ: D/32 wgmmas of m64n128k32; each k-step is 32 bytes further along the rows, so
+  // the descriptors are built once a tile and advanced (desc_advance).
   __device__ __forceinline__ void issue_s(uint32_t q_rows, uint32_t k_slot) {
+    const uint64_t a0 = desc_k_major<TL::SWIZZLE>(q_rows), b0 = desc_k_major<TL::SWIZZLE>(k_slot);
 #pragma unroll
     for (int kk = 0; kk < TL::D_STEPS; ++kk)
-      wgmma_ss_e4m3_n128(s, desc_k_major<TL::SWIZZLE>(q_rows + uint32_t(kk * 32)),
-                         desc_k_major<TL::SWIZZLE>(k_slot + uint32_t(kk * 32)), kk > 0);
+      wgmma_ss_e4m3_n128(s, desc_advance(a0, uint32_t(kk * 32)), desc_advance(b0, uint32_t(kk * 32)), kk > 0);
   }
   // PV = P Vᵀ_tileᵀ: 4 wgmmas of m64n{D}k32; B = Vᵀ [D rows][128 keys], 32 keys per k-step. The
   // first k-step overwrites pv (scale-d = 0), as S's first does: no zeroing, no old O.
   __device__ __forceinline__ void issue_pv(uint32_t vt_slot) {
+    const uint64_t vt0 = desc_k_major<128>(vt_slot);
 #pragma unroll
     for (int kk = 0; kk < TL::KV_STEPS; ++kk) {
-      const uint64_t vt = desc_k_major<128>(vt_slot + uint32_t(kk * 32));
+      const uint64_t vt = desc_advance(vt0, uint32_t(kk * 32));
       if constexpr (O_IN_TC) wgmma_rs_e4m3<HEAD_DIM>(o_acc, p_frag[kk], vt, true);
       else wgmma_rs_e4m3<HEAD_DIM>(pv, p_frag[kk], vt, kk > 0);
     }
