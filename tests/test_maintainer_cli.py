@@ -11,10 +11,14 @@ import importlib.machinery
 import importlib.util
 import io
 import json
+import os
 import shutil
 import sys
 import tempfile
+import threading
+import time
 import unittest
+from unittest import mock
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -252,6 +256,41 @@ class GpuCheck(Driver):
         code, out = self.gpu_check("check", "stubs")
         self.assertEqual(code, common.EXIT_PASS, out)
         self.assertEqual(out.strip().splitlines()[-1], "gpu-check: all as expected")
+
+    def test_sanitizer_runs_go_several_at_once_and_report_in_listed_order(self):
+        busy, most, lock = [0], [0], threading.Lock()
+
+        def answer(cmd):
+            with lock:
+                busy[0] += 1
+                most[0] = max(most[0], busy[0])
+            time.sleep(0.2 if "memcheck" in cmd else 0.05)  # the first runs end last
+            with lock:
+                busy[0] -= 1
+            return "========= ERROR SUMMARY: 0 errors\n", 0
+        self.answer = answer
+        code, out = self.gpu_check("sanitize")
+        self.assertEqual(code, common.EXIT_PASS, out)
+        self.assertGreater(most[0], 1, "one run at a time")
+        titles = [line[3:] for line in out.splitlines() if line.startswith("== compute-sanitizer")]
+        self.assertEqual(titles, [f"compute-sanitizer {tool} 01_naive {v}" for tool in ("memcheck", "racecheck", "synccheck")
+                                  for v in ("kernels", "cublas")])
+
+    def test_a_failing_sanitizer_run_is_unexpected_and_named(self):
+        self.answer = lambda cmd: ("========= RACECHECK SUMMARY: 1 hazard displayed\n", 9) \
+            if "racecheck" in cmd and "cublas" in cmd else ("", 0)
+        code, out = self.gpu_check("sanitize")
+        self.assertEqual(code, common.EXIT_FAIL, out)
+        self.assertIn("UNEXPECTED: sanitizer racecheck 01_naive cublas", out.strip().splitlines()[-1])
+        self.assertEqual(len(self.runs), 6)  # the failure stops nothing
+
+    def test_sanitizer_runs_are_dealt_round_the_gpus(self):
+        self.answer = lambda cmd: ("", 0)
+        with mock.patch.dict(os.environ, {"CUDA_VISIBLE_DEVICES": "3,5"}):
+            code, out = self.lab("gpu-check", "--out", self.tmp / "gc", "--only", "sanitize", "--sections", "01",
+                                 "--gpus", "2")
+        self.assertEqual(code, common.EXIT_PASS, out)
+        self.assertEqual(sorted(r[:2] for r in self.runs), [["env", "CUDA_VISIBLE_DEVICES=3"]] * 3 + [["env", "CUDA_VISIBLE_DEVICES=5"]] * 3)
 
     def test_out_a_file_is_bad_input(self):
         f = self.a_file()

@@ -11,11 +11,13 @@ import signal
 import statistics
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from labcli.common import (BUILD, EXIT_BAD_INPUT, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_PASS, EXIT_TIMEOUT, ROOT,
-                           BadInput, LabError, build, folder_problem, git_sha, has_gpu, is_python, load_cases,
-                           no_gpu_reason, program, repo_relative, resolve_all, run_limited, say, sections, targets)
+                           BadInput, LabError, build, folder_problem, git_sha, gpu_devices, has_gpu, is_python,
+                           load_cases, no_gpu_reason, on_device, program, repo_relative, resolve_all, run_limited,
+                           say, sections, targets)
 from labcli.student import grading_example
 from baselines import is_unavailable  # noqa: E402  (scripts/baselines.py: no PyTorch at import)
 import cases  # noqa: E402
@@ -334,7 +336,8 @@ GPU_CHECK_STEPS = ("ctest", "check", "stubs", "sanitize", "bench")
 def cmd_gpu_check(a):
     """What a GPU machine verifies, in one go: build, ctest (gpu label included), every
     section's case list on the solution (with its --bug cases), every stub failing cleanly,
-    compute-sanitizer on small cases, and the benchmark sweeps. Logs and JSON go to --out."""
+    compute-sanitizer on small cases (4 runs at a time per GPU), and the benchmark sweeps. Logs
+    and JSON go to --out."""
     why = folder_problem(a.out)
     if why:
         raise BadInput(f"gpu-check: --out: {why}")
@@ -343,22 +346,31 @@ def cmd_gpu_check(a):
     log = open(out / "gpu-check.log", "w")
     deadline = time.time() + a.deadline_s if a.deadline_s else None
 
-    def step(title, cmd, timeout):
-        say(f"== {title}")
+    def run_step(cmd, timeout):
+        """(exit, output, seconds) of one step's command; None where --deadline-s leaves no time."""
         if deadline is not None:  # never start what cannot finish inside the caller's time limit
             left = deadline - time.time()
             if left < 30:
-                say("   -> skipped: out of time (--deadline-s)")
-                log.write(f"\n===== {title}: skipped, out of time\n")
-                return EXIT_TIMEOUT
+                return None
             timeout = min(timeout, left)
-        code, text, secs = run_limited(cmd, timeout)
+        return run_limited(cmd, timeout)
+
+    def report(title, cmd, result):
+        say(f"== {title}")
+        if result is None:
+            say("   -> skipped: out of time (--deadline-s)")
+            log.write(f"\n===== {title}: skipped, out of time\n")
+            return EXIT_TIMEOUT
+        code, text, secs = result
         log.write(f"\n===== {title} (exit {code}, {secs:.1f} s)\n$ {' '.join(map(str, cmd))}\n{text}")
         log.flush()
         tail = text.strip().splitlines()[-a.tail:]
         say("\n".join("   " + line for line in tail))
         say(f"   -> exit {code} in {secs:.0f} s")
         return code
+
+    def step(title, cmd, timeout):
+        return report(title, cmd, run_step(cmd, timeout))
 
     summary = {}
     names = sections() if not a.sections else resolve_all(a.sections)
@@ -383,6 +395,7 @@ def cmd_gpu_check(a):
         summary["check stubs (each case must fail cleanly)"] = step("check stubs --expect-fail",
                                            lab + ["check", *names, "--expect-fail", "--require-gpu", "--jobs", str(4 * a.gpus), "--gpus", str(a.gpus),
                                                  "--report", out / "check-stubs.json"], 1800)
+    sanitizer_runs = []  # (what, command): every tool on every variant and shape of each section
     for s in names if "sanitize" in steps else []:
         data = load_cases(s)
         shapes = cases.sanitize_shapes(data)  # small ragged shapes (the case file's where the default does not apply)
@@ -391,8 +404,15 @@ def cmd_gpu_check(a):
                 for shape in shapes:
                     cmd = ["compute-sanitizer", "--tool", tool, "--error-exitcode", "9", *program(s, True),
                            "--variant", v, "--iters", "1", "--warmup", "0"] + shape
-                    what = f"{tool} {s} {v}" + (f" ({' '.join(shape)})" if len(shapes) > 1 else "")
-                    summary["sanitizer " + what] = step("compute-sanitizer " + what, cmd, 600)
+                    sanitizer_runs.append((f"{tool} {s} {v}" + (f" ({' '.join(shape)})" if len(shapes) > 1 else ""), cmd))
+    # Small, independent runs: 4 at a time per GPU (as check's), dealt round the GPUs; each is
+    # reported in the listed order once it and those before it are done.
+    devices = gpu_devices(a.gpus)
+    sanitizer_runs = [(what, on_device(cmd, devices[i % len(devices)])) for i, (what, cmd) in enumerate(sanitizer_runs)]
+    with ThreadPoolExecutor(4 * len(devices)) as pool:
+        pending = [pool.submit(run_step, cmd, 600) for _, cmd in sanitizer_runs]
+        for (what, cmd), future in zip(sanitizer_runs, pending):
+            summary["sanitizer " + what] = report("compute-sanitizer " + what, cmd, future.result())
     if "grading" in steps:
         summary["grading example"] = grading_example(out / "grading", names, lab, step, a.gpus)
     if "bench" in steps:
