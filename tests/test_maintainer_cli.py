@@ -13,6 +13,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -283,6 +284,21 @@ class GpuCheck(Driver):
         self.assertEqual(code, common.EXIT_FAIL, out)
         self.assertIn("UNEXPECTED: sanitizer racecheck 01_naive cublas", out.strip().splitlines()[-1])
         self.assertEqual(len(self.runs), 6)  # the failure stops nothing
+
+    def test_ctrl_c_during_the_sanitizer_runs_ends_at_once(self):
+        def answer(cmd):
+            if "racecheck" in cmd:  # a long run, still going at Ctrl-C
+                time.sleep(3)
+            elif "memcheck" in cmd and "kernels" in cmd:
+                threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+            return "", 0
+        self.answer = answer
+        self.addCleanup(common._stopping.clear)  # the driver's stop is for this run only
+        start = time.time()
+        code, out = self.gpu_check("sanitize")
+        self.assertEqual(code, 130, out)
+        self.assertIn("lab: interrupted", out)
+        self.assertLess(time.time() - start, 2, "waited for the runs in flight")
 
     def test_sanitizer_runs_are_dealt_round_the_gpus(self):
         self.answer = lambda cmd: ("", 0)

@@ -409,10 +409,13 @@ def cmd_gpu_check(a):
     # reported in the listed order once it and those before it are done.
     devices = gpu_devices(a.gpus)
     sanitizer_runs = [(what, on_device(cmd, devices[i % len(devices)])) for i, (what, cmd) in enumerate(sanitizer_runs)]
-    with ThreadPoolExecutor(4 * len(devices)) as pool:
+    pool = ThreadPoolExecutor(4 * len(devices))
+    try:
         pending = [pool.submit(run_step, cmd, 600) for _, cmd in sanitizer_runs]
         for (what, cmd), future in zip(sanitizer_runs, pending):
             summary["sanitizer " + what] = report("compute-sanitizer " + what, cmd, future.result())
+    finally:  # Ctrl-C: the runs not started are dropped at once; the driver's stop kills those running
+        pool.shutdown(wait=False, cancel_futures=True)
     if "grading" in steps:
         summary["grading example"] = grading_example(out / "grading", names, lab, step, a.gpus)
     if "bench" in steps:
