@@ -395,7 +395,10 @@ def cmd_gpu_check(a):
         summary["check stubs (each case must fail cleanly)"] = step("check stubs --expect-fail",
                                            lab + ["check", *names, "--expect-fail", "--require-gpu", "--jobs", str(4 * a.gpus), "--gpus", str(a.gpus),
                                                  "--report", out / "check-stubs.json"], 1800)
-    sanitizer_runs = []  # (what, command): every tool on every variant and shape of each section
+    # compute-sanitizer: every tool on every variant and shape of each section, as (what, command).
+    # Small, independent runs: 4 at a time per GPU (as check's), dealt round the GPUs; each is
+    # reported in the listed order once it and those before it are done.
+    devices, sanitizer_runs = gpu_devices(a.gpus), []
     for s in names if "sanitize" in steps else []:
         data = load_cases(s)
         shapes = cases.sanitize_shapes(data)  # small ragged shapes (the case file's where the default does not apply)
@@ -404,11 +407,8 @@ def cmd_gpu_check(a):
                 for shape in shapes:
                     cmd = ["compute-sanitizer", "--tool", tool, "--error-exitcode", "9", *program(s, True),
                            "--variant", v, "--iters", "1", "--warmup", "0"] + shape
-                    sanitizer_runs.append((f"{tool} {s} {v}" + (f" ({' '.join(shape)})" if len(shapes) > 1 else ""), cmd))
-    # Small, independent runs: 4 at a time per GPU (as check's), dealt round the GPUs; each is
-    # reported in the listed order once it and those before it are done.
-    devices = gpu_devices(a.gpus)
-    sanitizer_runs = [(what, on_device(cmd, devices[i % len(devices)])) for i, (what, cmd) in enumerate(sanitizer_runs)]
+                    what = f"{tool} {s} {v}" + (f" ({' '.join(shape)})" if len(shapes) > 1 else "")
+                    sanitizer_runs.append((what, on_device(cmd, devices[len(sanitizer_runs) % len(devices)])))
     pool = ThreadPoolExecutor(4 * len(devices))
     try:
         pending = [pool.submit(run_step, cmd, 600) for _, cmd in sanitizer_runs]
