@@ -256,15 +256,17 @@ except KeyboardInterrupt:
 
 class InARelease(unittest.TestCase):
     def test_the_instructors_commands_cannot_run_in_a_student_release(self):
-        """grade and grading-example need solutions/: in a release they exit 77 (cannot run here), as
-        bench does, not 1 (a failure) or 2 (bad input)."""
+        """grade, grading-example and make-labs need solutions/: in a release they exit 77 (cannot run
+        here), as bench does, not 1 (a failure) or 2 (bad input)."""
         with tempfile.TemporaryDirectory() as tmp, mock.patch.object(student, "ROOT", Path(tmp)):
-            for fn, a in ((student.cmd_grade, SimpleNamespace(sections=None, cases=None, out=tmp, submissions=[tmp])),
-                          (student.cmd_grading_example, SimpleNamespace(out=tmp))):
+            for fn, a, why in ((student.cmd_grade, SimpleNamespace(sections=None, cases=None, out=tmp, submissions=[tmp]),
+                                "not a release"),
+                               (student.cmd_grading_example, SimpleNamespace(out=tmp), "not a release"),
+                               (student.cmd_make_labs, SimpleNamespace(check=False, force=False), "a student release")):
                 with self.assertRaises(common.LabError) as refused:
                     fn(a)
                 self.assertEqual(refused.exception.code, common.EXIT_CANNOT_RUN)
-                self.assertIn("not a release", str(refused.exception))
+                self.assertIn(why, str(refused.exception))
 
 
 class LiveRun(unittest.TestCase):
@@ -334,6 +336,24 @@ class LiveRun(unittest.TestCase):
             self.assertRegex(lines[-1], r"^lab: the program was still working when stopped after 60 s: this shape is "
                                         r"large for the CPU .*a smaller --t runs in seconds, or give it longer: "
                                         r"scripts/lab run 01 --timeout 120 -- --t 4096$")
+
+    def test_a_small_shape_still_running_at_the_limit_is_called_stuck(self):
+        """A CPU model's "still running" lines prove nothing on a shape that takes a second: there
+        the hint is the endless loop, in the problem line's every spelling; a large one was busy."""
+        for problem, busy in (("B=1 H=8 T=16 D=64 fp32", False), ("B=1 H=4 H_kv=2 T=64 D=64 fp16", False),
+                              ("B=1 H=8 T_q=64 T_kv=100 D=64 fp32 causal", False),
+                              ("B=1 H=32 T=4096 D=64 fp16", True), ("B=8 H=32 H_kv=8 T_q=1024 T_kv=8192 D=128 fp16", True)):
+            said = (f"01_naive [kernels] cpu-model   {problem}\n"
+                    "  ... the CPU model still running: 595 s (a smaller shape finishes sooner)\n")
+            code, lines, _ = self.run_cmd([(124, said + "\nTIMEOUT: stopped after 60 s\n")], ["--t", "16"])
+            self.assertEqual(code, common.EXIT_TIMEOUT)
+            self.assertRegex(lines[-1], r"^lab: the program was still working" if busy else
+                             r"^lab: the program did not finish in 60 s: most often an endless loop", problem)
+
+    def test_a_run_that_checked_nothing_is_not_called_passed(self):
+        """--help (or any run with no PASS line) ends in 0 but ran none of the exercise."""
+        _, lines, _ = self.run_cmd([(0, "usage: lab_01_naive [options]\n  --t N  query rows\n")], ["--help"])
+        self.assertEqual(lines, ["usage: lab_01_naive [options]", "  --t N  query rows"])
 
     def test_a_passing_lab_run_points_to_check(self):
         """One shape passing is not the exercise's verdict: a passing run of the lab names the
@@ -619,6 +639,24 @@ class ParallelCheck(unittest.TestCase):
             self.assertIn(want, said)
             self.assertIn("lab: the program did not finish in 1 s: most often an endless loop", said)
             self.assertIn("scripts/lab check 99 --timeout 2", said)
+
+    def test_the_cpu_models_first_case_hangs_in_a_minute_not_the_checks_limit(self):
+        """The probe is a tiny shape: at check's default --timeout it is given CPU_PROBE_LIMIT, not
+        five minutes; a --timeout the student gives holds for it too."""
+        limits = []
+
+        def run_limited(cmd, timeout, *args, **kwargs):
+            limits.append(timeout)
+            return common.EXIT_TIMEOUT, "\nTIMEOUT: stopped\n", timeout
+        for timeout, want in ((student.CHECK_TIMEOUT, student.CPU_PROBE_LIMIT), (900, 900)):
+            with self.stand_in_section("sys.exit(0)\n", on_gpu=False) as (tmp, data), \
+                    mock.patch.object(student, "run_limited", run_limited), \
+                    contextlib.redirect_stdout(io.StringIO()) as out:
+                data["cases"] = [{"name": "t1", "args": ["--t", "1"]}]
+                limits.clear()
+                code = student.cmd_check(self.check_args(timeout=timeout))
+            self.assertEqual((code, limits[-1]), (common.EXIT_TIMEOUT, want), out.getvalue())
+            self.assertIn(f"the first case did not finish in {want} s: no case run", out.getvalue())
 
     def test_the_rerun_line_runs_from_where_the_student_is(self):
         # printed for the student's folder (from /tmp: the absolute path); the report's, as from the root

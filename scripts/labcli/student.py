@@ -113,7 +113,8 @@ def cmd_run(a):
     unfinished = code == EXIT_FAIL or (code == EXIT_CANNOT_RUN and on_cpu and not_checked_reason(out))
     if unfinished and not a.solution and (left := stub_left(section, on_cpu)):
         say(left)
-    elif code == EXIT_PASS and not a.solution:  # one shape is not the exercise's verdict
+    elif code == EXIT_PASS and not a.solution and re.search(r"^PASS: ", out, re.M):
+        # one shape is not the exercise's verdict (and a run with no PASS line, --help say, ran none of it)
         say(f"lab: this run passed; scripts/lab check {section[:2]} runs the section's case list (ragged shapes, "
             f"masks, edge cases): your exercise is done when that passes")
     return EXIT_FAIL if code < 0 else code
@@ -223,14 +224,19 @@ def gpu_available(section, solution, timeout):
 
 
 PROBE_HUNG = "the first case did not finish"  # gpu_available's reason where its probe run timed out
+CHECK_TIMEOUT = 300  # check's --timeout: seconds per run
+# The CPU model's probe is the case list's first case, a tiny shape that takes a second or so (a
+# Python section's imports included): waiting check's minutes for it only delays "it hangs".
+CPU_PROBE_LIMIT = 60
 
 
-def probe_hung(section, cmd, a):
+def probe_hung(section, cmd, a, limit=None):
     """The result of a check whose probe run (the first case) timed out: every case would too, so
     none is run; one failed row, exit 124, and the hint, instead of a silent wait per case."""
-    say(f"== {section}: FAIL: {PROBE_HUNG} in {a.timeout:.0f} s: no case run")
-    say(timeout_hint(a.timeout, f"check {section[:2]}" + (" --solution" if a.solution else "")))
-    return [result_row(section, "(the first case, as a probe)", "-", "pass", EXIT_TIMEOUT, False, None, a.timeout, 0, cmd)]
+    limit = limit or a.timeout
+    say(f"== {section}: FAIL: {PROBE_HUNG} in {limit:.0f} s: no case run")
+    say(timeout_hint(limit, f"check {section[:2]}" + (" --solution" if a.solution else "")))
+    return [result_row(section, "(the first case, as a probe)", "-", "pass", EXIT_TIMEOUT, False, None, limit, 0, cmd)]
 
 
 def result_row(section, case, variant, expect, code, ok, not_checked, secs, weight, cmd):
@@ -278,9 +284,10 @@ def check_section(section, a):
         say(f"lab: cannot run here: {reason} (--require-gpu)")
         return None
     if not on_gpu:
-        code, out, _ = run_limited(exe + probe_args(section) + ["--cpu"], a.timeout)
+        limit = CPU_PROBE_LIMIT if a.timeout == CHECK_TIMEOUT else a.timeout  # a --timeout given holds for it too
+        code, out, _ = run_limited(exe + probe_args(section) + ["--cpu"], limit)
         if code == EXIT_TIMEOUT:
-            return probe_hung(section, exe + probe_args(section) + ["--cpu"], a)
+            return probe_hung(section, exe + probe_args(section) + ["--cpu"], a, limit)
         # 77 with "cannot run here": nothing of the section runs on this machine. 77 with "not
         # checked here" is a verdict on the student's code (its host part passed, the rest needs a
         # GPU): the cases still run, each a verdict of its own.
@@ -399,10 +406,26 @@ def stub_passes(results, solution):
 TIME_LIMIT_VARIABLE = "LAB_TIME_LIMIT_S"
 
 
+# A run's problem line (common/harness/problem.cpp): "B=1 H=8 T=16 D=64", "B=1 H=4 H_kv=2 T=64 D=64",
+# "B=1 H=8 T_q=64 T_kv=100 D=64".
+SHAPE_LINE = re.compile(r"\bB=(\d+) H=(\d+)(?: H_kv=\d+)? (?:T=(\d+)|T_q=(\d+) T_kv=(\d+)) D=(\d+)")
+# B·H·T_q·T_kv·D under which a CPU model finishes in a few seconds on a laptop core: a run of such a
+# shape that is still running near the time limit is stuck, however many "still running" lines it printed.
+SMALL_CPU_WORK = 1e9
+
+
 def still_working(out):
     """Whether a program's output says it was busy on a large shape (a Python section's slow-shape
-    note, a CPU model's "still running" lines), not stuck."""
-    return re.search(r"^note: .* takes roughly |^\s*\.\.\. .* still running: ", out, re.MULTILINE) is not None
+    note, a CPU model's "still running" lines on a shape large enough to need the time), not stuck."""
+    if re.search(r"^note: .* takes roughly ", out, re.MULTILINE):
+        return True
+    if not re.search(r"^\s*\.\.\. .* still running: ", out, re.MULTILINE):
+        return False
+    shape = SHAPE_LINE.search(out)
+    if shape is None:  # no problem line to judge by: take the program's word
+        return True
+    b, h, t, t_q, t_kv, d = (int(x) if x else 0 for x in shape.groups())
+    return b * h * (t * t if t else t_q * t_kv) * d >= SMALL_CPU_WORK
 
 
 def timeout_hint(seconds, command, program_args="", working=False):
@@ -601,7 +624,8 @@ def lab_states(root, build_dir):
 def update_labs(root, check, force, build_dir):
     """make-labs in the tree `root`: labs/ regenerated from solutions/ (check: only compared)."""
     if not (root / "solutions").is_dir():
-        raise LabError("make-labs needs solutions/ (this is a student release, whose labs/ are already made)")
+        raise LabError("make-labs needs solutions/ (this is a student release, whose labs/ are already made)",
+                       EXIT_CANNOT_RUN)  # as grade and bench: a tree that cannot do it, not a wrong answer
     labs = root / "labs"
     stale, work = lab_states(root, build_dir)
     if check:
