@@ -65,11 +65,16 @@ LAB_SUFFIXES = (".cu", ".py")
 NOT_RUN = "not run (no GPU)"
 MARKER = ".lab-grade"          # in every folder the grader writes: only such a folder is ever replaced
 HARNESS = ".harness"           # --out/.harness: the harness, built once for every submission
+# --out/.builds/<slug>: where a submission is compiled when its grade folder's path holds a character
+# the build tools mishandle (Ninja reads "o'brien" in a depfile as two paths: no list of the files
+# the compiler read); its programs are moved into the grade folder once built.
+BUILDS = ".builds"
 # A grade folder's mark that its grade.json is a finished grading's, holding that file's sha256:
 # written last by run() and removed first by build(), whose kept reports (REPORTS) are the last
 # grade's while the new one is made. Only a grade so marked is ever kept by --resume.
 COMPLETE = ".lab-grade-complete"
 SUMMARY = "class_summary.csv"
+SUMMARY_HEADER = "submission,total,gpu,"  # how its first line begins: a file of that name without it is not the grader's
 NESTED_DEPTH, NESTED_FILES = 3, 2000  # how deep, and through how many files, to look for nested labs
 # A case this GPU cannot run for the solution either (a Hopper-only variant on an A100, more shared
 # memory per block than it grants): out of the section's total, for every student alike. A case
@@ -96,6 +101,10 @@ UNCOUNTED = (NOT_ON_THIS_GPU, GPU_ONLY_PART)  # case outcomes left out of a sect
 # waiting behind it (a hang in every run of 02: 22 runs x 120 s).
 HUNG_CASES = 3
 AFTER_HANGS = "not run (hung before)"
+HIDDEN = "hidden: "  # how a --cases case's name begins (cases.merge_hidden)
+# A section whose file compiled but whose build the grader could not check (the compiler's list of the
+# files it read is missing): the grading machine's problem, not the student's; no score until regraded.
+GRADER_PROBLEM = "not graded (grader problem)"
 
 
 def scan_submission(folder, known_sections, is_stub=None):
@@ -172,22 +181,47 @@ def lab_stem(name):
     return None
 
 
+def name_tokens(stem, words=()):
+    """(words, numbers, glued numbers) of a name, lower case, split as a section's name is: at '_',
+    '-', '.', spaces and a change to upper case ("flashV1" -> flash, v1). A word that is none of
+    `words` (the sections' own: v1, fp16) splits where letters meet digits too ("Lab01" -> lab, and
+    01 among the glued numbers)."""
+    tokens, numbers, glued = [], set(), set()
+    for part in re.split(r"[\s_.-]+|(?<=[a-z])(?=[A-Z])", stem):
+        part = part.lower()
+        if part.isdigit():
+            numbers.add(int(part))
+        elif part in words:
+            tokens.append(part)
+        else:
+            for t in re.findall(r"[a-z]+|\d+", part):
+                if t.isdigit():
+                    glued.add(int(t))
+                else:
+                    tokens.append(t)
+    return tokens, numbers, glued
+
+
 def guess_section(stem, known_sections):
     """The section a misnamed file most likely is: its leading number, else the section sharing the
-    most words with it (a number among them counts)."""
-    low = stem.lower()
-    lead = re.match(r"\d+", low)
+    most words with it. A section's number counts as a word where it stands alone ("lab_02"), half
+    where it is glued to letters ("Lab01", "hw2"); a digit of one of the sections' words is no number
+    ("v1_tile" is 02's). None on a tie."""
+    lead = re.match(r"\d+", stem)
     for s in known_sections:
         if lead and int(lead.group()) == int(s[:2]):
             return s
-    words = set(re.findall(r"[a-z]+|\d+", low))  # "Lab01" -> lab, 01
-    best, score = None, 0
+    words = {w for s in known_sections for w in s.lower().split("_")[1:]}
+    tokens, numbers, glued = name_tokens(stem, words)
+    scores = collections.Counter()
     for s in known_sections:
-        parts = s.split("_")
-        n = len(words & set(parts[1:])) + bool(words & {parts[0], parts[0].lstrip("0")})
-        if n > score:
-            best, score = s, n
-    return best
+        parts = s.lower().split("_")
+        n = int(parts[0])
+        scores[s] = len(set(tokens) & set(parts[1:])) + (1 if n in numbers else 0.5 if n in glued else 0)
+    best = scores.most_common(2)
+    if not best or best[0][1] == 0 or (len(best) > 1 and best[1][1] == best[0][1]):
+        return None
+    return best[0][0]
 
 
 def nested_labs(folder, known_sections, top):
@@ -233,7 +267,8 @@ def misnamed(ignored, known_sections, found=None, folder=None, stubs=()):
         if s in found:
             out.append(f"{name}: ignored{' (an untouched stub)' if name in stubs else ''}; {found[s]} is the {s} file graded")
         elif Path(name).name == f"{s}{lab_suffix(s)}":
-            out.append(f"{name}: not a regular file (a broken link?)")
+            out.append(f"{name}: a folder, not a file" if name.endswith("/") else
+                       f"{name}: not a regular file (a broken link?)")
         elif len(copies.get(s, [])) > 1 and name in copies[s]:
             out.append(f"{name}: not graded: {len(copies[s])} files could be labs/{s}{lab_suffix(s)} "
                        f"({', '.join(copies[s])}); hand in one")
@@ -323,6 +358,10 @@ def is_cpu_grade(report):
 def total_text(report):
     """The total as the console shows it."""
     if report["total"] is None:
+        failed = [s[:2] for s in report["graded_sections"]
+                  if (report["sections"].get(s) or {}).get("status") == GRADER_PROBLEM]
+        if failed:
+            return f"no total ({', '.join(failed)} {GRADER_PROBLEM}: regrade)"
         if is_cpu_grade(report):
             unchecked = [s[:2] for s in report["graded_sections"]
                          if (report["sections"].get(s) or {}).get("status") == CPU_NOT_CHECKED]
@@ -421,6 +460,19 @@ def missing_lab(path, known_sections):
 def needs_text(section, lab):
     """Why a section that includes another section's lab file is not built without it."""
     return f"{section} includes labs/{lab}.cu, which is not in the submission: hand it in with {section[:2]}"
+
+
+def build_safe(path):
+    """Whether the build tools (CMake, Ninja, nvcc's depfiles) handle a path as it is: letters,
+    digits, spaces, non-ASCII letters and /._+,@=~-; a quote, '$', '#', ':' and the like are not."""
+    return re.fullmatch(r"[\w /.+,@=~\udc80-\udcff-]*", str(path)) is not None  # (a name's bytes that are not UTF-8 too)
+
+
+def build_slug(name):
+    """A grade folder's name as a build-safe folder name, distinct for distinct names ("o'brien" ->
+    "o_brien-1a2b3c4d")."""
+    digest = hashlib.sha256(name.encode(errors="surrogateescape")).hexdigest()[:8]
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", name).strip("_")[:40] + "-" + digest
 
 
 def read_dependencies(build_dir, section):
@@ -546,15 +598,43 @@ def record_passed(r, cpu_model=False):
     return bool(r["check"]["passed"]) and r["check"]["rows_checked"] > 0 and r["build"] in builds
 
 
-def classify(code, out, record_ok, cpu_model=False):
-    """What happened to one correctness run (under --cpu, a run of the CPU model)."""
+def killed_by(code, sandboxed=False):
+    """The signal that ended a run, else None: a negative exit code, or (sandboxed) one above 128,
+    as bubblewrap passes on its program's death by signal N (128 + N, a shell's way)."""
+    if code is None:
+        return None
+    return -code if code < 0 else code - 128 if sandboxed and 128 < code < 128 + signal.NSIG else None
+
+
+def signal_text(n):
+    """"11, SIGSEGV" (the number alone where Python knows no name for it)."""
+    try:
+        return f"{n}, {signal.Signals(n).name}"
+    except ValueError:
+        return str(n)
+
+
+def crash_excerpt(code, out, sandboxed=False, lines=6):
+    """A run's last output lines, and where a signal ended it, a line that says which: a crash
+    that printed nothing still says what happened."""
+    text, n = run_excerpt(out, lines), killed_by(code, sandboxed)
+    if n is None:
+        return text
+    name = signal_text(n).partition(", ")[2]
+    return (text + "\n" if text else "") + f"killed by signal {n}" + (f" ({name})" if name else "")
+
+
+def classify(code, out, record_ok, cpu_model=False, sandboxed=False):
+    """What happened to one correctness run (under --cpu, a run of the CPU model; sandboxed: one under
+    bubblewrap, whose exit code says a signal as 128 + N)."""
+    n = killed_by(code, sandboxed)
     if code == 0 and record_ok:
         return "pass"
     if code == 77 and cpu_model and re.search(r"^not checked here:", out, re.M):
         return GPU_ONLY_PART
     if code == 0:
         return "exited early (no passing result record)"
-    if code == -signal.SIGXFSZ or (code == 1 and "[Errno 27] File too large" in out):  # (Python ignores the signal)
+    if n == signal.SIGXFSZ or (code == 1 and "[Errno 27] File too large" in out):  # (Python ignores the signal)
         return "wrote too large a file"
     if code == 1:
         return "wrong answer" if "not written" not in out else "output not written"
@@ -566,8 +646,8 @@ def classify(code, out, record_ok, cpu_model=False):
         return "refused the input (exit 2)"
     if code == 3:
         return "CUDA error"
-    if code < 0:
-        return f"crashed (signal {-code})"
+    if n is not None:
+        return f"crashed (signal {signal_text(n)})"
     return f"exit {code}"
 
 
@@ -575,8 +655,8 @@ def section_score(sec):
     """The section's points, or None where its cases were not run (triage: no GPU) or none could be
     checked on the CPU model (--cpu), on a file that is not an untouched stub (a stub scores 0, GPU
     or not)."""
-    if sec["status"] in (NOT_RUN, CPU_NOT_CHECKED):
-        return 0.0 if sec.get("unmodified_stub") else None
+    if sec["status"] in (NOT_RUN, CPU_NOT_CHECKED, GRADER_PROBLEM):
+        return 0.0 if sec.get("unmodified_stub") and sec["status"] != GRADER_PROBLEM else None
     if sec["status"] not in ("graded", CPU_GRADED):
         return 0.0
     return sec["correctness"] + sec.get("bonus", 0)
@@ -611,6 +691,10 @@ def number(x):
 def total_line(report):
     if not report["graded_sections"]:
         return "**Total: 0** — no lab file found (expected labs/NN_<name>.cu files, e.g. 01_naive.cu)."
+    if report["total"] is None and any((report["sections"].get(s) or {}).get("status") == GRADER_PROBLEM
+                                       for s in report["graded_sections"]):
+        return ("**Total: none yet** — a section below could not be checked after it compiled, a problem of "
+                "the grading machine, not of your files; it will be regraded.")
     if report["total"] is None and is_cpu_grade(report):
         return ("**Total: none on the CPU model** — a section below has nothing the CPU model can check; "
                 "grade it on a GPU.")
@@ -655,7 +739,7 @@ def render_markdown(report):
     for name in report["graded_sections"]:
         s = report["sections"][name]
         ratio = s.get("speed_ratio")
-        run = s["status"] not in (NOT_RUN, CPU_NOT_CHECKED)
+        run = s["status"] not in (NOT_RUN, CPU_NOT_CHECKED, GRADER_PROBLEM)
         score = section_score(s)
         lines.append(f"| {name} | {s['status']}{', unmodified stub' if s.get('unmodified_stub') else ''} | "
                      f"{format(s['correctness'], '.0f') + '%' if run else '–'} | "
@@ -676,6 +760,10 @@ def render_markdown(report):
                   "of the handed-in file: the given code (the harness call, `main`, the checks) is not the "
                   "exercise's; review those lines (the score does not change).", ""]
                  if s.get("edits_outside_exercises") else [])
+        if s["status"] == GRADER_PROBLEM:
+            lines += ["Compiled, but not graded: the grader could not check the build (a problem of the grading "
+                      "machine, not of your file). It will be regraded; no points are taken.", ""] + edits
+            continue
         if s["status"] == "compile error":
             lines += ["Does not compile: 0 points. The compiler said:", "", "```", s["log_excerpt"], "```", "",
                       f"To build it in your checkout: `scripts/lab check {name[:2]}`.", ""] + edits
@@ -716,7 +804,12 @@ def render_markdown(report):
             lines += ["| case | variant | result | seconds |", "|---|---|---|---:|"]
             lines += [f"| {c['case']} | {c['variant']} | {c['status']} | {c['seconds']:.1f} |" for c in failed]
             lines.append("")
-            first = failed[0]
+            # a hidden case's output may name its arguments, or quote the program refusing them: its name alone
+            first = next((c for c in failed if not c["case"].startswith(HIDDEN)), failed[0])
+            if first["case"].startswith(HIDDEN):
+                lines += [f"First failure, `{first['case']}` ({first['variant']}): a hidden case; its output is not "
+                          "shown.", ""]
+                continue
             lines += [f"First failure, `{first['case']}` ({first['variant']}):", "", "```", first["log_excerpt"], "```", ""]
             if first.get("rerun"):
                 lines += [f"To run it alone in your checkout (`scripts/lab check {name[:2]}` builds it):", "",
@@ -928,10 +1021,49 @@ def is_grade_folder(folder):
     return (folder / MARKER).is_file() or read_report(folder) is not None
 
 
+def is_grader_summary(path):
+    """Whether a class_summary.csv is one the grader wrote (its header: write_class_summary's)."""
+    try:
+        with open(path, encoding="utf-8-sig", errors="replace") as f:
+            return f.readline().startswith(SUMMARY_HEADER)
+    except OSError:
+        return False
+
+
+def out_problem(out_root, repo):
+    """Why an --out may not take grades, in a few words (None where it may): the file system's root,
+    the repository's root, a folder of its tracked tree (solutions/, labs/, scripts/...: a grade
+    folder there would sit among the course's files), a path the build tools mishandle, or one
+    holding a class summary or a folder of the grader's names (.harness, .builds) the grader did
+    not write. Other files of the instructor's may stay: the grader writes only its own names."""
+    out, repo = Path(out_root).resolve(), Path(repo).resolve()
+    if out == Path(out.anchor):
+        return "the file system's root"
+    if out == repo:
+        return "the repository's root"
+    if repo in out.parents:
+        top = out.relative_to(repo).parts[0]
+        r = subprocess.run(["git", "-C", str(repo), "ls-files", "--", top], capture_output=True, text=True)
+        tracked = bool(r.stdout.strip()) if r.returncode == 0 else (repo / top).exists()
+        if tracked or top == ".git":
+            return f"inside the repository's {top}/ (give a folder outside its tracked tree, e.g. grades/)"
+    if not build_safe(out):
+        bad = "".join(sorted({c for c in str(out) if not build_safe(c)}))
+        return f"its path holds {bad!r}, which the build tools mishandle; give another"
+    if (out / SUMMARY).exists() and not is_grader_summary(out / SUMMARY):
+        return f"{out / SUMMARY} is not a class summary the grader wrote: not replaced (move it away, or give another --out)"
+    for name in (HARNESS, BUILDS):
+        folder = out / name
+        if folder.is_symlink() or folder.is_file() or (folder.is_dir() and any(folder.iterdir())
+                                                       and not (folder / MARKER).is_file()):
+            return f"{folder} is not the grader's: not replaced (move it away, or give another --out)"
+    return None
+
+
 def is_grades_root(folder):
     """Whether a folder is an --out the grader wrote (its class summary or harness, or a grade in it)."""
     folder = Path(folder)
-    if (folder / SUMMARY).is_file() or (folder / HARNESS / MARKER).is_file():
+    if is_grader_summary(folder / SUMMARY) or (folder / HARNESS / MARKER).is_file():
         return True
     try:
         return any(f.is_dir() and not f.is_symlink() and (f / MARKER).is_file() for f in folder.iterdir())
@@ -991,7 +1123,7 @@ def plan_outputs(submissions, out_root):
 
     def taken(name, p):
         other = before.get(name, {}).get("path")
-        return name == HARNESS or bool(other and other != str(p) and Path(other).exists())
+        return name in (HARNESS, BUILDS) or bool(other and other != str(p) and Path(other).exists())
 
     plan = []
     for given, p in unique:
@@ -1011,6 +1143,9 @@ def plan_outputs(submissions, out_root):
             problems.append(f"{', '.join(map(str, given))}: would all be graded as {name}; rename a folder")
     if out_root.exists() and not out_root.is_dir():
         return plan, notes, problems + [f"--out {out_root}: not a folder"]
+    why = out_problem(out_root, Path(__file__).resolve().parent.parent)
+    if why:
+        return plan, notes, problems + [f"--out {out_root}: {why}"]
     subs, clash = [p for _, p, _ in plan], []
     for given, p, name in plan:
         dest = out_root / name
@@ -1380,9 +1515,9 @@ class Grader:
             # compile error, and a failed build quotes no line of such a file.
             if code == 0:
                 deps = read_dependencies(build_dir, s)
-                if deps is None:
-                    results[s] = (False, f"{lab_file}: error: the compiler's list of the files it read was not "
-                                         f"found in {build_dir}: not graded as compiled\n")
+                if deps is None:  # ok None: compiled, unchecked (GRADER_PROBLEM)
+                    results[s] = (None, f"{lab_file} compiled, but the compiler's list of the files it read was "
+                                        f"not found in {build_dir}: a problem of the grader, not of the file\n")
                     continue
                 outside = outside_of(deps, readable, build_dir)
             else:
@@ -1492,8 +1627,9 @@ class Grader:
         elif code == 1 and re.search(r"^FAIL: ", text, re.M):
             status = "failed its checks"
         else:
-            status = classify(code, text, False)
-        return dict(case, status=status, exit=code, seconds=round(secs, 2), log_excerpt=run_excerpt(text, 8))
+            status = classify(code, text, False, sandboxed=bool(self.sandbox))
+        return dict(case, status=status, exit=code, seconds=round(secs, 2),
+                    log_excerpt=crash_excerpt(code, text, bool(self.sandbox), 8))
 
     def grade(self, submission, out_root, known_sections, only_sections, hidden, timeout, on_gpu, gpu_name, sha, progress,
               name=None, cpu_model=False):
@@ -1539,12 +1675,29 @@ class Grader:
         files = {s: labs_dir / f"{s}{lab_suffix(s)}" for s in files}  # a refused one is never there
         present = [s for s in graded if s in files and s not in refused]
         compiled = [s for s in present if files[s].suffix == ".cu"]  # a Python lab is only parsed
-        outside = {s: outside_include(labs_dir / files[s].name, out) for s in compiled}
+        # compiled where the build tools read its path right: the grade folder, else a folder of --out
+        # named by a slug, whose copies are checked and built as the grade folder's would be
+        work = out if build_safe(out) else Path(out_root).resolve() / BUILDS / build_slug(name)
+        work_labs = work / "labs"
+        if work != out and compiled:
+            shutil.rmtree(work, ignore_errors=True)
+            work_labs.mkdir(parents=True)
+            (work.parent / MARKER).touch()
+            for s in compiled:
+                shutil.copy(labs_dir / files[s].name, work_labs / files[s].name)
+        outside = {s: outside_include(work_labs / files[s].name, work) for s in compiled}
         # 06 builds on 05's kernel, 07 and 12 on 08's: without that lab file, the section is not built
-        needs = {s: lab for s in compiled if not outside[s] and (lab := missing_lab(labs_dir / files[s].name, known_sections))}
+        needs = {s: lab for s in compiled
+                 if not outside[s] and (lab := missing_lab(work_labs / files[s].name, known_sections))}
         inside = [s for s in compiled if not outside[s] and s not in needs]
         unit_tests = {s: name for s in inside if (name := self.unit_test_program(s))}
-        built = self.build_submission(labs_dir, out / "build", inside, unit_tests) if inside else {}
+        built = self.build_submission(work_labs, work / "build", inside, unit_tests) if inside else {}
+        if work != out:  # its programs to the grade folder, its logs naming the grade folder's files
+            if (work / "build" / "bin").is_dir():
+                (out / "build").mkdir()
+                (work / "build" / "bin").rename(out / "build" / "bin")
+            built = {s: (ok, log.replace(str(work) + "/", str(out) + "/")) for s, (ok, log) in built.items()}
+            shutil.rmtree(work, ignore_errors=True)
         tests_built = {s: built.pop(name) for s, name in unit_tests.items() if name in built}
         built.update({s: (False, f"labs/{files[s].name}: error: {needs_text(s, needs[s])}\n") for s in needs})
         built.update({s: (False, f'labs/{files[s].name}: error: #include "{outside[s]}" reads a file outside the '
@@ -1588,6 +1741,10 @@ class Grader:
                              f"{line_ranges(sec['edits_outside_exercises'])} (named in its grade.md)")
             ok, log = built[s]
             (out / f"build-{s}.log").write_text(log)
+            if ok is None:
+                sec.update(status=GRADER_PROBLEM, correctness=None, log_excerpt=compiler_excerpt(log, paths=paths))
+                progress(f"{name}: {s}: compiled, but {GRADER_PROBLEM}: {sec['log_excerpt']}")
+                continue
             if not ok:
                 sec.update(status="compile error", log_excerpt=compiler_excerpt(log, paths=paths))
                 if s in staged.get("needs", {}):
@@ -1643,14 +1800,15 @@ class Grader:
                                                           "case after another: it hangs"), 0.0, AFTER_HANGS
                 else:
                     code, text_out, secs, record_ok = result
-                    status = classify(code, text_out, record_ok, cpu_model)
+                    status = classify(code, text_out, record_ok, cpu_model, bool(self.sandbox))
                 if status == "cannot run here" and on_gpu:
                     solution = self.program(s, True, self.ref_build)
                     if self.run_case(solution, variant, args, limit, out, n, student=False)[0] == 77:
                         status = NOT_ON_THIS_GPU  # the solution cannot either (a Hopper-only variant): not counted
                 sec["cases"].append({"case": case, "variant": variant, "weight": weight, "status": status, "exit": code,
-                                     "seconds": round(secs, 2), "log_excerpt": run_excerpt(text_out)})
-                if status != "pass" and not case.startswith("hidden: "):  # a hidden case's arguments stay hidden
+                                     "seconds": round(secs, 2),
+                                     "log_excerpt": crash_excerpt(code, text_out, bool(self.sandbox))})
+                if status != "pass" and not case.startswith(HIDDEN):  # a hidden case's arguments stay hidden
                     sec["cases"][-1]["rerun"] = student_command(s, files[s].suffix, variant, args, cpu_model)
                 sec["weight_total"] += weight if status not in UNCOUNTED else 0
                 sec["weight_passed"] += weight if status == "pass" else 0

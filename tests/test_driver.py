@@ -269,6 +269,33 @@ class InARelease(unittest.TestCase):
                 self.assertIn(why, str(refused.exception))
 
 
+class HiddenCases(unittest.TestCase):
+    def test_a_hidden_case_the_solution_refuses_stops_the_grading_before_it_starts(self):
+        """A misspelt option in a hidden case is found once, on the solution, not as every student's
+        "refused the input"; a case that runs on (or needs a GPU) is accepted."""
+        said = {"--tt": (2, "bad input: unknown option --tt (see --help)\n"), "--t": (77, "cannot run here: no GPU\n"),
+                "--slow": (124, "TIMEOUT\n")}
+        with tempfile.TemporaryDirectory() as tmp:
+            hidden = Path(tmp, "hidden.json")
+            hidden.write_text(json.dumps({"section": "01_naive", "cases": [
+                {"name": "fine", "args": ["--t", "3001"]}, {"name": "slow", "args": ["--slow"]},
+                {"name": "typo", "args": ["--tt", "3001"]}]}))
+            with mock.patch.multiple(student, build=lambda *a, **k: None, program=lambda s, solution: ["prog"],
+                                     run_limited=lambda cmd, timeout: (*said[cmd[6]], 0.1)):
+                refused = student.refused_hidden_cases(str(hidden))
+                self.assertEqual(refused, [f"{hidden}: case 'typo' (kernels): the solution refuses it: "
+                                           "bad input: unknown option --tt (see --help)"])
+                hidden.write_text(json.dumps({"section": "01_naive", "cases": [{"name": "fine", "args": ["--t", "3"]}]}))
+                self.assertEqual(student.refused_hidden_cases(str(hidden)), [])
+
+    def test_sections_named_with_no_section_is_refused(self):
+        a = SimpleNamespace(cpu=False, no_gpu=True, sections=[], cases=None)
+        with self.assertRaises(common.LabError) as refused:
+            student.grade_class(a)
+        self.assertEqual(refused.exception.code, common.EXIT_BAD_INPUT)
+        self.assertIn("--sections: name the sections to grade", str(refused.exception))
+
+
 class LiveRun(unittest.TestCase):
     def run_cmd(self, runs, args=()):
         """cmd_run of 01 over stand-in runs [(exit, output)], the lines it printed."""

@@ -338,6 +338,26 @@ class Reports(unittest.TestCase):
                          ["Lab01.cu: not a lab file; expected labs/01_naive.cu",
                           "hw2.cu: not a lab file; expected labs/02_v1_tile.cu"])
 
+    def test_a_digit_inside_a_sections_word_is_no_number(self):
+        """v1 is a word of 02's name, not the number 1: v1_tile is 02's file, even beside 01's."""
+        every = ["01_naive", "02_v1_tile", "03_v2_loop_order", "04_fp16", "05_decode", "06_paged", "07_sliding_window",
+                 "08_tma_skeleton", "09_triton", "10_flex", "11_backward", "12_ring"]
+        guesses = {stem: grade.guess_section(stem, every) for stem in (
+            "v1_tile", "flash_v1", "flashV1", "backward_v2", "Lab01", "01-naive", "naive", "lab_02", "hw2", "Naive",
+            "fp16_kernel", "12_ring_v2", "notes")}
+        self.assertEqual(guesses, {"v1_tile": "02_v1_tile", "flash_v1": "02_v1_tile", "flashV1": "02_v1_tile",
+                                   "backward_v2": None,  # 11's word, 03's word: a tie names none
+                                   "Lab01": "01_naive", "01-naive": "01_naive", "naive": "01_naive",
+                                   "lab_02": "02_v1_tile", "hw2": "02_v1_tile", "Naive": "01_naive",
+                                   "fp16_kernel": "04_fp16", "12_ring_v2": "12_ring", "notes": None})
+        self.assertEqual(grade.misnamed(["labs/v1_tile.cu"], every, {"01_naive": "labs/01_naive.cu"}),
+                         ["labs/v1_tile.cu: not a lab file; expected labs/02_v1_tile.cu"])
+
+    def test_a_folder_named_as_a_lab_is_called_a_folder(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp, "labs", "01_naive.cu")).mkdir(parents=True)
+            self.assertEqual(grade.submission_notes(Path(tmp), SECTIONS)[2], ["labs/01_naive.cu/: a folder, not a file"])
+
     def test_a_python_lab_that_does_not_parse_is_a_compile_error(self):
         with tempfile.TemporaryDirectory() as tmp:
             sub = submission(Path(tmp, "sub"), "01_naive.cu", "09_triton.py")
@@ -609,10 +629,48 @@ class Reports(unittest.TestCase):
         self.assertEqual(grade.classify(1, "output not written: all ...", False), "output not written")
         self.assertEqual(grade.classify(1, "O too far from fp64", False), "wrong answer")
         self.assertEqual(grade.classify(124, "TIMEOUT", False), "timeout")
-        self.assertEqual(grade.classify(-11, "", False), "crashed (signal 11)")
+        self.assertEqual(grade.classify(-11, "", False), "crashed (signal 11, SIGSEGV)")
         self.assertEqual(grade.classify(-25, "STOPPED: it wrote a file larger than", False), "wrote too large a file")
         self.assertEqual(grade.classify(1, "OSError: [Errno 27] File too large", False), "wrote too large a file")
         self.assertEqual(grade.classify(3, "CUDA error", False), "CUDA error")
+
+    def test_a_signal_under_the_sandbox_is_a_crash(self):
+        """bubblewrap passes its program's death by signal N on as exit 128 + N."""
+        classify = lambda code, sandboxed, out="": grade.classify(code, out, False, sandboxed=sandboxed)
+        self.assertEqual(classify(139, True), "crashed (signal 11, SIGSEGV)")
+        self.assertEqual(classify(134, True), "crashed (signal 6, SIGABRT)")
+        self.assertEqual(classify(128 + 25, True, "STOPPED: it wrote a file larger than"), "wrote too large a file")
+        self.assertEqual(classify(139, False), "exit 139")  # unsandboxed, an exit code is the program's own
+        self.assertEqual((classify(124, True), classify(2, True), classify(1, True, "O too far")),
+                         ("timeout", "refused the input (exit 2)", "wrong answer"))
+
+    def test_a_crash_says_its_signal_in_the_first_failure(self):
+        data = {"section": "01_naive", "variants": ["kernels"], "cases": [{"name": "T=65", "args": ["--t", "65"]}]}
+        for code, sandbox in ((139, True), (-11, False)):
+            g = StandInGrader(ROOT, ROOT / "build", lambda cmd, timeout: (code, "", 0.1), make_labs.make_stub,
+                              lambda s, hidden: data, student.expand_cases, dict, print, sandbox=sandbox,
+                              program=lambda s, sol, build_dir=None, labs_dir=None: ["lab"])
+            with tempfile.TemporaryDirectory() as tmp:
+                r = g.grade(submission(Path(tmp, "alice")), Path(tmp, "grades"), SECTIONS, ["01_naive"], None, 10, True,
+                            "GPU", "abc", lambda msg: None)
+                md = Path(tmp, "grades", "alice", "grade.md").read_text()
+            self.assertEqual(r["sections"]["01_naive"]["cases"][0]["status"], "crashed (signal 11, SIGSEGV)")
+            self.assertIn("First failure, `T=65` (kernels):\n\n```\nkilled by signal 11 (SIGSEGV)\n```", md)
+
+    def test_a_hidden_case_shows_its_name_alone(self):
+        """Neither its arguments nor what the program said of them (a refusal quotes them) reach grade.md."""
+        data = {"section": "01_naive", "variants": ["kernels"], "cases": [{"name": "hidden: bad flag", "args": ["--tt", "3001"]}]}
+        run_limited = lambda cmd, timeout: (2, "bad input: unknown option --tt (see --help)", 0.1)
+        g = StandInGrader(ROOT, ROOT / "build", run_limited, make_labs.make_stub, lambda s, hidden: data,
+                          student.expand_cases, dict, print, program=lambda s, sol, build_dir=None, labs_dir=None: ["lab"])
+        with tempfile.TemporaryDirectory() as tmp:
+            r = g.grade(submission(Path(tmp, "alice")), Path(tmp, "grades"), SECTIONS, ["01_naive"], None, 10, True,
+                        "GPU", "abc", lambda msg: None)
+            md = Path(tmp, "grades", "alice", "grade.md").read_text()
+        self.assertEqual([c["status"] for c in r["sections"]["01_naive"]["cases"]], ["refused the input (exit 2)"])
+        self.assertIn("First failure, `hidden: bad flag` (kernels): a hidden case; its output is not shown.", md)
+        for leak in ("--tt", "3001", "unknown option"):
+            self.assertNotIn(leak, md)
 
     def test_scan_finds_labs_and_names_the_rest(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -685,6 +743,40 @@ class Reports(unittest.TestCase):
             self.assertIn("which is not a grade", problems[0])
             Path(tmp, "out", "alice", grade.MARKER).touch()  # a grade folder: replaced
             self.assertEqual(grade.plan_outputs([alice], Path(tmp, "out"))[2], [])
+
+    def test_an_out_of_the_instructors_files_is_never_replaced(self):
+        """A class summary the grader did not write is refused, one line; its own is rewritten, and
+        other files of the instructor's beside it stay allowed (the grader writes only its own names)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            alice, out = submission(Path(tmp, "subs", "alice")), Path(tmp, "out")
+            out.mkdir()
+            Path(out, "notes.txt").write_text("mine")
+            self.assertEqual(grade.plan_outputs([alice], out)[2], [])
+            Path(out, "class_summary.csv").write_text("keep\n")
+            problems = grade.plan_outputs([alice], out)[2]
+            self.assertEqual(len(problems), 1, problems)
+            self.assertIn("class_summary.csv is not a class summary the grader wrote: not replaced", problems[0])
+            grade.write_reports(dict(recorded_report(), path=str(alice.resolve())), out / "alice")
+            grade.rebuild_class_summary(out)  # the grader's own: a rerun rewrites it
+            self.assertEqual(grade.plan_outputs([alice], out)[2], [])
+            Path(out, ".harness").mkdir()
+            Path(out, ".harness", "thesis.tex").write_text("x")  # a folder of the grader's name, not its
+            self.assertIn(".harness is not the grader's", " ".join(grade.plan_outputs([alice], out)[2]))
+
+    def test_an_out_in_the_repository_or_at_the_root_is_refused(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            alice = submission(Path(tmp, "subs", "alice"))
+            for out, why in ((Path("/"), "the file system's root"), (ROOT, "the repository's root"),
+                             (ROOT / "solutions", "inside the repository's solutions/"),
+                             (ROOT / "labs" / "grades", "inside the repository's labs/"),
+                             (ROOT / "scripts" / "g", "inside the repository's scripts/"),
+                             (Path(tmp, "it's"), "which the build tools mishandle")):
+                problems = grade.plan_outputs([alice], out)[2]
+                self.assertEqual(len(problems), 1, (out, problems))
+                self.assertIn(why, problems[0])
+            # a new folder of the repository's root, or an ignored one, stays a fine --out
+            for out in (ROOT / "grades-test-unused", ROOT / "build" / "grades-test-unused"):
+                self.assertEqual(grade.plan_outputs([alice], out)[2], [], out)
 
     def test_names_once_per_folder_and_never_shared(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -971,6 +1063,18 @@ class Sandbox(unittest.TestCase):
             for path in [peer, *answers]:  # unseen: the grades beside its own, the answers
                 self.assertEqual(kept["read"][str(path)], "FileNotFoundError", path)
             self.assertEqual(kept["read"][str(readable[0])], "anyone's")  # the rest of the machine, read-only
+
+    def test_a_fenced_program_that_segfaults_crashed(self):
+        from labcli.common import run_limited
+        g = grade.Grader(ROOT, ROOT / "build", run_limited, None, None, None, dict, print, sandbox=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Path(tmp, "grades", "alice")
+            work.mkdir(parents=True)
+            crash = [sys.executable, "-c", "import os, signal, sys; print('partial', flush=True); "
+                     "os.kill(os.getpid(), signal.SIGSEGV)"]
+            code, out, _, record_ok = g.run_case(crash, "kernels", [], 60, work)
+        self.assertEqual(grade.classify(code, out, record_ok, sandboxed=True), "crashed (signal 11, SIGSEGV)")
+        self.assertEqual(grade.crash_excerpt(code, out, True), "partial\nkilled by signal 11 (SIGSEGV)")
 
     def test_the_solution_run_for_comparison_sees_the_answers(self):
         g = grade.Grader(ROOT, ROOT / "build", None, None, None, None, dict, print, sandbox=True)
@@ -1364,6 +1468,60 @@ class CompileErrorReport(unittest.TestCase):
         self.assertIn("Changed outside the exercise regions, at lines 40–41 of the handed-in file", section)
 
 
+class BuildFolderPaths(unittest.TestCase):
+    """A grade folder whose path the build tools mishandle ("o'brien": Ninja reads it as two paths in
+    a depfile) is compiled in a build-safe folder of --out; its grade keeps its name and folder."""
+
+    def build(self, names, deps=lambda build_dir, s: None):
+        configured = []
+
+        def step(cmd, env):
+            cmd = [str(c) for c in cmd]
+            if "-B" in cmd:
+                configured.append((cmd[cmd.index("-B") + 1], next(c for c in cmd if c.startswith("-DLAB_LABS_DIR="))))
+            elif "--target" in cmd:  # a build: the program it makes
+                bin_dir = Path(cmd[cmd.index("--build") + 1], "bin")
+                bin_dir.mkdir(parents=True, exist_ok=True)
+                (bin_dir / cmd[cmd.index("--target") + 1]).write_text("program")
+            return 0, ""
+        g = grade.Grader(ROOT, ROOT / "build", None, make_labs.make_stub, lambda s, hidden: {}, None, dict, print)
+        reports = {}
+        with tempfile.TemporaryDirectory() as tmp, mock.patch.object(grade, "build_step", step), \
+                mock.patch.object(grade, "read_dependencies", deps):
+            out = Path(tmp, "grades")
+            for name in names:
+                sub = submission(Path(tmp, "subs", name))
+                reports[name] = g.grade(sub, out, SECTIONS, ["01_naive"], None, 10, False, None, "abc", lambda msg: None)
+                folder = out / name
+                self.assertTrue((folder / "build" / "bin" / "lab_01_naive").is_file(), name)  # its program, kept
+                reports[name]["md"] = (folder / "grade.md").read_text()
+            self.assertEqual(sorted(p.name for p in out.iterdir() if not p.name.startswith(".")), sorted(names))
+            self.assertEqual(list(out.glob(".*/*/labs")), [])  # the build-safe copies are gone
+        return configured, reports
+
+    def test_a_name_the_build_tools_mishandle_is_built_in_a_safe_folder(self):
+        names = ["o'brien", "hank smith", "plain"]
+        lab = lambda build_dir, s: [str(Path(build_dir).parent / "labs" / "01_naive.cu")]  # what nvcc read
+        configured, reports = self.build(names, lab)
+        self.assertEqual(len(configured), 3)
+        for build_dir, labs_dir in configured:
+            self.assertNotIn("'", build_dir + labs_dir)
+        self.assertTrue(configured[1][0].endswith("/hank smith/build"), configured)  # a space is handled: as before
+        for name in names:
+            self.assertEqual(reports[name]["submission"], name)
+            self.assertEqual(reports[name]["sections"]["01_naive"]["status"], grade.NOT_RUN)
+
+    def test_a_missing_list_of_the_files_read_is_the_graders_problem(self):
+        _, reports = self.build(["plain"])
+        r = reports["plain"]
+        self.assertEqual(r["sections"]["01_naive"]["status"], "not graded (grader problem)")
+        self.assertIsNone(r["total"])
+        self.assertNotIn("compile", grade.section_states(r).replace("compiled", ""))
+        self.assertIn("a problem of the grading machine, not of your file", r["md"])
+        self.assertNotIn("Does not compile", r["md"])
+        self.assertEqual(grade.total_text(r), "no total (01 not graded (grader problem): regrade)")
+
+
 class HungInTheSummary(unittest.TestCase):
     def test_a_section_whose_runs_timed_out_says_so_in_its_status(self):
         def report(name, statuses):
@@ -1471,6 +1629,22 @@ class GradeTriage(unittest.TestCase):
                 self.assertEqual((alice / "labs" / "01_naive.cu").read_text(), "// mine\n")
                 self.assertEqual(sorted(p.name for p in alice.parent.iterdir()), ["alice", "bob"])
                 self.assertEqual(sorted(p.name for p in alice.iterdir()), ["labs"])
+
+    def test_an_out_that_is_not_the_graders_is_refused(self):
+        """A class summary the grader did not write, the repository's root or the file system's: one
+        line, exit 2, nothing written or replaced."""
+        with tempfile.TemporaryDirectory() as tmp:
+            alice, out = submission(Path(tmp, "alice")), Path(tmp, "out")
+            out.mkdir()
+            Path(out, "class_summary.csv").write_text("keep\n")
+            for args, cwd in (([alice, "--out", out], None), ([alice, "--out", "/"], None),
+                              ([alice, "--out", ROOT], None), ([alice, "--out", ""], ROOT)):
+                r = self.lab(*args, "--no-gpu", "--sections", "01", cwd=cwd)
+                self.assertEqual((r.returncode, r.stdout.count("\n")), (2, 1), (args, r.stdout + r.stderr))
+                self.assertIn("nothing written", r.stdout)
+                self.assertNotIn("Traceback", r.stdout + r.stderr)
+            self.assertEqual(sorted(p.name for p in out.iterdir()), ["class_summary.csv"])
+            self.assertEqual(Path(out, "class_summary.csv").read_text(), "keep\n")
 
     def test_an_out_and_archives_among_the_submissions_are_skipped(self):
         """`scripts/lab grade subs/* --out subs/grades` grades the same twice (the rerun's glob holds

@@ -772,6 +772,33 @@ def not_on_cpu(names):
             for s, m in missing.items() if m}
 
 
+HIDDEN_CASE_PROBE_S = 30  # a program checks its arguments first: seconds past that, it has accepted them
+
+
+def refused_hidden_cases(hidden):
+    """One line for each hidden case whose arguments the reference solution refuses (exit 2): an
+    option misspelt in the case file would otherwise cost every student that case. Each runs once
+    per variant, as the grader would, without --cpu (a GPU-only shape is no refusal): the program
+    checks its arguments before anything else, so an exit 2 comes at once, and a run that goes on
+    (or says "cannot run here", 77) has accepted them."""
+    data = cases.load(hidden)
+    section = data["section"]
+    if section not in sections():
+        return [f"{hidden}: 'section' names no section of this lab: {section}"]
+    build(targets([section], lab=False))
+    variants, refused = load_cases(section)["variants"], []
+    for case in data["cases"]:
+        for v in case.get("variants", data.get("variants", variants)):
+            cmd = program(section, True) + ["--variant", v, "--iters", "0", "--quiet"] + case.get("args", [])
+            code, out, _ = run_limited(cmd, HIDDEN_CASE_PROBE_S)
+            if code == EXIT_BAD_INPUT:
+                said = [line for line in out.strip().splitlines() if line.strip()]
+                refused.append(f"{hidden}: case {case['name']!r} ({v}): the solution refuses it: "
+                               f"{said[-1] if said else 'exit 2'}")
+                break
+    return refused
+
+
 def cmd_grade(a):
     try:
         return grade_class(a)
@@ -789,6 +816,9 @@ def grade_class(a):
         raise BadInput("--cpu and --no-gpu: --no-gpu is triage (no case runs), --cpu runs the cases on the CPU model; "
                        "give one; nothing written")
     known = sections()
+    if a.sections == []:  # `--sections` and no section: not "every one", which is leaving it out
+        raise BadInput("--sections: name the sections to grade (01 02, or all); without --sections every section "
+                       "some submission handed in is graded; nothing written")
     only = resolve_all(a.sections) if a.sections else None
     hidden = a.cases
     if hidden:
@@ -837,6 +867,12 @@ def grade_class(a):
         for p in problems:
             say(f"lab: {p}")
         raise BadInput(f"{len(problems)} problems (above); nothing written{advice}")
+    refused = refused_hidden_cases(hidden) if hidden else []
+    if refused:
+        for line in refused[:-1]:
+            say(f"lab: {line}")
+        raise BadInput(f"{refused[-1]}" + (f" (and {len(refused) - 1} more, above)" if len(refused) > 1 else "") +
+                       f"; fix {hidden}; nothing written")
     sandbox_why = grade.sandbox_problem() if a.sandbox != "off" else "--sandbox off"
     if sandbox_why and a.sandbox == "on":
         raise BadInput(f"--sandbox on: {sandbox_why}; nothing written")
