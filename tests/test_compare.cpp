@@ -199,3 +199,65 @@ TEST_CASE("the bound scales with the precision: fp16 output with fp32 error pass
   CHECK(r.passed);
   CHECK(r.ref_err_bound > 1e-4);  // looser than fp32's, because fp16 unfused is less exact
 }
+
+TEST_CASE("compare lists the worst element after the first few, unless it is among them", "[compare]") {
+  Fixture f;
+  for (int c = 0; c < 10; ++c) f.o[size_t(f.p.q_index(0, 0, 0) + c)] += 0.01f;  // small errors come first
+  f.o[size_t(f.p.q_index(0, 40, 1) + 7)] += 0.5f;                               // the max error, far behind
+  CheckResult r = f.check();
+  CHECK_FALSE(r.passed);
+  INFO(r.verdict);
+  REQUIRE(r.details.size() == 6);  // no more lines than before: five of the first, then the worst
+  CHECK(r.details[0].rfind("O[b=0, i=0, h=0, d=0] = ", 0) == 0);
+  CHECK(r.details[4].rfind("O[b=0, i=0, h=0, d=4] = ", 0) == 0);
+  CHECK(r.details[5].rfind("worst: O[b=0, i=40, h=1, d=7] = ", 0) == 0);
+  CHECK(r.details[5].find("(error 0.5)") != std::string::npos);
+
+  Fixture g;  // the worst is the first bad element: listed once, no "worst:" line
+  g.o[size_t(g.p.q_index(0, 3, 0) + 2)] += 0.5f;
+  g.o[size_t(g.p.q_index(0, 9, 0) + 2)] += 0.01f;
+  r = g.check();
+  REQUIRE(r.details.size() == 2);
+  CHECK(r.details[0].rfind("O[b=0, i=3, h=0, d=2] = ", 0) == 0);
+  CHECK(r.details[1].rfind("O[b=0, i=9, h=0, d=2] = ", 0) == 0);
+
+  Fixture n;  // a NaN is worse than any number: past the first few, it is the worst line
+  for (int c = 0; c < 10; ++c) n.o[size_t(n.p.q_index(0, 1, 0) + c)] += 0.5f;
+  n.o[size_t(n.p.q_index(0, 60, 1) + 5)] = NAN;
+  r = n.check();
+  REQUIRE(r.details.size() == 6);
+  INFO(r.details[5]);
+  CHECK(r.details[5].rfind("worst: O[b=0, i=60, h=1, d=5] = NaN, expected ", 0) == 0);
+}
+
+TEST_CASE("compare's all-NaN verdict with a right LSE points at how O is made, not at a stub", "[compare]") {
+  Fixture f;  // LSE right: every row's max and sum are; O alone went NaN (a P never written, 0 * NaN)
+  std::fill(f.o.begin(), f.o.end(), std::nanf(""));
+  CheckResult r = f.check();
+  INFO(r.verdict);
+  CHECK(r.verdict.rfind("all 8192 elements of O are NaN or inf on the rows checked: every row's max and sum are right "
+                        "(LSE within its bound), so look at how O is made from P and V: a key outside the row's mask "
+                        "must give P = 0",
+                        0) == 0);
+  CHECK(r.verdict.find("stub") == std::string::npos);
+  Fixture g;  // LSE unwritten as well: the look of a stub, said as before
+  std::fill(g.o.begin(), g.o.end(), std::nanf(""));
+  std::fill(g.lse.begin(), g.lse.end(), poison_float());
+  r = g.check();
+  CHECK(r.verdict.find("nothing finite came out (an exercise still the stub") != std::string::npos);
+  Fixture h;  // LSE wrong too: not O's making alone
+  std::fill(h.o.begin(), h.o.end(), std::nanf(""));
+  for (float& x : h.lse) x += 1.f;
+  r = h.check();
+  CHECK(r.verdict.find("nothing finite came out") != std::string::npos);
+  CHECK(r.verdict.find("LSE too far as well") != std::string::npos);
+}
+
+TEST_CASE("compare's short report keeps the worst element's line in place of the last it shows", "[compare]") {
+  const std::vector<std::string> d = {"O[a]", "O[b]", "O[c]", "O[d]", "worst: O[z]", "LSE[x]"};
+  CHECK(shown_details(d, 3) == std::vector<std::string>{"O[a]", "O[b]", "worst: O[z]"});
+  CHECK(shown_details(d, 6) == d);
+  const std::vector<std::string> no_worst = {"O[a]", "O[b]", "O[c]", "O[d]"};
+  CHECK(shown_details(no_worst, 3) == std::vector<std::string>{"O[a]", "O[b]", "O[c]"});
+  CHECK(shown_details({"O[a]"}, 3) == std::vector<std::string>{"O[a]"});
+}

@@ -151,6 +151,51 @@ class Reference(unittest.TestCase):
             self.assertIn("LSE too far from fp64", c["verdict"])
             self.assertIn("O within its bound", c["verdict"])
 
+    def exact(self, p, seed=3):
+        q, k, v = inputs.make_inputs(p, seed, 1.0)
+        o, lse = self.brute(p, q, k, v)
+        return q, k, v, inputs.round_to(p.dtype, o.astype(np.float32)), lse.astype(np.float32)
+
+    def test_details_end_with_the_worst_element_unless_listed(self):
+        """compare.cpp's detail lines: the first few over the bound, then the one the max error is from."""
+        p = Problem(1, 2, 2, 16, 16, 64, "fp16", True)
+        q, k, v, out, lse = self.exact(p)
+        rows = reference.all_rows(p)
+        bad = out.copy()
+        bad[0, 0, 0, :10] += np.float32(0.01)  # small errors first
+        bad[0, 12, 1, 7] += np.float32(0.5)    # the max error, far behind
+        c = reference.check(p, q, k, v, rows, bad, lse)
+        self.assertFalse(c["passed"])
+        self.assertEqual(len(c["details"]), 6, c["details"])  # five of the first, then the worst
+        self.assertTrue(c["details"][4].startswith("O[b=0, i=0, h=0, d=4] = "), c["details"])
+        self.assertTrue(c["details"][5].startswith("worst: O[b=0, i=12, h=1, d=7] = "), c["details"])
+        self.assertIn("(error 0.5", c["details"][5])
+        one = out.copy()  # the worst is the first bad element: listed once
+        one[0, 3, 0, 2] += np.float32(0.5)
+        one[0, 9, 0, 2] += np.float32(0.01)
+        c = reference.check(p, q, k, v, rows, one, lse)
+        self.assertEqual([d.split(" = ")[0] for d in c["details"]], ["O[b=0, i=3, h=0, d=2]", "O[b=0, i=9, h=0, d=2]"])
+
+    def test_a_short_report_keeps_the_worst_line(self):
+        d = ["O[a]", "O[b]", "O[c]", "O[d]", "worst: O[z]", "LSE[x]"]
+        self.assertEqual(reference.shown_details(d, 3), ["O[a]", "O[b]", "worst: O[z]"])
+        self.assertEqual(reference.shown_details(d[:4], 3), ["O[a]", "O[b]", "O[c]"])
+        self.assertEqual(reference.shown_details(d[:1], 3), ["O[a]"])
+
+    def test_all_nan_with_a_right_lse_points_at_how_o_is_made(self):
+        p = Problem(1, 2, 2, 16, 16, 64, "fp16", True)
+        q, k, v, out, lse = self.exact(p)
+        rows = reference.all_rows(p)
+        c = reference.check(p, q, k, v, rows, np.full_like(out, np.nan), lse)
+        self.assertTrue(c["verdict"].startswith(
+            f"all {out.size} elements of O are NaN or inf on the rows checked: every row's max and sum are right "
+            "(LSE within its bound), so look at how O is made from P and V: a key outside the row's mask must give "
+            "P = 0"), c["verdict"])
+        self.assertNotIn("stub", c["verdict"])
+        c = reference.check(p, q, k, v, rows, np.full_like(out, np.nan), lse + np.float32(1))  # LSE wrong too
+        self.assertIn("nothing finite came out", c["verdict"])
+        self.assertIn("LSE too far as well", c["verdict"])
+
 
 class Program(unittest.TestCase):
     def test_json_refuses_a_non_list(self):

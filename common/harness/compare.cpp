@@ -41,6 +41,13 @@ std::vector<RowId> rows_to_check(const Problem& p, CheckMode mode, int sample_bu
   return full ? all_rows(p) : sample_rows(p, sample_budget, seed);
 }
 
+std::vector<std::string> shown_details(const std::vector<std::string>& details, size_t n) {
+  std::vector<std::string> shown(details.begin(), details.begin() + std::min(n, details.size()));
+  for (size_t i = n; n > 0 && i < details.size(); ++i)
+    if (details[i].rfind("worst: ", 0) == 0) shown.back() = details[i];
+  return shown;
+}
+
 std::string format_number(const char* f, double a) {
   if (std::isnan(a)) return "NaN";  // printf writes "nan" or "-nan" by the sign bit, which means nothing here
   char buf[64];
@@ -77,6 +84,9 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
   int64_t lse_nan = 0, o_zero = 0;  // o_zero: elements exactly 0 (a stub that never adds leaves O so)
   const int d = p.d;
   auto worst = [](double a, double b) { return std::isnan(b) ? INFINITY : std::max(a, b); };
+  size_t worst_n = 0;
+  int worst_c = 0;
+  double worst_err = -1;  // the element max_abs_err comes from (the first, on a tie; NaN counts as inf)
   for (size_t n = 0; n < rows.size(); ++n) {
     const RowId id = rows[n];
     const float* o = &out_o[size_t(p.q_index(id.b, id.i, id.h))];
@@ -87,6 +97,7 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
       if (!std::isfinite(o[c])) ++r.o_nan;
       o_zero += o[c] == 0.f;
       r.max_abs_err = worst(r.max_abs_err, err);
+      if (worst(0, err) > worst_err) { worst_err = worst(0, err); worst_n = n; worst_c = c; }
       if (std::isfinite(o[c])) diff2 += err * err;
       ref2 += ref * ref;
     }
@@ -107,22 +118,35 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
   r.ref_err_bound = 2 * same_err + atol;
   r.lse_err_bound = 2 * same_lse_err + atol;
 
-  // The first few elements over the bound, by coordinate, with what was expected.
-  for (size_t n = 0; n < rows.size() && r.details.size() < 6; ++n) {
+  // The first few elements over the bound, by coordinate, with what was expected; then the worst
+  // one, where the max error of the verdict comes from, unless it is among them (the first few of
+  // an off-by-one are often the small errors at the start of a row, far from the worst).
+  constexpr size_t kShownO = 6;
+  auto element = [&](size_t n, int c) {
     const RowId id = rows[n];
-    const float* o = &out_o[size_t(p.q_index(id.b, id.i, id.h))];
-    for (int c = 0; c < d && r.details.size() < 6; ++c) {
-      const double ref = exact.o[n * size_t(d) + size_t(c)];
-      const double err = std::fabs(double(o[c]) - ref);
-      if (!(err <= r.ref_err_bound)) {
-        std::ostringstream s;
-        const bool unwritten = is_poison(o[c]);  // no error to speak of where nothing (or NaN) was stored
-        s << "O[b=" << id.b << ", i=" << id.i << ", h=" << id.h << ", d=" << c << "] = "
-          << (unwritten ? std::string("unwritten") : format_number("%.6g", o[c])) << ", expected " << format_number("%.6g", ref)
-          << (unwritten || std::isnan(err) ? std::string() : " (error " + format_number("%.3g", err) + ")");
-        r.details.push_back(s.str());
-      }
+    const float got = out_o[size_t(p.q_index(id.b, id.i, id.h)) + size_t(c)];
+    const double ref = exact.o[n * size_t(d) + size_t(c)];
+    const double err = std::fabs(double(got) - ref);
+    const bool unwritten = is_poison(got);  // no error to speak of where nothing (or NaN) was stored
+    std::ostringstream s;
+    s << "O[b=" << id.b << ", i=" << id.i << ", h=" << id.h << ", d=" << c << "] = "
+      << (unwritten ? std::string("unwritten") : format_number("%.6g", got)) << ", expected " << format_number("%.6g", ref)
+      << (unwritten || std::isnan(err) ? std::string() : " (error " + format_number("%.3g", err) + ")");
+    return s.str();
+  };
+  bool worst_shown = false;
+  for (size_t n = 0; n < rows.size() && r.details.size() < kShownO; ++n) {
+    for (int c = 0; c < d && r.details.size() < kShownO; ++c) {
+      const double err = std::fabs(double(out_o[size_t(p.q_index(rows[n].b, rows[n].i, rows[n].h)) + size_t(c)]) -
+                                   exact.o[n * size_t(d) + size_t(c)]);
+      if (err <= r.ref_err_bound) continue;
+      worst_shown = worst_shown || (n == worst_n && c == worst_c);
+      r.details.push_back(element(n, c));
     }
+  }
+  if (!r.details.empty() && !worst_shown) {
+    if (r.details.size() == kShownO) r.details.pop_back();
+    r.details.push_back("worst: " + element(worst_n, worst_c));
   }
 
   const bool o_ok = r.o_unwritten == 0 && r.o_nan == 0 && r.max_abs_err <= r.ref_err_bound;
@@ -156,6 +180,11 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
   } else if (r.o_unwritten) {
     v << "output partly not written: " << r.o_unwritten << " of " << o_total
       << " elements of O still hold the poison";
+  } else if (r.o_nan == o_checked && !out_lse.empty() && !r.lse_unwritten && lse_ok) {
+    // Right max and sum rule out the stub and an overflow: what is left is O's own making.
+    v << "all " << o_checked << " elements of O are NaN or inf on the rows checked: every row's max and sum are right "
+      << "(LSE within its bound), so look at how O is made from P and V: a key outside the row's mask must give "
+      << "P = 0, not NaN (and 0 * NaN is NaN too)";
   } else if (r.o_nan == o_checked) {  // the look of an exercise left as its stub (or of a NaN everywhere)
     v << "all " << o_checked << " elements of O are NaN or inf on the rows checked: nothing finite came out "
       << "(an exercise still the stub, a value it never writes, or a NaN or overflow that reached every row)"

@@ -40,6 +40,11 @@ struct CheckResult {
 
 double default_atol(DType t);
 
+// At most n of a check's detail lines, for a short report (a --quiet failure): the first ones, the
+// last of them replaced by the worst element's line when that lies further down (it is the line the
+// verdict's max error comes from).
+std::vector<std::string> shown_details(const std::vector<std::string>& details, size_t n);
+
 // out_o: the whole O [B, T_q, H, D] as float (poison preserved); out_lse: the whole LSE
 // [B, H, T_q], or empty when the section does not produce one. `same` is the unfused reference
 // whose error sets the bound: same_precision (the element type), or fp8_e4m3 for a kernel that

@@ -34,7 +34,7 @@ void print_verdict(bool passed, const std::string& reason, const std::vector<std
                    const std::string& name, const std::string& variant, bool cpu) {
   if (quiet && !passed) {
     std::printf("  check    %s\n", reason.c_str());
-    for (size_t i = 0; i < details.size() && i < 3; ++i) std::printf("           %s\n", details[i].c_str());
+    for (const auto& d : shown_details(details, 3)) std::printf("           %s\n", d.c_str());
   }
   std::printf("%s: %s %s%s\n", passed ? "PASS" : "FAIL", name.c_str(), variant.c_str(), cpu ? " (CPU model)" : "");
 }

@@ -200,7 +200,8 @@ std::string format_bytes(double bytes);  // "17.2 GB"
 
 // The line every program ends with ("FAIL: 01_naive kernels (CPU model)"); under --quiet a failure
 // prints the check's reason and its first details above it (the run's own reason first, e.g. "the
-// tile span is wrong"), so that a quiet run, as scripts/lab check makes them, still says why.
+// tile span is wrong"; the worst element's line among them, shown_details), so that a quiet run, as
+// scripts/lab check makes them, still says why.
 void print_verdict(bool passed, const std::string& reason, const std::vector<std::string>& details, bool quiet,
                    const std::string& name, const std::string& variant, bool cpu);
 

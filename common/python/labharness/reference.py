@@ -140,6 +140,16 @@ def check_scope(mode, rows_checked, rows_total):
     return f"checked {rows_checked} of {rows_total} rows, a sample; --check full checks every row"
 
 
+def shown_details(details, n):
+    """At most n of a check's detail lines (a --quiet failure): the first ones, the last of them replaced
+    by the worst element's line when that lies further down (compare.cpp's shown_details)."""
+    shown = list(details[:n])
+    worst = [d for d in details[n:] if d.startswith("worst: ")]
+    if shown and worst:
+        shown[-1] = worst[0]
+    return shown
+
+
 class CheckResult(dict):
     """The check's numbers with the record's field names (record.cpp's check object)."""
 
@@ -197,17 +207,31 @@ def check(p, q, k, v, rows, out_o, out_lse, mods=None):
     rel = math.sqrt(diff2 / ref2) if ref2 > 0 else math.sqrt(diff2)
     if o_nan:
         rel = math.inf
-    details = []
+    # The first few elements over the bound, then the worst one (where max_err comes from), unless it
+    # is among them: the first few of an off-by-one are often small errors far from the worst.
+    def element(b, h, idx, got, ref_o, err, n, c):
+        unwritten = is_poison(np.float32(got[n, c]))  # no error to speak of where nothing (or NaN) was stored
+        return (f"O[b={b}, i={idx[n]}, h={h}, d={c}] = {'unwritten' if unwritten else _v(got[n, c])}, "
+                f"expected {_v(ref_o[n, c])}" +
+                ("" if unwritten or err[n, c] != err[n, c] else f" (error {_g(err[n, c])})"))
+    shown_o = 6
+    details, listed, worst, worst_err = [], set(), None, -1.0
     for b, h, idx, got, ref_o, err in bad:
-        if len(details) >= 6:
-            break
+        if err.size == 0:
+            continue
+        key = np.where(np.isnan(err), np.inf, err)  # NaN counts as inf; argmax keeps the first of a tie
+        at = np.unravel_index(int(np.argmax(key)), key.shape)
+        if key[at] > worst_err:
+            worst, worst_err = (b, h, idx, got, ref_o, err, int(at[0]), int(at[1])), float(key[at])
         for n, c in zip(*np.nonzero(~(err <= bound))):
-            if len(details) >= 6:
+            if len(details) >= shown_o:
                 break
-            unwritten = is_poison(np.float32(got[n, c]))  # no error to speak of where nothing (or NaN) was stored
-            details.append(f"O[b={b}, i={idx[n]}, h={h}, d={c}] = {'unwritten' if unwritten else _v(got[n, c])}, "
-                           f"expected {_v(ref_o[n, c])}" +
-                           ("" if unwritten or err[n, c] != err[n, c] else f" (error {_g(err[n, c])})"))
+            listed.add((b, h, int(n), int(c)))
+            details.append(element(b, h, idx, got, ref_o, err, n, c))
+    if details and (worst[0], worst[1], worst[6], worst[7]) not in listed:
+        if len(details) == shown_o:
+            details.pop()
+        details.append("worst: " + element(*worst))
     o_ok = o_unwritten == 0 and o_nan == 0 and max_err <= bound
     lse_ok = out_lse is None or (lse_unwritten == 0 and lse_bad == 0 and lse_err <= lse_bound)
     if not lse_ok and not lse_unwritten:  # the first few LSE rows over their bound, after O's elements
@@ -231,6 +255,11 @@ def check(p, q, k, v, rows, out_o, out_lse, mods=None):
         verdict = f"output not written: all {o_total} elements of O still hold the poison"
     elif o_unwritten:
         verdict = f"output partly not written: {o_unwritten} of {o_total} elements of O still hold the poison"
+    elif o_nan == o_checked and out_lse is not None and not lse_unwritten and lse_ok:
+        # right max and sum rule out the stub and an overflow: what is left is O's own making
+        verdict = (f"all {o_checked} elements of O are NaN or inf on the rows checked: every row's max and sum are "
+                   "right (LSE within its bound), so look at how O is made from P and V: a key outside the row's "
+                   "mask must give P = 0, not NaN (and 0 * NaN is NaN too)")
     elif o_nan == o_checked:  # the look of an exercise left as its stub (or of a NaN everywhere)
         verdict = (f"all {o_checked} elements of O are NaN or inf on the rows checked: nothing finite came out "
                    "(an exercise still the stub, a value it never writes, or a NaN or overflow that reached every row)"

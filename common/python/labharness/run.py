@@ -145,7 +145,7 @@ def run(s, forward, argv):
                 print(f"  {key:<8} {val}")
     if o.quiet and not c["passed"]:  # why, even when quiet: the verdict and its first details, as the C++ harness
         print(f"  check    {c['verdict']}")
-        for d in c["details"][:3]:
+        for d in reference.shown_details(c["details"], 3):
             print(f"           {d}")
     print(f"{'PASS' if c['passed'] else 'FAIL'}: {s.name} {o.variant}{' (CPU)' if cpu else ''}")
 
