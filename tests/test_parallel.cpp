@@ -1,6 +1,7 @@
-// The progress line a slow CPU run prints (SlowRunNotice), and the harness's input making that
-// prints it.
+// The progress line a slow CPU run prints (SlowRunNotice), the harness's input making that
+// prints it, and the barrier a CPU model's team meets at.
 #include <catch2/catch.hpp>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -76,4 +77,39 @@ TEST_CASE("Making a long sequence's inputs prints progress and nothing under --q
       REQUIRE(text.find("  ... making the inputs still running: 0 s (Q, K and V: 101 MB in fp32; a smaller shape "
                         "starts sooner)\n") == 0);
   }
+}
+
+// A team's barrier (01's CPU model reduces through one): a member that never arrives is found out
+// at once, once everyone else has returned; a member that is only slow is waited for.
+TEST_CASE("A team's barrier that one member calls once more fails at once, not after a time limit", "[parallel]") {
+  Barrier barrier(4);
+  std::atomic<int> failed{0};
+  const auto start = std::chrono::steady_clock::now();
+  run_team(4, [&](int member) {
+    for (int call = 0; call < (member == 0 ? 2 : 1); ++call) failed += !barrier.arrive_and_wait();
+  });
+  const auto took = std::chrono::steady_clock::now() - start;
+  CHECK(failed == 1);  // member 0's second call: the others have returned, nobody will come
+  CHECK(took < 1s);
+}
+
+TEST_CASE("A team's barrier waits for a slow member past its patience", "[parallel]") {
+  Barrier barrier(4, 1s);  // outside a team, 1 s would be taken for a member that never arrives
+  std::atomic<int> failed{0};
+  run_team(4, [&](int member) {
+    if (member == 3) std::this_thread::sleep_for(1300ms);  // a big shape on a slow CPU
+    failed += !barrier.arrive_and_wait();
+    failed += !barrier.arrive_and_wait();
+  });
+  CHECK(failed == 0);
+}
+
+TEST_CASE("A barrier outside a team, or of part of one, still gives up after its patience", "[parallel]") {
+  Barrier barrier(3, 1s);
+  std::atomic<int> failed{0};
+  std::thread a([&] { failed += !barrier.arrive_and_wait(); });
+  std::thread b([&] { failed += !barrier.arrive_and_wait(); });
+  a.join();
+  b.join();
+  CHECK(failed == 2);
 }

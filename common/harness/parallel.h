@@ -7,6 +7,7 @@
 // many (each member its share, a reduction across members) is run by many on the CPU too.
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -32,14 +33,31 @@ void parallel_for(int64_t n, Fn fn) {
   for (auto& t : pool) t.join();
 }
 
-// A barrier for `members` threads, reusable at once (C++17 has no std::barrier). A wait that
-// outlasts `patience` means a member never arrived (code that calls a team's reduction from some
-// members only): arrive_and_wait() then returns false, and the caller reports it instead of hanging.
+namespace detail {
+// The team (run_team) the calling thread is a member of: its size, and how many members have
+// returned from their body. nullptr on a thread outside a team.
+struct TeamExits {
+  int members;
+  std::atomic<int> returned{0};
+};
+inline thread_local TeamExits* current_team = nullptr;
+}  // namespace detail
+
+// A barrier for `members` threads, reusable at once (C++17 has no std::barrier). When not every
+// member arrives (code that calls a team's reduction from some members only), arrive_and_wait()
+// returns false, and the caller reports it instead of hanging. Among the members of a run_team of
+// that size, that is decided exactly and at once: a member still computing may take as long as it
+// needs (a big shape on a slow CPU), but once every member not waiting here has returned from its
+// body, nobody is left to arrive. A time limit would have to choose between failing a slow correct
+// run and making every wrong one wait it out. Outside such a team, a wait that outlasts `patience`
+// is taken for a member that never arrives.
 class Barrier {
  public:
-  explicit Barrier(int members, std::chrono::seconds patience = std::chrono::seconds(5))
+  explicit Barrier(int members, std::chrono::milliseconds patience = std::chrono::seconds(5))
       : members_(members), patience_(patience) {}
   bool arrive_and_wait() {
+    detail::TeamExits* team = detail::current_team;
+    if (team && team->members != members_) team = nullptr;  // a barrier of part of the team: no way to tell
     std::unique_lock<std::mutex> lock(mu_);
     if (broken_) return false;
     const uint64_t generation = generation_;
@@ -49,18 +67,26 @@ class Barrier {
       all_arrived_.notify_all();
       return true;
     }
-    if (all_arrived_.wait_for(lock, patience_, [&] { return generation_ != generation || broken_; }) && !broken_)
-      return true;
-    broken_ = true;  // release every other waiter too: the team cannot go on
-    all_arrived_.notify_all();
-    return false;
+    const auto released = [&] { return generation_ != generation || broken_; };
+    const auto start = std::chrono::steady_clock::now();
+    // A member that returns cannot wake this wait (it knows no barrier): the wait looks again
+    // every few milliseconds, which costs nothing beside a correct team's microsecond waits.
+    while (!all_arrived_.wait_for(lock, std::chrono::milliseconds(2), released)) {
+      const bool nobody_left = team && arrived_ + team->returned.load() >= members_;
+      if (nobody_left || (!team && std::chrono::steady_clock::now() - start > patience_)) {
+        broken_ = true;  // release every other waiter too: the team cannot go on
+        all_arrived_.notify_all();
+        return false;
+      }
+    }
+    return !broken_;
   }
 
  private:
   std::mutex mu_;
   std::condition_variable all_arrived_;
   const int members_;
-  const std::chrono::seconds patience_;
+  const std::chrono::milliseconds patience_;
   int arrived_ = 0;
   uint64_t generation_ = 0;
   bool broken_ = false;
@@ -70,8 +96,15 @@ class Barrier {
 // meet at a Barrier), and returns when every one has returned.
 template <class Fn>
 void run_team(int members, Fn body) {
+  detail::TeamExits exits{members};
   std::vector<std::thread> team;
-  for (int m = 0; m < members; ++m) team.emplace_back([m, &body] { body(m); });
+  for (int m = 0; m < members; ++m)
+    team.emplace_back([m, &body, &exits] {
+      detail::current_team = &exits;
+      body(m);
+      detail::current_team = nullptr;
+      ++exits.returned;
+    });
   for (auto& t : team) t.join();
 }
 
