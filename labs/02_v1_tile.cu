@@ -251,6 +251,28 @@ __global__ void finalize_kernel(const float* __restrict__ o_run,  // [B·H, T_q,
 }
 
 // ---------------------------------------------------------------------------------------------
+// online_update asked directly: a row that has seen no key yet (m = -inf, l = 0, O = 0) meets a
+// tile in which it sees none either (with T_q > T_kv, causal, the first rows never see a key). The
+// state must stay as it is; the output cannot show it, as finalize writes O = 0 for any row whose
+// l is not > 0, NaN included. Asked on the host by the CPU model and after a GPU run: the same
+// source the kernel compiles.
+template <int HEAD_DIM>
+std::string online_update_probe() {
+  float s[BLOCK_KV];
+  std::fill(s, s + BLOCK_KV, -INFINITY);
+  const std::vector<float> v(size_t(BLOCK_KV) * HEAD_DIM, 1.f);  // [BLOCK_KV, HEAD_DIM]
+  std::vector<float> o_row(HEAD_DIM, 0.f);
+  float m = -INFINITY, l = 0.f;
+  online_update<HEAD_DIM>(s, reinterpret_cast<const float(*)[HEAD_DIM]>(v.data()), o_row.data(), m, l);
+  const auto moved = std::find_if(o_row.begin(), o_row.end(), [](float x) { return x != 0.f; });  // NaN too
+  if (m == -INFINITY && l == 0.f && moved == o_row.end()) return "";
+  const size_t at = moved == o_row.end() ? 0 : size_t(moved - o_row.begin());
+  return "online_update(scores all -inf, m=-inf, l=0, O=0) left m=" + lab::format_number("%g", m) + ", l=" +
+         lab::format_number("%g", l) + ", O[" + std::to_string(at) + "]=" + lab::format_number("%g", o_row[at]) +
+         ": a tile in which the row sees no key must leave the state unchanged (exp(-inf - -inf) is NaN)";
+}
+
+// ---------------------------------------------------------------------------------------------
 // Workspace, tile counts and the traffic model (also used by the CPU model).
 int64_t state_bytes(const lab::Problem& p) {  // O (fp32) + m + l
   return (p.q_elems() + 2 * p.lse_elems()) * int64_t(sizeof(float));
@@ -345,6 +367,9 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   run.metrics["kernel_launches"] = lab::ceil_div(pr.t_kv, BLOCK_KV) + 2;
   run.metrics["block_q"] = BLOCK_Q;
   run.metrics["block_kv"] = BLOCK_KV;
+  run.after_check_run = [d = pr.d](nlohmann::json&) {  // what the output cannot show (online_update_probe)
+    return d == 64 ? online_update_probe<64>() : online_update_probe<128>();
+  };
   run.forward = [=](cudaStream_t st) {
     if (pr.d == 64) launch_v1<64>(q, k, v, o, lse, o_run, m_run, l_run, pr, sh, bug, st);
     else launch_v1<128>(q, k, v, o, lse, o_run, m_run, l_run, pr, sh, bug, st);
@@ -358,8 +383,9 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
 // step_row and the exercises they call), K/V tiles outside, Q tiles inside, the O/m/l state in a
 // workspace that every step reads and writes back, the same tile skip and the same --bug
 // pitfalls. Inputs are copied with NaN rows after the end, so a missing guard reads NaN (as a GPU
-// reads whatever lies past the end) instead of crashing; and a tile that claims rows past T is
-// reported, not read.
+// reads whatever lies past the end) instead of crashing; a tile that claims rows past T is
+// reported, not read; and tile_load and online_update are asked directly about the edges the
+// output hides.
 template <int HEAD_DIM>
 lab::CpuRun run_cpu_d(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in,
                       std::vector<float>& o, std::vector<float>& lse) {
@@ -384,6 +410,7 @@ lab::CpuRun run_cpu_d(const lab::Problem& pr, const lab::Options& opt, const lab
       failure = "tile_load(tile_row0, row_stride, r=1, c=0, rows_valid=1) = (" + lab::format_number("%g", past.x) +
                 ", ...), want zeros: row 1 of a tile with 1 valid row is past its end and must not be read";
   }
+  if (failure.empty()) failure = online_update_probe<HEAD_DIM>();
   for (int kv_tile = 0; kv_tile < nkv; ++kv_tile) {  // the OUTER loop: one K/V tile
     const int kv0 = kv_tile * BLOCK_KV, kv_rows = rows_in_tile(kv_tile, BLOCK_KV, pr.t_kv);
     if (kv_rows > pr.t_kv - kv0 && failure.empty())
