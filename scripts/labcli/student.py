@@ -986,9 +986,12 @@ def grade_class(a):
                 not_graded.append(f"{given}: {type(e).__name__}: {e}")
                 say(f"   not graded: {not_graded[-1]}")
                 continue
-            failed = [s for s, (ok, _) in staged[name]["built"].items() if not ok]
-            say(f"   [{n}/{len(plan)}] {given}: " + (f"compile error in {', '.join(failed)}" if failed else
-                                                     "built" if staged[name]["built"] else "nothing to build"))
+            built = staged[name]["built"]
+            failed = [s for s, (ok, _) in built.items() if ok is False]
+            unchecked = [s for s, (ok, _) in built.items() if ok is None]  # compiled; the grader could not check it
+            said = ([f"compile error in {', '.join(failed)}"] if failed else []) + \
+                   ([f"{', '.join(unchecked)} {grade.GRADER_PROBLEM}"] if unchecked else [])
+            say(f"   [{n}/{len(plan)}] {given}: " + ("; ".join(said) or ("built" if built else "nothing to build")))
     finally:  # Ctrl-C: the builds not started are dropped (each one in flight ends at its own pace)
         pool.shutdown(wait=True, cancel_futures=True)
     for n, (given, path, name) in enumerate(plan, 1):
