@@ -83,6 +83,18 @@ def stand_in_grade(folder, out, on_gpu, only=None):
     return g.grade(folder, out, SECTIONS, only, None, 10, on_gpu, "GPU" if on_gpu else None, "abc", lambda msg: None)
 
 
+def grade_alice(data, run_limited, **grader_options):
+    """alice's stand-in submission graded on a GPU by StandInGrader with the case list `data` and
+    the stand-in runs `run_limited`: (the report, her grade.md)."""
+    g = StandInGrader(ROOT, ROOT / "build", run_limited, make_labs.make_stub, lambda s, hidden: data,
+                      student.expand_cases, dict, print, program=lambda s, sol, build_dir=None, labs_dir=None: ["lab"],
+                      **grader_options)
+    with tempfile.TemporaryDirectory() as tmp:
+        r = g.grade(submission(Path(tmp, "alice")), Path(tmp, "grades"), SECTIONS, ["01_naive"], None, 10, True,
+                    "GPU", "abc", lambda msg: None)
+        return r, Path(tmp, "grades", "alice", "grade.md").read_text()
+
+
 class CasesThisGpuCannotRun(unittest.TestCase):
     def test_only_a_case_the_solution_cannot_run_either_is_left_out(self):
         """On an A100, 11's wgmma cases are "cannot run here" for every program: out of the total, for
@@ -119,12 +131,7 @@ class HangingSection(unittest.TestCase):
             return (124, f"TIMEOUT: stopped after {timeout} s", timeout) if t != "2" else (1, "O too far from fp64", 0.1)
         data = {"section": "01_naive", "variants": ["kernels", "cublas"],
                 "cases": [{"name": f"T={t}", "args": ["--t", str(t)]} for t in range(1, 8)]}
-        g = StandInGrader(ROOT, ROOT / "build", run_limited, make_labs.make_stub, lambda s, hidden: data,
-                          student.expand_cases, dict, print, program=lambda s, sol, build_dir=None, labs_dir=None: ["lab"])
-        with tempfile.TemporaryDirectory() as tmp:
-            r = g.grade(submission(Path(tmp, "alice")), Path(tmp, "grades"), SECTIONS, ["01_naive"], None, 10, True,
-                        "GPU", "abc", lambda msg: None)
-            md = Path(tmp, "grades", "alice", "grade.md").read_text()
+        r, md = grade_alice(data, run_limited)
         self.assertEqual(ran, [(str(t), v) for t in (1, 2, 3, 4) for v in ("kernels", "cublas")] + [("5", "kernels")])
         sec = r["sections"]["01_naive"]
         self.assertEqual([c["status"] for c in sec["cases"]], ["timeout"] * 2 + ["wrong answer"] * 2 + ["timeout"] * 5
@@ -647,13 +654,7 @@ class Reports(unittest.TestCase):
     def test_a_crash_says_its_signal_in_the_first_failure(self):
         data = {"section": "01_naive", "variants": ["kernels"], "cases": [{"name": "T=65", "args": ["--t", "65"]}]}
         for code, sandbox in ((139, True), (-11, False)):
-            g = StandInGrader(ROOT, ROOT / "build", lambda cmd, timeout: (code, "", 0.1), make_labs.make_stub,
-                              lambda s, hidden: data, student.expand_cases, dict, print, sandbox=sandbox,
-                              program=lambda s, sol, build_dir=None, labs_dir=None: ["lab"])
-            with tempfile.TemporaryDirectory() as tmp:
-                r = g.grade(submission(Path(tmp, "alice")), Path(tmp, "grades"), SECTIONS, ["01_naive"], None, 10, True,
-                            "GPU", "abc", lambda msg: None)
-                md = Path(tmp, "grades", "alice", "grade.md").read_text()
+            r, md = grade_alice(data, lambda cmd, timeout: (code, "", 0.1), sandbox=sandbox)
             self.assertEqual(r["sections"]["01_naive"]["cases"][0]["status"], "crashed (signal 11, SIGSEGV)")
             self.assertIn("First failure, `T=65` (kernels):\n\n```\nkilled by signal 11 (SIGSEGV)\n```", md)
 
@@ -661,12 +662,7 @@ class Reports(unittest.TestCase):
         """Neither its arguments nor what the program said of them (a refusal quotes them) reach grade.md."""
         data = {"section": "01_naive", "variants": ["kernels"], "cases": [{"name": "hidden: bad flag", "args": ["--tt", "3001"]}]}
         run_limited = lambda cmd, timeout: (2, "bad input: unknown option --tt (see --help)", 0.1)
-        g = StandInGrader(ROOT, ROOT / "build", run_limited, make_labs.make_stub, lambda s, hidden: data,
-                          student.expand_cases, dict, print, program=lambda s, sol, build_dir=None, labs_dir=None: ["lab"])
-        with tempfile.TemporaryDirectory() as tmp:
-            r = g.grade(submission(Path(tmp, "alice")), Path(tmp, "grades"), SECTIONS, ["01_naive"], None, 10, True,
-                        "GPU", "abc", lambda msg: None)
-            md = Path(tmp, "grades", "alice", "grade.md").read_text()
+        r, md = grade_alice(data, run_limited)
         self.assertEqual([c["status"] for c in r["sections"]["01_naive"]["cases"]], ["refused the input (exit 2)"])
         self.assertIn("First failure, `hidden: bad flag` (kernels): a hidden case; its output is not shown.", md)
         for leak in ("--tt", "3001", "unknown option"):
