@@ -763,7 +763,7 @@ class Reports(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             alice = submission(Path(tmp, "subs", "alice"))
             for out, why in ((Path("/"), "the file system's root"), (ROOT, "the repository's root"),
-                             (ROOT / "solutions", "inside the repository's solutions/"),
+                             (ROOT / "common", "inside the repository's common/"),  # (a release has no solutions/)
                              (ROOT / "labs" / "grades", "inside the repository's labs/"),
                              (ROOT / "scripts" / "g", "inside the repository's scripts/"),
                              (Path(tmp, "it's"), "which the build tools mishandle")):
