@@ -440,7 +440,7 @@ __device__ __forceinline__ void store_o_lse(const float (&o_acc)[O_REGS], const 
 
 // consumer_overlapped below walks any tile type with these members (the fp8 kernel's is
 // ws_fp8.cuh's fp8::ConsumerTile): Rules, BLOCK_KV, STAGES, q_rows, begin, issue_s, issue_pv,
-// fence_pv_operands, mask_all, online_softmax, rescale_o, RESCALE_UNDER_S, pack_p, finalize.
+// fence_pv_operands, mask_all, online_softmax, rescale_o, pack_p, finalize.
 template <class T, int HEAD_DIM, class H, int KV_TILE>
 struct ConsumerTile {
   using TL = Tiles<HEAD_DIM, KV_TILE>;
@@ -503,10 +503,6 @@ struct ConsumerTile {
   // At D = 128 with a slack of 8 (online_softmax_rows): fewer rescales of O's 64 registers a
   // thread. At D = 64 the rescale is half as long and the slack's test costs more than it saves.
   static constexpr int MAX_SLACK_LOG2 = HEAD_DIM == 128 ? 8 : 0;
-  // rescale_o runs under S(n)'s wgmma (consumer_overlapped) where it cannot branch: with the
-  // slack (D = 128) it takes the warp's vote, and no branch may sit between a wgmma's issue and its
-  // wait, so there it stays before the turn.
-  static constexpr bool RESCALE_UNDER_S = MAX_SLACK_LOG2 == 0;
   __device__ __forceinline__ void online_softmax(const Params& p) {
     online_softmax_rows<0, MAX_SLACK_LOG2>(s, m, l, alpha, p.scale_log2);
   }
@@ -675,28 +671,22 @@ __device__ __forceinline__ void consumer_overlapped(int wg, const KP& p, const S
     H::consumer_release(sm.k_empty(slot.stage));
     H::consumer_release(sm.v_empty(slot.stage));
   };
-  // step(n): finish PV(n-2) (wait, release V(n-2) and K(n-1)), rescale O by alpha(n-1) (before the
-  // turn, or under S(n) where RESCALE_UNDER_S), pack P(n-1), issue S(n) and PV(n-1), wait for S(n)
-  // only, softmax(n) while PV(n-1) runs.
+  // step(n): finish PV(n-2) (wait, release V(n-2) and K(n-1), rescale by alpha(n-1)), pack P(n-1),
+  // issue S(n) and PV(n-1), wait for S(n) only, softmax(n) while PV(n-1) runs.
   auto step = [&](int n, auto masked) {
     const RingSlot prev = fill_slot(n - 1), cur = fill_slot(n);
     wgmma_wait<0>();  // PV(n-2) is done
     c.fence_pv_operands();
     if (n - 2 >= a) H::consumer_release(sm.v_empty(fill_slot(n - 2).stage));
     H::consumer_release(sm.k_empty(prev.stage));  // S(n-1) is done too
-    if constexpr (!Tile::RESCALE_UNDER_S) c.rescale_o();  // by alpha(n-1) (fp8: PV(n-2) folded into O first)
-    c.pack_p();  // P(n-1)
+    c.rescale_o();  // by alpha(n-1) (fp8: PV(n-2) folded into O first)
+    c.pack_p();     // P(n-1)
     H::consumer_wait(sm.k_full(cur.stage), cur);
     H::consumer_wait(sm.v_full(prev.stage), prev);
     turns.take();
     wgmma_fence();
     c.issue_s(q_rows, sm.k(cur.stage));
     wgmma_commit();
-    if constexpr (Tile::RESCALE_UNDER_S) {  // while S(n) runs (ptxas interleaves the FMULs with its k-steps)
-      c.fence_pv_operands();
-      c.rescale_o();  // by alpha(n-1)
-      wgmma_fence();  // PV(n-1) writes the registers the rescale just read and wrote
-    }
     c.issue_pv(sm.v(prev.stage));
     wgmma_commit();
     turns.pass();     // (ping-pong) the next warpgroup issues while this one exponentiates

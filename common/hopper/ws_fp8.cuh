@@ -142,7 +142,6 @@ struct ConsumerTile {
   using Rules = H;
   static constexpr int BLOCK_KV = lab::ws::BLOCK_KV;
   static constexpr int STAGES = TL::STAGES;
-  static constexpr bool RESCALE_UNDER_S = false;  // under S's wgmma (the turn held) the fold measured slower
   float s[TL::S_REGS];               // S = Q Kᵀ (raw, in units of q_scale·k_scale), then P·2^8 in fp32
   uint32_t p_frag[TL::KV_STEPS][4];  // P in e4m3, the A registers of P V
   float pv[O_IN_TC ? 1 : TL::O_REGS];  // the P V of the tile in flight (O_IN_TC: unused)
