@@ -1044,7 +1044,8 @@ def out_problem(out_root, repo):
     if repo in out.parents:
         top = out.relative_to(repo).parts[0]
         r = subprocess.run(["git", "-C", str(repo), "ls-files", "--", top], capture_output=True, text=True)
-        tracked = bool(r.stdout.strip()) if r.returncode == 0 else (repo / top).exists()
+        # (a student release is no git checkout: there the course's own folders; build/ stays free)
+        tracked = bool(r.stdout.strip()) if r.returncode == 0 else top in TREE_FOLDERS | {"labs"}
         if tracked or top == ".git":
             return f"inside the repository's {top}/ (give a folder outside its tracked tree, e.g. grades/)"
     if not build_safe(out):
