@@ -301,7 +301,7 @@ class LiveRun(unittest.TestCase):
         """cmd_run of 01 over stand-in runs [(exit, output)], the lines it printed."""
         calls = []
 
-        def run_limited(cmd, timeout, echo=None, extra_env=None):
+        def run_limited(cmd, timeout, echo=None, extra_env=None, stuck=None):
             code, text = runs[len(calls)]
             calls.append(cmd)
             self.assertEqual(extra_env, {"LAB_TIME_LIMIT_S": "60"})  # the note of a slow shape compares with it
@@ -366,16 +366,82 @@ class LiveRun(unittest.TestCase):
 
     def test_a_small_shape_still_running_at_the_limit_is_called_stuck(self):
         """A CPU model's "still running" lines prove nothing on a shape that takes a second: there
-        the hint is the endless loop, in the problem line's every spelling; a large one was busy."""
+        the hint is the endless loop, in the shape's every spelling; a large one was busy. (The lines
+        name the shape: the problem line comes only after the run.)"""
         for problem, busy in (("B=1 H=8 T=16 D=64 fp32", False), ("B=1 H=4 H_kv=2 T=64 D=64 fp16", False),
                               ("B=1 H=8 T_q=64 T_kv=100 D=64 fp32 causal", False),
                               ("B=1 H=32 T=4096 D=64 fp16", True), ("B=8 H=32 H_kv=8 T_q=1024 T_kv=8192 D=128 fp16", True)):
-            said = (f"01_naive [kernels] cpu-model   {problem}\n"
-                    "  ... the CPU model still running: 595 s (a smaller shape finishes sooner)\n")
+            said = f"  ... the CPU model still running: 595 s ({problem}: a smaller shape finishes sooner)\n"
             code, lines, _ = self.run_cmd([(124, said + "\nTIMEOUT: stopped after 60 s\n")], ["--t", "16"])
             self.assertEqual(code, common.EXIT_TIMEOUT)
             self.assertRegex(lines[-1], r"^lab: the program was still working" if busy else
                              r"^lab: the program did not finish in 60 s: most often an endless loop", problem)
+
+    def run_stand_in(self, program_text, argv):
+        """cmd_run of `scripts/lab run 01 ARGV...` (parsed as scripts/lab does: its default --timeout)
+        over a stand-in program (Python; it reads nothing of its arguments but --cpu), with
+        CPU_PROBE_LIMIT at 1 s: its exit, the lines printed, the seconds it took."""
+        with tempfile.TemporaryDirectory() as tmp:
+            fake = Path(tmp) / "fake_section.py"
+            fake.write_text("import sys, time\ncpu = '--cpu' in sys.argv\nt0 = time.time()\n"
+                            "def still_running(seconds, shape):\n"  # the C++ harness's notice (harness.cpp)
+                            "    while time.time() - t0 < seconds:\n"
+                            "        print(f'  ... the CPU model still running: {time.time() - t0:.0f} s "
+                            "({shape}: a smaller shape finishes sooner)', flush=True)\n"
+                            "        time.sleep(0.5)\n" + program_text)
+            a = lab.parse(["run", "01", *argv])
+            with mock.patch.multiple(student, build=lambda *args, **kw: None, python_parses=lambda *args: None,
+                                     python_packages=lambda *args: None, CPU_PROBE_LIMIT=1,
+                                     program=lambda section, solution: [sys.executable, fake]), \
+                    mock.patch.object(make_labs, "is_untouched_stub", return_value=False), \
+                    mock.patch.object(make_labs, "untouched_exercises", return_value=[]), \
+                    contextlib.redirect_stdout(io.StringIO()) as printed:
+                start = time.time()
+                code = student.cmd_run(a)
+            return code, printed.getvalue().splitlines(), time.time() - start
+
+    def test_a_small_shape_stuck_on_the_cpu_model_is_stopped_in_check_s_probe_limit(self):
+        """`run` without a GPU: a tiny shape still running after CPU_PROBE_LIMIT is an endless loop
+        (the CPU model finishes it in a second), stopped then with the timeout's lines and exit, not
+        after --timeout's ten minutes. Whether the CPU model runs as the fallback or by --cpu. (The
+        stand-in stops by itself after 20 s: a driver that waits fails, it does not hang.)"""
+        stuck = ("if not cpu:\n"
+                 "    print('cannot run here: no CUDA GPU found (no driver); add --cpu to run the CPU model', "
+                 "file=sys.stderr)\n"
+                 "    sys.exit(77)\n"
+                 "still_running(20, 'B=1 H=8 T=16 D=64 fp32')\n"
+                 "print('01_naive [kernels] cpu-model   B=1 H=8 T=16 D=64 fp32')\nprint('PASS: 01_naive kernels (CPU model)')\n")
+        for argv, rerun in (([], "scripts/lab run 01 --timeout 2"),
+                            (["--", "--cpu"], "scripts/lab run 01 --timeout 2 -- --cpu")):
+            code, lines, secs = self.run_stand_in(stuck, argv)
+            self.assertEqual(code, common.EXIT_TIMEOUT, lines)
+            self.assertLess(secs, 10, lines)
+            self.assertEqual(lines[-2], "TIMEOUT: stopped after 1 s", lines)
+            self.assertRegex(lines[-1], r"^lab: the program did not finish in 1 s: most often an endless loop, or a "
+                                        r"wait that never completes, in the exercise; if it only needs longer: " +
+                                        re.escape(rerun) + "$")
+            self.assertFalse([l for l in lines if "CRASHED" in l or "Traceback" in l], lines)
+        self.assertEqual(lab.parse(["run", "01"]).timeout, student.RUN_TIMEOUT)  # the default it stops early at
+
+    def test_a_run_that_may_need_its_time_is_not_stopped_early(self):
+        """Given its whole --timeout: a large shape on the CPU model (its "still running" lines are
+        work), "still running" lines that name no shape (the program's word is taken), any shape on a
+        GPU, and any run under a --timeout the student gave (the hint tells them to give one where a
+        run only needs longer)."""
+        def finishing(shape, seconds=3):
+            return (f"still_running({seconds}, {shape!r})\nprint('01_naive [kernels] cpu-model   {shape}')\n"
+                    "print('PASS: 01_naive kernels (CPU model)')\n")
+        for text, argv in ((finishing("B=1 H=32 T=4096 D=64 fp16"), ["--", "--cpu"]),
+                           (finishing("B=1 H=8 T=16 D=64 fp32"), []),  # a GPU run: it never asks for --cpu
+                           (finishing("making the inputs"), ["--", "--cpu"])):
+            code, lines, secs = self.run_stand_in(text, argv)
+            self.assertEqual(code, common.EXIT_PASS, lines)
+            self.assertGreaterEqual(secs, 3, lines)
+        code, lines, secs = self.run_stand_in(finishing("B=1 H=8 T=16 D=64 fp32", 20), ["--timeout", "3", "--", "--cpu"])
+        self.assertEqual(code, common.EXIT_TIMEOUT, lines)
+        self.assertGreaterEqual(secs, 3, lines)
+        self.assertRegex(lines[-1], r"^lab: the program did not finish in 3 s: most often an endless loop.*"
+                                    r"scripts/lab run 01 --timeout 6 -- --cpu$")
 
     def test_a_run_that_checked_nothing_is_not_called_passed(self):
         """--help (or any run with no PASS line) ends in 0 but ran none of the exercise."""
@@ -1012,7 +1078,7 @@ class Cases(unittest.TestCase):
         written = make_labs.make_stub(sol_text, "03_v2_loop_order.cu", only={"deferred-normalisation"})
         runs = [(1, "FAIL: 03_v2_loop_order v2 (CPU model)\n")]
 
-        def run_limited(cmd, timeout, echo=None, extra_env=None):
+        def run_limited(cmd, timeout, echo=None, extra_env=None, stuck=None):
             echo(runs[0][1].encode())
             return runs[0][0], runs[0][1], 0.1
         with tempfile.TemporaryDirectory() as tmp:
@@ -1067,7 +1133,7 @@ class Cases(unittest.TestCase):
             def said_by_run(text, result, args):
                 lab.write_text(text)
 
-                def run_limited(cmd, timeout, echo=None, extra_env=None):
+                def run_limited(cmd, timeout, echo=None, extra_env=None, stuck=None):
                     echo(result[1].encode())
                     return result[0], result[1], 0.1
                 a = SimpleNamespace(section="07", solution=False, args=args, timeout=60)

@@ -553,12 +553,14 @@ class HangWatch:
                     self._stop.set()
 
 
-def run_limited(cmd, timeout, capture=True, echo=None, extra_env=None):
+def run_limited(cmd, timeout, capture=True, echo=None, extra_env=None, stuck=None):
     """Runs cmd in its own process group, its input closed; kills the whole group on timeout (exit
     124). Of the output, the first OUTPUT_HEAD and last OUTPUT_TAIL bytes are kept (a program that
     prints without end must not fill the memory of a grader running a class). echo(bytes), if given,
     is handed all of it as it comes, then the note on how the run ended (a timeout, a crash).
-    extra_env: variables added to this run's environment."""
+    extra_env: variables added to this run's environment. stuck=(seconds, judge): a run still going
+    after `seconds` whose output so far judge(text) calls stuck is stopped there, as a timeout (it
+    need not wait out the rest of its limit)."""
     env = dict(os.environ, LAB_GIT_SHA=os.environ.get("LAB_GIT_SHA") or git_sha(), **(extra_env or {}))
     start = time.time()
     if _stopping.is_set():
@@ -569,10 +571,10 @@ def run_limited(cmd, timeout, capture=True, echo=None, extra_env=None):
     except OSError as e:  # a missing tool (compute-sanitizer, ncu) is a failed step, not a crash
         return 127, f"cannot start {cmd[0]}: {e.strerror}\n", 0.0
     with stopped_on_interrupt(proc):
-        return _wait_limited(proc, cmd, timeout, capture, echo, start)
+        return _wait_limited(proc, cmd, timeout, capture, echo, start, stuck)
 
 
-def _wait_limited(proc, cmd, timeout, capture, echo, start):
+def _wait_limited(proc, cmd, timeout, capture, echo, start, stuck=None):
     """run_limited's wait: the output kept, the time limit, how the run ended."""
     head, tail, dropped = bytearray(), bytearray(), [0]
 
@@ -590,13 +592,23 @@ def _wait_limited(proc, cmd, timeout, capture, echo, start):
     reader = threading.Thread(target=drain, daemon=True) if capture else None
     if reader:
         reader.start()
+    limit = timeout
     try:
-        code = proc.wait(timeout=timeout)
+        if stuck and stuck[0] < timeout:
+            try:
+                code = proc.wait(timeout=stuck[0])
+            except subprocess.TimeoutExpired:
+                if stuck[1]((bytes(head) + bytes(tail)).decode(errors="replace")):
+                    limit = stuck[0]
+                    raise
+                code = proc.wait(timeout=timeout - stuck[0])
+        else:
+            code = proc.wait(timeout=timeout)
         note = ""
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         code = proc.wait()
-        note = f"\nTIMEOUT: stopped after {timeout:.0f} s\n"
+        note = f"\nTIMEOUT: stopped after {limit:.0f} s\n"
         code = EXIT_TIMEOUT
     if reader:
         reader.join(timeout=10)  # a grandchild outside the group may hold the pipe: do not wait on it

@@ -85,6 +85,22 @@ class LiveOutput:
             say(line.decode(errors="replace"))
 
 
+RUN_TIMEOUT = 600  # run's --timeout where the student gives none (scripts/lab's default)
+
+
+def run_shown(cmd, a, live, on_cpu, extra_env):
+    """One of `run`'s runs, its output handed to `live` as it comes: (exit, output, the seconds of the
+    time limit it met, if it met one). On the CPU model, a small shape still running after
+    CPU_PROBE_LIMIT seconds is stuck (check's probe gets the same time) and is stopped then, not after
+    --timeout's minutes; only at run's default --timeout: one the student gives holds whole (the
+    timeout's hint says to give one where a run only needs longer). A GPU run is not judged so: a
+    CPU's seconds say nothing of it."""
+    early = on_cpu and a.timeout == RUN_TIMEOUT
+    code, out, secs = run_limited(cmd, a.timeout, echo=live, extra_env=extra_env,
+                                  stuck=(CPU_PROBE_LIMIT, stuck_on_a_small_shape) if early else None)
+    return code, out, CPU_PROBE_LIMIT if early and code == EXIT_TIMEOUT and secs < a.timeout else a.timeout
+
+
 def cmd_run(a):
     section = resolve(a.section)
     needs_solutions(a)
@@ -94,7 +110,7 @@ def cmd_run(a):
     cmd = program(section, a.solution) + a.args
     live = LiveOutput()
     limit = {TIME_LIMIT_VARIABLE: f"{a.timeout:.0f}"}  # a Python section's slow-shape note compares with it
-    code, out, _ = run_limited(cmd, a.timeout, echo=live, extra_env=limit)
+    code, out, limit_met = run_shown(cmd, a, live, "--cpu" in a.args, limit)
     reason = no_gpu_reason(out) if code == EXIT_CANNOT_RUN else None
     fall_back = reason and ONLY_A_GPU not in reason and "--cpu" not in a.args  # else --cpu: "needs a GPU"
     live.end(show_held=not fall_back)
@@ -103,10 +119,10 @@ def cmd_run(a):
             reason = "no GPU here"  # torch is only the GPU path's; the CPU path needs none
         say(f"lab: {reason}; {cpu_fallback(section, 'running', getattr(a, 'solution', False))}")
         live = LiveOutput()
-        code, out, _ = run_limited(cmd + ["--cpu"], a.timeout, echo=live, extra_env=limit)
+        code, out, limit_met = run_shown(cmd + ["--cpu"], a, live, True, limit)
         live.end()
     if code == EXIT_TIMEOUT:
-        say(timeout_hint(a.timeout, f"run {section[:2]}" + (" --solution" if a.solution else ""),
+        say(timeout_hint(limit_met, f"run {section[:2]}" + (" --solution" if a.solution else ""),
                          shlex.join(["--"] + a.args) if a.args else "", still_working(out)))
     on_cpu = bool(fall_back) or "--cpu" in a.args
     # a failure, or a CPU model that passed its part (what only a GPU runs may still be unwritten)
@@ -406,26 +422,39 @@ def stub_passes(results, solution):
 TIME_LIMIT_VARIABLE = "LAB_TIME_LIMIT_S"
 
 
-# A run's problem line (common/harness/problem.cpp): "B=1 H=8 T=16 D=64", "B=1 H=4 H_kv=2 T=64 D=64",
-# "B=1 H=8 T_q=64 T_kv=100 D=64".
+# A run's shape (common/harness/problem.cpp), in its problem line and a CPU model's "still running"
+# lines: "B=1 H=8 T=16 D=64", "B=1 H=4 H_kv=2 T=64 D=64", "B=1 H=8 T_q=64 T_kv=100 D=64".
 SHAPE_LINE = re.compile(r"\bB=(\d+) H=(\d+)(?: H_kv=\d+)? (?:T=(\d+)|T_q=(\d+) T_kv=(\d+)) D=(\d+)")
 # B·H·T_q·T_kv·D under which a CPU model finishes in a few seconds on a laptop core: a run of such a
 # shape that is still running near the time limit is stuck, however many "still running" lines it printed.
 SMALL_CPU_WORK = 1e9
 
 
+# A Python section's line before a --cpu run it expects to take long (labharness.run.slow_on_cpu), and
+# a CPU model's line every few seconds of a long run, its shape in it (common/harness/parallel.h,
+# SlowRunNotice; harness.cpp names the shape there, its problem line comes only after the run).
+SLOW_SHAPE_NOTE = re.compile(r"^note: .* takes roughly ", re.MULTILINE)
+STILL_RUNNING = re.compile(r"^\s*\.\.\. .* still running: ", re.MULTILINE)
+
+
 def still_working(out):
     """Whether a program's output says it was busy on a large shape (a Python section's slow-shape
     note, a CPU model's "still running" lines on a shape large enough to need the time), not stuck."""
-    if re.search(r"^note: .* takes roughly ", out, re.MULTILINE):
+    if SLOW_SHAPE_NOTE.search(out):
         return True
-    if not re.search(r"^\s*\.\.\. .* still running: ", out, re.MULTILINE):
+    if not STILL_RUNNING.search(out):
         return False
     shape = SHAPE_LINE.search(out)
-    if shape is None:  # no problem line to judge by: take the program's word
+    if shape is None:  # no shape to judge by: take the program's word
         return True
     b, h, t, t_q, t_kv, d = (int(x) if x else 0 for x in shape.groups())
     return b * h * (t * t if t else t_q * t_kv) * d >= SMALL_CPU_WORK
+
+
+def stuck_on_a_small_shape(out):
+    """Whether a run's output so far says it is stuck: "still running" on a shape the CPU finishes in
+    seconds (SMALL_CPU_WORK)."""
+    return STILL_RUNNING.search(out) is not None and not still_working(out)
 
 
 def timeout_hint(seconds, command, program_args="", working=False):
