@@ -26,6 +26,7 @@
 #include <cublas_v2.h>
 
 #include <atomic>
+#include <cstring>
 
 #include "lab.cuh"
 
@@ -221,6 +222,79 @@ pv_kernel(const float* __restrict__ p,  // [B, H, T_q, T_kv]
 }
 
 // ---------------------------------------------------------------------------------------------
+// softmax_row asked directly about the end of its row. S and P are dense ([rows, T_kv]), so a loop
+// that runs one key too far reads the next row's first score (in the max: no visible change) and
+// writes the next row's first probability, which that row then overwrites: the output cannot show
+// it (on a GPU that row belongs to another block, running at the same time). Here every row is
+// followed by PROBE_PAD floats: the scores' padding is NaN in one run and large in another, so a
+// softmax that reads it answers differently (compared bitwise); P's padding holds a value no
+// probability takes, so a write there is seen. Asked on the host by the CPU model and after a GPU
+// run, with the CPU model's team: the same source the kernel compiles.
+constexpr int PROBE_PAD = 2 * CPU_TEAM;  // floats after each probed row
+
+std::string softmax_row_probe() {
+  constexpr int t_kv = 37;  // ragged: not a multiple of the team, a warp or a tile
+  // full, window, one key (all three reach t_kv), causal, no key
+  constexpr lab::KeyRange rows[] = {{0, t_kv}, {t_kv - 7, t_kv}, {t_kv - 1, t_kv}, {0, 20}, {0, 0}};
+  constexpr int n_rows = int(std::size(rows)), stride = t_kv + PROBE_PAD;
+  constexpr float big = 1000.f, unwritten = -1.f;  // unwritten: no probability is negative
+  struct Out {
+    std::vector<float> p, lse;  // [n_rows, stride], [n_rows]
+  };
+  std::atomic<bool> hung{false};
+  auto run = [&](auto pad) {  // pad(k): the score stored in s_row[t_kv + k]
+    std::vector<float> s(size_t(n_rows) * stride);
+    Out out{std::vector<float>(s.size(), std::nanf("")), std::vector<float>(n_rows, std::nanf(""))};
+    for (int r = 0; r < n_rows; ++r)
+      for (int j = 0; j < stride; ++j) {
+        const size_t at = size_t(r) * stride + j;
+        s[at] = j >= t_kv ? pad(j - t_kv) : rows[r].contains(j) ? 0.25f * float((5 * j + 3 * r) % 13) - 1.f : -INFINITY;
+        if (j >= t_kv) out.p[at] = unwritten;
+      }
+    float partials[CPU_TEAM];
+    lab::Barrier barrier(CPU_TEAM);
+    lab::run_team(CPU_TEAM, [&](int member) {
+      const CpuTeam team{member, partials, &barrier, &hung, false};
+      for (int r = 0; r < n_rows && !hung; ++r)
+        softmax_row(team, &s[size_t(r) * stride], &out.p[size_t(r) * stride], &out.lse[size_t(r)], rows[r], t_kv);
+    });
+    return out;
+  };
+  const auto nan_pad = [](int) { return std::nanf(""); };
+  const Out quiet = run(nan_pad), again = run(nan_pad), loud = run([=](int) { return big; });
+  if (hung) return "";  // the CPU model's own run names it
+  auto keys_of = [&](int r) {
+    return "softmax_row(keys=[" + std::to_string(rows[r].begin) + ", " + std::to_string(rows[r].end) +
+           "), t_kv=" + std::to_string(t_kv) + ")";
+  };
+  const std::string rule = "keys.end is exclusive, one past the last visible key (j < keys.end, j < t_kv, never <=)";
+  for (const Out* out : {&quiet, &loud})
+    for (int r = 0; r < n_rows; ++r)
+      for (int k = 0; k < PROBE_PAD; ++k)
+        if (std::memcmp(&out->p[size_t(r) * stride + t_kv + k], &unwritten, sizeof(float)) != 0)
+          return keys_of(r) + " wrote p_row[" + std::to_string(t_kv + k) +
+                 "], past the row's end: a row has exactly t_kv probabilities, p_row[0 .. t_kv-1] (in P the next "
+                 "row follows, on a GPU another block's), and " + rule;
+  auto same_row = [&](const Out& a, const Out& b, int r) {
+    return std::memcmp(&a.p[size_t(r) * stride], &b.p[size_t(r) * stride], t_kv * sizeof(float)) == 0 &&
+           std::memcmp(&a.lse[size_t(r)], &b.lse[size_t(r)], sizeof(float)) == 0;
+  };
+  for (int r = 0; r < n_rows; ++r) {
+    if (!same_row(quiet, again, r) || same_row(quiet, loud, r)) continue;  // unrepeatable, or no read
+    std::string read = "s_row[j] for some j >= t_kv";
+    for (int k = 0; k < PROBE_PAD; ++k)  // which score: the one that alone changes the answer
+      if (!same_row(quiet, run([=](int x) { return x == k ? big : std::nanf(""); }), r)) {
+        read = "s_row[" + std::to_string(t_kv + k) + "]";
+        break;
+      }
+    return keys_of(r) + " read " + read +
+           ", past the row's end: a row has exactly t_kv scores, s_row[0 .. t_kv-1] (in S the next row's "
+           "scores follow), and " + rule;
+  }
+  return "";
+}
+
+// ---------------------------------------------------------------------------------------------
 // Launchers.
 template <int HEAD_DIM>
 void launch_kernels(const float* q, const float* k, const float* v, float* s, float* p, float* o, float* lse,
@@ -311,6 +385,7 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   run.extra_device_bytes = score_bytes(pr);
   run.hbm_bytes_model = naive_hbm_bytes(pr);
   run.metrics["score_matrix_bytes"] = score_bytes(pr) / 2;
+  run.after_check_run = [](nlohmann::json&) { return softmax_row_probe(); };  // what the output cannot show
   if (ctx.variant == "cublas") {
     auto plan = make_cublas_plan(pr, q, k, v, s, p, o);
     run.forward = [=](cudaStream_t st) { launch_cublas(*plan, pr, p, lse, s, sh, subtract_max, st); (void)scores; };
@@ -347,8 +422,10 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
   const bool subtract_max = opt.bug != "no-max-subtract";
   const float scale = pr.softmax_scale();
   const int64_t rows = int64_t(pr.b) * pr.h * pr.t_q;  // row = (b·H + h)·T_q + i, as S is laid out
+  const std::string past_the_end = softmax_row_probe();
   // P starts as NaN, as the GPU's workspace does: a softmax that leaves it unwritten shows in O.
-  std::vector<float> s(size_t(pr.score_elems())), p(size_t(pr.score_elems()), std::nanf(""));
+  // One row more of each, NaN: a loop past the last row's end (the probe names it) stays inside.
+  std::vector<float> s(size_t(pr.score_elems() + pr.t_kv), std::nanf("")), p(s.size(), std::nanf(""));
   lab::parallel_for(rows, [&](int64_t row) {  // step 1: S
     const int i = int(row % pr.t_q), h = int(row / pr.t_q) % pr.h, b = int(row / pr.t_q) / pr.h;
     const int hk = lab::kv_head_of(h, pr.h, pr.h_kv);
@@ -385,6 +462,8 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
   if (hung)
     run.failure = "the softmax's team stopped at a team.max() or team.sum() that not every member called: every "
                   "member must call each reduction, the same number of times (on a GPU the block would hang)";
+  else if (!past_the_end.empty())
+    run.failure = past_the_end;
   else if (every_row_sums_to(p, pr, 1.f / CPU_TEAM))
     run.failure = "every row of P sums to 1/" + std::to_string(CPU_TEAM) + " with a team of " +
                   std::to_string(CPU_TEAM) + ": each member summed the whole row, so team.sum() counted every key " +

@@ -41,6 +41,29 @@ if(LAB_BUILD_SOLUTIONS)
          "not every member called: every member must call each reduction"
     ARGS --cpu --t 100 --h 2 --causal)
 endif()
+# S and P are dense ([rows, T_kv]): a softmax loop that runs one key past its row reads the next
+# row's first score (in the max: no visible change) or writes the next row's first probability
+# (which that row overwrites on the CPU): the output passes. softmax_row_probe names the access.
+if(LAB_BUILD_SOLUTIONS)
+  lab_wrong_answer(wrong_softmax_read_01 01_naive
+    "j < keys.end; j += team.size()) m = fmaxf(m, s_row[j]);" "j <= keys.end; j += team.size()) m = fmaxf(m, s_row[j]);")
+  lab_test(cpu_model.01.softmax_read_past_the_end cpu 1
+           MATCH "^  check    softmax_row\\(keys=.0, 37\\), t_kv=37\\) read s_row\\[37\\], past the row's end: a row has exactly t_kv scores"
+           COMMAND ${BIN}/wrong_softmax_read_01 --cpu --t 100 --h 2)
+  lab_wrong_answer(wrong_softmax_write_01 01_naive
+    "j < t_kv; j += team.size()) p_row[j] =" "j <= t_kv; j += team.size()) p_row[j] =")
+  lab_test(cpu_model.01.softmax_write_past_the_end cpu 1
+           MATCH "^  check    softmax_row\\(keys=.0, 37\\), t_kv=37\\) wrote p_row\\[37\\], past the row's end: a row has exactly t_kv probabilities"
+           COMMAND ${BIN}/wrong_softmax_write_01 --cpu --t 100 --h 2)
+  # An exercise that never ends, on a shape the CPU finishes in a second: `scripts/lab run` stops
+  # it once the CPU model's "still running" line (which names the shape) shows it is stuck.
+  lab_wrong_answer(endless_softmax_01 01_naive
+    "j < keys.end; j += team.size()) m = fmaxf(m, s_row[j]);"
+    "j < keys.end; j += team.size()) m = fmaxf(m, s_row[j]);\n  for (volatile int spin = 0; spin >= 0;) {}")
+  add_test(NAME cpu_model.01.endless_loop_stopped_early
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/stuck_cpu_model.py ${BIN}/endless_softmax_01 --t 16)
+  set_tests_properties(cpu_model.01.endless_loop_stopped_early PROPERTIES LABELS cpu TIMEOUT 120)
+endif()
 # A tile_load guard that lets row rows_valid through reads past the tile (on a GPU, whatever lies
 # there): the CPU model names the call, rather than an O that is NaN everywhere.
 if(LAB_BUILD_SOLUTIONS)
