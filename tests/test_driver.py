@@ -576,6 +576,30 @@ class ParallelCheck(unittest.TestCase):
         self.assertEqual(verdicts[1], [("t1", False), ("t2", True), ("t3", False), ("t4", True)])
         self.assertEqual(verdicts[4], verdicts[1])
 
+    def test_the_columns_line_up_for_long_names(self):
+        """A case list's lines keep their columns (the exit code, the seconds) whatever the length
+        of a case's name or a variant's (09's names pass 58 characters, 08's variants 8)."""
+        import argparse
+        with tempfile.TemporaryDirectory() as tmp:
+            fake = Path(tmp) / "fake_section"
+            fake.write_text("#!/usr/bin/env python3\nimport sys\nsys.exit(0)\n")
+            fake.chmod(0o755)
+            data = {"section": "99_fake", "variants": ["v", "ws-persistent"],
+                    "cases": [{"name": "short", "args": []},
+                              {"name": "T_q=300 > T_kv=40 causal fp16 D=128 (whole tiles with no key) and more", "args": []}]}
+            with mock.patch.object(student, "load_cases", lambda section, extra=None: data), \
+                    mock.patch.object(student, "program", lambda section, solution: [fake]), \
+                    mock.patch.object(student, "gpu_available", lambda section, solution, timeout: (True, "")), \
+                    contextlib.redirect_stdout(io.StringIO()) as printed:
+                a = argparse.Namespace(cases=None, solution=True, cpu=False, require_gpu=True, no_bugs=True,
+                                       expect_fail=False, timeout=30, verbose=False, jobs=1)
+                student.check_section("99_fake", a)
+        lines = [l for l in printed.getvalue().splitlines() if l.startswith("  [")]
+        self.assertEqual(len(lines), 4, printed.getvalue())
+        self.assertEqual(len({l.index(" exit ") for l in lines}), 1, "\n".join(lines))
+        self.assertEqual(len({l.index(" short") if " short" in l else l.index(" T_q=") for l in lines}), 1,
+                         "\n".join(lines))
+
     def test_a_bug_run_that_raises_is_not_caught(self):
         """A --bug run counts as caught when its self-check fails (exit 1, FAIL), not when the
         Python harness reports an exception with the same exit 1 (a branch that raises NameError)."""

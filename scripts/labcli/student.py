@@ -347,6 +347,13 @@ def check_section(section, a):
                for n, (_, v, args, expect, _) in enumerate(runs)]
     seen_failures = {}  # a failure's verdict (numbers masked) -> the run that showed it first
     not_run = 0
+
+    # a case's name need not say it is causal; its line does (a mask bug fails only those)
+    def label(name, variant, args):
+        return (f"{variant:<{variant_width}} {name}" +
+                (" causal" if "--causal" in args and "causal" not in name else ""))
+    variant_width = max([8] + [len(v) for _, v, _, _, _ in runs])  # columns line up for any case list
+    label_width = max([58] + [len(label(name, v, args)) for name, v, args, _, _ in runs])
     for n, ((name, variant, args, expect, weight), job) in enumerate(zip(runs, pending), 1):
         cmd = command(variant, args, expect)
         got = job.result()
@@ -370,9 +377,7 @@ def check_section(section, a):
             ok = code == EXIT_FAIL and not raised_an_error(out)
         status = ("ok" if ok else ("needs-gpu" if not on_gpu and gpu_only.startswith("needs a GPU") else "not-here")
                   if gpu_only else "TIMEOUT" if code == EXIT_TIMEOUT else "FAIL")
-        # a case's name need not say it is causal; its line does (a mask bug fails only those)
-        label = f"{variant:<8} {name}" + (" causal" if "--causal" in args and "causal" not in name else "")
-        say(f"  [{n:>2}/{len(runs)}] {status:<9} {label:<58} exit {code:<3} {secs:6.1f} s")
+        say(f"  [{n:>2}/{len(runs)}] {status:<9} {label(name, variant, args):<{label_width}} exit {code:<3} {secs:6.1f} s")
         if (not ok and not gpu_only) or a.verbose:
             shown = excerpt(out)
             # A failure already shown (the same verdict, its numbers aside: a stub fails every case
