@@ -1778,6 +1778,9 @@ class Arguments(unittest.TestCase):
         r = self.cli("help", "frobnicate")
         self.assertEqual(r.returncode, 2)
         self.assertIn("invalid choice: 'frobnicate'", r.stdout)
+        r = self.cli()  # no command at all: the list of commands (exit 2: nothing was run)
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(r.stdout, shown(["--help"]))
 
     def test_the_help_lists_every_command_once(self):
         # one list (the description's), not argparse's again beneath it; in a student release, the
