@@ -150,12 +150,25 @@ def make_stub(text, source_name, only=None, regions=None):
 # instead (sha256sum's format, paths from the tree's root: there `sha256sum -c labs/stubs.sha256`
 # lists the labs one changed).
 STUB_DIGESTS = "stubs.sha256"
+# and the stubs themselves, as generated (labs/.stubs/NN_name.cu): once a student has written one
+# exercise, a check still tells which others are untouched (untouched_exercises), git or none.
+STUB_COPIES = ".stubs"
 
 
 def stub_digests(labs):
     """The digest lines of the stubs in the folder labs/, as STUB_DIGESTS holds them."""
     return "".join(f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {Path(labs).name}/{p.name}\n"
                    for p in sorted(Path(labs).glob("[0-9][0-9]_*.*")) if p.suffix in (".cu", ".py"))
+
+
+def keep_stub_copies(labs):
+    """Copies the stubs in the folder labs/ into labs/.stubs/ (STUB_COPIES)."""
+    import shutil
+    copies = Path(labs) / STUB_COPIES
+    copies.mkdir(exist_ok=True)
+    for p in sorted(Path(labs).glob("[0-9][0-9]_*.*")):
+        if p.suffix in (".cu", ".py"):
+            shutil.copy2(p, copies / p.name)
 
 
 def stub_digest(lab):
@@ -187,9 +200,9 @@ def is_untouched_stub(lab):
 def generated_stub(lab):
     """The stub a lab file was generated as (bytes), whatever has been written into the file since
     (a test about the stub must not read a student's work): made from its solution; in a release
-    (no solutions/), the file itself or a committed version of it whose digest is the one
-    labs/stubs.sha256 holds (a student may have committed their work since). None where nothing
-    tells."""
+    (no solutions/), the file itself, its copy in labs/.stubs/ or a committed version of it, whose
+    digest is the one labs/stubs.sha256 holds (a student may have committed their work since).
+    None where nothing tells."""
     lab = Path(lab)
     root = lab.resolve().parent.parent
     solution = root / "solutions" / lab.name
@@ -200,6 +213,9 @@ def generated_stub(lab):
         return None
     if is_untouched_stub(lab):
         return lab.read_bytes()
+    copy = lab.resolve().parent / STUB_COPIES / lab.name  # the release's copy, if it is still the stub
+    if copy.is_file() and hashlib.sha256(copy.read_bytes()).hexdigest() == digest:
+        return copy.read_bytes()
     import subprocess
     git = ["git", "-C", str(root)]
     try:

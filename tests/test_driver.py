@@ -1279,7 +1279,13 @@ class Cases(unittest.TestCase):
             (root / "labs" / make_labs.STUB_DIGESTS).write_text(make_labs.stub_digests(root / "labs"))
             self.assertEqual(make_labs.generated_stub(lab), stub)
             lab.write_bytes(stub + b"// my work\n")
-            self.assertIsNone(make_labs.generated_stub(lab))  # no git: nothing tells
+            self.assertIsNone(make_labs.generated_stub(lab))  # no git, no copy: nothing tells
+            lab.write_bytes(stub)
+            make_labs.keep_stub_copies(root / "labs")  # as scripts/lab release keeps them
+            lab.write_bytes(stub + b"// my work\n")
+            self.assertEqual(make_labs.generated_stub(lab), stub)
+            (root / "labs" / make_labs.STUB_COPIES / lab.name).write_bytes(stub + b"// edited\n")
+            self.assertIsNone(make_labs.generated_stub(lab))  # a copy that is no longer the stub tells nothing
             git = lambda *args: subprocess.run(["git", "-C", tmp, "-c", "user.name=t", "-c", "user.email=t@t", *args],
                                                capture_output=True, check=True)
             git("init", "-q")

@@ -1271,6 +1271,7 @@ def cmd_release(a):
         out.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / f, out)
     (dest / "labs" / make_labs.STUB_DIGESTS).write_text(make_labs.stub_digests(dest / "labs"))
+    make_labs.keep_stub_copies(dest / "labs")
     left_out = [f"{p}*" if p.endswith("_") else p for p in RELEASE_EXCLUDED] + [f"{d}/" for d in RELEASE_EXCLUDED_FOLDERS]
     say(f"lab: wrote the student release to {dest}: {len(files)} files (no {', '.join(left_out)})")
     return EXIT_PASS
