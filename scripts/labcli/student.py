@@ -354,6 +354,7 @@ def check_section(section, a):
                 (" causal" if "--causal" in args and "causal" not in name else ""))
     variant_width = max([8] + [len(v) for _, v, _, _, _ in runs])  # columns line up for any case list
     label_width = max([58] + [len(label(name, v, args)) for name, v, args, _, _ in runs])
+    count_width = max(2, len(str(len(runs))))
     for n, ((name, variant, args, expect, weight), job) in enumerate(zip(runs, pending), 1):
         cmd = command(variant, args, expect)
         got = job.result()
@@ -377,7 +378,8 @@ def check_section(section, a):
             ok = code == EXIT_FAIL and not raised_an_error(out)
         status = ("ok" if ok else ("needs-gpu" if not on_gpu and gpu_only.startswith("needs a GPU") else "not-here")
                   if gpu_only else "TIMEOUT" if code == EXIT_TIMEOUT else "FAIL")
-        say(f"  [{n:>2}/{len(runs)}] {status:<9} {label(name, variant, args):<{label_width}} exit {code:<3} {secs:6.1f} s")
+        say(f"  [{n:>{count_width}}/{len(runs)}] {status:<9} {label(name, variant, args):<{label_width}} exit {code:<3} "
+            f"{secs:6.1f} s")
         if (not ok and not gpu_only) or a.verbose:
             shown = excerpt(out)
             # A failure already shown (the same verdict, its numbers aside: a stub fails every case
