@@ -717,6 +717,24 @@ class ParallelCheck(unittest.TestCase):
         self.assertIn("== 99_fake (CPU model): 0 passed, 1 failed, 1 not checked here (needs a GPU: the mma part); "
                       "1 GPU-only run of the case list not run here", out.getvalue())
 
+    def test_a_host_part_that_passed_is_told_from_one_never_checked(self):
+        # 07's and 12's CPU model runs the student's host exercises and says "CPU part passed" before
+        # "not checked here": such a run reads cpu-ok and is counted as passed as far as the model
+        # goes, apart from a run that checked nothing (needs-gpu); check still ends 77.
+        with self.stand_in_section("if t == '1': print('not checked here: needs a GPU: the mma part'); sys.exit(77)\n"
+                                   "print('CPU part passed: 99_fake v (CPU model)')\n"
+                                   "print('not checked here: needs a GPU: the mma part; the model checked your span')\n"
+                                   "sys.exit(77)\n", on_gpu=False) as (tmp, data):
+            data["cases"] = [{"name": f"t{t}", "args": ["--t", t]} for t in "122"]
+            with contextlib.redirect_stdout(io.StringIO()) as out:
+                code = student.cmd_check(self.check_args(cpu=True))
+        said = out.getvalue()
+        self.assertEqual(code, 77)
+        self.assertEqual([l.split("]")[1].split()[0] for l in said.splitlines() if l.startswith("  [")],
+                         ["needs-gpu", "cpu-ok", "cpu-ok"])
+        self.assertIn("== 99_fake (CPU model): 0 passed, 0 failed, 2 passed as far as the CPU model goes (needs a GPU: "
+                      "the mma part; the model checked your span), 1 not checked here (needs a GPU: the mma part)", said)
+
     def test_a_run_this_gpu_cannot_do_is_named_not_failed(self):
         # On a GPU, a run that exits 77 saying "cannot run here" (a Hopper-only variant, more shared
         # memory per block than this GPU has) is not checked here, and check ends 77; with

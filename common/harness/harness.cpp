@@ -649,6 +649,8 @@ int run_section(int argc, char** argv, const Section& s) {
       std::printf("  memory   nothing on top of Q, K, V, O's %s\n", format_bytes(double(fused_hbm_bytes(p))).c_str());
   }
   if (check.passed && !gpu_only_rest.empty()) {  // the host's part passed; the rest needs a GPU
+    // said apart from a run that checked nothing (scripts/lab check: "cpu-ok", not "needs-gpu")
+    std::printf("CPU part passed: %s %s (CPU model)\n", s.name.c_str(), opt.variant.c_str());
     std::printf("not checked here: %s\n", gpu_only_rest.c_str());
     return kExitCannotRun;
   }
