@@ -600,6 +600,32 @@ class ParallelCheck(unittest.TestCase):
         self.assertEqual(len({l.index(" exit ") for l in lines}), 1, "\n".join(lines))
         self.assertEqual(len({l.index(" ok ") for l in lines}), 1, "\n".join(lines))
 
+    def test_a_failure_already_shown_is_named_on_its_line(self):
+        """A stub fails every case alike: the first failure's excerpt is shown, each later one is named
+        on its own line (numbers aside), so the list stays one line a case."""
+        import argparse
+        with tempfile.TemporaryDirectory() as tmp:
+            fake = Path(tmp) / "fake_section"  # the same verdict with the case's own numbers
+            fake.write_text("#!/usr/bin/env python3\nimport sys\nt = sys.argv[sys.argv.index('--t') + 1]\n"
+                            "print(f'  check    O too far from fp64: max error {t}.5')\nprint('FAIL: 99_fake v')\n"
+                            "sys.exit(1)\n")
+            fake.chmod(0o755)
+            data = {"section": "99_fake", "variants": ["v"],
+                    "cases": [{"name": f"t{t}", "args": ["--t", str(t)]} for t in range(1, 5)]}
+            with mock.patch.object(student, "load_cases", lambda section, extra=None: data), \
+                    mock.patch.object(student, "program", lambda section, solution: [fake]), \
+                    mock.patch.object(student, "gpu_available", lambda section, solution, timeout: (True, "")), \
+                    contextlib.redirect_stdout(io.StringIO()) as printed:
+                a = argparse.Namespace(cases=None, solution=False, cpu=False, require_gpu=True, no_bugs=True,
+                                       expect_fail=False, timeout=30, verbose=False, jobs=1)
+                student.check_section("99_fake", a)
+        lines = printed.getvalue().splitlines()
+        cases = [l for l in lines if l.startswith("  [")]
+        self.assertEqual(len(cases), 4, lines)
+        self.assertFalse(cases[0].endswith(")"), cases)
+        self.assertTrue(all(l.endswith("(the same failure as [1])") for l in cases[1:]), cases)
+        self.assertEqual(sum("max error" in l for l in lines), 1, lines)  # the excerpt once
+
     def test_a_bug_run_that_raises_is_not_caught(self):
         """A --bug run counts as caught when its self-check fails (exit 1, FAIL), not when the
         Python harness reports an exception with the same exit 1 (a branch that raises NameError)."""

@@ -358,7 +358,6 @@ def check_section(section, a):
         return (f"{variant:<{variant_width}} {name}" +
                 (" causal" if "--causal" in args and "causal" not in name else ""))
     variant_width = max([8] + [len(v) for _, v, _, _, _ in runs])  # columns line up for any case list
-    label_width = max([58] + [len(label(name, v, args)) for name, v, args, _, _ in runs])
     count_width = max(2, len(str(len(runs))))
     for n, ((name, variant, args, expect, weight), job) in enumerate(zip(runs, pending), 1):
         cmd = command(variant, args, expect)
@@ -385,20 +384,19 @@ def check_section(section, a):
         status = ("ok" if ok else "cpu-ok" if cpu_part else
                   ("needs-gpu" if not on_gpu and gpu_only.startswith("needs a GPU") else "not-here")
                   if gpu_only else "TIMEOUT" if code == EXIT_TIMEOUT else "FAIL")
-        say(f"  [{n:>{count_width}}/{len(runs)}] {status:<9} {label(name, variant, args):<{label_width}} exit {code:<3} "
-            f"{secs:6.1f} s")
-        if (not ok and not gpu_only) or a.verbose:
-            shown = excerpt(out)
-            # A failure already shown (the same verdict, its numbers aside: a stub fails every case
-            # alike) is named, not repeated: the first distinct failures stay on screen.
-            same = None if a.verbose else failure_key(out)
-            if same is not None and same in seen_failures:
-                say(f"           | the same failure as [{seen_failures[same]}]")
-            else:
-                if same:
-                    seen_failures[same] = n
-                for line in shown:
-                    say(f"           | {line}")
+        # A failure already shown (the same verdict, its numbers aside: a stub fails every case alike)
+        # is named on its line, not repeated: the first distinct failures stay on screen.
+        shown = (not ok and not gpu_only) or a.verbose
+        same = failure_key(out) if shown and not a.verbose else None
+        again = f"  (the same failure as [{seen_failures[same]}])" if same in seen_failures else ""
+        # the fixed columns first, the case's name (any length) last
+        say(f"  [{n:>{count_width}}/{len(runs)}] {status:<9} exit {code:<3} {secs:6.1f} s  {label(name, variant, args)}"
+            + again)
+        if shown and not again:
+            if same:
+                seen_failures[same] = n
+            for line in excerpt(out):
+                say(f"           | {line}")
         results.append(result_row(section, name, variant, expect, code, ok, gpu_only or None, secs, weight, cmd))
         results[-1]["cpu_part_passed"] = cpu_part
     pool.shutdown()
