@@ -24,7 +24,7 @@
 //   window       the tile skip, on the Hopper kernel where it runs (an H100/H200 and 08's protocol
 //                written), else on the mma kernel (metrics.kernel says which). With --causal and no
 //                --window it is plain causal attention on the same kernel: the time the window's is
-//                compared with (the bench runs both). With neither, --causal --window 512.
+//                compared with (the bench runs both). With neither, and no --t: --causal --window 512.
 //   full         the same kernel with SKIP = false: every K/V tile 0 .. ceil(T_kv / tile) is
 //                loaded and computed, what lies outside the window masked. Its time minus window's
 //                is what the skip saves, measured on one kernel.
