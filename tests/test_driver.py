@@ -2179,6 +2179,31 @@ class Setup(unittest.TestCase):
             self.assertEqual(calls, [] if sys.executable == "/usr/bin/python3" else
                              [["cmake", "-S", common.ROOT, "-B", Path(tmp), f"-DPython3_EXECUTABLE={sys.executable}"]])
 
+    def test_a_compile_error_keeps_the_compilers_why(self):
+        """The excerpt of a failed build: each error line with the indented lines under it (nvcc's
+        operand types, the source line, its caret), the log's earlier commands and notes left out."""
+        log_text = ("$ cmake --build build\n[1/2] Building CUDA object old\n"
+                    "$ cmake --build build --target lab_04_fp16\n[1/2] Building CUDA object lab_04_fp16.cu.o\n"
+                    "FAILED: lab_04_fp16.cu.o\n"
+                    "labs/04_fp16.cu(212): error: no operator \"=\" matches these operands\n"
+                    "            operand types are: Acc16<__half> = float\n"
+                    "        acc[2 * u] = acc[2 * u] + p * vf.x;\n"
+                    "                   ^\n"
+                    "\n"
+                    "  detected during instantiation of \"void pv_add<T>\"\n"
+                    "1 error detected in the compilation of \"labs/04_fp16.cu\".\n"
+                    "ninja: build stopped: subcommand failed.\n")
+        with tempfile.TemporaryDirectory() as tmp:
+            log = Path(tmp) / "build.log"
+            log.write_text(log_text)
+            shown = common.build_errors(log).splitlines()
+        self.assertEqual(shown, ["FAILED: lab_04_fp16.cu.o",
+                                 "labs/04_fp16.cu(212): error: no operator \"=\" matches these operands",
+                                 "            operand types are: Acc16<__half> = float",
+                                 "        acc[2 * u] = acc[2 * u] + p * vf.x;",
+                                 "                   ^",
+                                 "1 error detected in the compilation of \"labs/04_fp16.cu\"."])
+
     def test_a_lab_saved_during_the_build_is_built_again(self):
         # the editor saves while the compiler has the file open: the object would be newer than the
         # save by the clock, and a build tool could keep it; the driver sees the change and builds again

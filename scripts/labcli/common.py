@@ -377,12 +377,20 @@ def lab_file_times():
 
 
 def build_errors(log, lines=15):
-    """The compiler's first error lines of a build log, else its last lines."""
+    """The compiler's first error lines of a build log, each with the indented lines under it (nvcc's
+    "operand types are: ...", the source line and its caret: what says why), else its last lines."""
     text = Path(log).read_text(errors="replace").splitlines() if Path(log).exists() else []
     start = max((i for i, l in enumerate(text) if l.startswith("$ ")), default=0)
-    text = text[start:]
-    errs = [l for l in text if " error" in l or l.startswith("FAILED")]
-    return "\n".join((errs or text)[:lines] if errs else text[-lines:])
+    errs, under_an_error = [], False
+    for line in text[start:]:
+        if " error" in line or line.startswith("FAILED"):
+            errs.append(line)
+            under_an_error = " error" in line
+        elif under_an_error and line[:1].isspace() and line.strip():
+            errs.append(line)
+        else:
+            under_an_error = False
+    return "\n".join(errs[:lines] if errs else text[start:][-lines:])
 
 
 def git_sha():
