@@ -179,6 +179,7 @@ TEST_CASE("options: --help states each section's real defaults", "[options]") {
   CHECK(help.find("--simulate") != std::string::npos);
   CHECK(help.find("--page-size") == std::string::npos);  // not this section's
   CHECK(help.find("--splits") == std::string::npos);
+  CHECK(help.find("Element type: fp32, fp16\n") != std::string::npos);  // the section's types alone (no bf16)
   const char* after_value[] = {"demo", "--t", "--help"};  // --help anywhere prints the help
   captured.str("");
   saved = std::cout.rdbuf(captured.rdbuf());

@@ -293,7 +293,9 @@ int parse_options(int argc, const char* const* argv, const Section& s, Options* 
   app.add_option("--t-kv", t_kv, "Keys per sequence (T_kv); default " +
                  (own_t_kv ? std::to_string(d.t_kv) + " (T when --t is given)" : std::string("T")));
   app.add_option("--d", p.d, "Head dimension")->capture_default_str();
-  app.add_option("--dtype", dtype, "Element type: fp32, fp16, bf16")->capture_default_str();
+  std::string dtypes;  // the section's own: --help lists no type that validate() refuses
+  for (DType t : s.dtypes) dtypes += (dtypes.empty() ? "" : ", ") + std::string(dtype_name(t));
+  app.add_option("--dtype", dtype, "Element type: " + dtypes)->capture_default_str();
   app.add_flag("--causal", p.causal, "Causal mask (bottom-right aligned when T_q != T_kv)");
   // Options a section does not have are still parsed (and refused by validate with one message,
   // whatever their value), but left out of its --help.
