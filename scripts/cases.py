@@ -123,7 +123,7 @@ def validate(data, where="case file"):
                 bad(f"{at}: 'variants' must be a list of strings")
             if group == "bugs" and not isinstance(case.get("bug"), str):
                 bad(f"{at}: missing 'bug'")
-            key = (group, case["name"])
+            key = (group, case.get("bug"), case["name"])  # a bug case is named "bug BUG: NAME"
             if key in names:
                 bad(f"{at}: duplicate name")
             names.add(key)

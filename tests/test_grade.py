@@ -1555,6 +1555,8 @@ class CaseFiles(unittest.TestCase):
         self.bad(dict(g, cases=[{"name": "a"}, {"name": "a"}]), "cases[1] 'a': duplicate name")
         self.bad(dict(g, cases=[{"name": "a", "wieght": 2}]), "unknown key 'wieght'")
         self.bad(dict(g, bugs=[{"name": "b", "args": []}]), "bugs[0] 'b': missing 'bug'")
+        self.bad(dict(g, bugs=[{"bug": "x", "name": "b"}, {"bug": "x", "name": "b"}]), "bugs[1] 'b': duplicate name")
+        cases.validate(dict(g, bugs=[{"bug": "x", "name": "b"}, {"bug": "y", "name": "b"}]), "f.json")  # "bug x: b", "bug y: b"
         self.bad(dict(g, timeout_s=-1), "'timeout_s' must be a positive number")
 
     def test_hidden_cases_are_added_and_marked(self):
