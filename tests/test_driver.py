@@ -455,6 +455,10 @@ class LiveRun(unittest.TestCase):
         self.assertRegex(lines[-1], r"^lab: this run passed; scripts/lab check 01 runs the section's case list")
         _, lines, _ = self.run_cmd([(1, "FAIL: 01_naive kernels\n")])
         self.assertEqual(lines, ["FAIL: 01_naive kernels"])
+        # a pass with an exercise still the stub (04's mma ones, which the CPU model does not run) says so
+        with mock.patch.object(student, "stub_left", lambda section, on_cpu=False: "lab: EXERCISE x is still the stub"):
+            _, lines, _ = self.run_cmd([(0, "PASS: 01_naive kernels\n")])
+        self.assertEqual(lines[-1], "lab: EXERCISE x is still the stub")
 
 
 class Architectures(unittest.TestCase):
