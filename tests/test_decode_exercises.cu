@@ -97,16 +97,20 @@ static void test_split_state() {
          call, num(m).c_str(), num(l).c_str(), num(alpha).c_str(), num(base).c_str());
   // Tile maxima 3 then 5 (log2 domain): after the first, base 3 and l still 0 (the kernel adds the
   // tile's p = exp2(s - base)); say the tile's p sum to 1.5. The second rescales by exp2(3 - 5).
+  // Each step starts from the state the steps before it should have left (set here), so a wrong
+  // step fails alone and the next ones show what they were given and want, not its aftermath.
+  m = -INFINITY, l = 0.f, alpha = 1.f, base = 1.f;
   step(3.f);
   CHECKF(m == 3.f && base == 3.f && l == 0.f,
          "%s gave m=%s, base=%s, l=%s; want m=3, base=3, l=0 (the kernel adds the tile's p = exp2(s - base) to l "
          "itself)", call, num(m).c_str(), num(base).c_str(), num(l).c_str());
-  l += 1.5f;
+  m = 3.f, base = 3.f, l = 1.5f, alpha = 1.f;
   step(5.f);
   CHECKF(m == 5.f && base == 5.f && near(alpha, 0.25) && near(l, 0.375),
          "%s gave m=%s, base=%s, alpha=%s, l=%s; want m=5, base=5, alpha=0.25 = exp2(3 - 5), l=0.375 = "
          "1.5*alpha", call, num(m).c_str(), num(base).c_str(), num(alpha).c_str(), num(l).c_str());
   // A lower tile max keeps m: alpha 1.
+  m = 5.f, base = 5.f, l = 0.375f, alpha = 0.25f;
   step(4.f);
   CHECKF(m == 5.f && alpha == 1.f, "%s gave m=%s, alpha=%s; want m=5, alpha=1: a lower tile max keeps m", call,
          num(m).c_str(), num(alpha).c_str());
