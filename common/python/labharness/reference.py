@@ -154,6 +154,9 @@ class CheckResult(dict):
     """The check's numbers with the record's field names (record.cpp's check object)."""
 
 
+LOG2_E = 1.4426950408889634
+
+
 def check(p, q, k, v, rows, out_o, out_lse, mods=None):
     """compare.cpp's check_rows. out_o: float32 [B,T_q,H,D] (poison kept); out_lse: [B,H,T_q] or None."""
     atol = default_atol(p.dtype)
@@ -174,6 +177,7 @@ def check(p, q, k, v, rows, out_o, out_lse, mods=None):
     same_err = same_lse_err = diff2 = ref2 = 0.0
     max_err = lse_err = 0.0
     o_nan = lse_bad = o_zero = o_checked = 0
+    lse_sized = lse_base2 = 0  # rows whose LSE is far from 0; of them, those log2(e) times it
     n_rows = count_rows(rows)
     bad = []
     for (b, h), idx in rows.items():
@@ -200,6 +204,11 @@ def check(p, q, k, v, rows, out_o, out_lse, mods=None):
                 same_lse_err = max(same_lse_err, float(np.max(np.abs(same[(b, h)][1][live] - ref_lse[live]))))
                 gl = g[live]
                 lse_bad += int((~np.isfinite(gl)).sum())
+                # an LSE left in base 2 ((m + log2 l) without the ln 2) is log2(e) times the natural one
+                sized = np.abs(ref_lse[live]) > 0.5
+                lse_sized += int(sized.sum())
+                want2 = ref_lse[live][sized] * LOG2_E
+                lse_base2 += int((np.abs(gl[sized] - want2) <= 1e-3 * np.abs(want2)).sum())
                 e = np.abs(gl - ref_lse[live])
                 lse_err = math.inf if not np.isfinite(gl).all() else max(lse_err, float(e.max()))
     bound = 2 * same_err + atol
@@ -273,8 +282,10 @@ def check(p, q, k, v, rows, out_o, out_lse, mods=None):
         verdict = f"O too far from fp64: max error {_g(max_err)} > bound {_g(bound)} ({r['rule']}){lse_too}"
     elif not lse_ok:
         verdict = (f"LSE not written: {lse_unwritten} of {out_lse.size} elements still hold the poison" if lse_unwritten
-                   else f"LSE too far from fp64: max error {_g(lse_err)} > bound {_g(lse_bound)}"
-                   "; O within its bound (look at the row's scores, max and sum)")
+                   else f"LSE too far from fp64: max error {_g(lse_err)} > bound {_g(lse_bound)}" +
+                   ("; O within its bound, and every LSE is log2(e) = 1.4427 times the expected one: a log in base 2 "
+                    "(m + log2 l) where the output holds the natural log (times ln 2)"
+                    if 0 < lse_sized == lse_base2 else "; O within its bound (look at the row's scores, max and sum)"))
     else:
         verdict = f"max error {_g(max_err)} <= bound {_g(bound)}"
     r.update(passed=bool(o_ok and lse_ok), max_abs_err=max_err, rel_l2_err=rel, ref_err_bound=bound,
