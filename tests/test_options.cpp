@@ -115,7 +115,10 @@ TEST_CASE("options: each bad input is refused with its reason", "[options]") {
       {{"--json", "--cpu"}, "--json needs a value (see --help)"},
       {{"--variant", "--causal"}, "--variant needs a value (see --help)"},
       {{"--causal", "--seed"}, "--seed needs a value (see --help)"},
-      {{"--frobnicate"}, "unknown option --frobnicate"},
+      {{"--frobnicate"}, "unknown option --frobnicate (see --help)"},
+      {{"--varaint", "a"}, "unknown option --varaint (did you mean --variant? see --help)"},
+      {{"--causl"}, "unknown option --causl (did you mean --causal? see --help)"},
+      {{"--windw", "16"}, "unknown option --windw (see --help)"},  // not the demo's: no --window to mean
       {{"--frobnicate", "3"}, "unknown option --frobnicate"},
       {{"-t", "64"}, "unexpected arguments: -t 64 (options take two dashes: --t)"},
       {{"64"}, "unexpected argument: 64 (see --help)"},

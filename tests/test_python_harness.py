@@ -208,6 +208,17 @@ class Reference(unittest.TestCase):
         self.assertIn("look at the row's scores, max and sum", c["verdict"])
 
 
+class Options(unittest.TestCase):
+    def test_a_mistyped_option_names_the_one_it_likely_meant(self):
+        """As the C++ programs (tests/test_options.cpp): two edits at most, fewer for a short name."""
+        from labharness import options
+        shown = ["--variant", "--causal", "--t", "--t-kv", "--window"]
+        said = lambda word: options._as_cpp(f"unrecognized arguments: {word}", shown)
+        self.assertEqual(said("--varaint"), "unknown option --varaint (did you mean --variant? see --help)")
+        self.assertEqual(said("--tt=4"), "unknown option --tt (did you mean --t? see --help)")
+        self.assertEqual(said("--frobnicate"), "unknown option --frobnicate (see --help)")
+
+
 class Program(unittest.TestCase):
     def test_json_refuses_a_non_list(self):
         d = Path(tempfile.mkdtemp())

@@ -143,9 +143,38 @@ std::string validate(const Problem& p, const Options& o, const Section& s) {
 
 }  // namespace
 
+// Edits (insert, delete, replace, swap two neighbours) between two words: how far a typo is.
+static size_t typo_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+// The option of --help's a mistyped one most likely meant ("" if none is close): --varaint, --variant.
+static std::string meant_option(const CLI::App& app, const std::string& typed) {
+  const std::string word = typed.substr(0, typed.find('='));
+  std::string best;
+  size_t best_d = std::max<size_t>(1, word.size() / 4) + 1;  // 2 edits for most names, fewer for short ones
+  for (const CLI::Option* opt : app.get_options()) {
+    if (opt->get_group().empty()) continue;  // not this section's (hidden from --help)
+    for (const std::string& name : opt->get_lnames()) {
+      const size_t dist = typo_distance(word, "--" + name);
+      if (dist < best_d) best_d = dist, best = "--" + name;
+    }
+  }
+  return best;
+}
+
 // The words CLI11 could not place, in the order they were typed (it lists them backwards), and
-// the likely slip: an unknown --option, or an option written with one dash.
-static std::string unexpected_arguments(int argc, const char* const* argv, std::vector<std::string> extra) {
+// the likely slip: an unknown --option (and the one it likely meant), or an option written with one dash.
+static std::string unexpected_arguments(const CLI::App& app, int argc, const char* const* argv,
+                                        std::vector<std::string> extra) {
   std::string typed, unknown, one_dash;
   for (int i = 1; i < argc; ++i) {
     const auto it = std::find(extra.begin(), extra.end(), std::string(argv[i]));
@@ -158,7 +187,10 @@ static std::string unexpected_arguments(int argc, const char* const* argv, std::
         one_dash.empty())
       one_dash = word;
   }
-  if (!unknown.empty()) return "unknown option " + unknown + " (see --help)";
+  if (!unknown.empty()) {
+    const std::string meant = meant_option(app, unknown);
+    return "unknown option " + unknown + (meant.empty() ? " (see --help)" : " (did you mean " + meant + "? see --help)");
+  }
   return "unexpected argument" + std::string(typed.find(' ') == std::string::npos ? "" : "s") + ": " + typed +
          (one_dash.empty() ? " (see --help)" : " (options take two dashes: -" + one_dash + ")");
 }
@@ -239,7 +271,7 @@ int parse_command_line(CLI::App& app, int argc, const char* const* argv, std::st
   try {
     app.parse(argc, argv);
   } catch (const CLI::ExtrasError&) {
-    *message = unexpected_arguments(argc, argv, app.remaining());
+    *message = unexpected_arguments(app, argc, argv, app.remaining());
     return kExitBadInput;
   } catch (const CLI::ConversionError& e) {  // CLI11: "Could not convert: --t = abc"
     const std::string what = e.what(), key = "Could not convert: ";

@@ -114,11 +114,34 @@ DTYPE_ALIASES = {"fp32": "fp32", "f32": "fp32", "float": "fp32", "fp16": "fp16",
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # argparse prints usage and exits 2; the lab says one line, in the C++ words
-        raise BadInput(_as_cpp(message))
+        shown = [o for a in self._actions if a.help != argparse.SUPPRESS for o in a.option_strings if o.startswith("--")]
+        raise BadInput(_as_cpp(message, shown))
 
 
-def _as_cpp(message):
-    """argparse's messages in the words of the C++ programs (common/harness/harness.cpp)."""
+def _typo_distance(a, b):
+    """Edits (insert, delete, replace, swap two neighbours) between two words, as harness.cpp counts them."""
+    d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+    return d[len(a)][len(b)]
+
+
+def _meant_option(word, options):
+    """The option a mistyped one most likely meant, as harness.cpp's meant_option; None if none is close."""
+    best, best_d = None, max(1, len(word) // 4) + 1
+    for name in options:
+        dist = _typo_distance(word, name)
+        if dist < best_d:
+            best, best_d = name, dist
+    return best
+
+
+def _as_cpp(message, options=()):
+    """argparse's messages in the words of the C++ programs (common/harness/harness.cpp); options:
+    the parser's own, shown in --help (for the one a mistyped option meant)."""
     m = re.match(r"argument (\S+?)(?:/\S+)?: (?:invalid \w+ value|expected one argument)(?:: '(.*)')?$", message)
     if m:
         return f"{m.group(1)}: '{m.group(2)}' is not a value it takes (see --help)" if m.group(2) is not None \
@@ -128,7 +151,9 @@ def _as_cpp(message):
         words = m.group(1).split()
         unknown = next((w for w in words if w.startswith("--")), None)
         if unknown:
-            return f"unknown option {unknown.split('=')[0]} (see --help)"
+            meant = _meant_option(unknown.split("=")[0], options)
+            return (f"unknown option {unknown.split('=')[0]} " +
+                    (f"(did you mean {meant}? see --help)" if meant else "(see --help)"))
         one_dash = next((w for w in words if len(w) > 1 and w[0] == "-" and w[1] != "-" and not w[1].isdigit()), None)
         return (f"unexpected argument{'s' if len(words) > 1 else ''}: {' '.join(words)}"
                 + (f" (options take two dashes: -{one_dash})" if one_dash else " (see --help)"))
