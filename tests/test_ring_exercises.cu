@@ -180,6 +180,8 @@ static void test_ring_merge() {
 
 int main(int argc, char** argv) {
   no_options(argc, argv);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  std::printf("12 exercises (%s)\n", LAB_EXERCISE_SOURCE);  // which file was tested, as 05's and 06's say
   test_shard_map();
   test_keys_seen();
   test_ring_merge();
