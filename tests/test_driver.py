@@ -580,50 +580,43 @@ class ParallelCheck(unittest.TestCase):
         self.assertEqual(verdicts[1], [("t1", False), ("t2", True), ("t3", False), ("t4", True)])
         self.assertEqual(verdicts[4], verdicts[1])
 
-    def test_the_columns_line_up_for_long_names(self):
-        """A case list's lines keep their columns (the exit code, the seconds) whatever the length
-        of a case's name or a variant's (09's names pass 58 characters, 08's variants 8)."""
+    def checked_lines(self, program_body, data, solution=True):
+        """What check_section printed over a stand-in program (Python; program_body follows `import
+        sys`) and the case list `data`, on a GPU, one run at a time."""
         import argparse
         with tempfile.TemporaryDirectory() as tmp:
             fake = Path(tmp) / "fake_section"
-            fake.write_text("#!/usr/bin/env python3\nimport sys\nsys.exit(0)\n")
+            fake.write_text("#!/usr/bin/env python3\nimport sys\n" + program_body)
             fake.chmod(0o755)
-            data = {"section": "99_fake", "variants": ["v", "ws-persistent"],
-                    "cases": [{"name": "short", "args": []},
-                              {"name": "T_q=300 > T_kv=40 causal fp16 D=128 (whole tiles with no key) and more", "args": []}]
-                    + [{"name": f"filler {k}", "args": []} for k in range(48)]}  # 100 runs: [  1/100] .. [100/100]
             with mock.patch.object(student, "load_cases", lambda section, extra=None: data), \
                     mock.patch.object(student, "program", lambda section, solution: [fake]), \
                     mock.patch.object(student, "gpu_available", lambda section, solution, timeout: (True, "")), \
                     contextlib.redirect_stdout(io.StringIO()) as printed:
-                a = argparse.Namespace(cases=None, solution=True, cpu=False, require_gpu=True, no_bugs=True,
+                a = argparse.Namespace(cases=None, solution=solution, cpu=False, require_gpu=True, no_bugs=True,
                                        expect_fail=False, timeout=30, verbose=False, jobs=1)
                 student.check_section("99_fake", a)
-        lines = [l for l in printed.getvalue().splitlines() if l.startswith("  [")]
-        self.assertEqual(len(lines), 100, printed.getvalue())
+        return printed.getvalue().splitlines()
+
+    def test_the_columns_line_up_for_long_names(self):
+        """A case list's lines keep their columns (the exit code, the seconds) whatever the length
+        of a case's name or a variant's (09's names pass 58 characters, 08's variants 8)."""
+        data = {"section": "99_fake", "variants": ["v", "ws-persistent"],
+                "cases": [{"name": "short", "args": []},
+                          {"name": "T_q=300 > T_kv=40 causal fp16 D=128 (whole tiles with no key) and more", "args": []}]
+                + [{"name": f"filler {k}", "args": []} for k in range(48)]}  # 100 runs: [  1/100] .. [100/100]
+        lines = [l for l in self.checked_lines("sys.exit(0)\n", data) if l.startswith("  [")]
+        self.assertEqual(len(lines), 100, lines)
         self.assertEqual(len({l.index(" exit ") for l in lines}), 1, "\n".join(lines))
         self.assertEqual(len({l.index(" ok ") for l in lines}), 1, "\n".join(lines))
 
     def test_a_failure_already_shown_is_named_on_its_line(self):
         """A stub fails every case alike: the first failure's excerpt is shown, each later one is named
         on its own line (numbers aside), so the list stays one line a case."""
-        import argparse
-        with tempfile.TemporaryDirectory() as tmp:
-            fake = Path(tmp) / "fake_section"  # the same verdict with the case's own numbers
-            fake.write_text("#!/usr/bin/env python3\nimport sys\nt = sys.argv[sys.argv.index('--t') + 1]\n"
-                            "print(f'  check    O too far from fp64: max error {t}.5')\nprint('FAIL: 99_fake v')\n"
-                            "sys.exit(1)\n")
-            fake.chmod(0o755)
-            data = {"section": "99_fake", "variants": ["v"],
-                    "cases": [{"name": f"t{t}", "args": ["--t", str(t)]} for t in range(1, 5)]}
-            with mock.patch.object(student, "load_cases", lambda section, extra=None: data), \
-                    mock.patch.object(student, "program", lambda section, solution: [fake]), \
-                    mock.patch.object(student, "gpu_available", lambda section, solution, timeout: (True, "")), \
-                    contextlib.redirect_stdout(io.StringIO()) as printed:
-                a = argparse.Namespace(cases=None, solution=False, cpu=False, require_gpu=True, no_bugs=True,
-                                       expect_fail=False, timeout=30, verbose=False, jobs=1)
-                student.check_section("99_fake", a)
-        lines = printed.getvalue().splitlines()
+        data = {"section": "99_fake", "variants": ["v"],
+                "cases": [{"name": f"t{t}", "args": ["--t", str(t)]} for t in range(1, 5)]}
+        lines = self.checked_lines("t = sys.argv[sys.argv.index('--t') + 1]\n"  # the same verdict, its own numbers
+                                   "print(f'  check    O too far from fp64: max error {t}.5')\nprint('FAIL: 99_fake v')\n"
+                                   "sys.exit(1)\n", data, solution=False)
         cases = [l for l in lines if l.startswith("  [")]
         self.assertEqual(len(cases), 4, lines)
         self.assertFalse(cases[0].endswith(")"), cases)
