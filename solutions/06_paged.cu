@@ -308,7 +308,7 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   // (Section::validate refused a bad table or layout already, unless LAB_UNCHECKED_TABLES=1.)
   const lab::PagedCache cache = make_cache(lengths_of(pr), pr, ctx.options.seed, ctx.bug, &clean);
   const KvLayout kernel = kernel_layout(ctx.bug);
-  std::fputs(cache_line(pr, cache, kernel).c_str(), stdout);
+  if (!ctx.options.quiet) std::fputs(cache_line(pr, cache, kernel).c_str(), stdout);
   if (!ctx.options.dump_dir.empty()) dump_tables(ctx.options.dump_dir, cache);
 
   auto buf = std::make_shared<PagedBuffers>();

@@ -100,6 +100,21 @@ for prog in ("01_naive", "02_v1_tile", "03_v2_loop_order", "04_fp16", "05_decode
              "07_sliding_window", "08_tma_skeleton"):
     expect_bad(prog, ["--h", "65536", "--h-kv", "1"], "B*H must be <= 65535")
 
+# --quiet: a passing run prints its verdict line and nothing else, in every section, on the CPU
+# model and (where there is a GPU) on the GPU; without a GPU that run is the one "cannot run" line.
+quiet_shapes = {"12_ring": ["--t", "32"], "06_paged": ["--t", "33", "--variant", "split"]}
+for prog in ("01_naive", "02_v1_tile", "03_v2_loop_order", "04_fp16", "05_decode", "06_paged",
+             "07_sliding_window", "08_tma_skeleton", "11_backward", "12_ring"):
+    for where in (["--cpu"], []):
+        args = [*where, *quiet_shapes.get(prog, ["--t", "33"]), "--iters", "0", "--quiet"]
+        code, out = run([BIN / prog, *args])
+        checked += 1
+        lines = out.splitlines()
+        if code == 77 and not where and len(lines) == 1 and lines[0].startswith("cannot run here"):
+            continue
+        if code != 0 or len(lines) != 1 or not lines[0].startswith("PASS: "):
+            problems.append(f"{prog} {' '.join(args)}: exit {code}, expected one PASS line: {out[-300:]}")
+
 # Without a GPU: one line naming the cause and what runs instead (a GPU machine passes instead).
 code, out = run([BIN / "01_naive", "--t", "33", "--iters", "0"])
 checked += 1

@@ -586,7 +586,7 @@ int run_section(int argc, char** argv, const Section& s) {
       std::printf("== CPU model of %s: the algorithm in plain C++ around %s exercise code (the kernel runs only "
                   "on a GPU) ==\n",
                   s.name.c_str(), s.build == "lab" ? "your" : "the solution's");
-    std::fputs(run.header.c_str(), stdout);
+    if (!opt.quiet) std::fputs(run.header.c_str(), stdout);
     if (s.writes_lse) lse = std::move(lse_buf);
     extra_bytes = run.extra_host_bytes;
     if (run.hbm_bytes_model >= 0) hbm_bytes = run.hbm_bytes_model;
