@@ -16,7 +16,10 @@ problems, checked = [], 0
 
 
 def run(args, timeout=120):
-    r = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=timeout)
+    try:
+        r = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        return 127, f"{args[0]}: not built"
     return r.returncode, (r.stdout + r.stderr).strip()
 
 
