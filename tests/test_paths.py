@@ -109,6 +109,7 @@ quiet_shapes = {"12_ring": ["--t", "32"], "06_paged": ["--t", "33", "--variant",
 for prog in ("01_naive", "02_v1_tile", "03_v2_loop_order", "04_fp16", "05_decode", "06_paged",
              "07_sliding_window", "08_tma_skeleton", "11_backward", "12_ring"):
     if not (BIN / prog).exists():
+        checked += 1
         problems.append(f"{prog}: not built")
         continue
     for where in (["--cpu"], []):
