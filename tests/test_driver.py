@@ -620,8 +620,64 @@ class ParallelCheck(unittest.TestCase):
         cases = [l for l in lines if l.startswith("  [")]
         self.assertEqual(len(cases), 4, lines)
         self.assertFalse(cases[0].endswith(")"), cases)
-        self.assertTrue(all(l.endswith("(the same failure as [1])") for l in cases[1:]), cases)
+        self.assertTrue(all(l.endswith("(the same verdict as [1])") for l in cases[1:]), cases)
         self.assertEqual(sum("max error" in l for l in lines), 1, lines)  # the excerpt once
+
+    def test_another_variants_failure_is_shown_whatever_its_verdict(self):
+        """Two variants are two exercises: the same verdict in both (numbers aside) is two failures,
+        each with its excerpt; within one variant a repeat is named."""
+        data = {"section": "99_fake", "variants": ["window", "document"],
+                "cases": [{"name": f"t{t}", "args": ["--t", str(t)]} for t in (1, 2)]}
+        lines = self.checked_lines("v = sys.argv[sys.argv.index('--variant') + 1]\n"
+                                   "print(f'  check    O too far from fp64: max error 0.1 ({v})')\n"
+                                   "sys.exit(1)\n", data, solution=False)
+        cases = [l for l in lines if l.startswith("  [")]
+        self.assertEqual([l.endswith(")") for l in cases], [False, False, True, True], cases)
+        self.assertTrue(cases[2].endswith("(the same verdict as [1])") and cases[3].endswith("(the same verdict as [2])"),
+                        cases)
+        self.assertEqual(sum("max error" in l for l in lines), 2, lines)
+
+    def test_a_bad_input_case_names_no_variant(self):
+        """A bad-input case passes no --variant (its arguments are refused first): its line shows none,
+        and its name gets no " causal" from its arguments."""
+        data = {"section": "99_fake", "variants": ["softcap"], "cases": [],
+                "bad_inputs": [{"name": "window without --window", "args": ["--variant", "window", "--causal"]}]}
+        lines = self.checked_lines("print('bad input: --variant window needs --window')\nsys.exit(2)\n", data)
+        case = next(l for l in lines if l.startswith("  ["))
+        self.assertIn(" -        bad input: window without --window", case)
+        self.assertFalse(case.endswith("causal") or "softcap" in case, case)
+
+    def test_a_variant_that_raises_the_same_error_stops_its_runs(self):
+        """A typo in one exercise raises the same error in every run of its variant: after the first
+        few, its other runs are not started (said at the end, with the run that shows the error); the
+        other variants' runs all go on."""
+        data = {"section": "99_fake", "variants": ["typo", "fine"],
+                "cases": [{"name": f"t{t}", "args": ["--t", str(t)]} for t in range(1, 7)]}
+        lines = self.checked_lines(
+            "v = sys.argv[sys.argv.index('--variant') + 1]\n"
+            "if v == 'typo':\n"
+            "    print(\"error: labs/99_fake.py:7 in kernel: AttributeError: module 'triton.language' has no attribute "
+            "'maximun' (LAB_TRACEBACK=1 shows the whole traceback)\", file=sys.stderr)\n"
+            "    sys.exit(1)\n", data)
+        cases = [l for l in lines if l.startswith("  [")]
+        self.assertEqual(sum(" typo " in l for l in cases), student.SAME_ERRORS_IN_A_ROW, cases)
+        self.assertEqual(sum(" fine " in l and " ok " in l for l in cases), 6, cases)
+        self.assertIn(f"; 3 runs of typo not run: its first {student.SAME_ERRORS_IN_A_ROW} raised the same error "
+                      "(fix it first: [1])", lines[-1])
+        self.assertIn("6 passed, 3 failed", lines[-1])
+
+    def test_errors_that_differ_stop_nothing(self):
+        """Runs of a variant that raise different errors, or pass between errors, all run."""
+        data = {"section": "99_fake", "variants": ["v"],
+                "cases": [{"name": f"t{t}", "args": ["--t", str(t)]} for t in range(1, 6)]}
+        lines = self.checked_lines(
+            "t = int(sys.argv[sys.argv.index('--t') + 1])\n"
+            "if t != 2:\n"
+            "    print('error: labs/99_fake.py:7 in kernel: ValueError: bad (LAB_TRACEBACK=1 shows the whole "
+            "traceback)', file=sys.stderr)\n"
+            "    sys.exit(1)\n", data)
+        self.assertEqual(len([l for l in lines if l.startswith("  [")]), 5, lines)
+        self.assertNotIn("not run", lines[-1])
 
     def test_a_bug_run_that_raises_is_not_caught(self):
         """A --bug run counts as caught when its self-check fails (exit 1, FAIL), not when the

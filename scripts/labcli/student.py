@@ -1,5 +1,6 @@
 """The commands of students and instructors: run, check, test, compare, make-labs, grade,
 grading-example and release."""
+import collections
 import concurrent.futures
 import hashlib
 import json
@@ -10,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -283,12 +285,46 @@ def rerun_line(cmd, relative=tree_relative):
 
 
 HANGS_IN_A_ROW = 2  # timed-out runs of a case list, one after the other, that stop its check
+# Runs of one variant that raised the same Python error (a typo, a wrong call: every case of that
+# variant will raise it) after which its other runs are not started; the other variants go on.
+SAME_ERRORS_IN_A_ROW = 3
 # Runs of a Python section's check at once on a GPU where --jobs is not given: each case is a
 # process of its own that compiles its kernels on the CPU (about 25 s a case for 10's
 # FlexAttention: its list took over 10 minutes one at a time), on small shapes. A C++ section's
 # cases start in a second, and some of them fill a small GPU's memory: one at a time, as the CPU
 # models (each uses every core).
 GPU_CHECK_JOBS = 4
+
+
+class ErrorWatch:
+    """A Python error that every run of a variant raises (a typo in its exercise): once its first
+    `limit` runs that ended raised the same error line, and none of its runs ended otherwise, its
+    other runs are not started. Runs may end in any order (several at once)."""
+
+    def __init__(self, limit):
+        self.limit, self._lock = limit, threading.Lock()
+        self.first, self.skipped_runs = {}, collections.Counter()  # variant -> its first erring run; runs not run
+        self._seen, self._mixed, self._stop = {}, set(), set()  # variant -> (error line, count)
+
+    def stopped(self, variant):
+        return variant in self._stop
+
+    def ended(self, position, variant, error):
+        if variant is None:
+            return
+        with self._lock:
+            line, count = self._seen.get(variant, (None, 0))
+            if error is None or (line is not None and error.group(0) != line):
+                self._mixed.add(variant)  # a run of it passed or failed otherwise: each run tells
+                return
+            self._seen[variant] = (error.group(0), count + 1)
+            self.first[variant] = min(position, self.first.get(variant, position))
+            if count + 1 >= self.limit and variant not in self._mixed:
+                self._stop.add(variant)
+
+    def skipped(self, variant):
+        if variant in self._stop:
+            self.skipped_runs[variant] += 1
 
 
 def check_jobs(jobs, on_gpu, python):
@@ -343,20 +379,26 @@ def check_section(section, a):
     # A lab that hangs hangs on every case: once HANGS_IN_A_ROW runs in a row have timed out, no
     # other run starts (one already running ends at its time limit), instead of one time limit per case.
     watch = HangWatch(HANGS_IN_A_ROW)
+    errors = ErrorWatch(SAME_ERRORS_IN_A_ROW)
 
-    def run_one(n, cmd):
-        if watch.stopped():
+    def run_one(n, variant, cmd):
+        if watch.stopped() or errors.stopped(variant):
             return None
         got = run_limited(cmd, a.timeout)
         watch.ended(n, got[0] == EXIT_TIMEOUT)
+        errors.ended(n, variant, PYTHON_ERROR_LINE.search(got[1]))
         return got
-    pending = [pool.submit(run_one, n, on_device(command(v, args, expect), devices[n % len(devices)]))
+    pending = [pool.submit(run_one, n, v if expect != "bad-input" else None,
+                           on_device(command(v, args, expect), devices[n % len(devices)]))
                for n, (_, v, args, expect, _) in enumerate(runs)]
-    seen_failures = {}  # a failure's verdict (numbers masked) -> the run that showed it first
+    seen_failures = {}  # (variant, its verdict with the numbers masked) -> the run that showed it first
     not_run = 0
 
-    # a case's name need not say it is causal; its line does (a mask bug fails only those)
-    def label(name, variant, args):
+    # a case's name need not say it is causal; its line does (a mask bug fails only those). A
+    # bad-input case runs no variant: its arguments are refused before any is chosen.
+    def label(name, variant, args, expect):
+        if expect == "bad-input":
+            return f"{'-':<{variant_width}} {name}"
         return (f"{variant:<{variant_width}} {name}" +
                 (" causal" if "--causal" in args and "causal" not in name else ""))
     variant_width = max([8] + [len(v) for _, v, _, _, _ in runs])  # columns line up for any case list
@@ -366,6 +408,7 @@ def check_section(section, a):
         got = job.result()
         if got is None:
             not_run += 1
+            errors.skipped(variant)
             continue
         code, out, secs = got
         # Neither a pass nor a failure, named at the end as "not checked here": without a GPU, a run
@@ -386,13 +429,14 @@ def check_section(section, a):
         status = ("ok" if ok else "cpu-ok" if cpu_part else
                   ("needs-gpu" if not on_gpu and gpu_only.startswith("needs a GPU") else "not-here")
                   if gpu_only else "TIMEOUT" if code == EXIT_TIMEOUT else "FAIL")
-        # A failure already shown (the same verdict, its numbers aside: a stub fails every case alike)
-        # is named on its line, not repeated: the first distinct failures stay on screen.
+        # A failure already shown (the same variant's same verdict, its numbers aside: a stub fails
+        # every case alike) is named on its line, not repeated: the first distinct failures stay on
+        # screen. Another variant's failure is another exercise's: always shown.
         shown = (not ok and not gpu_only) or a.verbose
-        same = failure_key(out) if shown and not a.verbose else None
-        again = f"  (the same failure as [{seen_failures[same]}])" if same in seen_failures else ""
+        same = (variant, failure_key(out)) if shown and not a.verbose else None
+        again = f"  (the same verdict as [{seen_failures[same]}])" if same in seen_failures else ""
         # the fixed columns first, the case's name (any length) last
-        say(f"  [{n:>{count_width}}/{len(runs)}] {status:<9} exit {code:<3} {secs:6.1f} s  {label(name, variant, args)}"
+        say(f"  [{n:>{count_width}}/{len(runs)}] {status:<9} exit {code:<3} {secs:6.1f} s  {label(name, variant, args, expect)}"
             + again)
         if shown and not again:
             if same:
@@ -418,7 +462,10 @@ def check_section(section, a):
         + (f"; {gpu_runs} GPU-only {'runs' if gpu_runs > 1 else 'run'} of the case list not run here"
            if gpu_runs > 0 else "")
         + (f"; stopped after {HANGS_IN_A_ROW} runs in a row timed out: {not_run} {'runs' if not_run > 1 else 'run'} "
-           f"not run" if not_run else "")
+           f"not run" if not_run and watch.stopped() else "")
+        + "".join(f"; {k} {'runs' if k > 1 else 'run'} of {v} not run: its first {SAME_ERRORS_IN_A_ROW} raised the "
+                  f"same error (fix it first: [{errors.first[v] + 1}])"
+                  for v, k in errors.skipped_runs.items() if not watch.stopped())
         + f" ({time.time() - t0:.0f} s)")
     if any(r["exit"] == EXIT_TIMEOUT for r in results):
         say(timeout_hint(a.timeout, f"check {section[:2]}" + (" --solution" if a.solution else "")))
