@@ -94,10 +94,12 @@ def make_mask_mod(variant, torch, p, doc_ids):
 def reads_cap_as_a_number(torch, p, slopes):
     """Pitfall 10, checked: whether the softcap score_mod reads `cap` as a Python number. The output
     cannot tell (the same O either way); a gradient can: none reaches a tensor read as a number."""
+    import warnings
     cap = torch.tensor(20.0, requires_grad=True)
     idx = torch.zeros((), dtype=torch.int64)
-    try:
-        with torch.enable_grad():
+    try:  # torch warns of a requires_grad tensor read as a number: that is what the probe looks for
+        with torch.enable_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             y = make_score_mod("softcap", torch, p, cap, slopes)(torch.tensor(30.0), idx, idx, idx, idx)
             if not (torch.is_tensor(y) and y.requires_grad):
                 return True
@@ -222,6 +224,10 @@ def pitfall_10(ctx, torch, flex_attention, q, k, v, gqa):
     # Inductor's graph cache on disk would turn the compiles of an earlier run of the same values into
     # look-ups: off here, so every launch that compiles shows what a compile costs.
     import torch._inductor.config as inductor_config
+    if not ctx.options.quiet:  # said before the compiles' silence, not after it
+        print(f"note: --values {n} compiles FlexAttention {n + 1} times with Inductor (once per captured float "
+              f"value, then once with the value as a tensor); each takes "
+              f"seconds{'' if ctx.on_gpu else ' on a CPU, the first one the longest'}", flush=True)
     results, last = {}, {}
     for how in ("float", "tensor"):
         torch._dynamo.reset()

@@ -428,6 +428,43 @@ class Program(unittest.TestCase):
         self.assertTrue(said.endswith("09_triton.py:2 in kv_sweep: NameError: name 'tl_maximun' is not defined"), said)
         self.assertEqual(where_in_lab(ValueError("bad"), program=str(lab)), "ValueError: bad")  # not through the lab
 
+    def test_a_compile_error_names_the_traced_line_and_what_went_wrong(self):
+        """torch.compile (Dynamo) raises from its own frames: the lab's line is in the message (a
+        "Caused by:" whose path is cut at the front, "from user code:") or in real_stack, and the
+        message's first line says what went wrong, its last one only where to read more. A message
+        that ends with what is wrong (Triton's CompilationError, after the source) keeps its last line."""
+        from traceback import FrameSummary
+        from labharness.run import where_in_lab
+        with tempfile.TemporaryDirectory() as tmp:
+            lab = Path(tmp, "labs", "10_flex.py")
+            cut = str(lab)[3:]  # Dynamo's "Caused by:" keeps the path's tail only
+
+            class UserError(Exception):
+                pass
+            said = where_in_lab(UserError(
+                "Could not guard on data-dependent expression zuf0 (unhinted: zuf0).  (Size-like symbols: none)\n\n"
+                f"Caused by: return cap * math.tanh(score / cap)  # {cut}:64 in soft_cap (_dynamo/x.py:158 in f)\n"
+                "For more information, run with TORCH_LOGS=\"dynamic\"\n\n"
+                "Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace (please do this especially if you're "
+                "reporting a bug to PyTorch). For even more developer context, set TORCH_LOGS=\"+dynamo\"\n"),
+                program=str(lab))
+            self.assertTrue(said.endswith("10_flex.py:64 in soft_cap: UserError: Could not guard on data-dependent "
+                                          "expression zuf0 (unhinted: zuf0). (Size-like symbols: none) (a score_mod "
+                                          "or mask_mod gets its score and indices as tensors: compute with torch ops "
+                                          "such as torch.tanh and torch.where, not math.*, float(), int() or .item())"),
+                            said)
+            unsupported = UserError("Data-dependent branching\n  Explanation: Detected data-dependent branching.\n"
+                                    "  Hint: Use `torch.cond`.\n\nSet TORCHDYNAMO_VERBOSE=1 for the internal stack trace")
+            unsupported.real_stack = [FrameSummary("/elsewhere/flex_attention.py", 1721, "wrapper"),
+                                      FrameSummary(str(lab), 75, "sliding_window")]
+            said = where_in_lab(unsupported, program=str(lab))
+            self.assertIn("10_flex.py:75 in sliding_window: UserError: Data-dependent branching: Detected "
+                          "data-dependent branching. (a score_mod or mask_mod sees its indices as tensors: write "
+                          "the condition with &, |, torch.where, not a Python if)", said)
+            triton = where_in_lab(RuntimeError("at 3:4:\ndef f():\n    x = tl.foo\n    ^\nfoo is not defined"),
+                                  program=str(lab))
+            self.assertEqual(triton, "RuntimeError: foo is not defined")
+
     def test_missing_triton_is_exit_77(self):
         fake = Path(tempfile.mkdtemp()) / "triton"
         fake.mkdir()
@@ -555,6 +592,7 @@ class Flex(unittest.TestCase):
                 r = run([sys.executable, planted, *args], env=env)
             self.assertEqual(r.returncode, 1, wrong + r.stdout + r.stderr)
             self.assertIn("EXERCISE softcap reads cap as a Python number", r.stdout, wrong)
+            self.assertNotIn("Warning", r.stdout + r.stderr, wrong)  # the check's probe warns nobody
         r = run([sys.executable, SOL10, *args], env=env)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
@@ -573,6 +611,59 @@ class Flex(unittest.TestCase):
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertTrue(r.stderr.startswith("error: ") and "10_flex.py:" in r.stderr, r.stderr)  # the lab's line
         self.assertTrue(student.raised_an_error(r.stdout + r.stderr), r.stderr)
+
+    def test_a_score_mod_torch_compile_cannot_trace_names_its_line(self):
+        """FlexAttention traces a score_mod with torch.compile even on the CPU: an error there names
+        the student's line and what went wrong, not the given line that called flex_attention and
+        Dynamo's advice to set TORCHDYNAMO_VERBOSE; a number made of a tensor gets the hint to use
+        torch ops. No torch warning comes before the line."""
+        if not have_torch():
+            self.skipTest("torch is not installed")
+        from labcli import student
+        tensor = "return cap * torch.tanh(score / cap)"
+        source = SOL10.read_text()
+        self.assertIn(tensor, source)
+        line = source[:source.index(tensor)].count("\n") + 1
+        plants = {"return cap * math.tanh(score / cap)": ("UserError: Could not guard on data-dependent expression",
+                                                           "compute with torch ops such as torch.tanh"),
+                  "return cap * torch.tanh(score / cap) if score > 0 else score": (
+                      "Unsupported: Data-dependent branching", "not a Python if"),
+                  "return cap * torch.tanh(score / capp)": ("Failed to find name `capp`",)}
+        for wrong, words in plants.items():
+            with tempfile.TemporaryDirectory() as tmp:
+                planted = Path(tmp, "10_flex.py")
+                planted.write_text(source.replace(tensor, wrong))
+                r = run([sys.executable, planted, "--cpu", "--variant", "softcap", "--t", "16", "--h", "1",
+                         "--iters", "0"], env=dict(os.environ, PYTHONPATH=str(ROOT / "common" / "python")))
+            self.assertEqual((r.returncode, r.stdout.count("\n"), r.stderr.count("\n")), (1, 1, 1),
+                             wrong + r.stdout + r.stderr)  # the banner, then the one line
+            self.assertTrue(r.stderr.startswith("error: "), r.stderr)
+            self.assertIn(f"10_flex.py:{line} in soft_cap: ", r.stderr)  # the student's line, not launch's
+            self.assertNotIn("TORCHDYNAMO", r.stderr)
+            for word in words:
+                self.assertIn(word, r.stderr, wrong)
+            self.assertTrue(student.raised_an_error(r.stdout + r.stderr), r.stderr)
+
+    def test_values_says_what_it_compiles_before_the_compiles(self):
+        """--values N compiles N + 1 times (N floats, one tensor), seconds each on a CPU: a note says so
+        before the silence, with the count the run then reports; --quiet leaves it out."""
+        if not have_torch():
+            self.skipTest("torch is not installed")
+        f = Path(tempfile.mkdtemp()) / "r.json"
+        args = [sys.executable, SOL10, "--cpu", "--variant", "softcap", "--t", "16", "--h", "1", "--values", "2"]
+        r = run(args + ["--json", f])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        lines = r.stdout.splitlines()
+        note = [i for i, l in enumerate(lines) if l.startswith("note: --values 2 compiles FlexAttention 3 times ")]
+        self.assertEqual(len(note), 1, r.stdout)
+        self.assertLess(note[0], next(i for i, l in enumerate(lines) if "pitfall 10 (" in l), r.stdout)
+        self.assertIn("seconds on a CPU", lines[note[0]])
+        m = json.loads(f.read_text())[0]["metrics"]["pitfall_10"]
+        self.assertEqual(m["float"]["compiles"] + m["tensor"]["compiles"], 3)
+        r = run(args + ["--quiet"])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertNotIn("note:", r.stdout)
+
 
 class CompilesForTheGpu(unittest.TestCase):
     """09's kernel compiled for sm_90 and sm_80 here, without a GPU (Triton ships its ptxas): the

@@ -207,7 +207,9 @@ def shared_memory_shortfall(error):
 def where_in_lab(error, program=None):
     """An error as the student can act on it: the innermost line of the section's own file that it
     passed through, and the original error where a wrapper hides it (Triton's interpreter raises
-    InterpreterError(repr(e)) from e): "labs/09_triton.py:94 in _kv_sweep: AttributeError: ..."."""
+    InterpreterError(repr(e)) from e): "labs/09_triton.py:94 in _kv_sweep: AttributeError: ...".
+    An error torch.compile (Dynamo) met while tracing a score_mod or mask_mod names the line it was
+    tracing, which no traceback frame shows, and says what went wrong rather than its advice."""
     import traceback
     program = os.path.realpath(program or sys.argv[0])
     chain, e = [], error
@@ -220,14 +222,44 @@ def where_in_lab(error, program=None):
         for frame in traceback.extract_tb(exc.__traceback__):
             if os.path.realpath(frame.filename) == program:
                 here = frame
-    lines = str(root).strip().splitlines()
-    said = f"{type(root).__name__}: {lines[-1] if lines else ''}".rstrip(": ")
-    if "data-dependent control flow" in str(root):  # vmap over a mask_mod/score_mod with a Python `if`
+    traced = _traced_line(chain, program)  # inside the call that compiled it: the innermost
+    if traced:
+        here = traced
+    text = str(root)
+    lines = [" ".join(x.split()) for x in text.strip().splitlines() if x.strip()]
+    if hasattr(root, "real_stack") or "TORCHDYNAMO_VERBOSE" in text:
+        # Dynamo's message leads with what went wrong; its stacks and advice follow
+        what = [x for x in lines if x.startswith("Explanation: ")][:1]
+        said = ": ".join([lines[0]] + [x[len("Explanation: "):] for x in what]) if lines else ""
+    else:  # (Triton's CompilationError quotes the source first: what is wrong comes last)
+        said = lines[-1] if lines else ""
+    said = f"{type(root).__name__}: {said}".rstrip(": ")
+    if re.search(r"data-dependent (control flow|branching)", text, re.I):  # a Python `if` on a tensor
         said += (" (a score_mod or mask_mod sees its indices as tensors: write the condition with &, |, "
                  "torch.where, not a Python if)")
+    elif "data-dependent expression" in text or "calling .item() on a Tensor" in text:  # a tensor made a number
+        said += (" (a score_mod or mask_mod gets its score and indices as tensors: compute with torch ops such "
+                 "as torch.tanh and torch.where, not math.*, float(), int() or .item())")
     if here is None:
         return said
     return f"{os.path.relpath(here.filename)}:{here.lineno} in {here.name}: {said}"
+
+
+def _traced_line(chain, program):
+    """The line of `program` that torch.compile was tracing when it failed, or None: Dynamo keeps
+    the traced frames in `real_stack` and writes them into its message ("from user code:", and
+    "Caused by: <code>  # <path, cut at the front>:<line> in <function>"), innermost last."""
+    from traceback import FrameSummary
+    found = []
+    for exc in chain:
+        text = str(exc)
+        found += [f for f in getattr(exc, "real_stack", None) or () if os.path.realpath(f.filename) == program]
+        found += [FrameSummary(program, int(line), fn) for path, line, fn in
+                  re.findall(r'File "([^"]+)", line (\d+), in (\S+)', text) if os.path.realpath(path) == program]
+        found += [FrameSummary(program, int(line), fn) for path, line, fn in
+                  re.findall(r"Caused by: .*#\s*(\S+):(\d+) in (\S+)", text)
+                  if program.endswith(path) and path.endswith(os.path.basename(program))]
+    return found[-1] if found else None
 
 
 def main(section, forward, argv=None):
