@@ -1797,7 +1797,10 @@ class Arguments(unittest.TestCase):
                               (["check", "all", "--gpus", "-1"], "--gpus: must be >= 1"),
                               (["check", "nope"], "unknown section 'nope'"),
                               (["bench", "01", "--timeout", "x"], "expected seconds"),
-                              (["frobnicate"], "invalid choice"),
+                              (["frobnicate"], "no command 'frobnicate' (the commands: run, check, test"),
+                              (["chek", "09"], "no command 'chek': did you mean check?"),
+                              (["run", "09", "10"], "unrecognized arguments: 10; run takes one section (check takes "
+                                                    "several: scripts/lab check 09 10)"),
                               (["make-labs", "--", "x"], "takes no program arguments"),
                               (["release", str(ROOT / "inside")], "inside this tree"),
                               (["test", "-L", "nope"], "invalid choice: 'nope' (choose from 'cpu', 'gpu')")):
@@ -1806,6 +1809,13 @@ class Arguments(unittest.TestCase):
             self.assertIn(message, r.stdout, args)
             self.assertEqual(len((r.stdout + r.stderr).strip().splitlines()), 1, (args, r.stdout, r.stderr))
             self.assertNotIn("Traceback", r.stdout + r.stderr)
+
+    def test_a_release_names_only_the_students_commands(self):
+        """In a student release (no solutions/), an unknown command lists the commands a student has."""
+        with mock.patch.object(lab, "ROOT", Path("/nonexistent-release")), \
+                contextlib.redirect_stdout(io.StringIO()) as printed, self.assertRaises(SystemExit):
+            lab.parse(["chek", "01"])
+        self.assertIn("did you mean check? (the commands: run, check, test, compare, help)", printed.getvalue())
 
     def test_a_mistyped_option_points_to_its_commands_help_and_the_option_meant(self):
         for args, message in ((["check", "01", "--solutions"], "unrecognized arguments: --solutions; did you mean "
@@ -1880,7 +1890,7 @@ class Arguments(unittest.TestCase):
         self.assertIn("--expect-fail", shown(["help", "check"]))
         r = self.cli("help", "frobnicate")
         self.assertEqual(r.returncode, 2)
-        self.assertIn("invalid choice: 'frobnicate'", r.stdout)
+        self.assertIn("no command 'frobnicate'", r.stdout)
         r = self.cli()  # no command at all: the list of commands (exit 2: nothing was run)
         self.assertEqual(r.returncode, 2)
         self.assertEqual(r.stdout, shown(["--help"]))
