@@ -982,6 +982,26 @@ class ParallelCheck(unittest.TestCase):
         self.assertEqual(devices, ["3", "5", "3", "5"])  # the first two of the visible ones, in turn
         self.assertEqual(common.gpu_devices(1), [None])      # one GPU: the environment is left alone
 
+    def test_more_gpus_than_the_machine_shows_is_bad_input(self):
+        """--gpus 3 on a machine of two (or none): refused before anything runs, not runs that cannot
+        start on a GPU that is not there (a grade would leave them out of its total)."""
+        saved = os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        try:
+            with mock.patch.object(common, "gpu_count", lambda: 2):
+                self.assertEqual(common.gpu_devices(2), ["0", "1"])
+                with self.assertRaisesRegex(common.BadInput, r"^--gpus 3: this machine shows 2 GPUs \(nvidia-smi -L\)"):
+                    common.gpu_devices(3)
+            with mock.patch.object(common, "gpu_count", lambda: 0):
+                with self.assertRaisesRegex(common.BadInput, "shows no GPUs"):
+                    common.gpu_devices(2)
+            os.environ["CUDA_VISIBLE_DEVICES"] = "4"
+            with self.assertRaisesRegex(common.BadInput, r"shows 1 GPU \(CUDA_VISIBLE_DEVICES\)"):
+                common.gpu_devices(2)
+        finally:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+            if saved is not None:
+                os.environ["CUDA_VISIBLE_DEVICES"] = saved
+
 
 class Cases(unittest.TestCase):
     data = {"section": "01_naive", "variants": ["kernels", "cublas"],
@@ -1816,6 +1836,26 @@ class Arguments(unittest.TestCase):
                 contextlib.redirect_stdout(io.StringIO()) as printed, self.assertRaises(SystemExit):
             lab.parse(["chek", "01"])
         self.assertIn("did you mean check? (the commands: run, check, test, compare, help)", printed.getvalue())
+
+    def test_a_run_of_the_default_variant_names_the_one_written(self):
+        """10's variants are its exercises: a run with no --variant ran the first (softcap); with only
+        alibi written, the run says how to run alibi. Not when --variant is given or the default is written."""
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / "labs").mkdir()
+            (Path(tmp) / "labs" / "10_flex.py").write_text("".join(f"# BEGIN EXERCISE {e}\n# END EXERCISE\n" for e in
+                                                                   ("alibi", "softcap", "window", "document")))
+            data = {"variants": ["softcap", "alibi", "window", "document"]}
+            with mock.patch.object(student, "ROOT", Path(tmp)), \
+                    mock.patch.object(student, "load_cases", lambda section, extra=None: data), \
+                    mock.patch.object(student.make_labs, "untouched_exercises",
+                                      lambda lab: ["softcap", "window", "document"]):
+                self.assertEqual(student.written_variant_not_run("10_flex", []), "alibi")
+                self.assertIsNone(student.written_variant_not_run("10_flex", ["--variant", "window"]))
+                self.assertIsNone(student.written_variant_not_run("10_flex", ["--variant=window"]))
+            with mock.patch.object(student, "ROOT", Path(tmp)), \
+                    mock.patch.object(student, "load_cases", lambda section, extra=None: data), \
+                    mock.patch.object(student.make_labs, "untouched_exercises", lambda lab: ["alibi", "window"]):
+                self.assertIsNone(student.written_variant_not_run("10_flex", []))  # softcap is written: it ran
 
     def test_a_mistyped_option_points_to_its_commands_help_and_the_option_meant(self):
         for args, message in ((["check", "01", "--solutions"], "unrecognized arguments: --solutions; did you mean "

@@ -665,22 +665,32 @@ def has_gpu():
     """Whether this machine shows an NVIDIA GPU (nvidia-smi lists one). To choose which packages to
     install, and to refuse a command that only times kernels before its build; whether a program can
     run is its own verdict (exit 77)."""
-    if not shutil.which("nvidia-smi"):
-        return False
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return "GPU" in out
+    return gpu_count() > 0
 
 
 def gpu_devices(count):
     """--gpus N: the devices runs are spread over, the first N of CUDA_VISIBLE_DEVICES (else 0..N-1);
-    [None] (leave the environment alone) for one."""
+    [None] (leave the environment alone) for one. More than this machine shows is bad input: a run
+    sent to a GPU that is not there cannot run, and a grade would not count it."""
     if count <= 1:
         return [None]
     visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    shown, where = (len(visible), "CUDA_VISIBLE_DEVICES") if visible else (gpu_count(), "nvidia-smi -L")
+    if count > shown:
+        raise BadInput(f"--gpus {count}: this machine shows {shown or 'no'} GPU{'' if shown == 1 else 's'} ({where}); "
+                       "nothing run")
     return (visible or [str(i) for i in range(count)])[:count]
+
+
+def gpu_count():
+    """The GPUs nvidia-smi lists (0 without it)."""
+    if not shutil.which("nvidia-smi"):
+        return 0
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(line.startswith("GPU ") for line in out.splitlines())
 
 
 def on_device(cmd, device):

@@ -131,6 +131,9 @@ def cmd_run(a):
     unfinished = code == EXIT_FAIL or (code == EXIT_CANNOT_RUN and on_cpu and not_checked_reason(out))
     if unfinished and not a.solution and (left := stub_left(section, on_cpu)):
         say(left)
+        if mine := written_variant_not_run(section, a.args):
+            say(f"lab: this run was the default variant, {load_cases(section)['variants'][0]}; your {mine}: "
+                f"scripts/lab run {section[:2]} -- --variant {mine}")
     elif code == EXIT_PASS and not a.solution and re.search(r"^PASS: ", out, re.M):
         # one shape is not the exercise's verdict (and a run with no PASS line, --help say, ran none of it)
         say(f"lab: this run passed; scripts/lab check {section[:2]} runs the section's case list (ragged shapes, "
@@ -166,6 +169,20 @@ def stub_left(section, on_cpu=False):
                          f"still the stub: {only}{where or 'the '}check cannot pass until "
                          f"{'it is' if one else 'they are'} written (ch12/{section}.md)")
     return "\n".join(lines) or None
+
+
+def written_variant_not_run(section, args):
+    """Where a section's variants are its exercises (10's alibi, softcap, ...): a variant the student
+    has written, when this run, given no --variant, ran the default one, still the stub. Else None."""
+    if any(x == "--variant" or x.startswith("--variant=") for x in args):
+        return None
+    lab = ROOT / "labs" / source_name(section)
+    left = make_labs.untouched_exercises(lab)
+    variants = load_cases(section)["variants"]
+    if not left or variants[0] not in left:
+        return None
+    exercises = set(re.findall(r"BEGIN EXERCISE ([\w-]+)", lab.read_text(errors="replace")))
+    return next((v for v in variants if v in exercises and v not in left), None)
 
 
 # ---------------------------------------------------------------------------------------- check
@@ -492,7 +509,7 @@ TIME_LIMIT_VARIABLE = "LAB_TIME_LIMIT_S"
 SHAPE_LINE = re.compile(r"\bB=(\d+) H=(\d+)(?: H_kv=\d+)? (?:T=(\d+)|T_q=(\d+) T_kv=(\d+)) D=(\d+)")
 # B·H·T_q·T_kv·D under which a CPU model finishes in a few seconds on a laptop core: a run of such a
 # shape that is still running near the time limit is stuck, however many "still running" lines it printed.
-SMALL_CPU_WORK = 1e9
+SMALL_CPU_WORK = 1e9  # the same bound as the programs' own advice (cpu_model_hint, problem.cpp)
 
 
 # A Python section's line before a --cpu run it expects to take long (labharness.run.slow_on_cpu), and
@@ -992,6 +1009,7 @@ def grade_class(a):
             say(f"lab: every other student scores 0 in a section handed in by fewer than half the class; to grade "
                 f"only the common ones: --sections {' '.join(s[:2] for s in common) or '...'}")
     on_gpu, gpu_name = False, None
+    no_gpu_here = "no NVIDIA GPU found (nvidia-smi lists none)"
     unit_tests = [s for s in graded if not is_python(s) and load_cases(s).get("unit_tests")]
     if a.cpu:  # a provisional grade: no GPU asked for, no reference solution built (nothing is timed)
         say("lab: --cpu: a provisional grade on the CPU model: each case the CPU model runs (as scripts/lab check "
@@ -1002,7 +1020,7 @@ def grade_class(a):
         for s, why in grader.not_on_cpu.items():
             say(f"lab: {s}: not run on the CPU: {why}")
     elif not a.no_gpu and not has_gpu():  # before the solutions are built: without a GPU they are never run
-        say("lab: no NVIDIA GPU found (nvidia-smi lists none); triage only: compiles, untouched stubs" +
+        say(f"lab: {no_gpu_here}; triage only: compiles, untouched stubs" +
             (f" and the exercises' unit tests of {', '.join(unit_tests)} (on the CPU)" if unit_tests else "") +
             "; no case of the case lists is run")
     elif not a.no_gpu:
@@ -1016,7 +1034,8 @@ def grade_class(a):
             gpu_name = json.loads(probe.read_text())[-1]["gpu"]["name"]
             probe.unlink()
         if not on_gpu:
-            say(f"lab: {no_gpu_reason(out)}; triage only: compiles, untouched stubs" +
+            no_gpu_here = no_gpu_reason(out) or "the GPU probe could not run"
+            say(f"lab: {no_gpu_here}; triage only: compiles, untouched stubs" +
                 (f" and the exercises' unit tests of {', '.join(unit_tests)} (on the CPU)" if unit_tests else "") +
                 "; no case of the case lists is run")
         elif not sandbox_why:  # the same probe fenced in: a sandbox that hides the GPU grades nobody
@@ -1116,6 +1135,10 @@ def grade_class(a):
     if not_graded:
         say(f"lab: {len(not_graded)} submission(s) not graded, the rest are: " + "; ".join(not_graded))
         return EXIT_FAIL
+    if not on_gpu and not a.cpu and not a.no_gpu:  # a GPU was wanted and none ran: not grades, whatever the log
+        say(f"lab: triage only ({no_gpu_here}): no case ran, the totals are empty; grade on a GPU, or with --cpu "
+            "for provisional grades on the CPU model (exit 77)")
+        return EXIT_CANNOT_RUN
     return EXIT_PASS
 
 
