@@ -991,7 +991,8 @@ std::string run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
   if (!recompute_p_and_ds(0.f, 0.f, 0.f, 0.f, 1.f, &p, &ds))
     return "EXERCISE dsdp is not written yet: recompute_p_and_ds() returns false, so no gradient is stored";
   if (!dkdv_weights(1.f, 1.f, &dv_weight, &dk_weight))
-    return "EXERCISE accumulate is not written yet: dkdv_weights() returns false, so dK and dV are not stored";
+    return "EXERCISE accumulate is not written yet: dkdv_weights() returns false, so no gradient is stored "
+           "(dQ, dK and dV are stored only once both exercises are written)";
   return "";
 }
 

@@ -22,6 +22,15 @@ static std::string read_all(std::FILE* f) {
   return text;
 }
 
+TEST_CASE("the CPU model's advice: a smaller shape, unless the shape is already small", "[parallel]") {
+  lab::Problem p;  // B=1 H=8 T=1024 D=64: 5.4e8, seconds of work (18 s on 04's model)
+  CHECK(lab::cpu_model_hint(p) == "B=1 H=8 T=1024 D=64 fp32: a smaller shape finishes sooner");
+  p.t_q = p.t_kv = 128;  // 8.4e6
+  CHECK(lab::cpu_model_hint(p) == "B=1 H=8 T=128 D=64 fp32: a shape this small takes under a second: a loop that never ends?");
+  p.t_q = 1;  // a decode row
+  CHECK(lab::cpu_model_hint(p).find(": a loop that never ends?") != std::string::npos);
+}
+
 TEST_CASE("SlowRunNotice prints progress for a slow run and nothing for a quick one", "[parallel]") {
   std::FILE* slow = std::tmpfile();
   REQUIRE(slow);

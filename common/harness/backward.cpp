@@ -419,7 +419,7 @@ int run_backward_section(int argc, char** argv, const BackwardSection& s) {
       std::printf("== CPU model of %s: the algorithm in plain C++ around %s exercise code (the kernel runs only "
                   "on a GPU) ==\n",
                   s.name.c_str(), s.build == "lab" ? "your" : "the solution's");
-    const SlowRunNotice notice(!opt.quiet, "the CPU model", p.describe() + ": a smaller shape finishes sooner");
+    const SlowRunNotice notice(!opt.quiet, "the CPU model", cpu_model_hint(p));
     forward_fp32_host(p, in.qkv, in.o, in.lse);
     run_failure = s.cpu(p, opt, in, g);
     extra_bytes = workspace;

@@ -575,7 +575,7 @@ int run_section(int argc, char** argv, const Section& s) {
   } else if (opt.cpu) {
     std::vector<float> lse_buf(size_t(p.lse_elems()), poison_float());
     const CpuRun run = [&] {
-      const SlowRunNotice notice(!opt.quiet, "the CPU model", p.describe() + ": a smaller shape finishes sooner");
+      const SlowRunNotice notice(!opt.quiet, "the CPU model", cpu_model_hint(p));
       return s.cpu(p, opt, in, o, lse_buf);
     }();
     if (!run.not_checked.empty()) {  // no model ran (08's stub: only a host check): no banner

@@ -24,6 +24,12 @@ std::string Problem::describe() const {
   return s.str();
 }
 
+std::string cpu_model_hint(const Problem& p) {
+  const double work = double(p.score_elems()) * p.d;
+  return p.describe() + (work < 1e7 ? ": a shape this small takes under a second: a loop that never ends?"
+                                    : ": a smaller shape finishes sooner");
+}
+
 int64_t visible_pairs(const Problem& p) {
   int64_t pairs = 0;
   for (int bi = 0; bi < p.b; ++bi) {

@@ -35,6 +35,11 @@ struct Problem {
   std::string describe() const;  // "B=1 H=8 T=1024 D=64 fp32 causal"
 };
 
+// The CPU model's "still running" advice (first said after 5 s), the shape first: a smaller shape
+// finishes sooner, but one under a second's work on any section's model (B*H*T_q*T_kv*D under 1e7;
+// 04's, the slowest, does 3e7 a second on a laptop core) has a loop that does not end.
+std::string cpu_model_hint(const Problem& p);
+
 // Number of (query, key) pairs that attend: exact, for any mask.
 int64_t visible_pairs(const Problem& p);
 // Forward FLOPs, the one convention of the lab: 4*B*H*T_q*T_kv*D (two GEMMs, 2 FLOPs a MAC),

@@ -509,7 +509,7 @@ TIME_LIMIT_VARIABLE = "LAB_TIME_LIMIT_S"
 SHAPE_LINE = re.compile(r"\bB=(\d+) H=(\d+)(?: H_kv=\d+)? (?:T=(\d+)|T_q=(\d+) T_kv=(\d+)) D=(\d+)")
 # B·H·T_q·T_kv·D under which a CPU model finishes in a few seconds on a laptop core: a run of such a
 # shape that is still running near the time limit is stuck, however many "still running" lines it printed.
-SMALL_CPU_WORK = 1e9  # the same bound as the programs' own advice (cpu_model_hint, problem.cpp)
+SMALL_CPU_WORK = 1e9
 
 
 # A Python section's line before a --cpu run it expects to take long (labharness.run.slow_on_cpu), and
