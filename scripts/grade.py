@@ -59,6 +59,7 @@ import time
 from pathlib import Path
 
 from labcli.common import HangWatch, start_stoppable, stopped_on_interrupt
+from make_labs import STUB_COPIES, STUB_DIGESTS
 
 BONUS_TIERS = [(0.9, 10), (0.5, 5)]  # (minimum speed ratio vs the solution, bonus points)
 LAB_SUFFIXES = (".cu", ".py")
@@ -105,6 +106,12 @@ HIDDEN = "hidden: "  # how a --cases case's name begins (cases.merge_hidden)
 # A section whose file compiled but whose build the grader could not check (the compiler's list of the
 # files it read is missing): the grading machine's problem, not the student's; no score until regraded.
 GRADER_PROBLEM = "not graded (grader problem)"
+EMPTY_FILE = "empty file"  # a handed-in lab file of whitespace alone: a section's status, scored 0
+
+
+# What `scripts/lab release` puts in labs/ beside the stubs: a whole release handed in holds them,
+# and they are the course's, not the student's.
+RELEASE_FILES = (STUB_COPIES, STUB_DIGESTS)
 
 
 def scan_submission(folder, known_sections, is_stub=None):
@@ -113,14 +120,15 @@ def scan_submission(folder, known_sections, is_stub=None):
     submission has no properly named file for it and no other such file. Where a section has several
     files and all but one are untouched stubs (is_stub(path, section)), the one that is not is
     graded: a student who hands in the stub beside their work did the work. A macOS `._*` file (the
-    metadata a Mac's archiver adds beside each file) is no file of the student's: not listed."""
+    metadata a Mac's archiver adds beside each file) is no file of the student's: not listed; nor
+    is what a release keeps beside the labs (RELEASE_FILES)."""
     folder = Path(folder)
     roots = [folder / "labs", folder] if (folder / "labs").is_dir() else [folder]
     found, ignored, renamed = {}, [], collections.defaultdict(list)
     shown = lambda f, root: f.name if root == folder else f"{root.name}/{f.name}"
     for root in roots:
         for f in sorted(root.iterdir()):
-            if f.name.startswith("._"):
+            if f.name.startswith("._") or f.name in RELEASE_FILES:
                 continue
             if f.is_dir():
                 if not (f.name == "labs" and root == folder):
@@ -392,8 +400,24 @@ def section_states(report):
 
 def outcome_text(report):
     """A grade as the console's class summary shows it: its total, or in triage (where every student
-    who compiled reads "not run") each section's state."""
-    return section_states(report) if is_triage(report) else total_text(report)
+    who compiled reads "not run") each section's state; and the sections to review."""
+    review = [s[:2] for s, _ in to_review(report)]
+    return ((section_states(report) if is_triage(report) else total_text(report)) +
+            (f"; FOR REVIEW: {', '.join(review)}" if review else ""))
+
+
+def to_review(report):
+    """[(section, why)] of a grade's graded sections whose file is for the instructor to read
+    (review_reasons)."""
+    return [(s, sec["review"]) for s in report.get("graded_sections", [])
+            if (sec := report.get("sections", {}).get(s)) and sec.get("review")]
+
+
+def review_line(reports):
+    """One line naming the submissions whose files are to be read before their scores stand, else None."""
+    names = [f"{r['submission']} ({', '.join(s[:2] for s, _ in to_review(r))})" for r in reports if to_review(r)]
+    return (f"{len(names)} submission(s) to review (code that could forge its self-check; the review column of the "
+            f"class summary says why): {', '.join(names)}") if names else None
 
 
 def python_syntax(path):
@@ -433,7 +457,7 @@ def refused_file(path, folder):
     if folder not in path.resolve().parents:
         return "outside the submission (its folder is a link): not followed (hand in the file itself)"
     if not normalised(path.read_bytes()).strip():
-        return "empty file"
+        return EMPTY_FILE
     return None
 
 
@@ -455,6 +479,18 @@ def missing_lab(path, known_sections):
         if name == f"{stem}.cu" and stem in known_sections and not (Path(path).parent / name).is_file():
             return stem
     return None
+
+
+def section_named(path, known_sections):
+    """The section a lab file's own name line names (C++: `s.name = "01_naive"`, Python:
+    `name="09_triton"`; the last one: the section's main), where it is a known section; else None."""
+    names = re.findall(r"""\bname\s*=\s*["'](\d\d_\w+)["']""", normalised(Path(path).read_bytes()).decode(errors="replace"))
+    return names[-1] if names and names[-1] in known_sections else None
+
+
+def holds_text(file_name, other):
+    """Why a lab file that holds another section's code is not built."""
+    return f"{file_name} holds section {other}'s code, by its name line: hand in the {Path(file_name).stem} file"
 
 
 def needs_text(section, lab):
@@ -741,7 +777,8 @@ def render_markdown(report):
         ratio = s.get("speed_ratio")
         run = s["status"] not in (NOT_RUN, CPU_NOT_CHECKED, GRADER_PROBLEM)
         score = section_score(s)
-        lines.append(f"| {name} | {s['status']}{', unmodified stub' if s.get('unmodified_stub') else ''} | "
+        lines.append(f"| {name} | {s['status']}{', unmodified stub' if s.get('unmodified_stub') else ''}"
+                     f"{'; for review: ' + s['review'] if s.get('review') else ''} | "
                      f"{format(s['correctness'], '.0f') + '%' if run else '–'} | "
                      f"{'–' if ratio is None else f'{ratio:.2f}×'} | {s.get('bonus', 0) if run and not cpu else '–'} | "
                      f"{'–' if score is None else f'{score:.1f}'} |")
@@ -754,6 +791,12 @@ def render_markdown(report):
             continue
         if s.get("needs_lab"):  # it builds in the student's checkout, where the other lab is
             lines += [f"Not built: 0 points. {needs_text(name, s['needs_lab'])}.", ""]
+            continue
+        if s.get("holds_section"):
+            lines += [f"Not built: 0 points. {holds_text(name + lab_suffix(name), s['holds_section'])}.", ""]
+            continue
+        if s["status"] == EMPTY_FILE:
+            lines += ["The file is empty: 0 points.", ""]
             continue
         # (named for a file that does not compile too: an edit of the given code may be why)
         edits = ([f"Changed outside the exercise regions, at lines {line_ranges(s['edits_outside_exercises'])} "
@@ -769,11 +812,15 @@ def render_markdown(report):
                       f"To build it in your checkout: `scripts/lab check {name[:2]}`.", ""] + edits
             continue
         if s.get("unmodified_stub"):
-            lines += ["The file is the unmodified stub: no exercise was attempted.", ""]
+            lines += ["The file is the unmodified stub: no exercise was attempted (0 points; its cases were not run).", ""]
+            continue
         if "edits_outside_exercises" in s and s["edits_outside_exercises"] is None:
             lines += ["Not compared with its stub (none this tree regenerates is close to it): changes to the "
                       "given code are not named.", ""]
         lines += edits
+        if s.get("review"):
+            lines += [f"**For review**: {s['review']}. Your program runs its own self-check, so code that could "
+                      "write its result or end the run is read by the instructor before the score stands.", ""]
         if s["status"] in (NOT_RUN, CPU_NOT_CHECKED):
             unit = [c for c in s["cases"] if c["case"] == UNIT_TESTS]
             lines += [f"Compiled; not checked on the CPU model: {s.get('cpu_note')}." if s["status"] == CPU_NOT_CHECKED
@@ -832,7 +879,7 @@ def write_class_summary(reports, path):
     with open(path, "w", newline="", encoding="utf-8-sig", errors="replace") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(["submission", "total", "gpu"] + [c for s in sections for c in (s, f"{s}_status")] +
-                   ["lab_files_not_graded", "edited_outside_exercises"])
+                   ["lab_files_not_graded", "edited_outside_exercises", "review"])
         for r in reports:
             row = [r["submission"], number(r["total"]), r["gpu"] or "none (triage)"]
             for s in sections:
@@ -845,7 +892,8 @@ def write_class_summary(reports, path):
                     outside.append(f"{s} (identical to the solution, {sec['identical_to_solution']})")
                 elif sec.get("edits_outside_exercises"):
                     outside.append(f"{s} (lines {line_ranges(sec['edits_outside_exercises'])})")
-            w.writerow(row + ["; ".join(line.split(": ", 1)[0] for line in r.get("misnamed", [])), "; ".join(outside)])
+            w.writerow(row + ["; ".join(line.split(": ", 1)[0] for line in r.get("misnamed", [])), "; ".join(outside),
+                              "; ".join(f"{s}: {why}" for s, why in to_review(r))])
 
 
 def read_report(folder):
@@ -1273,8 +1321,19 @@ def prune_build(build_dir):
         shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
 
 
+def is_utf16(data):
+    """Whether a file's bytes begin with a UTF-16 byte-order mark (Windows' "Unicode" encoding)."""
+    return data[:2] in (b"\xff\xfe", b"\xfe\xff")
+
+
 def normalised(text):
-    """A lab file's bytes as an editor on any system may have saved them: no BOM, LF line ends."""
+    """A lab file's bytes as an editor on any system may have saved them: UTF-8 (a file saved as
+    UTF-16 decoded), no BOM, LF line ends."""
+    if is_utf16(text):
+        try:
+            text = text.decode("utf-16").encode()
+        except UnicodeError:  # (not UTF-16 after all: compiled as it is, and its errors said)
+            pass
     return text.removeprefix(b"\xef\xbb\xbf").replace(b"\r\n", b"\n")
 
 
@@ -1325,6 +1384,205 @@ def edits_outside_exercises(text, stub, regions):
 
 def line_ranges(spans):
     return ", ".join(f"{a}" if a == b else f"{a}–{b}" for a, b in spans)
+
+
+def merged_spans(spans):
+    """[(first, last)] line ranges, sorted, overlapping or touching ones joined."""
+    out = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def lines_as_spans(numbers):
+    """Line numbers as [(first, last)] runs."""
+    return merged_spans((n, n) for n in numbers)
+
+
+def exercise_spans(text, stub, regions):
+    """The lines of a handed-in file that stand for each exercise region of its stub, as
+    edits_outside_exercises counts them inside (a helper right after a region's code is the
+    region's): [(first, end)] 0-based, end exclusive, one per region (None: none left); and the
+    line numbers (1-based) the file adds or changes outside them."""
+    a, b = code_lines(stub), code_lines(text)
+    which = lambda i: next((k for k, (first, end) in enumerate(regions) if first <= i < end), None)
+    mine, added = [[] for _ in regions], []
+    matcher = difflib.SequenceMatcher(None, [x for _, x in a], [x for _, x in b], autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            for k in range(i2 - i1):
+                r = which(a[i1 + k][0])
+                if r is not None:
+                    mine[r].append(b[j1 + k][0])
+            continue
+        if tag == "insert":
+            r = which(a[i1 - 1][0]) if i1 > 0 else None
+        else:
+            owners = [which(a[k][0]) for k in range(i1, i2)]
+            r = owners[0] if None not in owners else None
+        if r is not None:
+            mine[r] += [b[j][0] for j in range(j1, j2)]
+        else:
+            added += [b[j][0] + 1 for j in range(j1, j2)]
+    return [(min(m), max(m) + 1) if m else None for m in mine], added
+
+
+def cpp_lines(text):
+    """(code, bare): the lines of a C++ file without their comments, and without their string and
+    character literals too (a brace in "{" or '}' opens no scope). R"x(...)x" is a literal."""
+    code, bare, cur, cur_bare = [], [], [], []
+    i, n, state, end = 0, len(text), None, ""
+    while i < n:
+        c = text[i]
+        if c == "\n":
+            code.append("".join(cur))
+            bare.append("".join(cur_bare))
+            cur, cur_bare = [], []
+            if state == "line" or (state == "literal" and len(end) == 1):  # (only a raw string spans lines)
+                state = None
+            i += 1
+        elif state == "line":
+            i += 1
+        elif state == "block":
+            state, i = (None, i + 2) if text.startswith("*/", i) else ("block", i + 1)
+        elif state == "literal":
+            if text.startswith(end, i):
+                cur.append(end)
+                cur_bare.append(end[-1])
+                state, i = None, i + len(end)
+            elif c == "\\" and len(end) == 1 and i + 1 < n and text[i + 1] != "\n":
+                cur.append(text[i:i + 2])
+                i += 2
+            else:
+                cur.append(c)
+                i += 1
+        elif text.startswith("//", i):
+            state, i = "line", i + 2
+        elif text.startswith("/*", i):
+            cur.append(" ")
+            cur_bare.append(" ")
+            state, i = "block", i + 2
+        elif c == '"' or (c == "'" and not (i and (text[i - 1].isalnum() or text[i - 1] == "_"))):  # (1'000: a number)
+            opened, end = c, c
+            delim = re.match(r'([^\s()\\]{0,16})\(', text[i + 1:i + 18]) if c == '"' else None
+            if delim and re.search(r"(?:^|\W)(?:u8|[uUL])?R$", text[max(0, i - 4):i]):
+                opened, end = f'"{delim.group(1)}(', f'){delim.group(1)}"'
+            cur.append(opened)
+            cur_bare.append(c)
+            state, i = "literal", i + len(opened)
+        else:
+            cur.append(c)
+            cur_bare.append(c)
+            i += 1
+    code.append("".join(cur))
+    bare.append("".join(cur_bare))
+    return code, bare
+
+
+def python_code(text):
+    """Each line of a Python file without its comments ('#' in a string stays), or None where the
+    file does not tokenize (it does not parse either: a compile error)."""
+    import io
+    import tokenize
+    lines = text.split("\n")
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.COMMENT:
+                row, col = tok.start
+                lines[row - 1] = lines[row - 1][:col]
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return None
+    return lines
+
+
+# What a program does to write its own result record or end its run early, in code the student
+# wrote (outside comments): files, processes, the environment, its command line. The self-check
+# runs in the student's program, so such code could forge a pass (record_passed); legitimate
+# exercise code needs none of it.
+FILE_OR_PROCESS_IO = {
+    ".cu": re.compile(r"\b(?:fopen|freopen|fdopen|popen|getenv|argv|atexit|quick_exit|[io]?fstream|filebuf)\b"
+                      r"|\b(?:std::)?(?:_?exit|_Exit|abort|system|remove|rename|unlink|open)\s*\("
+                      r"|\bFILE\s*\*|/proc\b|--json"),
+    ".py": re.compile(r"(?<![\w.])(?:open|exec|eval|compile)\s*\(|__import__|__builtins__|\bsys\.exit\b"
+                      r"|\b(?:os|sys|subprocess|shutil|pathlib|builtins|importlib|ctypes|io)\b\s*\."
+                      r"|^\s*(?:from\s+(?:os|sys|subprocess|shutil|pathlib|builtins|importlib|ctypes|io)\b"
+                      r"|import\s+[\w\s,.]*\b(?:os|sys|subprocess|shutil|pathlib|builtins|importlib|ctypes|io)\b)"
+                      r"|\bsubprocess\b|/proc\b|--json"),
+}
+
+
+def scope_leaks(text, spans, suffix):
+    """Where exercise code leaves the scope its region sits in ([(first, last)], 1-based): C++ code
+    whose brace depth (comments and literals aside) goes below the region's own or does not end at
+    it (a `}` that closes the function, then file-scope code that runs before main); Python
+    statements indented less than the region's EXERCISE line (code at module level). spans:
+    exercise_spans of the file."""
+    found = []
+    if suffix == ".py":
+        import ast
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            return []
+        lines = text.split("\n")
+        for span in filter(None, spans):
+            first, end = span
+            marker = lines[first]
+            indent = len(marker) - len(marker.lstrip())
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.stmt, ast.excepthandler)) and first < node.lineno <= end \
+                        and node.col_offset < indent:
+                    found.append((node.lineno, min(node.end_lineno or node.lineno, end)))
+        return merged_spans(found)
+    _, bare = cpp_lines(text)
+    for span in filter(None, spans):
+        first, end = span
+        depth, out = 0, []
+        for i in range(first, end):
+            for c in bare[i]:
+                depth += (c == "{") - (c == "}")
+                if depth < 0 and (not out or out[-1] != i):
+                    out.append(i)
+        if out:
+            found.append((out[0] + 1, out[-1] + 1))
+        if depth != 0:  # opened or closed a scope for good: the given code after it is no longer where it was
+            found.append(((out[0] if out else first) + 1, end))
+    return merged_spans(found)
+
+
+def io_lines(text, line_spans, suffix):
+    """The lines among line_spans ([(first, last)], 1-based) whose code (comments aside) does file,
+    process or environment I/O (FILE_OR_PROCESS_IO), as [(first, last)]."""
+    code = python_code(text) if suffix == ".py" else cpp_lines(text)[0]
+    if code is None:  # (does not parse: whole-line comments aside)
+        code = ["" if line.lstrip().startswith("#") else line for line in text.split("\n")]
+    pattern = FILE_OR_PROCESS_IO[suffix]
+    return lines_as_spans(n for a, b in line_spans for n in range(a, b + 1)
+                          if n <= len(code) and pattern.search(code[n - 1]))
+
+
+def review_reasons(sec):
+    """Why a section's file is for the instructor to read before its score stands, in a few words
+    (None: nothing to review): the self-check runs in the student's own program, which writes the
+    result record the grader trusts (record_passed), so code that could forge it is named."""
+    reasons = []
+    if sec.get("identical_to_solution"):
+        reasons.append("identical to the solution")
+    if sec.get("exercise_leaves_scope"):
+        reasons.append(f"exercise code leaves its scope (lines {line_ranges(sec['exercise_leaves_scope'])})")
+    if sec.get("exercise_io"):
+        reasons.append(f"exercise code does file or process I/O (lines {line_ranges(sec['exercise_io'])})")
+    leaks = {n for a, b in sec.get("exercise_leaves_scope") or [] for n in range(a, b + 1)}
+    edits = [(a, b) for a, b in sec.get("edits_outside_exercises") or []
+             if not all(n in leaks for n in range(a, b + 1))]
+    if edits and not sec.get("identical_to_solution"):
+        reasons.append(f"changed given code (lines {line_ranges(edits)})")
+    if sec.get("given_code_io"):
+        reasons.append(f"changed given code does file or process I/O (lines {line_ranges(sec['given_code_io'])})")
+    return "; ".join(reasons) or None
 
 
 MAX_FILE_BYTES = 1 << 30  # the largest file a student's run may write (its record is a few KB)
@@ -1417,23 +1675,45 @@ class Grader:
             self.regions[key] = regions if same else None
         return self.regions[key]
 
-    def edits_outside(self, path, section):
-        """The handed-in file's edits outside the exercise regions ([(first, last)] lines), against the
-        stub version it is closest to: today's, else an older one whose exercise regions today's
-        make_stub regenerates from that commit's solution (one it cannot is not compared). None
-        where no stub could be compared."""
+    def closest_stub(self, path, section):
+        """(edits, stub, regions): the handed-in file's edits outside the exercise regions ([(first,
+        last)] lines), against the stub version it is closest to: today's, else an older one whose
+        exercise regions today's make_stub regenerates from that commit's solution (one it cannot is
+        not compared); that stub's text and regions. None where no stub could be compared."""
         text = normalised(path.read_bytes()).decode(errors="replace")
         best = None
         for stub, commit in self.stub_versions(section):
             regions = self.exercise_regions(section, lab_suffix(section), stub, commit)
             if regions is None:
                 continue
-            spans = edits_outside_exercises(text, stub.decode(errors="replace"), regions)
-            if best is None or sum(b - a + 1 for a, b in spans) < sum(b - a + 1 for a, b in best):
-                best = spans
-            if not best:
+            stub = stub.decode(errors="replace")
+            spans = edits_outside_exercises(text, stub, regions)
+            if best is None or sum(b - a + 1 for a, b in spans) < sum(b - a + 1 for a, b in best[0]):
+                best = (spans, stub, regions)
+            if not best[0]:
                 break
         return best
+
+    def edits_outside(self, path, section):
+        """closest_stub's edits alone (None where no stub could be compared)."""
+        best = self.closest_stub(path, section)
+        return best[0] if best else None
+
+    def forgery_checks(self, path, section):
+        """What of a handed-in file could forge its self-check (review_reasons), as a section's
+        fields: edits_outside_exercises (a region whose code leaves its scope among them),
+        exercise_leaves_scope, exercise_io and given_code_io, each [(first, last)] lines."""
+        best = self.closest_stub(path, section)
+        if best is None:
+            return {"edits_outside_exercises": None}
+        edits, stub, regions = best
+        text, suffix = normalised(path.read_bytes()).decode(errors="replace"), lab_suffix(section)
+        spans, added = exercise_spans(text, stub, regions)
+        leaks = scope_leaks(text, spans, suffix)
+        return {"edits_outside_exercises": merged_spans(edits + leaks) if leaks else edits,
+                "exercise_leaves_scope": leaks,
+                "exercise_io": io_lines(text, [(a + 1, b) for a, b in filter(None, spans)], suffix),
+                "given_code_io": io_lines(text, lines_as_spans(added), suffix)}  # (not a deletion's next line)
 
     def solution_copy(self, path, section):
         """solutions/NN_name.* where the handed-in file is that file (whitespace, blank lines, line
@@ -1672,9 +1952,18 @@ class Grader:
         refused = {s: why for s in files if (why := refused_file(files[s], submission))}
         for s in files:  # under its lab's name, whatever name it was handed in under (scan_submission)
             if s not in refused:
-                shutil.copy(files[s], labs_dir / f"{s}{lab_suffix(s)}")
+                copy = labs_dir / f"{s}{lab_suffix(s)}"
+                shutil.copy(files[s], copy)
+                if is_utf16(copy.read_bytes()) and not is_utf16(text := normalised(copy.read_bytes())):
+                    copy.write_bytes(text)  # compiled as the UTF-8 text it holds
+                    intake.append(f"{files[s].relative_to(submission).as_posix()} was saved as UTF-16; graded "
+                                  "as its UTF-8 text (save it as UTF-8)")
         files = {s: labs_dir / f"{s}{lab_suffix(s)}" for s in files}  # a refused one is never there
-        present = [s for s in graded if s in files and s not in refused]
+        # another section's code under this one's name (01's handed in as 02_v1_tile.cu): said so, not
+        # built (its compile would show linker errors alone)
+        holds = {s: other for s in graded if s in files and s not in refused
+                 and (other := section_named(files[s], known_sections)) not in (None, s)}
+        present = [s for s in graded if s in files and s not in refused and s not in holds]
         compiled = [s for s in present if files[s].suffix == ".cu"]  # a Python lab is only parsed
         # compiled where the build tools read its path right: the grade folder, else a folder of --out
         # named by a slug, whose copies are checked and built as the grade folder's would be
@@ -1707,8 +1996,9 @@ class Grader:
         prune_build(out / "build")
         built.update({s: python_syntax(files[s]) for s in present if s not in compiled})
         built.update({s: (False, f"labs/{files[s].name}: error: {refused[s]}\n") for s in graded if s in refused})
+        built.update({s: (False, f"labs/{files[s].name}: error: {holds_text(files[s].name, holds[s])}\n") for s in holds})
         return {"report": report, "out": out, "labs_dir": labs_dir, "files": files, "built": built, "refused": refused,
-                "needs": needs, "tests_built": tests_built, "unit_tests": unit_tests}
+                "needs": needs, "holds": holds, "tests_built": tests_built, "unit_tests": unit_tests}
 
     def run(self, staged, hidden, timeout, on_gpu, gpu_name, sha, progress, cpu_model=False):
         """The other half, one submission at a time (its cases and its timing have the GPU to
@@ -1731,27 +2021,38 @@ class Grader:
                 continue
             # a refused file (a link, an empty one) is not read through: it has no edits to name
             sec["unmodified_stub"] = s not in staged.get("refused", {}) and self.is_stub(files[s], s)
-            if not sec["unmodified_stub"] and s not in staged.get("refused", {}):
-                sec["edits_outside_exercises"] = self.edits_outside(files[s], s)
+            if s in staged.get("holds", {}):  # another section's file: its "edits" of this stub are all of it
+                sec["holds_section"] = staged["holds"][s]
+            elif not sec["unmodified_stub"] and s not in staged.get("refused", {}):
+                sec.update(self.forgery_checks(files[s], s))
                 copy = self.solution_copy(files[s], s)
                 if copy:  # for the instructor: grade.md, the student's, names no file of solutions/
                     sec["identical_to_solution"] = copy
                     progress(f"{name}: {s}: identical to the solution ({copy})")
-                elif sec["edits_outside_exercises"]:
-                    progress(f"{name}: {s}: changed given code outside the exercises, lines "
-                             f"{line_ranges(sec['edits_outside_exercises'])} (named in its grade.md)")
             ok, log = built[s]
             (out / f"build-{s}.log").write_text(log)
+            review = review_reasons(sec) if ok is not False else None  # (a file that does not build runs nothing)
+            if review:  # the score stands as computed: the instructor decides
+                sec["review"] = review
+                if not sec.get("identical_to_solution"):
+                    progress(f"{name}: {s}: FOR REVIEW: {review} (named in its grade.md)")
             if ok is None:
                 sec.update(status=GRADER_PROBLEM, correctness=None, log_excerpt=compiler_excerpt(log, paths=paths))
                 progress(f"{name}: {s}: compiled, but {GRADER_PROBLEM}: {sec['log_excerpt']}")
                 continue
             if not ok:
-                sec.update(status="compile error", log_excerpt=compiler_excerpt(log, paths=paths))
+                empty = staged.get("refused", {}).get(s) == EMPTY_FILE
+                sec.update(status=EMPTY_FILE if empty else "compile error", log_excerpt=compiler_excerpt(log, paths=paths))
                 if s in staged.get("needs", {}):
                     sec["needs_lab"] = staged["needs"][s]
-                progress(f"{name}: {s}: compile error" +
-                         (f" ({needs_text(s, sec['needs_lab'])})" if "needs_lab" in sec else ""))
+                progress(f"{name}: {s}: {sec['status']}" +
+                         (f" ({needs_text(s, sec['needs_lab'])})" if "needs_lab" in sec else
+                          f" ({holds_text(files[s].name, sec['holds_section'])})" if "holds_section" in sec else ""))
+                continue
+            if sec["unmodified_stub"]:  # a known 0: its cases are not run
+                sec.update(status=CPU_GRADED if cpu_model else "graded" if on_gpu else NOT_RUN,
+                           correctness=0.0 if on_gpu or cpu_model else None)
+                progress(f"{name}: {s}: unmodified stub: 0, its cases not run")
                 continue
             if cpu_model and s in self.not_on_cpu:
                 sec.update(status=CPU_NOT_CHECKED, correctness=None, cpu_note=self.not_on_cpu[s])
@@ -1778,8 +2079,7 @@ class Grader:
                 sec["correctness"] = None
                 if unit:
                     sec["cases"].append(dict(unit, weight=unit_tests_weight(sum(r[4] for r in runs))))
-                progress(f"{name}: {s}: compiled{' (unmodified stub)' if sec['unmodified_stub'] else ''}; no GPU, "
-                         f"{'the other ' if unit else ''}cases not run")
+                progress(f"{name}: {s}: compiled; no GPU, {'the other ' if unit else ''}cases not run")
                 continue
             exe = self.program(s, False, out / "build", labs_dir)
             case_names = list(dict.fromkeys(r[0] for r in runs))  # a case's variants are one position

@@ -197,7 +197,7 @@ class CpuModelRuns(unittest.TestCase):
         self.assertEqual((sec["status"], sec["correctness"], r["total"]), (grade.CPU_NOT_CHECKED, None, None))
         self.assertEqual(sec["cpu_note"], "every case's exercise part needs a GPU (ring_slot() passed; the rest runs "
                                           "only on a Hopper GPU)")
-        self.assertIn(f"| 01_naive | {grade.CPU_NOT_CHECKED} | – | – | – | – |", md)
+        self.assertIn(f"| 01_naive | {grade.CPU_NOT_CHECKED}; for review: changed given code (lines 1) | – | – | – | – |", md)
         self.assertIn("**Total: none on the CPU model**", md)
         self.assertEqual(grade.total_text(r), f"no total (01 {grade.CPU_NOT_CHECKED})")
 
@@ -272,11 +272,11 @@ class Reports(unittest.TestCase):
             grade.write_class_summary([r, triage, short], Path(tmp, "c.csv"))
             lines = Path(tmp, "c.csv").read_text(encoding="utf-8-sig").splitlines()
             self.assertEqual(lines[0], "submission,total,gpu,01_naive,01_naive_status,02_v1_tile,02_v1_tile_status,"
-                                       "lab_files_not_graded,edited_outside_exercises")
-            self.assertEqual(lines[1], "alice,37.5,NVIDIA H200,75.0,graded,0.0,compile error,naive.cu,")
+                                       "lab_files_not_graded,edited_outside_exercises,review")
+            self.assertEqual(lines[1], "alice,37.5,NVIDIA H200,75.0,graded,0.0,compile error,naive.cu,,")
             # triage: no number but an untouched stub's 0, and the solution and the stub read differently
-            self.assertEqual(lines[2], "bob,,none (triage),,not run (no GPU),0.0,unmodified stub,,")
-            self.assertEqual(lines[3], "carol,75.0,NVIDIA H200,75.0,graded,,not graded,,")  # graded over fewer
+            self.assertEqual(lines[2], "bob,,none (triage),,not run (no GPU),0.0,unmodified stub,,,")
+            self.assertEqual(lines[3], "carol,75.0,NVIDIA H200,75.0,graded,,not graded,,,")  # graded over fewer
             self.assertNotIn(b"\r", Path(tmp, "c.csv").read_bytes())  # \n line endings, not CSV's default CRLF
             for row in rows(Path(tmp, "c.csv")):  # every score column is a number or empty
                 for k in ("total", "01_naive", "02_v1_tile"):
@@ -410,10 +410,13 @@ class Reports(unittest.TestCase):
             self.assertNotIn("edits_outside_exercises", sec)
             self.assertFalse(Path(tmp, "grades", "sub", "labs", "01_naive.cu").exists())  # never copied
             empty = r["sections"]["02_v1_tile"]
-            self.assertEqual((empty["status"], empty["log_excerpt"]), ("compile error", "labs/02_v1_tile.cu: error: empty file"))
+            self.assertEqual((empty["status"], empty["log_excerpt"]), ("empty file", "labs/02_v1_tile.cu: error: empty file"))
+            self.assertEqual(grade.section_score(empty), 0.0)
             self.assertNotIn("edits_outside_exercises", empty)  # not "changed given code, lines 1"
             md = Path(tmp, "grades", "sub", "grade.md").read_text()
             self.assertNotIn("Changed outside the exercise regions", md)
+            self.assertIn("| 02_v1_tile | empty file |", md)
+            self.assertIn("The file is empty: 0 points.", md)
             # a submission whose labs/ folder is a link: its files lie outside it
             linked = Path(tmp, "linked")
             linked.mkdir()
@@ -1140,7 +1143,10 @@ class SandboxThatHidesTheGpu(unittest.TestCase):
         """No GPU: nothing would time the solutions, so none is built; and without bubblewrap the
         triage says its compiles and unit tests run unsandboxed."""
         code, said, ran = self.grade(gpu=False, sandbox="bwrap is not installed (package bubblewrap)")
-        self.assertEqual(code, 0, said)
+        self.assertEqual(code, 77, said)  # a GPU was wanted (no --no-gpu): these are not grades
+        self.assertIn("lab: triage only (no NVIDIA GPU found (nvidia-smi lists none)): no case ran, the totals are "
+                      "empty; grade on a GPU, or with --cpu for provisional grades on the CPU model (exit 77)",
+                      said.strip().splitlines()[-1])
         self.assertEqual(self.built, [])
         self.assertIn("lab: no NVIDIA GPU found (nvidia-smi lists none); triage only: compiles, untouched stubs; "
                       "no case of the case lists is run", said)
@@ -1454,6 +1460,208 @@ class EditsOutsideExercises(unittest.TestCase):
                              "01_naive (identical to the solution, solutions/01_naive.cu); 02_v1_tile (lines 1)")
             self.assertNotIn("solutions/", Path(tmp, "grades", "sub", "grade.md").read_text())  # the student's report
 
+def passing_runs(cmd, timeout):
+    """A stand-in run that passes: exit 0 and a passing record (what a forged record looks like too)."""
+    rec = Path(cmd[cmd.index("--json") + 1])
+    rec.write_text(json.dumps([{"build": "lab", "check": {"passed": True, "rows_checked": 4, "verdict": ""}}]))
+    return 0, "PASS", 0.1
+
+
+ONE_CASE = {"section": "01_naive", "variants": ["kernels"], "cases": [{"name": "T=1", "args": ["--t", "1"]}]}
+
+# Code a student could put in an exercise region to write a passing record and end the run before
+# the check: it closes the kernel, runs at file scope before main, then reopens a dummy function.
+FORGED = ['  }',
+          '  static int forged = [] { std::FILE* f = std::fopen("record.json", "w"); std::fputs("[]", f);',
+          '    std::exit(0); return 0; }();',
+          '  void reopened() {']
+
+
+class ForgedResults(unittest.TestCase):
+    """The self-check runs in the student's own program, which writes the record the grader trusts:
+    code that leaves its exercise region's scope, or does file or process I/O, is flagged for the
+    instructor's review (the score stands as computed)."""
+
+    def region_of(self, text, stub, regions, k=0):
+        """(first, end) 0-based of region k's lines in a handed-in text."""
+        spans, _ = grade.exercise_spans(text, stub, regions)
+        return spans[k]
+
+    @needs_solutions
+    def test_every_section_filled_in_has_nothing_to_review(self):
+        for src in sorted((ROOT / "solutions").glob("[0-9][0-9]_*.*")):
+            text, stub, regions = filled_in(src.name)
+            spans, added = grade.exercise_spans(text, stub, regions)
+            self.assertNotIn(None, spans, src.name)
+            self.assertEqual(added, [], src.name)
+            self.assertEqual(grade.scope_leaks(text, spans, src.suffix), [], src.name)
+            self.assertEqual(grade.io_lines(text, [(a + 1, b) for a, b in spans], src.suffix), [], src.name)
+
+    @needs_solutions
+    def test_code_that_closes_its_function_and_writes_the_record_is_flagged(self):
+        g = grade.Grader(ROOT, ROOT / "build", None, make_labs.make_stub, None, None, None, print)
+        text, stub, regions = filled_in("01_naive.cu")
+        lines = text.splitlines()
+        first, _ = self.region_of(text, stub, regions)
+        at = first + 1  # right after the region's EXERCISE line
+        # braces and calls in comments and literals are no scope and no I/O
+        harmless = ['  (void)"}"; (void)\'{\';  // } std::exit(1) fopen', '  /* } */ (void)R"x(})x";']
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp, "01_naive.cu")
+            path.write_text("\n".join(lines[:at] + harmless + lines[at:]) + "\n")
+            checks = g.forgery_checks(path, "01_naive")
+            self.assertEqual((checks["exercise_leaves_scope"], checks["exercise_io"], checks["edits_outside_exercises"]),
+                             ([], [], []))
+            path.write_text("\n".join(lines[:at] + FORGED + lines[at:]) + "\n")
+            checks = g.forgery_checks(path, "01_naive")
+            self.assertEqual(checks["exercise_leaves_scope"], [(at + 1, at + 4)])
+            self.assertEqual(checks["exercise_io"], [(at + 2, at + 3)])
+            self.assertEqual(checks["edits_outside_exercises"], [(at + 1, at + 4)])  # counted as an edit outside
+            why = grade.review_reasons(checks)
+            self.assertIn(f"exercise code leaves its scope (lines {at + 1}–{at + 4})", why)
+            self.assertIn(f"exercise code does file or process I/O (lines {at + 2}–{at + 3})", why)
+            self.assertNotIn("changed given code", why)  # the same lines, said once
+
+    @needs_solutions
+    def test_an_edit_of_main_that_writes_the_record_says_so(self):
+        g = grade.Grader(ROOT, ROOT / "build", None, make_labs.make_stub, None, None, None, print)
+        text, _, _ = filled_in("01_naive.cu")
+        lines = text.splitlines()
+        main = next(i for i, l in enumerate(lines) if l.startswith("int main("))
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp, "01_naive.cu")
+            path.write_text("\n".join(lines[:main + 1] + ['  std::FILE* f = std::fopen(argv[argc - 1], "w");']
+                                      + lines[main + 1:]) + "\n")
+            checks = g.forgery_checks(path, "01_naive")
+            self.assertEqual(checks["given_code_io"], [(main + 2, main + 2)])
+            self.assertEqual(grade.review_reasons(checks), f"changed given code (lines {main + 2}); changed given "
+                                                            f"code does file or process I/O (lines {main + 2})")
+            # a deletion is placed at the next line (here the harness call, which names argv): no I/O of the student's
+            path.write_text("\n".join(lines[:main + 1] + lines[main + 2:]) + "\n")
+            checks = g.forgery_checks(path, "01_naive")
+            self.assertTrue(checks["edits_outside_exercises"])
+            self.assertEqual(checks["given_code_io"], [])
+
+    def test_python_code_at_module_level_or_doing_io_is_flagged(self):
+        stub = ("def f(x):\n    # EXERCISE a: double it\n    # TODO(a): your code here.\n    # and fails.\n"
+                "    return x\n")
+        regions = [(1, 4)]
+        mine = ("def f(x):\n    # EXERCISE a: double it\n    # we never open( a file\n    x = 2 * x\n"
+                "    s = 'import os'\n    return x\n")
+        spans, _ = grade.exercise_spans(mine, stub, regions)
+        self.assertEqual(spans, [(1, 5)])
+        self.assertEqual(grade.scope_leaks(mine, spans, ".py"), [])
+        self.assertEqual(grade.io_lines(mine, [(2, 5)], ".py"), [])  # a comment, a string's text
+        # module-level code run at import, then a dummy function that takes the given code's lines
+        forged = ("def f(x):\n    # EXERCISE a: double it\n    x = 2 * x\nimport os\nos._exit(0)\ndef g(x):\n"
+                  "    x = x\n    return x\n")
+        spans, _ = grade.exercise_spans(forged, stub, regions)
+        self.assertEqual(spans, [(1, 7)])
+        self.assertEqual(grade.scope_leaks(forged, spans, ".py"), [(4, 7)])
+        self.assertEqual(grade.io_lines(forged, [(2, 7)], ".py"), [(4, 5)])
+        inside = "def f(x):\n    # EXERCISE a: double it\n    open('record.json', 'w').write('[]')\n    return x\n"
+        spans, _ = grade.exercise_spans(inside, stub, regions)
+        self.assertEqual(grade.io_lines(inside, [(spans[0][0] + 1, spans[0][1])], ".py"), [(3, 3)])
+
+    @needs_solutions
+    def test_a_flagged_section_is_named_for_review_everywhere(self):
+        text, stub, regions = filled_in("01_naive.cu")
+        lines = text.splitlines()
+        at = self.region_of(text, stub, regions)[0] + 1
+        said = []
+        g = StandInGrader(ROOT, ROOT / "build", passing_runs, make_labs.make_stub, lambda s, hidden: ONE_CASE,
+                          student.expand_cases, dict, print, program=lambda s, sol, build_dir=None, labs_dir=None: ["lab"])
+        with tempfile.TemporaryDirectory() as tmp:
+            sub = submission(Path(tmp, "mallory"))
+            (sub / "labs" / "01_naive.cu").write_text("\n".join(lines[:at] + FORGED + lines[at:]) + "\n")
+            r = g.grade(sub, Path(tmp, "grades"), SECTIONS, ["01_naive"], None, 10, True, "GPU", "abc", said.append)
+            sec = r["sections"]["01_naive"]
+            self.assertEqual((sec["status"], r["total"]), ("graded", 100.0))  # the score stands: the instructor decides
+            self.assertIn("exercise code leaves its scope", sec["review"])
+            self.assertTrue([m for m in said if m.startswith("mallory: 01_naive: FOR REVIEW: exercise code leaves")], said)
+            md = Path(tmp, "grades", "mallory", "grade.md").read_text()
+            self.assertIn("| 01_naive | graded; for review: exercise code leaves its scope", md)
+            self.assertIn("**For review**: exercise code leaves its scope", md)
+            grade.write_class_summary([r], Path(tmp, "class.csv"))
+            self.assertEqual(rows(Path(tmp, "class.csv"))[0]["review"], f"01_naive: {sec['review']}")
+            self.assertEqual(grade.outcome_text(r), "100.0; FOR REVIEW: 01")
+            self.assertIn("1 submission(s) to review", grade.review_line([r]))
+            self.assertIn(": mallory (01)", grade.review_line([r]))
+            clean = dict(r, sections={"01_naive": dict(sec, review=None)})
+            self.assertIsNone(grade.review_line([clean]))
+
+
+class HandedInFiles(unittest.TestCase):
+    """What a handed-in file may be beside a student's lab: a release's stub copies, an untouched stub,
+    a file saved as UTF-16, another section's file."""
+
+    def test_a_releases_stub_copies_are_skipped_silently(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            sub = submission(Path(tmp, "alice"))
+            (sub / "labs" / ".stubs").mkdir()
+            (sub / "labs" / ".stubs" / "01_naive.cu").write_text("stub\n")
+            (sub / "labs" / "stubs.sha256").write_text("0  labs/01_naive.cu\n")
+            found, ignored, notes, _ = grade.submission_notes(sub, SECTIONS)
+            self.assertEqual((list(found), ignored, notes), (["01_naive"], [], []))
+
+    @needs_solutions
+    def test_an_untouched_stub_runs_no_case(self):
+        ran = []
+        solution = ROOT / "solutions" / "01_naive.cu"
+        g = StandInGrader(ROOT, ROOT / "build", lambda cmd, t: ran.append(cmd) or passing_runs(cmd, t),
+                          make_labs.make_stub, lambda s, hidden: ONE_CASE, student.expand_cases, dict, print,
+                          program=lambda s, sol, build_dir=None, labs_dir=None: ["lab"])
+        with tempfile.TemporaryDirectory() as tmp:
+            sub = submission(Path(tmp, "alice"))
+            (sub / "labs" / "01_naive.cu").write_text(make_labs.make_stub(solution.read_text(), solution.name))
+            r = g.grade(sub, Path(tmp, "grades"), SECTIONS, ["01_naive"], None, 10, True, "GPU", "abc", lambda m: None)
+            md = Path(tmp, "grades", "alice", "grade.md").read_text()
+        sec = r["sections"]["01_naive"]
+        self.assertEqual(ran, [])
+        self.assertEqual((sec["status"], sec["correctness"], sec["cases"], r["total"]), ("graded", 0.0, [], 0.0))
+        self.assertEqual(grade.section_state(sec), "unmodified stub")
+        self.assertIn("no exercise was attempted (0 points; its cases were not run)", md)
+        self.assertNotIn("0 of 0 cases", md)
+
+    @needs_solutions
+    def test_a_file_saved_as_utf16_is_graded_as_its_text(self):
+        text, _, _ = filled_in("01_naive.cu")
+        solution = ROOT / "solutions" / "01_naive.cu"
+        g = StandInGrader(ROOT, ROOT / "build", passing_runs, make_labs.make_stub, lambda s, hidden: ONE_CASE,
+                          student.expand_cases, dict, print, program=lambda s, sol, build_dir=None, labs_dir=None: ["lab"])
+        with tempfile.TemporaryDirectory() as tmp:
+            sub = submission(Path(tmp, "alice"))
+            (sub / "labs" / "01_naive.cu").write_bytes(text.replace("\n", "\r\n").encode("utf-16"))  # Windows' "Unicode"
+            r = g.grade(sub, Path(tmp, "grades"), SECTIONS, ["01_naive"], None, 10, True, "GPU", "abc", lambda m: None)
+            compiled = Path(tmp, "grades", "alice", "labs", "01_naive.cu").read_bytes()
+            self.assertEqual(compiled, text.encode())  # what the compiler reads: its UTF-8 text
+            stub = Path(tmp, "stub.cu")
+            stub.write_bytes(make_labs.make_stub(solution.read_text(), solution.name).encode("utf-16"))
+            self.assertTrue(g.is_stub(stub, "01_naive"))
+        sec = r["sections"]["01_naive"]
+        self.assertEqual((sec["status"], sec["edits_outside_exercises"], r["total"]), ("graded", [], 100.0))
+        self.assertEqual(r["intake"], ["labs/01_naive.cu was saved as UTF-16; graded as its UTF-8 text (save it as UTF-8)"])
+
+    @needs_solutions
+    def test_another_sections_file_is_named_as_such(self):
+        said = []
+        with tempfile.TemporaryDirectory() as tmp:
+            sub = submission(Path(tmp, "alice"), "01_naive.cu")
+            (sub / "labs" / "02_v1_tile.cu").write_text(filled_in("01_naive.cu")[0])
+            g = StandInGrader(ROOT, ROOT / "build", None, make_labs.make_stub, None, None, dict, print)
+            r = g.grade(sub, Path(tmp, "grades"), SECTIONS, ["01_naive", "02_v1_tile"], None, 10, False, None, "abc",
+                        said.append)
+            md = Path(tmp, "grades", "alice", "grade.md").read_text()
+        sec = r["sections"]["02_v1_tile"]
+        self.assertEqual((sec["status"], sec["holds_section"]), ("compile error", "01_naive"))
+        self.assertIn("02_v1_tile.cu holds section 01_naive's code", sec["log_excerpt"])
+        self.assertNotIn("edits_outside_exercises", sec)  # not 60 line ranges of "edits"
+        self.assertIn("Not built: 0 points. 02_v1_tile.cu holds section 01_naive's code", md)
+        self.assertIn("alice: 02_v1_tile: compile error (02_v1_tile.cu holds section 01_naive's code, by its name line: "
+                      "hand in the 02_v1_tile file)", said)
+        self.assertEqual(r["sections"]["01_naive"]["status"], grade.NOT_RUN)  # "// mine": no name line, graded
+
+
 class CompileErrorReport(unittest.TestCase):
     def test_a_file_that_does_not_compile_names_its_edits_of_the_given_code_too(self):
         report = recorded_report()
@@ -1676,6 +1884,12 @@ class GradeTriage(unittest.TestCase):
             self.assertEqual((r.returncode, r.stdout.strip()),
                              (2, f"lab: {subs / 'zack.zip'}: not a folder (unpack it into its own folder first: unzip -q "
                                  f"{subs / 'zack.zip'} -d {subs / 'zack'}); nothing written"))
+            (subs / "kim.tar.gz").write_bytes(b"not unpacked")  # a tarball: the same, with tar's line
+            r = self.lab(subs / "kim.tar.gz", "--no-gpu", "--out", out)
+            self.assertEqual((r.returncode, r.stdout.strip()),
+                             (2, f"lab: {subs / 'kim.tar.gz'}: not a folder (unpack it into its own folder first: "
+                                 f"mkdir -p {subs / 'kim'} && tar xf {subs / 'kim.tar.gz'} -C {subs / 'kim'}); "
+                                 "nothing written"))
             r = self.lab(out, "--no-gpu", "--out", out)
             self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
             self.assertIn("no submission to grade", r.stdout)
@@ -1953,7 +2167,8 @@ class GradeTriage(unittest.TestCase):
             table = {row["submission"]: row for row in rows(out / "class_summary.csv")}
             self.assertEqual(sorted(table), ["broken", "sec2-stub", "subs-stub", "unknown"])
             self.assertEqual([table["broken"][k] for k in ("total", "01_naive_status")], ["", "not run (no GPU)"])
-            self.assertRegex(r.stdout, r"\n   broken +01 compiled\n")
+            # a whole file of its own is a change of the given code: named for review, on the console too
+            self.assertRegex(r.stdout, r"\n   broken +01 compiled; FOR REVIEW: 01\n")
 
 
 class GradeOnTheCpuModel(unittest.TestCase):

@@ -952,8 +952,12 @@ def grade_class(a):
         p = Path(sub)
         if not p.is_dir():
             why = folder_problem(p.parent, must_exist=True, writable=False)  # a file on its way is named
+            tarball = re.search(r"\.(tar(\.\w+)?|tgz)$", p.name.lower())
+            into = shlex.quote(str(p.parent / p.name[:tarball.start()])) if tarball else None
             unzip = (f" (unpack it into its own folder first: unzip -q {shlex.quote(sub)} -d "
-                     f"{shlex.quote(str(p.with_suffix('')))})" if p.suffix.lower() == ".zip" else "")
+                     f"{shlex.quote(str(p.with_suffix('')))})" if p.suffix.lower() == ".zip" else
+                     f" (unpack it into its own folder first: mkdir -p {into} && tar xf {shlex.quote(sub)} -C {into})"
+                     if tarball else "")
             problems.append(f"{sub}: {'not a folder' + unzip if p.exists() else why if ' is a file' in why else 'no such folder'}")
             continue
         found, _, notes, _ = grade.submission_notes(p, known)
@@ -1127,6 +1131,8 @@ def grade_class(a):
     say(f"lab: class summary ({len(every)} submissions: these and the grades already in {out_root}) in {summary}")
     for r in reports:
         say(f"   {r['submission']:<30} {grade.outcome_text(r)}")
+    if review := grade.review_line(every):
+        say(f"lab: {review}")
     if len({tuple(r["graded_sections"]) for r in every}) > 1:
         say(f"lab: the grades in {out_root} are not all over the same sections; grade them again together "
             "(or with the same --sections) for totals that compare")
