@@ -647,18 +647,21 @@ class ParallelCheck(unittest.TestCase):
         self.assertIn(" -        bad input: window without --window", case)
         self.assertFalse(case.endswith("causal") or "softcap" in case, case)
 
+    @staticmethod
+    def raising(condition, error):
+        """A stand-in program's body that, where `condition` holds, fails as the Python harness reports
+        an exception (labharness.run: one error line, exit 1), and passes elsewhere."""
+        line = f"error: labs/99_fake.py:7 in kernel: {error} (LAB_TRACEBACK=1 shows the whole traceback)"
+        return f"if {condition}:\n    print({line!r}, file=sys.stderr)\n    sys.exit(1)\n"
+
     def test_a_variant_that_raises_the_same_error_stops_its_runs(self):
         """A typo in one exercise raises the same error in every run of its variant: after the first
         few, its other runs are not started (said at the end, with the run that shows the error); the
         other variants' runs all go on."""
         data = {"section": "99_fake", "variants": ["typo", "fine"],
                 "cases": [{"name": f"t{t}", "args": ["--t", str(t)]} for t in range(1, 7)]}
-        lines = self.checked_lines(
-            "v = sys.argv[sys.argv.index('--variant') + 1]\n"
-            "if v == 'typo':\n"
-            "    print(\"error: labs/99_fake.py:7 in kernel: AttributeError: module 'triton.language' has no attribute "
-            "'maximun' (LAB_TRACEBACK=1 shows the whole traceback)\", file=sys.stderr)\n"
-            "    sys.exit(1)\n", data)
+        lines = self.checked_lines(self.raising("sys.argv[sys.argv.index('--variant') + 1] == 'typo'",
+                                                "AttributeError: module 'triton.language' has no attribute 'maximun'"), data)
         cases = [l for l in lines if l.startswith("  [")]
         self.assertEqual(sum(" typo " in l for l in cases), student.SAME_ERRORS_IN_A_ROW, cases)
         self.assertEqual(sum(" fine " in l and " ok " in l for l in cases), 6, cases)
@@ -670,12 +673,7 @@ class ParallelCheck(unittest.TestCase):
         """Runs of a variant that raise different errors, or pass between errors, all run."""
         data = {"section": "99_fake", "variants": ["v"],
                 "cases": [{"name": f"t{t}", "args": ["--t", str(t)]} for t in range(1, 6)]}
-        lines = self.checked_lines(
-            "t = int(sys.argv[sys.argv.index('--t') + 1])\n"
-            "if t != 2:\n"
-            "    print('error: labs/99_fake.py:7 in kernel: ValueError: bad (LAB_TRACEBACK=1 shows the whole "
-            "traceback)', file=sys.stderr)\n"
-            "    sys.exit(1)\n", data)
+        lines = self.checked_lines(self.raising("sys.argv[sys.argv.index('--t') + 1] != '2'", "ValueError: bad"), data)
         self.assertEqual(len([l for l in lines if l.startswith("  [")]), 5, lines)
         self.assertNotIn("not run", lines[-1])
 
