@@ -74,6 +74,9 @@ BUILDS = ".builds"
 # written last by run() and removed first by build(), whose kept reports (REPORTS) are the last
 # grade's while the new one is made. Only a grade so marked is ever kept by --resume.
 COMPLETE = ".lab-grade-complete"
+# The class summary's word for a grade whose last grading was cut short (Ctrl-C): the row is the
+# grading before it, whatever the files are now.
+UNFINISHED = "unfinished: its last grading was cut short, this row is the one before (--resume grades it again)"
 SUMMARY = "class_summary.csv"
 SUMMARY_HEADER = "submission,total,gpu,"  # how its first line begins: a file of that name without it is not the grader's
 NESTED_DEPTH, NESTED_FILES = 3, 2000  # how deep, and through how many files, to look for nested labs
@@ -892,8 +895,9 @@ def write_class_summary(reports, path):
                     outside.append(f"{s} (identical to the solution, {sec['identical_to_solution']})")
                 elif sec.get("edits_outside_exercises"):
                     outside.append(f"{s} (lines {line_ranges(sec['edits_outside_exercises'])})")
+            stale = [UNFINISHED] if r.get("unfinished") else []
             w.writerow(row + ["; ".join(line.split(": ", 1)[0] for line in r.get("misnamed", [])), "; ".join(outside),
-                              "; ".join(f"{s}: {why}" for s, why in to_review(r))])
+                              "; ".join(stale + [f"{s}: {why}" for s, why in to_review(r)])])
 
 
 def read_report(folder):
@@ -1027,7 +1031,9 @@ def resume_reason(folder, submission, expected, known_sections, is_stub=None):
 def rebuild_class_summary(out_root):
     """class_summary.csv from every grade under out_root (so regrading one submission keeps the
     others' rows); returns (path, reports). Written whole, then renamed: never half a file."""
-    reports = sorted(graded_before(out_root).values(), key=lambda r: r["submission"])
+    # a grade whose last grading was cut short (no COMPLETE) keeps its old report: its row says so
+    reports = sorted((r if is_complete(Path(out_root) / name) else dict(r, unfinished=True)
+                      for name, r in graded_before(out_root).items()), key=lambda r: r["submission"])
     path = Path(out_root) / SUMMARY
     tmp = path.with_name(SUMMARY + ".tmp")
     write_class_summary(reports, tmp)

@@ -983,6 +983,9 @@ class Reports(unittest.TestCase):
             g.build(sub, out, SECTIONS, None)  # a regrade stopped before its run: its last reports stay, unmarked
             self.assertTrue((out / "alice" / "grade.json").is_file())
             self.assertFalse(grade.is_complete(out / "alice"))
+            # and the class summary's row says it is the grade from before
+            summary, _ = grade.rebuild_class_summary(out)
+            self.assertTrue(rows(summary)[0]["review"].startswith(grade.UNFINISHED + "; "), rows(summary))
 
     def test_a_linked_lab_file_is_recorded_unread(self):
         with tempfile.TemporaryDirectory() as tmp:
