@@ -238,6 +238,7 @@ def where_in_lab(error, program=None):
         said += (" (a score_mod or mask_mod sees its indices as tensors: write the condition with &, |, "
                  "torch.where, not a Python if)")
     elif "data-dependent expression" in text or "calling .item() on a Tensor" in text:  # a tensor made a number
+        said = said.split(" We don't support vmap", 1)[0]  # (vmap's advice goes on to PyTorch's bug tracker)
         said += (" (a score_mod or mask_mod gets its score and indices as tensors: compute with torch ops such "
                  "as torch.tanh and torch.where, not math.*, float(), int() or .item())")
     if here is None:
@@ -259,7 +260,32 @@ def _traced_line(chain, program):
         found += [FrameSummary(program, int(line), fn) for path, line, fn in
                   re.findall(r"Caused by: .*#\s*(\S+):(\d+) in (\S+)", text)
                   if program.endswith(path) and path.endswith(os.path.basename(program))]
+        found += [FrameSummary(program, int(line), fn) for path, line, fn in
+                  re.findall(r'File "([^"]+)", line (\d+), in (\S+)', _graph_stack(exc))
+                  if os.path.realpath(path) == program]
     return found[-1] if found else None
+
+
+def _graph_stack(exc):
+    """Where the source of the graph line an error was raised on came from ("" if it was not raised
+    in one): FlexAttention runs a score_mod eagerly as a traced graph (torch.fx) under vmap, so no
+    frame of the student's function is on the stack; the graph's node keeps that frame in its
+    stack_trace, the node named by the failing line ("item = child_3.item()")."""
+    import linecache
+    stacks, tb = [], exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code.co_filename
+        if code.startswith("<eval_with_key>"):  # the generated forward of a GraphModule
+            try:
+                source = linecache.getlines(code)
+                name = re.match(r"\s*(\w+) = ", source[tb.tb_lineno - 1]) if tb.tb_lineno <= len(source) else None
+                graph = getattr(tb.tb_frame.f_locals.get("self"), "graph", None)
+                stacks += [str(n.meta.get("stack_trace") or "") for n in (graph.nodes if graph and name else ())
+                           if n.name == name.group(1)]
+            except Exception:  # noqa: BLE001  (a hint only: the error itself is said either way)
+                pass
+        tb = tb.tb_next
+    return "\n".join(stacks)
 
 
 def main(section, forward, argv=None):
