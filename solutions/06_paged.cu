@@ -141,8 +141,8 @@ SequenceBlocks fork_prefix(BlockAllocator& a, const SequenceBlocks& parent, int 
 // PAGE > 0: the page size is PAGE, known when compiling, and kv_row_offset's j / page_size and
 // j % page_size (inlined) become a shift and a mask. With a page size known only at run time
 // (PAGE = 0) they are integer divisions, about a dozen instructions for each of a thread's rows:
-// at short lengths the kernel issues from one warp per scheduler and its time follows its
-// instruction count. Page 16 (the default) with the nhd layout is specialised; vLLM's kernels
+// with two warps a scheduler (decode.cuh's two sets) little hides them, and the time grows with
+// the instruction count. Page 16 (the default) with the nhd layout is specialised; vLLM's kernels
 // likewise take the block size as a template parameter.
 template <int PAGE, KvLayout LAYOUT>
 struct PagedKv {

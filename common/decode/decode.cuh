@@ -314,8 +314,8 @@ __global__ void __launch_bounds__(SETS * GROUPS * 32, (min_blocks<typename Hooks
   // of 16): in every layout, row r of a group is r·key_stride elements past the group's first row
   // (H_kv·D in [.., H_kv, D] layouts, D in 06's [block, H_kv, page, D] one). So the warp finds one
   // address a tile (for 06 one shared-memory read, the same for every lane) and each lane adds its
-  // constant offsets: at short lengths the kernel issues from one warp per scheduler and its time
-  // follows its instruction count, and a per-row address costs 06's loader about 15% more
+  // constant offsets: with two warps a scheduler little hides an instruction, so the time grows
+  // with the instruction count, and a per-row address costs 06's loader about 15% more
   // instructions than 05's.
   int64_t in_group[TL::LOADS];  // bytes from the group's first row to the lane's n-th row, and its chunk
   uint32_t to[TL::LOADS];       // where that row's chunk goes in a stage (swizzled)
