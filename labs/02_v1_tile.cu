@@ -272,6 +272,29 @@ std::string online_update_probe() {
          ": a tile in which the row sees no key must leave the state unchanged (exp(-inf - -inf) is NaN)";
 }
 
+// The ragged exercise's three guards asked directly, at the edges a case's output may not reach
+// (or reaches only by a crash: a tile that claims more rows than it has overruns shared memory).
+// The first wrong answer, or "".
+std::string ragged_probe() {
+  const int sizes[][3] = {{0, 64, 1000}, {1, 64, 65}, {0, 64, 1}};  // (tile, tile_size, t)
+  for (const auto& a : sizes) {
+    const int got = rows_in_tile(a[0], a[1], a[2]), most = std::min(a[1], a[2] - a[0] * a[1]);
+    if (got > most)
+      return "rows_in_tile(tile=" + std::to_string(a[0]) + ", tile_size=" + std::to_string(a[1]) + ", t=" +
+             std::to_string(a[2]) + ") = " + std::to_string(got) + ", want " + std::to_string(most) +
+             ": a tile has at most tile_size rows, and none past t";
+  }
+  const float two_rows[2][4] = {{1.f, 2.f, 3.f, 4.f}, {NAN, NAN, NAN, NAN}};
+  const float4 past = tile_load(&two_rows[0][0], 4, 1, 0, 1);
+  if (!(past.x == 0.f && past.y == 0.f && past.z == 0.f && past.w == 0.f))
+    return "tile_load(tile_row0, row_stride, r=1, c=0, rows_valid=1) = (" + lab::format_number("%g", past.x) +
+           ", ...), want zeros: row 1 of a tile with 1 valid row is past its end and must not be read";
+  if (score_kept(0, 1, Shape{1, 1, 1, 1, false, 1.f}))
+    return "score_kept(i=0, j=1, T_q=1, T_kv=1, not causal) = true, want false: key 1 is a padded key of the "
+           "last tile (j >= T_kv), not a key";
+  return "";
+}
+
 // ---------------------------------------------------------------------------------------------
 // Workspace, tile counts and the traffic model (also used by the CPU model).
 int64_t state_bytes(const lab::Problem& p) {  // O (fp32) + m + l
@@ -367,7 +390,9 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   run.metrics["kernel_launches"] = lab::ceil_div(pr.t_kv, BLOCK_KV) + 2;
   run.metrics["block_q"] = BLOCK_Q;
   run.metrics["block_kv"] = BLOCK_KV;
-  run.after_check_run = [d = pr.d](nlohmann::json&) {  // what the output cannot show (online_update_probe)
+  run.after_check_run = [d = pr.d](nlohmann::json&) {  // what the output cannot show (the probes)
+    const std::string ragged = ragged_probe();
+    if (!ragged.empty()) return ragged;
     return d == 64 ? online_update_probe<64>() : online_update_probe<128>();
   };
   run.forward = [=](cudaStream_t st) {
@@ -383,9 +408,9 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
 // step_row and the exercises they call), K/V tiles outside, Q tiles inside, the O/m/l state in a
 // workspace that every step reads and writes back, the same tile skip and the same --bug
 // pitfalls. Inputs are copied with NaN rows after the end, so a missing guard reads NaN (as a GPU
-// reads whatever lies past the end) instead of crashing; a tile that claims rows past T is
-// reported, not read; and tile_load and online_update are asked directly about the edges the
-// output hides.
+// reads whatever lies past the end) instead of crashing; a tile that claims rows past T (or past
+// its size) is reported, not read; and the ragged guards and online_update are asked directly
+// about the edges the output hides (ragged_probe, online_update_probe).
 template <int HEAD_DIM>
 lab::CpuRun run_cpu_d(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in,
                       std::vector<float>& o, std::vector<float>& lse) {
@@ -402,14 +427,7 @@ lab::CpuRun run_cpu_d(const lab::Problem& pr, const lab::Options& opt, const lab
   std::vector<float> m_run(size_t(pr.lse_elems()), -INFINITY);  // [B·H, T_q]
   std::vector<float> l_run(size_t(pr.lse_elems()), 0.f);        // [B·H, T_q]
   const int64_t q_stride = int64_t(pr.h) * HEAD_DIM, kv_stride = int64_t(pr.h_kv) * HEAD_DIM;
-  std::string failure;
-  {  // tile_load past a tile's last row: on a GPU a read of whatever lies there (here a NaN row)
-    const float two_rows[2][4] = {{1.f, 2.f, 3.f, 4.f}, {NAN, NAN, NAN, NAN}};
-    const float4 past = tile_load(&two_rows[0][0], 4, 1, 0, 1);
-    if (!(past.x == 0.f && past.y == 0.f && past.z == 0.f && past.w == 0.f))
-      failure = "tile_load(tile_row0, row_stride, r=1, c=0, rows_valid=1) = (" + lab::format_number("%g", past.x) +
-                ", ...), want zeros: row 1 of a tile with 1 valid row is past its end and must not be read";
-  }
+  std::string failure = ragged_probe();
   if (failure.empty()) failure = online_update_probe<HEAD_DIM>();
   for (int kv_tile = 0; kv_tile < nkv; ++kv_tile) {  // the OUTER loop: one K/V tile
     const int kv0 = kv_tile * BLOCK_KV, kv_rows = rows_in_tile(kv_tile, BLOCK_KV, pr.t_kv);
@@ -420,7 +438,9 @@ lab::CpuRun run_cpu_d(const lab::Problem& pr, const lab::Options& opt, const lab
       const int q_tile = int(blk % nq), bh = int(blk / nq), b = bh / pr.h, h = bh % pr.h;
       const int hk = lab::kv_head_of(h, pr.h, pr.h_kv);
       const int q0 = q_tile * BLOCK_Q, q_rows = rows_in_tile(q_tile, BLOCK_Q, pr.t_q);
-      if (q_rows <= 0 || kv_rows <= 0 || q_rows > pr.t_q - q0 || kv_rows > pr.t_kv - kv0) return;
+      if (q_rows <= 0 || kv_rows <= 0 || q_rows > std::min(BLOCK_Q, pr.t_q - q0) ||
+          kv_rows > std::min(BLOCK_KV, pr.t_kv - kv0))
+        return;  // (a tile that claims more rows than it has: reported, not read past its end)
       const lab::KeyRange seen = lab::visible_keys_of_rows(q0, q0 + q_rows, pr.t_q, pr.t_kv, pr.causal);
       if (kv0 + kv_rows <= seen.begin || kv0 >= seen.end) return;  // tile skip
       auto sm = std::make_unique<StepSmem<HEAD_DIM>>();

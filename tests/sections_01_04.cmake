@@ -71,6 +71,20 @@ if(LAB_BUILD_SOLUTIONS)
   lab_test(cpu_model.02.tile_load_past_the_end cpu 1
            MATCH "tile_load\\(tile_row0, row_stride, r=1, c=0, rows_valid=1\\) = \\(NaN, \\.\\.\\.\\), want zeros"
            COMMAND ${BIN}/wrong_tile_load_02 --cpu --t 65 --causal)
+  # rows_in_tile without its cap at tile_size claims all of T for tile 0: the step would overrun the
+  # shared tiles (a crash at T = 1000); ragged_probe names the call instead, and nothing is read.
+  lab_wrong_answer(wrong_rows_in_tile_02 02_v1_tile "return lab::imin(tile_size, t - tile * tile_size);"
+                   "return t - tile * tile_size;")
+  lab_test(cpu_model.02.rows_in_tile_uncapped cpu 1
+           MATCH "^  check    rows_in_tile\\(tile=0, tile_size=64, t=1000\\) = 1000, want 64: a tile has at most tile_size rows"
+           COMMAND ${BIN}/wrong_rows_in_tile_02 --cpu --t 1000 --causal)
+  # score_kept without j < T_kv keeps the padded keys of the last tile (non-causal only: causal's own
+  # test drops them); the probe names the call whatever the case.
+  lab_wrong_answer(wrong_score_kept_02 02_v1_tile "return j < sh.t_kv && lab::key_visible(i, j, sh.t_q, sh.t_kv, sh.causal, 0);"
+                   "return !sh.causal || j <= i + (sh.t_kv - sh.t_q);")
+  lab_test(cpu_model.02.score_kept_padded_key cpu 1
+           MATCH "^  check    score_kept\\(i=0, j=1, T_q=1, T_kv=1, not causal\\) = true, want false: key 1 is a padded key"
+           COMMAND ${BIN}/wrong_score_kept_02 --cpu --t 100)
 endif()
 # Pitfall 3 (shared memory over 48 KB) needs a launch: no CPU model of it, and D = 64 fits in 48 KB.
 lab_test(cpu_model.04.bug_no_smem_optin_needs_gpu cpu 77 MATCH "needs a GPU" COMMAND ${BIN}/04_fp16 --cpu --variant mma --d 128 --bug no-smem-optin --t 64)
