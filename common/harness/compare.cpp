@@ -171,9 +171,13 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
                         (std::isinf(ref) ? " (the row sees no key)" : " (error " + format_number("%.3g", std::fabs(double(got) - ref)) + ")"));
     ++shown;
   }
-  // With only the LSE wrong, O (an average of V's rows) hides what the LSE, the log of the row's sum,
-  // shows: a row's max or sum that is off, or scores off by a little (a 16-bit dot product).
-  static constexpr const char* LSE_ONLY = "; O within its bound (look at the row's scores, max and sum)";
+  // With only the LSE wrong, O (an average of V's rows, in which the max cancels) hides what the LSE
+  // shows: most often the formula that makes it of the row's max and sum (its units), else a row's
+  // max or sum that is off, or scores off by a little (a 16-bit dot product).
+  static constexpr const char* LSE_ONLY =
+      "; O within its bound (O is a ratio in which the row's max cancels): look first at how the LSE is made "
+      "from the row's max and sum, the natural log m + ln l (m·ln 2 + ln l where the max is kept in base 2), "
+      "then at the scores";
   // With O wrong, whether LSE is right says where to look: a right LSE means the row's max and sum
   // are, and the fault is in how O is accumulated or divided.
   const std::string lse_too = out_lse.empty() || r.lse_unwritten ? ""

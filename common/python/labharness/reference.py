@@ -155,6 +155,10 @@ class CheckResult(dict):
 
 
 LOG2_E = 1.4426950408889634
+# compare.cpp's: O right and LSE wrong points first at the LSE's own formula (the max cancels in O)
+LSE_ONLY = ("; O within its bound (O is a ratio in which the row's max cancels): look first at how the LSE is made "
+            "from the row's max and sum, the natural log m + ln l (m·ln 2 + ln l where the max is kept in base 2), "
+            "then at the scores")
 
 
 def check(p, q, k, v, rows, out_o, out_lse, mods=None):
@@ -285,7 +289,7 @@ def check(p, q, k, v, rows, out_o, out_lse, mods=None):
                    else f"LSE too far from fp64: max error {_g(lse_err)} > bound {_g(lse_bound)}" +
                    ("; O within its bound, and every LSE is log2(e) = 1.4427 times the expected one: a log in base 2 "
                     "(m + log2 l) where the output holds the natural log (times ln 2)"
-                    if 0 < lse_sized == lse_base2 else "; O within its bound (look at the row's scores, max and sum)"))
+                    if 0 < lse_sized == lse_base2 else LSE_ONLY))
     else:
         verdict = f"max error {_g(max_err)} <= bound {_g(bound)}"
     r.update(passed=bool(o_ok and lse_ok), max_abs_err=max_err, rel_l2_err=rel, ref_err_bound=bound,
