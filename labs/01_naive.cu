@@ -267,7 +267,8 @@ std::string softmax_row_probe() {
     return "softmax_row(keys=[" + std::to_string(rows[r].begin) + ", " + std::to_string(rows[r].end) +
            "), t_kv=" + std::to_string(t_kv) + ")";
   };
-  const std::string rule = "keys.end is exclusive, one past the last visible key (j < keys.end, j < t_kv, never <=)";
+  const std::string rule = "keys.end is exclusive, one past the last visible key (j < keys.end, j < t_kv, never <=)"
+                           " (a test row the check asks softmax_row about before the case: not the case's shape)";
   for (const Out* out : {&quiet, &loud})
     for (int r = 0; r < n_rows; ++r)
       for (int k = 0; k < PROBE_PAD; ++k)
