@@ -92,6 +92,22 @@ TEST_CASE("compare says when every element checked is NaN, and counts them when 
   CHECK(r.verdict.find("1 elements of O are NaN or inf") == 0);
 }
 
+TEST_CASE("compare names NaN rows that see no key (O = acc / l with l = 0)", "[compare]") {
+  Problem p = shape(64, 64, true);
+  p.t_q = 80;  // causal, T_q > T_kv: rows 0..15 see no key
+  const HostInputs in = make_inputs(p, 11, 1.0f);
+  std::vector<float> o, lse;
+  online_softmax_fp32(p, in, o, lse);  // divides by l = 0 there: NaN, and LSE -inf (right)
+  CheckResult r = check_rows(p, in, all_rows(p), o, lse);
+  CHECK_FALSE(r.passed);
+  INFO(r.verdict);
+  CHECK(r.verdict.find("2048 elements of O are NaN or inf, all on rows that see no key") == 0);
+  o[size_t(p.q_index(0, 40, 1))] = std::nanf("");  // one more on a row that sees keys: the plain count
+  r = check_rows(p, in, all_rows(p), o, lse);
+  INFO(r.verdict);
+  CHECK(r.verdict.find("2049 elements of O are NaN or inf on the rows checked") == 0);
+}
+
 TEST_CASE("compare keeps a partly zero output a plain distance verdict", "[compare]") {
   Fixture f;
   std::fill(f.o.begin(), f.o.begin() + 64, 0.f);  // one row zeroed

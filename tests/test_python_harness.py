@@ -196,6 +196,20 @@ class Reference(unittest.TestCase):
         self.assertIn("nothing finite came out", c["verdict"])
         self.assertIn("LSE too far as well", c["verdict"])
 
+    def test_nan_rows_that_see_no_key_are_named(self):
+        """compare.cpp's: NaN only on rows that see no key (O = acc / l, l = 0) says so; one more NaN
+        on a row with keys gives the plain count."""
+        p = Problem(1, 2, 2, 20, 16, 64, "fp16", True)  # causal, T_q > T_kv: rows 0..3 see no key
+        q, k, v, out, lse = self.exact(p)
+        rows = reference.all_rows(p)
+        bad = out.copy()
+        bad[0, :4] = np.nan
+        c = reference.check(p, q, k, v, rows, bad, lse)
+        self.assertTrue(c["verdict"].startswith("512 elements of O are NaN or inf, all on rows that see no key"), c["verdict"])
+        bad[0, 10, 1, 3] = np.nan
+        c = reference.check(p, q, k, v, rows, bad, lse)
+        self.assertTrue(c["verdict"].startswith("513 elements of O are NaN or inf on the rows checked"), c["verdict"])
+
     def test_an_lse_in_base_2_is_named(self):
         """compare.cpp's: an LSE without its ln 2 (m + log2 l) is said to be in base 2; another wrong
         LSE points first at the formula made of the row's max and sum."""

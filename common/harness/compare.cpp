@@ -82,6 +82,7 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
 
   double same_err = 0, same_lse_err = 0, diff2 = 0, ref2 = 0;
   int64_t lse_nan = 0, o_zero = 0;  // o_zero: elements exactly 0 (a stub that never adds leaves O so)
+  int64_t o_nan_keyless = 0;         // of r.o_nan, those on rows that see no key (O must be 0 there)
   int64_t lse_sized = 0, lse_base2 = 0;  // rows whose LSE is far from 0; of them, those log2(e) times it
   constexpr double kLog2e = 1.4426950408889634;
   const int d = p.d;
@@ -96,7 +97,10 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
       const double ref = exact.o[n * size_t(d) + size_t(c)];
       const double err = std::fabs(double(o[c]) - ref);
       same_err = std::max(same_err, std::fabs(same.o[n * size_t(d) + size_t(c)] - ref));
-      if (!std::isfinite(o[c])) ++r.o_nan;
+      if (!std::isfinite(o[c])) {
+        ++r.o_nan;
+        o_nan_keyless += std::isinf(exact.lse[n]);
+      }
       o_zero += o[c] == 0.f;
       r.max_abs_err = worst(r.max_abs_err, err);
       if (worst(0, err) > worst_err) { worst_err = worst(0, err); worst_n = n; worst_c = c; }
@@ -200,6 +204,9 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
     v << "all " << o_checked << " elements of O are NaN or inf on the rows checked: nothing finite came out "
       << "(an exercise still the stub, a value it never writes, or a NaN or overflow that reached every row)"
       << lse_too;
+  } else if (r.o_nan && o_nan_keyless == r.o_nan) {  // 1/l with l = 0 (T_q > T_kv causal, a window)
+    v << r.o_nan << " elements of O are NaN or inf, all on rows that see no key: such a row's sum l is 0, so its O "
+      << "must be 0 and its LSE -inf, never a division by l" << lse_too;
   } else if (r.o_nan) {
     v << r.o_nan << " elements of O are NaN or inf on the rows checked (a reference value is finite)" << lse_too;
   } else if (!o_ok && o_zero == o_checked) {

@@ -181,6 +181,7 @@ def check(p, q, k, v, rows, out_o, out_lse, mods=None):
     same_err = same_lse_err = diff2 = ref2 = 0.0
     max_err = lse_err = 0.0
     o_nan = lse_bad = o_zero = o_checked = 0
+    o_nan_keyless = 0  # of o_nan, those on rows that see no key (O must be 0 there)
     lse_sized = lse_base2 = 0  # rows whose LSE is far from 0; of them, those log2(e) times it
     n_rows = count_rows(rows)
     bad = []
@@ -191,6 +192,7 @@ def check(p, q, k, v, rows, out_o, out_lse, mods=None):
         same_err = max(same_err, float(np.max(np.abs(same[(b, h)][0] - ref_o))))
         fin = np.isfinite(got)
         o_nan += int((~fin).sum())
+        o_nan_keyless += int((~fin[np.isinf(ref_lse)]).sum())
         o_zero += int((got == 0).sum())
         o_checked += got.size
         max_err = math.inf if not fin.all() else max(max_err, float(err.max()))
@@ -277,6 +279,9 @@ def check(p, q, k, v, rows, out_o, out_lse, mods=None):
         verdict = (f"all {o_checked} elements of O are NaN or inf on the rows checked: nothing finite came out "
                    "(an exercise still the stub, a value it never writes, or a NaN or overflow that reached every row)"
                    + lse_too)
+    elif o_nan and o_nan_keyless == o_nan:  # 1/l with l = 0 (T_q > T_kv causal, a window)
+        verdict = (f"{o_nan} elements of O are NaN or inf, all on rows that see no key: such a row's sum l is 0, so its "
+                   f"O must be 0 and its LSE -inf, never a division by l{lse_too}")
     elif o_nan:
         verdict = f"{o_nan} elements of O are NaN or inf on the rows checked (a reference value is finite){lse_too}"
     elif not o_ok and o_zero == o_checked:
