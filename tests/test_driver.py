@@ -794,6 +794,26 @@ class ParallelCheck(unittest.TestCase):
         self.assertIn("== 99_fake (CPU model): 0 passed, 1 failed, 1 not checked here (needs a GPU: the mma part); "
                       "1 GPU-only run of the case list not run here", out.getvalue())
 
+    def test_runs_that_need_a_gpu_are_listed_once_a_variant(self):
+        # 04's mma variant: one needs-gpu line a case would bury the scalar verdicts; the first is
+        # listed (saying the rest are counted), the rest only counted; --verbose lists them all
+        with self.stand_in_section("if '--variant' in sys.argv and sys.argv[sys.argv.index('--variant') + 1] == 'mma':\n"
+                                   "    print('not checked here: needs a GPU: the mma part'); sys.exit(77)\n"
+                                   "print('PASS: 99_fake v (CPU model)')\n", on_gpu=False) as (tmp, data):
+            data["variants"] = data["cpu_variants"] = ["scalar", "mma"]
+            data["cases"] = [{"name": f"t{t}", "args": ["--t", t]} for t in "123"]
+            said = {}
+            for verbose in (False, True):
+                with contextlib.redirect_stdout(io.StringIO()) as out:
+                    code = student.cmd_check(self.check_args(cpu=True, verbose=verbose))
+                self.assertEqual(code, 77)
+                said[verbose] = out.getvalue()
+        rows = [l for l in said[False].splitlines() if l.startswith("  [")]
+        self.assertEqual([l.split("]")[1].split()[0] for l in rows], ["ok", "needs-gpu", "ok", "ok"], said[False])
+        self.assertIn("(the other mma runs that need a GPU: counted at the end, not listed)", rows[1])
+        self.assertIn("3 passed, 0 failed, 3 not checked here (needs a GPU: the mma part)", said[False])
+        self.assertEqual(sum(" needs-gpu " in l for l in said[True].splitlines()), 3, said[True])
+
     def test_a_host_part_that_passed_is_told_from_one_never_checked(self):
         # 07's and 12's CPU model runs the student's host exercises and says "CPU part passed" before
         # "not checked here": such a run reads cpu-ok and is counted as passed as far as the model
@@ -1290,7 +1310,11 @@ class Cases(unittest.TestCase):
             self.assertEqual(said_by_run(two_left, failed, []), [  # on a GPU both are the check's
                 "lab: EXERCISE edge-mask, mma-online-softmax in labs/07_sliding_window.cu are still the stub: the "
                 "check cannot pass until they are written (ch12/07_sliding_window.md)"])
-            self.assertEqual(said_by_run(sol_text, passed_in_part, ["--cpu"]), [])
+            # all written: the GPU-only one is named as not checked here, not passed over in silence
+            self.assertEqual(said_by_run(sol_text, passed_in_part, ["--cpu"]), [
+                "lab: EXERCISE mma-online-softmax in labs/07_sliding_window.cu is written and compiled but not "
+                "checked here (only a GPU runs it): scripts/lab check 07 on a GPU checks it"])
+            self.assertEqual(said_by_run(sol_text, (1, "FAIL: 07_sliding_window window\n"), []), [])  # on a GPU
 
             # check: a case list checked in part on the CPU model says it too, after its summary
             lab.write_text(softmax_left)

@@ -152,15 +152,22 @@ def stub_left(section, on_cpu=False):
     """After a failure of the student's lab (or, on_cpu, a CPU-model run that checked what it could):
     the lines that say which of its exercises are still the stub (all: still_the_stub), or None where
     every one has been started or nothing tells. On the CPU model, the exercises only a GPU runs (the
-    case file's gpu_exercises) are said apart: a CPU check's failure cannot come from them."""
+    case file's gpu_exercises) are said apart: a CPU check's failure cannot come from them, and its
+    pass says nothing of them, written or not (a written one is named as not checked here)."""
     lab = ROOT / "labs" / source_name(section)
     if make_labs.is_untouched_stub(lab):
         return still_the_stub(section)
     left = make_labs.untouched_exercises(lab)
-    if not left:
+    if left is None:
         return None
-    gpu = set(load_cases(section).get("gpu_exercises", [])) if on_cpu else set()
+    gpu = load_cases(section).get("gpu_exercises", []) if on_cpu else []
     lines = []
+    # written, so no longer named as the stub, yet never run here: a clean CPU check says nothing of them
+    if written := [e for e in gpu if e not in left]:
+        one = len(written) == 1
+        lines.append(f"lab: EXERCISE {', '.join(written)} in labs/{source_name(section)} {'is' if one else 'are'} "
+                     f"written and compiled but not checked here (only a GPU runs {'it' if one else 'them'}): "
+                     f"scripts/lab check {section[:2]} on a GPU checks {'it' if one else 'them'}")
     for names, where in (([e for e in left if e not in gpu], ""), ([e for e in left if e in gpu], "a GPU's ")):
         if names:
             one = len(names) == 1
@@ -409,6 +416,7 @@ def check_section(section, a):
                            on_device(command(v, args, expect), devices[n % len(devices)]))
                for n, (_, v, args, expect, _) in enumerate(runs)]
     seen_failures = {}  # (variant, its verdict with the numbers masked) -> the run that showed it first
+    listed_gpu_only = set()  # variants whose first needs-gpu run is listed (the rest only counted)
     not_run = 0
 
     # a case's name need not say it is causal; its line does (a mask bug fails only those). A
@@ -452,9 +460,18 @@ def check_section(section, a):
         shown = (not ok and not gpu_only) or a.verbose
         same = (variant, failure_key(out)) if shown and not a.verbose else None
         again = f"  (the same verdict as [{seen_failures[same]}])" if same in seen_failures else ""
+        # A variant whose exercises run only on a GPU (04's mma) would fill the screen with one line a
+        # case: its first is listed, the rest are counted in the summary.
+        if status == "needs-gpu" and not a.verbose:
+            if variant in listed_gpu_only:
+                again = None
+            else:
+                listed_gpu_only.add(variant)
+                again = f"  (the other {variant} runs that need a GPU: counted at the end, not listed)"
         # the fixed columns first, the case's name (any length) last
-        say(f"  [{n:>{count_width}}/{len(runs)}] {status:<9} exit {code:<3} {secs:6.1f} s  {label(name, variant, args, expect)}"
-            + again)
+        if again is not None:
+            say(f"  [{n:>{count_width}}/{len(runs)}] {status:<9} exit {code:<3} {secs:6.1f} s  "
+                f"{label(name, variant, args, expect)}" + again)
         if shown and not again:
             if same:
                 seen_failures[same] = n
