@@ -65,6 +65,25 @@ lab_test(memory.05.split_names_its_partials cpu 0
 lab_test(bad_input.06.kv_layout_value cpu 2 MATCH "^bad input: --kv-layout must be nhd or hnd" COMMAND ${BIN}/06_paged --kv-layout xyz)
 lab_test(help.06.shows_own_options cpu 0 MATCH "--kv-layout" "--simulate" COMMAND ${BIN}/06_paged --help)
 lab_test(simulate.06.stub_fails cpu 1 MATCH "^FAIL: simulate_serving" COMMAND ${BIN}/lab_06_paged --simulate --requests 50)
+# The allocator's two edges that the simulation's own traffic never reaches at its defaults (a
+# 512-token prefix fills whole blocks at every block size; the pool is sized for the worst case):
+# --simulate asks them first, so an allocator that passes it is right there too.
+if(LAB_BUILD_SOLUTIONS)
+  lab_wrong_answer(wrong_fork_partial_06 06_paged "const int full = prefix_tokens / a.block_size();"
+                   "const int full = lab::ceil_div(prefix_tokens, a.block_size());")
+  lab_test(simulate.06.fork_shares_a_partial_block cpu 1
+           MATCH "^FAIL: simulate_serving: fork_prefix gave 32 tokens in 2 blocks of a 25-token prefix at block size 16"
+           COMMAND ${BIN}/wrong_fork_partial_06 --simulate --requests 50)
+  lab_wrong_answer(wrong_append_partial_06 06_paged "  if (need > a.free_blocks()) return false;
+  for (int i = 0; i < need; ++i) s.blocks.push_back(a.allocate());" "  for (int i = 0; i < need; ++i) {
+    const int block = a.allocate();
+    if (block < 0) return false;
+    s.blocks.push_back(block);
+  }")
+  lab_test(simulate.06.append_all_or_none cpu 1
+           MATCH "^FAIL: simulate_serving: append_tokens of [0-9]+ blocks' tokens with [0-9]+ free must return false and take nothing"
+           COMMAND ${BIN}/wrong_append_partial_06 --simulate --requests 50)
+endif()
 # GPU: the layout bug with the host check skipped is caught by the self-check; hnd passes.
 foreach(v single split)
   lab_test(gpu.06_paged.hnd_${v} gpu 0 MATCH "PASS" COMMAND ${BIN}/06_paged --variant ${v} --kv-layout hnd --t 1 --t-kv 1000 --h 32 --h-kv 8 --iters 0)

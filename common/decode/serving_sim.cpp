@@ -13,6 +13,33 @@
 namespace lab {
 
 // ---------------------------------------------------------------------------------------------
+// The two edges the simulation's own traffic may never reach, asked first on a scratch pool: its
+// prefix may be a whole number of blocks (512 tokens at every block size it sweeps) and its pool is
+// sized so that no append runs short. A prefix that ends inside a block shares only the full ones;
+// an append the pool cannot hold takes nothing (all or none).
+static void check_allocator_edges(int block_size) {
+  const int prefix = block_size + block_size / 2 + 1;  // ends inside the second block (block size 1: 2 full)
+  BlockAllocator pool(8, block_size);
+  SequenceBlocks parent;
+  if (!append_tokens(pool, parent, prefix))
+    throw std::logic_error("simulate_serving: append_tokens refused " + std::to_string(prefix) + " tokens of a pool of 8 free blocks");
+  const SequenceBlocks child = fork_prefix(pool, parent, prefix);
+  const int full = prefix / block_size;
+  if (child.length != full * block_size || int(child.blocks.size()) != full)
+    throw std::logic_error("simulate_serving: fork_prefix gave " + std::to_string(child.length) + " tokens in " +
+                           std::to_string(child.blocks.size()) + " blocks of a " + std::to_string(prefix) +
+                           "-token prefix at block size " + std::to_string(block_size) + " (a child shares only the " +
+                           "parent's full blocks, here " + std::to_string(full) + ": the partly filled one stays the parent's)");
+  SequenceBlocks greedy;
+  const int free_before = pool.free_blocks();
+  if (append_tokens(pool, greedy, (free_before + 1) * block_size) || greedy.length != 0 ||
+      !greedy.blocks.empty() || pool.free_blocks() != free_before)
+    throw std::logic_error("simulate_serving: append_tokens of " + std::to_string(free_before + 1) + " blocks' tokens with " +
+                           std::to_string(free_before) + " free must return false and take nothing (all or none); it left " +
+                           std::to_string(greedy.blocks.size()) + " blocks in the sequence and " +
+                           std::to_string(pool.free_blocks()) + " free");
+}
+
 ServingReport simulate_serving(const ServingConfig& c) {
   if (c.block_size < 1 || c.max_batch < 1 || c.requests < 0)
     throw std::invalid_argument("simulate_serving: block_size and max_batch must be >= 1, requests >= 0");
@@ -33,6 +60,7 @@ ServingReport simulate_serving(const ServingConfig& c) {
     SequenceBlocks seq;
     int to_generate;
   };
+  check_allocator_edges(c.block_size);
   Rng rng{c.seed * 0x5851F42D4C957F2Dull + 11};
   std::deque<Request> queue;
   for (int r = 0; r < c.requests; ++r) {
