@@ -620,7 +620,7 @@ class ParallelCheck(unittest.TestCase):
         cases = [l for l in lines if l.startswith("  [")]
         self.assertEqual(len(cases), 4, lines)
         self.assertFalse(cases[0].endswith(")"), cases)
-        self.assertTrue(all(l.endswith("(the same verdict as [1])") for l in cases[1:]), cases)
+        self.assertTrue(all(l.endswith("(the same kind of failure as [1])") for l in cases[1:]), cases)
         self.assertEqual(sum("max error" in l for l in lines), 1, lines)  # the excerpt once
 
     def test_another_variants_failure_is_shown_whatever_its_verdict(self):
@@ -633,7 +633,7 @@ class ParallelCheck(unittest.TestCase):
                                    "sys.exit(1)\n", data, solution=False)
         cases = [l for l in lines if l.startswith("  [")]
         self.assertEqual([l.endswith(")") for l in cases], [False, False, True, True], cases)
-        self.assertTrue(cases[2].endswith("(the same verdict as [1])") and cases[3].endswith("(the same verdict as [2])"),
+        self.assertTrue(cases[2].endswith("(the same kind of failure as [1])") and cases[3].endswith("(the same kind of failure as [2])"),
                         cases)
         self.assertEqual(sum("max error" in l for l in lines), 2, lines)
 

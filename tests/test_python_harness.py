@@ -212,14 +212,14 @@ class Reference(unittest.TestCase):
 
     def test_an_lse_in_base_2_is_named(self):
         """compare.cpp's: an LSE without its ln 2 (m + log2 l) is said to be in base 2; another wrong
-        LSE points first at the formula made of the row's max and sum."""
+        LSE points at the row's keys and the LSE's formula."""
         p = Problem(1, 2, 2, 16, 16, 64, "fp16", True)
         q, k, v, out, lse = self.exact(p)
         rows = reference.all_rows(p)
         c = reference.check(p, q, k, v, rows, out, (lse * reference.LOG2_E).astype(np.float32))
         self.assertIn("every LSE is log2(e) = 1.4427 times the expected one", c["verdict"])
         c = reference.check(p, q, k, v, rows, out, lse + np.float32(0.5))
-        self.assertIn("look first at how the LSE is made from the row's max and sum", c["verdict"])
+        self.assertIn("look at the row's keys, one too many or too few", c["verdict"])
 
 
 class Options(unittest.TestCase):

@@ -175,12 +175,13 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
                         (std::isinf(ref) ? " (the row sees no key)" : " (error " + format_number("%.3g", std::fabs(double(got) - ref)) + ")"));
     ++shown;
   }
-  // With only the LSE wrong, O (an average of V's rows, in which the max cancels) hides what the LSE
-  // shows: most often the formula that makes it of the row's max and sum (its units), else a row's
-  // max or sum that is off, or scores off by a little (a 16-bit dot product).
+  // With only the LSE wrong, O (an average of V's rows) hides what the LSE shows: a row that sums a
+  // key too many or too few (its mask or a key's address), an LSE formula in the wrong units (where
+  // the section has the student write it), or scores off by a little (a 16-bit dot product).
   static constexpr const char* LSE_ONLY =
-      "; O within its bound (O is a ratio in which the row's max cancels): look first at how the LSE is made "
-      "from the row's max and sum, the natural log m + ln l (m·ln 2 + ln l where the max is kept in base 2), "
+      "; O within its bound (O is an average, which hides what the LSE shows): look at the row's keys, one too "
+      "many or too few (a mask, a window bound, a key's address), at how the LSE is made of the row's max "
+      "and sum where that is your code (the natural log: m + ln l, or m·ln 2 + ln l with the max in base 2), "
       "then at the scores";
   // With O wrong, whether LSE is right says where to look: a right LSE means the row's max and sum
   // are, and the fault is in how O is accumulated or divided.

@@ -459,7 +459,7 @@ def check_section(section, a):
         # screen. Another variant's failure is another exercise's: always shown.
         shown = (not ok and not gpu_only) or a.verbose
         same = (variant, failure_key(out)) if shown and not a.verbose else None
-        again = f"  (the same verdict as [{seen_failures[same]}])" if same in seen_failures else ""
+        again = f"  (the same kind of failure as [{seen_failures[same]}])" if same in seen_failures else ""
         # A variant whose exercises run only on a GPU (04's mma) would fill the screen with one line a
         # case: its first is listed, the rest are counted in the summary.
         if status == "needs-gpu" and not a.verbose:

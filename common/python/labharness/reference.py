@@ -155,9 +155,10 @@ class CheckResult(dict):
 
 
 LOG2_E = 1.4426950408889634
-# compare.cpp's: O right and LSE wrong points first at the LSE's own formula (the max cancels in O)
-LSE_ONLY = ("; O within its bound (O is a ratio in which the row's max cancels): look first at how the LSE is made "
-            "from the row's max and sum, the natural log m + ln l (m·ln 2 + ln l where the max is kept in base 2), "
+# compare.cpp's: O right and the LSE wrong: the row's keys, the LSE's formula, then the scores
+LSE_ONLY = ("; O within its bound (O is an average, which hides what the LSE shows): look at the row's keys, one too "
+            "many or too few (a mask, a window bound, a key's address), at how the LSE is made of the row's max "
+            "and sum where that is your code (the natural log: m + ln l, or m·ln 2 + ln l with the max in base 2), "
             "then at the scores")
 
 
