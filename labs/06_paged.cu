@@ -38,6 +38,7 @@
 //      build/bin/lab_06_paged --simulate
 #include <CLI/CLI.hpp>
 #include <cstring>
+#include <mutex>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -341,20 +342,40 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
     k_pool = host_nhd_to_hnd(k_pool, pr.page_size, pr.h_kv, pr.d);
     v_pool = host_nhd_to_hnd(v_pool, pr.page_size, pr.h_kv, pr.d);
   }
+  // The tables and, past their end, one row of a block id no pool has: a read past the last entry
+  // gives an address past the pool, which is named below.
+  std::vector<int> tables = cache.tables;
+  tables.resize(tables.size() + size_t(cache.table_stride), 1 << 30);
   auto offset = [&](int b, int j, int kv_head) -> int64_t {
     return kernel == KvLayout::nhd
-               ? kv_row_offset<KvLayout::nhd>(cache.tables.data(), cache.table_stride, pr.page_size, pr.h_kv, pr.d, b, j, kv_head)
-               : kv_row_offset<KvLayout::hnd>(cache.tables.data(), cache.table_stride, pr.page_size, pr.h_kv, pr.d, b, j, kv_head);
+               ? kv_row_offset<KvLayout::nhd>(tables.data(), cache.table_stride, pr.page_size, pr.h_kv, pr.d, b, j, kv_head)
+               : kv_row_offset<KvLayout::hnd>(tables.data(), cache.table_stride, pr.page_size, pr.h_kv, pr.d, b, j, kv_head);
   };
-  auto k_row = [&](int b, int j, int kv_head) -> const float* {
+  // An address past the pool (a wrong page or offset) is named, not read: on a GPU a read of
+  // whatever lies there, here a crash. The first such key is reported, and a NaN row stands in for it.
+  const std::vector<float> past_the_pool(size_t(pr.d), std::nanf(""));
+  std::mutex outside_mutex;
+  std::string outside;
+  auto row_in = [&](const std::vector<float>& pool, int b, int j, int kv_head) -> const float* {
     const int64_t off = offset(b, j, kv_head);
-    return off < 0 ? nullptr : &k_pool[size_t(off)];
+    if (off == -1) return nullptr;  // the stub's "no answer yet": the block skips its work
+    if (off < 0 || off + pr.d > int64_t(pool.size())) {
+      const std::lock_guard<std::mutex> lock(outside_mutex);
+      if (outside.empty())
+        outside = "kv_row_offset(b=" + std::to_string(b) + ", j=" + std::to_string(j) + ", kv_head=" +
+                  std::to_string(kv_head) + ") = " + std::to_string(off) + ", outside the pool of " +
+                  std::to_string(pool.size()) + " elements (" + std::to_string(cache.num_blocks) + " blocks of " +
+                  std::to_string(pr.page_size) + " keys)" +
+                  (off < 0 ? ", from a table entry of -1 (past the sequence's last block)" : "") +
+                  ": look at the page index j / page_size and the slot j % page_size";
+      return past_the_pool.data();
+    }
+    return &pool[size_t(off)];
   };
-  auto v_row = [&](int b, int j, int kv_head) -> const float* {
-    const int64_t off = offset(b, j, kv_head);
-    return off < 0 ? nullptr : &v_pool[size_t(off)];
-  };
+  auto k_row = [&](int b, int j, int kv_head) { return row_in(k_pool, b, j, kv_head); };
+  auto v_row = [&](int b, int j, int kv_head) { return row_in(v_pool, b, j, kv_head); };
   lab::CpuRun run = run_cpu_model<Decode06<0, KvLayout::nhd>>(pr, opt, in, o, lse, k_row, v_row);
+  if (!outside.empty() && run.failure.empty()) run.failure = outside;
   // What the GPU's run holds on top of Q, K, V, O (the pool in the element type and the tables), not
   // this model's fp32 copies: the memory line is the section's lesson, the same with or without a GPU.
   run.extra_host_bytes += pool_bytes(pr, cache.num_blocks) + int64_t(cache.tables.size() * sizeof(int));

@@ -80,6 +80,16 @@ if(LAB_BUILD_SOLUTIONS)
     if (block < 0) return false;
     s.blocks.push_back(block);
   }")
+  # A page index one too far reads the next table entry (-1 past a short sequence's last block,
+  # past the tables after the last sequence's): the CPU model names the address instead of crashing.
+  lab_wrong_answer(wrong_page_index_06 06_paged "block_table[int64_t(b) * table_stride + j / page_size]"
+                   "block_table[int64_t(b) * table_stride + (j + 1) / page_size]")
+  lab_test(cpu_model.06.address_past_the_pool cpu 1
+           MATCH "^  check    kv_row_offset\\(b=[0-9]+, j=[0-9]+, kv_head=[0-9]+\\) = -?[0-9]+, outside the pool of [0-9]+ elements"
+           COMMAND ${BIN}/wrong_page_index_06 --cpu --t 1 --t-kv 1024 --kv-lens full --b 2 --h 8 --h-kv 2)
+  lab_test(cpu_model.06.address_before_the_pool cpu 1
+           MATCH "^  check    kv_row_offset\\(b=[0-9]+, j=[0-9]+, kv_head=[0-9]+\\) = -[0-9]+, outside the pool .*from a table entry of -1"
+           COMMAND ${BIN}/wrong_page_index_06 --cpu --t 1 --t-kv 1000 --b 8 --h 8 --h-kv 2 --seed 2)  # a length of whole pages
   lab_test(simulate.06.append_all_or_none cpu 1
            MATCH "^FAIL: simulate_serving: append_tokens of [0-9]+ blocks' tokens with [0-9]+ free must return false and take nothing"
            COMMAND ${BIN}/wrong_append_partial_06 --simulate --requests 50)
