@@ -24,6 +24,20 @@ static const char* name(Layout l) { return l == Layout::zigzag ? "zigzag" : "con
 
 static void test_shard_map() {
   exercise("shard-map");
+  // The handout's example first (T = 16, N = 2): its failure is the one a student can follow by hand.
+  const int zig0[8] = {0, 1, 2, 3, 12, 13, 14, 15}, zig1[8] = {4, 5, 6, 7, 8, 9, 10, 11};
+  FirstFailure example;
+  for (int i = 0; i < 8; ++i) {
+    const int z0 = shard_row(i, 0, 2, 16, Layout::zigzag), z1 = shard_row(i, 1, 2, 16, Layout::zigzag),
+              c1 = shard_row(i, 1, 2, 16, Layout::contiguous);
+    example.note(z0 == zig0[i], "shard_row(local=%d, rank=0, ranks=2, t=16, zigzag) = %d, want %d: rank 0 holds "
+                 "chunks 0 and 3, rows 0-3 and 12-15", i, z0, zig0[i]);
+    example.note(z1 == zig1[i], "shard_row(local=%d, rank=1, ranks=2, t=16, zigzag) = %d, want %d: rank 1 holds "
+                 "chunks 1 and 2, rows 4-11", i, z1, zig1[i]);
+    example.note(c1 == 8 + i, "shard_row(local=%d, rank=1, ranks=2, t=16, contiguous) = %d, want %d: rank 1 holds "
+                 "rows 8-15", i, c1, 8 + i);
+  }
+  CHECKF(example.ok, "%s (the worked example of ch12/12_ring.md)", example.what);
   // A permutation, in order, for every layout and N.
   for (Layout layout : {Layout::contiguous, Layout::zigzag})
     for (int n = 1; n <= 8; ++n) {
@@ -49,20 +63,6 @@ static void test_shard_map() {
       CHECKF(once.ok, "%s", once.what);
       CHECKF(ordered.ok, "%s", ordered.what);
     }
-  // The handout's example: T = 16, N = 2.
-  const int zig0[8] = {0, 1, 2, 3, 12, 13, 14, 15}, zig1[8] = {4, 5, 6, 7, 8, 9, 10, 11};
-  FirstFailure example;
-  for (int i = 0; i < 8; ++i) {
-    const int z0 = shard_row(i, 0, 2, 16, Layout::zigzag), z1 = shard_row(i, 1, 2, 16, Layout::zigzag),
-              c1 = shard_row(i, 1, 2, 16, Layout::contiguous);
-    example.note(z0 == zig0[i], "shard_row(local=%d, rank=0, ranks=2, t=16, zigzag) = %d, want %d: rank 0 holds "
-                 "chunks 0 and 3, rows 0-3 and 12-15", i, z0, zig0[i]);
-    example.note(z1 == zig1[i], "shard_row(local=%d, rank=1, ranks=2, t=16, zigzag) = %d, want %d: rank 1 holds "
-                 "chunks 1 and 2, rows 4-11", i, z1, zig1[i]);
-    example.note(c1 == 8 + i, "shard_row(local=%d, rank=1, ranks=2, t=16, contiguous) = %d, want %d: rank 1 holds "
-                 "rows 8-15", i, c1, 8 + i);
-  }
-  CHECKF(example.ok, "%s (the worked example of ch12/12_ring.md)", example.what);
   // The schedule: step 0 is a rank's own block; each block once; blocks move to rank + 1.
   for (int n = 1; n <= 8; ++n) {
     FirstFailure own, each_once, moves;
