@@ -38,9 +38,9 @@
 //      build/bin/lab_06_paged --simulate
 #include <CLI/CLI.hpp>
 #include <cstring>
-#include <mutex>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <stdexcept>
 #include <type_traits>
 

@@ -1146,11 +1146,11 @@ lab::CpuRun run_cpu(const lab::Problem& p, const lab::Options& opt, const lab::H
   run.metrics["layout"] = layout_name(g_ring.layout);
   run.metrics["transport"] = "cpu-model";
   run.metrics["kv_bytes_per_rank"] = 2 * int64_t(p.b) * tl * p.h_kv * d * lab::dtype_bytes(p.dtype);
-  if (!opt.quiet)  // under the CPU model's banner, which the harness prints after the model ran
-    run.header = "ring: " + std::to_string(n) + " ranks, " + layout_name(g_ring.layout) + " layout, T_local " +
-                 std::to_string(tl) + "; " + balance_line(work) +
-                 (g_ring.transport == "nccl" ? " (--transport nccl is a GPU's: the model passes blocks in memory)" : "") +
-                 "\n";
+  // under the CPU model's banner, which the harness prints after the model ran (not under --quiet)
+  run.header = "ring: " + std::to_string(n) + " ranks, " + layout_name(g_ring.layout) + " layout, T_local " +
+               std::to_string(tl) + "; " + balance_line(work) +
+               (g_ring.transport == "nccl" ? " (--transport nccl is a GPU's: the model passes blocks in memory)" : "") +
+               "\n";
   if (shard_row(0, 0, 2, 4, Layout::contiguous) < 0 || block_at(0, 0, 2) < 0)  // which exercise, by name
     run.failure = "EXERCISE shard-map is not written yet: shard_row() or block_at() returns -1, so no row is gathered";
   else if (std::isnan(merge_rows(0.f, 0.f).lse))

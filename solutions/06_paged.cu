@@ -35,9 +35,9 @@
 //      build/bin/06_paged --simulate
 #include <CLI/CLI.hpp>
 #include <cstring>
-#include <mutex>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <stdexcept>
 #include <type_traits>
 
