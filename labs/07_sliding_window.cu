@@ -461,6 +461,57 @@ std::string report_tiles(nlohmann::json& metrics, const TileCount& want, bool sk
          ": the tile span is wrong";
 }
 
+// mask_edges asked directly (EXERCISE edge-mask), on one warp's fragments, every lane, at the edges:
+// the diagonal tile, the window's start and a tile between them that all 16 rows attend whole
+// (T = 300, causal, W = 160, rows 192..207), and the ragged end of K/V (T = 100, not causal, rows
+// 0..15). A wrong mask shows in O as an error at some row; this names the call and the element.
+// Every score is 1 before the call; an element must come back -inf where its row does not attend
+// the key (attended_keys), 1 elsewhere. Asked on the host by the CPU model and after a GPU run: the
+// same source the kernels compile. The first wrong element, or "".
+std::string edge_mask_probe() {
+  struct Probe {
+    Shape sh;
+    const char* shape;
+    int warp_q0, kv0;
+  };
+  const Shape windowed{300, 300, 1, 1, true, 160, false, 1.f, 1.f}, ragged{100, 100, 1, 1, false, 0, false, 1.f, 1.f};
+  const Probe probes[] = {{windowed, "T=300, causal, W=160", 192, 192},  // the diagonal
+                          {windowed, "T=300, causal, W=160", 192, 0},    // the window's start
+                          {windowed, "T=300, causal, W=160", 192, 64},   // whole for rows 192..207
+                          {ragged, "T=100, not causal", 0, 64}};         // keys 100..127 past T_kv
+  for (const Probe& p : probes) {
+    const int whole_begin = attended_keys(p.warp_q0 + ROWS_PER_WARP - 1, p.sh).begin;
+    const int whole_end = attended_keys(p.warp_q0, p.sh).end;
+    for (int row_g = p.warp_q0; row_g < p.warp_q0 + 8; ++row_g)
+      for (int t = 0; t < 4; ++t) {
+        float s[8][4];
+        std::fill(&s[0][0], &s[0][0] + 8 * 4, 1.f);
+        mask_edges<8>(s, p.kv0, row_g, t, whole_begin, whole_end, p.sh);
+        for (int nb = 0; nb < 8; ++nb)
+          for (int e = 0; e < 4; ++e) {
+            const int row = row_g + 8 * (e >> 1), key = p.kv0 + 8 * nb + 2 * t + (e & 1);
+            const lab::KeyRange keys = attended_keys(row, p.sh);
+            const float want = keys.contains(key) ? 1.f : -INFINITY;
+            if (s[nb][e] == want) continue;  // (NaN equals nothing)
+            const std::string r = "row " + std::to_string(row), k = "key " + std::to_string(key);
+            const std::string attends =
+                r + " attends keys " + std::to_string(keys.begin) + ".." + std::to_string(keys.end - 1);
+            std::string why;
+            if (keys.contains(key)) why = attends + ": its score must stay as it was";
+            else if (key >= p.sh.t_kv) why = k + " is past the end of K/V (T_kv = " + std::to_string(p.sh.t_kv) + ")";
+            else if (key >= keys.end) why = k + " is after " + r + "'s diagonal (" + attends + ")";
+            else why = k + " is before " + r + "'s window (W = " + std::to_string(p.sh.window) + ": " + attends + ")";
+            return "mask_edges<8>(s, kv0=" + std::to_string(p.kv0) + ", row_g=" + std::to_string(row_g) + ", t=" +
+                   std::to_string(t) + ", whole_begin=" + std::to_string(whole_begin) + ", whole_end=" +
+                   std::to_string(whole_end) + ", sh: " + p.shape + ") left s[" + std::to_string(nb) + "][" +
+                   std::to_string(e) + "] (" + r + ", " + k + ") = " + lab::format_number("%g", s[nb][e]) + ", want " +
+                   lab::format_number("%g", want) + ": " + why;
+          }
+      }
+  }
+  return "";
+}
+
 Shape make_shape(const lab::Problem& p, const std::string& bug) {
   return Shape{p.t_q, p.t_kv, p.h, p.h_kv, p.causal, p.window, bug == "inverted-window",
                p.softmax_scale(), p.softmax_scale() * lab::kLog2e};
@@ -556,7 +607,8 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
   run.after_check_run = [counter, want, c, quiet](nlohmann::json& metrics) -> std::string {
     unsigned long long visited = 0;  // the checked run's count: the timed runs add to it later
     CUDA_CHECK(cudaMemcpy(&visited, counter->get(), sizeof visited, cudaMemcpyDeviceToHost));
-    return report_tiles(metrics, want, c.skip, static_cast<int64_t>(visited), quiet, false);
+    const std::string tiles = report_tiles(metrics, want, c.skip, static_cast<int64_t>(visited), quiet, false);
+    return tiles.empty() ? edge_mask_probe() : tiles;  // what the output cannot name (the probe)
   };
   return run;
 }
@@ -584,7 +636,8 @@ void warp_tile_mask(std::vector<char>& attend, int warp_q0, int kv0, const Shape
 // the online softmax in base 2 with float scores and sums, P rounded to the element type before
 // P V (as the mma sees it), O rounded once at the end. A key past T_kv that the mask leaves open
 // scores 0 against a zero V row, as the kernels' zero-filled loads give it. It counts the tiles
-// it visits against the row-by-row count (count_tiles), as the GPU run does.
+// it visits against the row-by-row count (count_tiles), and then asks mask_edges about the edges
+// directly (edge_mask_probe), as the GPU run does.
 lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::HostInputs& in, std::vector<float>& o,
                     std::vector<float>& lse) {
   const Shape sh = make_shape(pr, opt.bug);
@@ -651,6 +704,7 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
   lab::CpuRun run;
   run.metrics = {{"kernel", c.name()}, {"block_q", block_q}, {"block_kv", block_kv}, {"skip", c.skip}};
   run.failure = report_tiles(run.metrics, count_tiles(pr, block_q, block_kv), c.skip, visited.load(), opt.quiet, true);
+  if (run.failure.empty()) run.failure = edge_mask_probe();
   if (std::string(LAB_BUILD_KIND) == "lab")  // your build: one of your exercises runs only on a GPU
     run.gpu_only_rest = "needs a GPU: EXERCISE mma-online-softmax runs in the mma kernel only; the CPU model "
                         "checked your tile-span and edge-mask on this run";

@@ -161,6 +161,36 @@ if(LAB_BUILD_SOLUTIONS)
   endforeach()
 endif()
 
+# A wrong edge mask fails the output's check with an error at some row that names neither the call
+# nor the element; edge_mask_probe asks mask_edges directly about one warp's fragments at the edges
+# and names the first wrong element. The solution rebuilt with four wrong masks: the window's start
+# never masked (only the diagonal tested, as 04 does), rows g and g+8 masked with each other's
+# range, the fast path taken whenever the tile's first key is inside the warp's whole range, and
+# the chapter's bound at the window's start (row i sees W + 1 keys).
+if(LAB_BUILD_SOLUTIONS)
+  set(mask_line "if (!keys[e >> 1].contains(kv0 + 8 * nb + 2 * t + (e & 1))) s[nb][e] = -INFINITY;")
+  lab_wrong_answer(wrong_mask_diagonal_only_07 07_sliding_window "${mask_line}"
+                   "if (kv0 + 8 * nb + 2 * t + (e & 1) >= keys[e >> 1].end) s[nb][e] = -INFINITY;")
+  lab_wrong_answer(wrong_mask_rows_swapped_07 07_sliding_window "if (!keys[e >> 1].contains(" "if (!keys[e & 1].contains(")
+  lab_wrong_answer(wrong_mask_first_key_07 07_sliding_window "if (kv0 < whole_begin || kv0 + 8 * N_BLOCKS > whole_end) {"
+                   "if (kv0 < whole_begin || kv0 >= whole_end) {")
+  lab_wrong_answer(wrong_mask_window_plus_one_07 07_sliding_window "${mask_line}"
+                   "if (kv0 + 8 * nb + 2 * t + (e & 1) < keys[e >> 1].begin - 1 || kv0 + 8 * nb + 2 * t + (e & 1) >= keys[e >> 1].end) s[nb][e] = -INFINITY;")
+  set(mask_call "^  check    mask_edges<8>\\(s, kv0=")
+  set(diagonal "192, row_g=192, t=0, whole_begin=48, whole_end=193, sh: T=300, causal, W=160\\) left s\\[0\\]\\[1\\] \\(row 192, key 193\\) = 1, want -inf: key 193 is after row 192's diagonal \\(row 192 attends keys 33\\.\\.192\\)")
+  set(window_start "0, row_g=192, t=0, whole_begin=48, whole_end=193, sh: T=300, causal, W=160\\) left s")
+  lab_test(cpu_model.07.mask_window_start_open cpu 1
+           MATCH "${mask_call}${window_start}\\[0\\]\\[0\\] \\(row 192, key 0\\) = 1, want -inf: key 0 is before row 192's window \\(W = 160: row 192 attends keys 33\\.\\.192\\)"
+           COMMAND ${BIN}/wrong_mask_diagonal_only_07 --cpu --t 300 --causal --window 65 --h 2)
+  lab_test(cpu_model.07.mask_rows_swapped cpu 1 MATCH "${mask_call}${diagonal}"
+           COMMAND ${BIN}/wrong_mask_rows_swapped_07 --cpu --t 300 --causal --window 65 --h 2)
+  lab_test(cpu_model.07.mask_skipped_by_first_key cpu 1 MATCH "${mask_call}${diagonal}"
+           COMMAND ${BIN}/wrong_mask_first_key_07 --cpu --variant window-mma --t 256 --h 1 --causal --window 66)
+  lab_test(cpu_model.07.mask_window_plus_one cpu 1
+           MATCH "${mask_call}${window_start}\\[4\\]\\[0\\] \\(row 192, key 32\\) = 1, want -inf: key 32 is before row 192's window \\(W = 160: row 192 attends keys 33\\.\\.192\\)"
+           COMMAND ${BIN}/wrong_mask_window_plus_one_07 --cpu --t 300 --causal --window 65 --h 2)
+endif()
+
 # A wrong parity in 08's ring_slot() breaks two waits at once (a parity is one bit): the consumers'
 # wait on full passes before the tile lands, and the producer's wait on empty blocks on a free
 # slot. The CPU check names the fill, its use of the slot and both waits: the stale read as well
