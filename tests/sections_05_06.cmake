@@ -139,6 +139,18 @@ if(LAB_BUILD_SOLUTIONS)
   endforeach()
 endif()
 
+# A merged_lse without its all-empty guard: the warps of a block that saw no key (every warp of a
+# row that sees no key) give -inf - -inf = NaN for its LSE. The check names those rows as a NaN
+# computed, not as the poison left in place, and says where such a NaN comes from.
+if(LAB_BUILD_SOLUTIONS)
+  lab_wrong_answer(wrong_merged_lse_05 05_decode "if (hi == -INFINITY) return -INFINITY;  // every part empty"
+                   "/* no all-empty guard */")
+  lab_test(cpu_model.05.merged_lse_nan_no_key cpu 1
+           MATCH "^  check    LSE is NaN on [0-9]+ rows, all rows that see no key \\(first: LSE\\[b=[0-9], h=[0-9], i=[0-9]+\\]\\), with O within its bound"
+                 "(?s)\\A(?!.*not written)"
+           COMMAND ${BIN}/wrong_merged_lse_05 --cpu --variant single --t 67 --t-kv 131 --causal --h 2 --b 4)
+endif()
+
 # A fork_prefix that shares blocks without retaining them makes the allocator throw when the
 # sequences are freed: the exercises' program names the test and the error, and goes on to the
 # others and its summary (an uncaught exception would abort it before either).

@@ -108,6 +108,58 @@ TEST_CASE("compare names NaN rows that see no key (O = acc / l with l = 0)", "[c
   CHECK(r.verdict.find("2049 elements of O are NaN or inf on the rows checked") == 0);
 }
 
+TEST_CASE("compare names an LSE that is a computed NaN, with its rows, never as unwritten", "[compare]") {
+  Fixture f;  // O right; two rows' LSE NaN, as -inf - -inf leaves it where an empty split's -inf is merged
+  f.lse[size_t(f.p.lse_index(0, 1, 5))] = -std::nanf("");
+  f.lse[size_t(f.p.lse_index(0, 1, 9))] = std::nanf("");
+  CheckResult r = f.check();
+  CHECK_FALSE(r.passed);
+  INFO(r.verdict);
+  CHECK(r.verdict.rfind("LSE is NaN on 2 of 128 rows checked (first: LSE[b=0, h=1, i=5]), with O within its bound: "
+                        "a NaN computed, not the poison left in place; look for -inf - -inf",
+                        0) == 0);
+  CHECK(r.verdict.find("an empty split") != std::string::npos);
+  REQUIRE_FALSE(r.details.empty());
+  INFO(r.details.front());
+  CHECK(r.details.front().rfind("LSE[b=0, h=1, i=5] = NaN, expected ", 0) == 0);
+  CHECK(r.details.front().find("(a NaN computed, not the poison)") != std::string::npos);
+  Fixture g;  // the poison in the same place: never written
+  g.lse[size_t(g.p.lse_index(0, 1, 5))] = poison_float();
+  r = g.check();
+  CHECK(r.verdict.rfind("LSE not written: 1 of 128 elements", 0) == 0);
+  Fixture h;  // a NaN in O with another payload than the poison's (x86's -inf - -inf) was computed too
+  h.o[7] = bits_float(0xFFC00000u);
+  r = h.check();
+  CHECK(r.o_unwritten == 0);
+  CHECK(r.verdict.rfind("1 elements of O are NaN or inf on the rows checked", 0) == 0);
+}
+
+TEST_CASE("compare names a NaN LSE on rows that see no key, whose LSE must be -inf", "[compare]") {
+  Problem p = shape(64, 64, true);
+  p.t_q = 80;  // causal, T_q > T_kv: rows 0..15 of each head see no key
+  const HostInputs in = make_inputs(p, 11, 1.0f);
+  std::vector<float> o, lse;
+  online_softmax_fp32(p, in, o, lse);
+  for (int h = 0; h < p.h; ++h)
+    for (int i = 0; i < 16; ++i) {
+      std::fill_n(&o[size_t(p.q_index(0, i, h))], p.d, 0.f);  // O right there ...
+      lse[size_t(p.lse_index(0, h, i))] = std::nanf("");      // ... its LSE not: every state empty, merged
+    }
+  CheckResult r = check_rows(p, in, all_rows(p), o, lse);
+  CHECK_FALSE(r.passed);
+  INFO(r.verdict);
+  CHECK(r.verdict.rfind("LSE is NaN on 32 rows, all rows that see no key (first: LSE[b=0, h=0, i=0]), with O within "
+                        "its bound: a NaN computed, not the poison left in place; such a row's LSE must be -inf",
+                        0) == 0);
+  for (int h = 0; h < p.h; ++h)  // O NaN there as well: O's verdict leads, and names the LSE's NaN
+    for (int i = 0; i < 16; ++i) std::fill_n(&o[size_t(p.q_index(0, i, h))], p.d, std::nanf(""));
+  r = check_rows(p, in, all_rows(p), o, lse);
+  INFO(r.verdict);
+  CHECK(r.verdict.rfind("2048 elements of O are NaN or inf, all on rows that see no key", 0) == 0);
+  CHECK(r.verdict.find("; LSE NaN as well on 32 rows (first: LSE[b=0, h=0, i=0]; a NaN computed, not the poison)") !=
+        std::string::npos);
+}
+
 TEST_CASE("compare keeps a partly zero output a plain distance verdict", "[compare]") {
   Fixture f;
   std::fill(f.o.begin(), f.o.begin() + 64, 0.f);  // one row zeroed

@@ -210,6 +210,31 @@ class Reference(unittest.TestCase):
         c = reference.check(p, q, k, v, rows, bad, lse)
         self.assertTrue(c["verdict"].startswith("513 elements of O are NaN or inf on the rows checked"), c["verdict"])
 
+    def test_a_computed_nan_lse_is_named_with_its_rows(self):
+        """compare.cpp's: an LSE that is a NaN other than the poison, O right, names its rows and -inf - -inf
+        (on rows that see no key: such a row's LSE must be -inf); the poison there is "LSE not written"."""
+        p = Problem(1, 2, 2, 20, 16, 64, "fp16", True)  # causal, T_q > T_kv: rows 0..3 see no key
+        q, k, v, out, lse = self.exact(p)
+        rows = reference.all_rows(p)
+        bad = lse.copy()
+        bad[0, 1, 5] = bad[0, 1, 9] = np.nan
+        c = reference.check(p, q, k, v, rows, out, bad)
+        self.assertTrue(c["verdict"].startswith(
+            "LSE is NaN on 2 of 40 rows checked (first: LSE[b=0, h=1, i=5]), with O within its bound: a NaN computed, "
+            "not the poison left in place; look for -inf - -inf"), c["verdict"])
+        self.assertIn("LSE[b=0, h=1, i=5] = NaN, expected ", c["details"][0])
+        self.assertIn("(a NaN computed, not the poison)", c["details"][0])
+        keyless = lse.copy()
+        keyless[0, :, :4] = np.nan
+        c = reference.check(p, q, k, v, rows, out, keyless)
+        self.assertTrue(c["verdict"].startswith(
+            "LSE is NaN on 8 rows, all rows that see no key (first: LSE[b=0, h=0, i=0]), with O within its bound"),
+            c["verdict"])
+        poisoned = lse.copy()
+        poisoned.view(np.uint32)[0, 1, 5] = np.uint32(0xFFFFFFFF)  # the poison's bits: never written
+        c = reference.check(p, q, k, v, rows, out, poisoned)
+        self.assertTrue(c["verdict"].startswith("LSE not written: 1 of 40 elements"), c["verdict"])
+
     def test_an_lse_in_base_2_is_named(self):
         """compare.cpp's: an LSE without its ln 2 (m + log2 l) is said to be in base 2; another wrong
         LSE points at the row's keys and the LSE's formula."""

@@ -84,6 +84,10 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
   int64_t lse_nan = 0, o_zero = 0;  // o_zero: elements exactly 0 (a stub that never adds leaves O so)
   int64_t o_nan_keyless = 0;         // of r.o_nan, those on rows that see no key (O must be 0 there)
   int64_t lse_sized = 0, lse_base2 = 0;  // rows whose LSE is far from 0; of them, those log2(e) times it
+  // Rows whose LSE is a NaN that is not the poison (computed: -inf - -inf where empty states merge);
+  // of them, those that see no key; the first of them, for the verdict.
+  int64_t lse_nan_computed = 0, lse_nan_keyless = 0;
+  size_t lse_nan_first = 0;
   constexpr double kLog2e = 1.4426950408889634;
   const int d = p.d;
   auto worst = [](double a, double b) { return std::isnan(b) ? INFINITY : std::max(a, b); };
@@ -110,6 +114,10 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
     if (!out_lse.empty()) {
       const double ref = exact.lse[n];
       const float got = out_lse[size_t(p.lse_index(id.b, id.h, id.i))];
+      if (std::isnan(got) && !is_poison(got)) {
+        if (lse_nan_computed++ == 0) lse_nan_first = n;
+        lse_nan_keyless += std::isinf(ref);
+      }
       if (std::isinf(ref)) {  // a row that sees no key: LSE must be -inf too
         if (!(std::isinf(got) && got < 0)) { r.lse_max_abs_err = INFINITY; ++lse_nan; }
         continue;
@@ -163,6 +171,9 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
   const bool o_ok = r.o_unwritten == 0 && r.o_nan == 0 && r.max_abs_err <= r.ref_err_bound;
   const bool lse_ok = out_lse.empty() ||
                       (r.lse_unwritten == 0 && lse_nan == 0 && r.lse_max_abs_err <= r.lse_err_bound);
+  auto lse_name = [](const RowId& id) {
+    return "LSE[b=" + std::to_string(id.b) + ", h=" + std::to_string(id.h) + ", i=" + std::to_string(id.i) + "]";
+  };
   // The first few LSE rows over their bound, after O's elements (a row's max and sum are wrong).
   for (size_t n = 0, shown = 0; !lse_ok && r.lse_unwritten == 0 && n < rows.size() && shown < 3; ++n) {
     const RowId id = rows[n];
@@ -170,9 +181,10 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
     const float got = out_lse[size_t(p.lse_index(id.b, id.h, id.i))];
     const bool bad = std::isinf(ref) ? !(std::isinf(got) && got < 0) : !(std::fabs(double(got) - ref) <= r.lse_err_bound);
     if (!bad) continue;
-    r.details.push_back("LSE[b=" + std::to_string(id.b) + ", h=" + std::to_string(id.h) + ", i=" + std::to_string(id.i) +
-                        "] = " + format_number("%.6g", got) + ", expected " + format_number("%.6g", ref) +
-                        (std::isinf(ref) ? " (the row sees no key)" : " (error " + format_number("%.3g", std::fabs(double(got) - ref)) + ")"));
+    r.details.push_back(lse_name(id) + " = " + format_number("%.6g", got) + ", expected " + format_number("%.6g", ref) +
+                        (std::isinf(ref) ? " (the row sees no key)"
+                         : std::isnan(got) ? " (a NaN computed, not the poison)"
+                                           : " (error " + format_number("%.3g", std::fabs(double(got) - ref)) + ")"));
     ++shown;
   }
   // With only the LSE wrong, O (an average of V's rows) hides what the LSE shows: a row that sums a
@@ -185,9 +197,12 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
       "then at the scores";
   // With O wrong, whether LSE is right says where to look: a right LSE means the row's max and sum
   // are, and the fault is in how O is accumulated or divided.
+  // A NaN LSE that is not the poison was computed: said as such, with its rows.
   const std::string lse_too = out_lse.empty() || r.lse_unwritten ? ""
                               : lse_ok ? "; LSE within its bound (each row's max and sum are right)"
-                                       : "; LSE too far as well (max error " + format_number("%.3g", r.lse_max_abs_err) + ")";
+                              : lse_nan_computed ? "; LSE NaN as well on " + std::to_string(lse_nan_computed) + " rows (first: " +
+                                                       lse_name(rows[lse_nan_first]) + "; a NaN computed, not the poison)"
+                                                 : "; LSE too far as well (max error " + format_number("%.3g", r.lse_max_abs_err) + ")";
   r.passed = o_ok && lse_ok;
   const int64_t o_total = int64_t(out_o.size()), o_checked = int64_t(rows.size()) * d;
   std::ostringstream v;
@@ -218,6 +233,15 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
       << format_number("%.3g", r.ref_err_bound) << " (" << r.rule << ")" << lse_too;
   } else if (!lse_ok) {
     if (r.lse_unwritten) v << "LSE not written: " << r.lse_unwritten << " of " << out_lse.size() << " elements still hold the poison";
+    else if (lse_nan_computed && lse_nan_keyless == lse_nan_computed)  // the -inf of a row with no key, gone NaN
+      v << "LSE is NaN on " << lse_nan_computed << " rows, all rows that see no key (first: " << lse_name(rows[lse_nan_first])
+        << "), with O within its bound: a NaN computed, not the poison left in place; such a row's LSE must be -inf: "
+        << "look for -inf - -inf (or exp of it) where its empty states merge (every split or warp of the row saw no key)";
+    else if (lse_nan_computed)  // an empty state's -inf met another in a merge
+      v << "LSE is NaN on " << lse_nan_computed << " of " << rows.size() << " rows checked (first: "
+        << lse_name(rows[lse_nan_first]) << "), with O within its bound: a NaN computed, not the poison left in place; "
+        << "look for -inf - -inf (or exp of it) where a state that saw no key (LSE -inf: an empty split, a warp with "
+        << "no key) is merged";
     else v << "LSE too far from fp64: max error " << format_number("%.3g", r.lse_max_abs_err) << " > bound "
            << format_number("%.3g", r.lse_err_bound)
            << (lse_sized > 0 && lse_base2 == lse_sized

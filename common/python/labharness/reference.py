@@ -184,6 +184,10 @@ def check(p, q, k, v, rows, out_o, out_lse, mods=None):
     o_nan = lse_bad = o_zero = o_checked = 0
     o_nan_keyless = 0  # of o_nan, those on rows that see no key (O must be 0 there)
     lse_sized = lse_base2 = 0  # rows whose LSE is far from 0; of them, those log2(e) times it
+    # rows whose LSE is a NaN that is not the poison (computed: -inf - -inf where empty states merge);
+    # of them, those that see no key; the first of them, for the verdict
+    lse_nan_computed = lse_nan_keyless = 0
+    lse_nan_first = None
     n_rows = count_rows(rows)
     bad = []
     for (b, h), idx in rows.items():
@@ -203,6 +207,11 @@ def check(p, q, k, v, rows, out_o, out_lse, mods=None):
         if out_lse is not None:
             g = out_lse[b, h, idx].astype(np.float64)
             empty = np.isinf(ref_lse)
+            computed = np.isnan(g) & ~is_poison(out_lse[b, h, idx])
+            if computed.any() and lse_nan_first is None:
+                lse_nan_first = f"LSE[b={b}, h={h}, i={idx[int(np.argmax(computed))]}]"
+            lse_nan_computed += int(computed.sum())
+            lse_nan_keyless += int((computed & empty).sum())
             lse_bad += int((empty & ~(np.isneginf(g))).sum())
             if (empty & ~np.isneginf(g)).any():
                 lse_err = math.inf
@@ -261,11 +270,15 @@ def check(p, q, k, v, rows, out_o, out_lse, mods=None):
                 wrong = not (g == -math.inf) if math.isinf(e) else not (abs(g - e) <= lse_bound)
                 if wrong:
                     details.append(f"LSE[b={b}, h={h}, i={i}] = {_v(g)}, expected {_v(e)} "
-                                   + ("(the row sees no key)" if math.isinf(e) else f"(error {_g(abs(g - e))})"))
+                                   + ("(the row sees no key)" if math.isinf(e) else
+                                      "(a NaN computed, not the poison)" if g != g else f"(error {_g(abs(g - e))})"))
                     shown += 1
     # With O wrong, whether LSE is right says where to look: a right LSE means each row's max and sum are.
+    # A NaN LSE that is not the poison was computed: said as such, with its rows.
     lse_too = ("" if out_lse is None or lse_unwritten else
                "; LSE within its bound (each row's max and sum are right)" if lse_ok else
+               f"; LSE NaN as well on {lse_nan_computed} rows (first: {lse_nan_first}; a NaN computed, not the poison)"
+               if lse_nan_computed else
                f"; LSE too far as well (max error {_g(lse_err)})")
     if o_unwritten == o_total:
         verdict = f"output not written: all {o_total} elements of O still hold the poison"
@@ -292,6 +305,14 @@ def check(p, q, k, v, rows, out_o, out_lse, mods=None):
         verdict = f"O too far from fp64: max error {_g(max_err)} > bound {_g(bound)} ({r['rule']}){lse_too}"
     elif not lse_ok:
         verdict = (f"LSE not written: {lse_unwritten} of {out_lse.size} elements still hold the poison" if lse_unwritten
+                   else f"LSE is NaN on {lse_nan_computed} rows, all rows that see no key (first: {lse_nan_first}), with O "
+                   "within its bound: a NaN computed, not the poison left in place; such a row's LSE must be -inf: look for "
+                   "-inf - -inf (or exp of it) where its empty states merge (every split or warp of the row saw no key)"
+                   if lse_nan_computed and lse_nan_keyless == lse_nan_computed
+                   else f"LSE is NaN on {lse_nan_computed} of {n_rows} rows checked (first: {lse_nan_first}), with O within "
+                   "its bound: a NaN computed, not the poison left in place; look for -inf - -inf (or exp of it) where a "
+                   "state that saw no key (LSE -inf: an empty split, a warp with no key) is merged"
+                   if lse_nan_computed
                    else f"LSE too far from fp64: max error {_g(lse_err)} > bound {_g(lse_bound)}" +
                    ("; O within its bound, and every LSE is log2(e) = 1.4427 times the expected one: a log in base 2 "
                     "(m + log2 l) where the output holds the natural log (times ln 2)"
