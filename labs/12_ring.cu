@@ -1062,6 +1062,22 @@ std::string ring_schedule_error(const lab::Problem&, const lab::Options&) {
   return "";
 }
 
+// Your merge_rows, asked on the host with both states empty before anything runs: no run of this
+// program merges two empty states (a row's first step is its own block, which holds its own key,
+// so its running state has a key before any partial without one arrives), so the output alone
+// would pass a merge that gives NaN there. Ring attention with rows that see no key (T_q > T_kv
+// causal, a window, a document mask) does merge them. The stub (NaN everywhere) is left to the
+// run, which names the exercise.
+std::string empty_merge_error() {
+  if (std::isnan(merge_rows(0.f, 0.f).lse)) return "";
+  const RowMerge both = merge_rows(-INFINITY, -INFINITY);
+  if (!std::isnan(both.w_run) && both.w_part == 0.f && both.lse == -INFINITY) return "";
+  return "EXERCISE ring-merge: merge_rows(lse_run=-inf, lse_part=-inf) = {w_run " + lab::format_number("%g", both.w_run) +
+         ", w_part " + lab::format_number("%g", both.w_part) + ", lse " + lab::format_number("%g", both.lse) +
+         "}, want {w_run 1, w_part 0, lse -inf}: two empty states keep the running state, never exp(-inf - -inf) "
+         "(asked before the run: every row's first partial holds its own key, so no run here merges two empty states)";
+}
+
 // ---------------------------------------------------------------------------------------------
 // CPU model: the same ring on the host (not your kernel). Every rank's Q shard, the block it
 // holds at each step (block_at), each pair's partial (float scores, exp, P rounded to the element
@@ -1286,7 +1302,10 @@ int main(int argc, char** argv) {
   };
   s.gpu = setup_gpu;
   s.cpu = run_cpu;
-  s.precheck = ring_schedule_error;
+  s.precheck = [](const lab::Problem& p, const lab::Options& o) {
+    const std::string schedule = ring_schedule_error(p, o);
+    return schedule.empty() ? empty_merge_error() : schedule;
+  };
   return lab::lab_main(int(args.size()), args.data(), s);
 }
 #endif  // LAB_RING12_NO_MAIN

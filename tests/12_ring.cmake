@@ -101,3 +101,19 @@ if(LAB_BUILD_SOLUTIONS)
          "EXERCISE shard-map: block_at\\(rank=0, step=1, n=4\\) = -1, want 3: .*add n before taking it"
     ARGS --cpu ${RING_SHAPE})
 endif()
+
+# A merge_rows without its both-empty guard (two -inf LSEs: NaN weights) is refused before anything
+# runs, by name, with exit 1, on the CPU model as on a GPU: no run of this program merges two empty
+# states (every row's first partial is its own block, which holds its own key), so its output alone
+# passes every case with such a merge. The solution rebuilt without the guard, on the CPU model.
+if(LAB_BUILD_SOLUTIONS)
+  lab_wrong_answer(wrong_ring_merge_12 12_ring "  if (hi == -INFINITY) return {1.f, 0.f, -INFINITY};  // both empty: never -inf - -inf"
+                   "  /* no both-empty guard */")
+  lab_test(precheck.12.merge_both_empty cpu 1
+           MATCH "EXERCISE ring-merge: merge_rows\\(lse_run=-inf, lse_part=-inf\\) = \\{w_run NaN, w_part NaN, lse NaN\\}, want \\{w_run 1, w_part 0, lse -inf\\}"
+                 "FAIL"
+           COMMAND ${BIN}/wrong_ring_merge_12 --cpu ${RING_SHAPE})
+  lab_test(gpu.12_ring.merge_both_empty gpu 1
+           MATCH "EXERCISE ring-merge: merge_rows\\(lse_run=-inf, lse_part=-inf\\)" "FAIL"
+           COMMAND ${BIN}/wrong_ring_merge_12 --t 256 --iters 0)
+endif()
