@@ -287,4 +287,8 @@ if __name__ == "__main__":
             sys.exit(f"make_labs: {src} has no exercise '{ident}'")
         Path(dest).write_text(text)
         sys.exit(0)
-    print(generate_all(root / "solutions", root / "labs", check_only="--check" in sys.argv))
+    if sys.argv[1:] not in ([], ["--check"]):  # anything else (--help too) writes nothing
+        print("usage: make_labs.py [--check] | --only ID SOLUTION OUT  (the command is scripts/lab make-labs)",
+              file=sys.stderr)
+        sys.exit(2)
+    print(generate_all(root / "solutions", root / "labs", check_only=sys.argv[1:] == ["--check"]))

@@ -1186,6 +1186,26 @@ class Cases(unittest.TestCase):
             finally:
                 os.chdir(here)
 
+    def test_make_labs_refuses_what_it_does_not_know(self):
+        # make_labs.py regenerates every lab: an option it does not know (--help included) must
+        # write nothing, not take it for a plain run over a student's work in progress.
+        with tempfile.TemporaryDirectory() as tmp:
+            for d in ("scripts", "solutions", "labs"):
+                Path(tmp, d).mkdir()
+            script = Path(tmp, "scripts", "make_labs.py")
+            script.write_text((ROOT / "scripts" / "make_labs.py").read_text())
+            Path(tmp, "solutions", "01_naive.cu").write_text((ROOT / "solutions" / "01_naive.cu").read_text())
+            lab = Path(tmp, "labs", "01_naive.cu")
+            lab.write_text("// the student's work\n")
+            for args in (["--help"], ["--chek"], ["--check", "--force"]):
+                r = subprocess.run([sys.executable, str(script)] + args, capture_output=True, text=True)
+                self.assertEqual(r.returncode, 2, args)
+                self.assertIn("usage: make_labs.py", r.stderr)
+                self.assertEqual(lab.read_text(), "// the student's work\n", args)
+            r = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True)
+            self.assertEqual((r.returncode, r.stdout.strip()), (0, "['01_naive.cu']"))
+            self.assertEqual(lab.read_text(), "// the student's work\n")
+
     @needs_solutions
     def test_stub_tests_stand_down_once_a_lab_is_filled(self):
         # A student's finished lab must not turn `scripts/lab test` red: the tests that want a
