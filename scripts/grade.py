@@ -29,7 +29,9 @@ and for each section:
 
 Section score = correctness (0-100) + bonus; the submission's total is the mean over the graded
 sections (--sections, default: every section handed in by the class, a missing one counting 0,
-one handed in only as untouched stubs not counting).
+one handed in only as untouched stubs not counting; where --out holds grades this run does not
+replace, as when a late submission is graded alone, the sections those grades were graded over:
+class_sections).
 Without a GPU (triage) no case but the unit tests runs: every compiled section reads "not run (no
 GPU)", never a number (an untouched stub: 0). With --cpu (a provisional grade on the CPU model) the
 cases the CPU model can run run with --cpu, as `scripts/lab check` runs them without a GPU: the
@@ -350,7 +352,11 @@ def submission_folders(folder, known_sections):
 def section_takers(handed, graded, is_stub=lambda path, section: False):
     """One line per graded section saying how many of this run's submissions ({given path: its
     {section: file}}) handed it in (an untouched stub is not handed in), with their names where
-    fewer than half did, e.g. "06_paged: handed in by 1 of 8 (frank); fewer than half the class"."""
+    fewer than half did, e.g. "06_paged: handed in by 1 of 8 (frank); fewer than half the class".
+    Where the grades already under --out fixed the sections (class_sections: a late submission
+    graded alone), this run is no class to count: one line says whose sections they are instead."""
+    if isinstance(graded, ClassSections) and graded.kept:
+        return [graded.kept_line()]
     lines = []
     for s in graded:
         takers = [Path(given).name for given, found in handed.items() if s in found and not is_stub(found[s], s)]
@@ -1041,17 +1047,59 @@ def rebuild_class_summary(out_root):
     return path, reports
 
 
+class ClassSections(list):
+    """The sections class_sections chose, and where the grades already under --out chose them: how
+    many such grades (kept), their folder (where) and the sections handed in now that they lack
+    (left_out), for section_takers' line."""
+
+    def __init__(self, sections, kept=0, where=None, left_out=()):
+        super().__init__(sections)
+        self.kept, self.where, self.left_out = kept, where, list(left_out)
+
+    def kept_line(self):
+        line = (f"these are the sections of the {self.kept} grade(s) already in {self.where} that this run does "
+                "not replace: a later submission is graded over the class's sections")
+        if self.left_out:
+            every = sorted(set(self) | set(self.left_out))
+            line += (f"; not graded, handed in now but not among them: {', '.join(self.left_out)} (to count "
+                     f"{'it' if len(self.left_out) == 1 else 'them'}, grade the whole class again with "
+                     f"--sections {' '.join(s[:2] for s in every)})")
+        return line
+
+
+def holds_a_file(folder, files):
+    """Whether a submission's folder (a grade's recorded path) holds one of `files` (the lab files
+    a run found, scan_submission): its grade is replaced by this run."""
+    folder = Path(folder)
+    return any(isinstance(f, Path) and (folder == f.parent.resolve() or folder in f.parent.resolve().parents)
+               for f in files)
+
+
 def class_sections(handed, out_root, known_sections, is_stub=lambda path, section: False):
     """The sections graded when --sections is not given, and those handed in only as untouched
-    stubs: every section handed in by a submission of this run ({section: path} each) or by a grade
-    already under out_root, so that a submission that hands in less is not graded over less (and a
-    regraded one over the class's sections). A section counts only where some file for it is not an
+    stubs. Where out_root holds grades that this run does not replace (none of its submissions'
+    files lies in their folder: a late submission graded alone, a second batch), the class's
+    sections are already fixed: the sections those grades were graded over (--sections or not), so
+    that a late student is graded over the same sections as the rest of the class and the class
+    summary keeps its columns; a section handed in now that they lack is not graded, and the list
+    returned (ClassSections) says so. Else every section handed in by a submission of this run
+    ({section: path} each) or by its grade already under out_root, so that a submission that hands
+    in less is not graded over less. A section counts only where some file for it is not an
     untouched stub (is_stub(path, section)): one student who hands in the whole release must not
     give everyone else a zero for each section they were never asked to do. Where no section holds
     more than stubs, those are graded (each one an unmodified stub): there is nothing else to grade."""
+    handed = list(handed)
     real = {s for found in handed for s, path in found.items() if not is_stub(path, s)}
     stubs = {s for found in handed for s in found}
-    for r in graded_before(out_root).values():
+    before = graded_before(out_root)
+    files = [path for found in handed for path in found.values()]
+    kept = [r for r in before.values() if not holds_a_file(r.get("path") or "", files)]
+    recorded = {s for r in kept for s in r["graded_sections"]}
+    if any(s in known_sections for s in recorded):
+        return (ClassSections([s for s in known_sections if s in recorded], len(kept), out_root,
+                              [s for s in known_sections if s in real - recorded]),
+                [s for s in known_sections if s in stubs - real - recorded])
+    for r in before.values():
         for s in r["graded_sections"]:
             sec = r["sections"].get(s) or {}
             if sec.get("status", "missing") != "missing":

@@ -812,9 +812,12 @@ class Reports(unittest.TestCase):
             self.assertEqual(grade.class_sections([{"02_v1_tile": 1}, {"01_naive": 1}], out, SECTIONS),
                              (["01_naive", "02_v1_tile"], []))
             r = recorded_report()
-            grade.write_reports(dict(r, graded_sections=["12_ring"], sections={"12_ring": r["sections"]["01_naive"]}),
-                                out / "alice")
-            self.assertEqual(grade.class_sections([{"01_naive": 1}], out, SECTIONS), (["01_naive", "12_ring"], []))
+            alice = Path(tmp, "subs", "alice")
+            grade.write_reports(dict(r, path=str(alice.resolve()), graded_sections=["12_ring"],
+                                     sections={"12_ring": r["sections"]["01_naive"]}), out / "alice")
+            # alice regraded with bob: what her grade handed in counts beside this run's files
+            self.assertEqual(grade.class_sections([{"01_naive": alice / "labs" / "01_naive.cu"}, {"01_naive": 1}],
+                                                  out, SECTIONS), (["01_naive", "12_ring"], []))
 
     def test_a_section_handed_in_only_as_stubs_does_not_count(self):
         """One submission of the whole release (every stub untouched, one section done) must not
@@ -835,10 +838,49 @@ class Reports(unittest.TestCase):
             # the grades already under --out count alike: a section one graded as a stub does not
             r = recorded_report()
             stub_sec = dict(r["sections"]["01_naive"], unmodified_stub=True)
-            grade.write_reports(dict(r, graded_sections=["01_naive", "12_ring"],
+            al = Path(tmp, "subs", "al")
+            grade.write_reports(dict(r, path=str(al.resolve()), graded_sections=["01_naive", "12_ring"],
                                      sections={"01_naive": stub_sec, "12_ring": r["sections"]["01_naive"]}), out / "al")
-            self.assertEqual(grade.class_sections([{"09_triton": "mine"}], out, SECTIONS, is_stub),
+            is_stub = lambda path, section: str(path).startswith("stub")
+            self.assertEqual(grade.class_sections([{"09_triton": al / "09_triton.py"}], out, SECTIONS, is_stub),
                              (["09_triton", "12_ring"], ["01_naive"]))
+
+    def test_a_late_submission_is_graded_over_the_class_sections(self):
+        """A class graded under --out, then one late folder graded alone without --sections: it is
+        graded over the sections the class was graded over, however many it hands in, and the class
+        summary keeps its columns."""
+        with tempfile.TemporaryDirectory() as tmp:
+            out, r = Path(tmp, "g"), recorded_report()
+            missing = {"status": "missing", "correctness": 0.0, "cases": []}
+            for name, sections in (("alice", {"01_naive": r["sections"]["01_naive"], "02_v1_tile": missing,
+                                               "03_v2_loop_order": missing}),
+                                   ("bob", {"01_naive": r["sections"]["01_naive"],
+                                            "02_v1_tile": r["sections"]["02_v1_tile"], "03_v2_loop_order": missing})):
+                # graded with --sections 01 02 03: nobody handed in 03, and it counted all the same
+                grade.write_reports(dict(r, submission=name, path=str(Path(tmp, "subs", name).resolve()),
+                                         graded_sections=["01_naive", "02_v1_tile", "03_v2_loop_order"],
+                                         sections=sections), out / name)
+            late = Path(tmp, "subs", "late")
+            handed = {str(late): {"01_naive": late / "01_naive.cu", "12_ring": late / "12_ring.cu"}}
+            graded, stub_only = grade.class_sections(handed.values(), out, SECTIONS)
+            self.assertEqual((graded, stub_only), (["01_naive", "02_v1_tile", "03_v2_loop_order"], []))
+            lines = grade.section_takers(handed, graded)
+            self.assertEqual(len(lines), 1, lines)  # no count of one late submission's sections, no advice
+            self.assertIn("the 2 grade(s) already in", lines[0])
+            self.assertIn("handed in now but not among them: 12_ring (to count it, grade the whole class again "
+                          "with --sections 01 02 03 12)", lines[0])
+            self.assertNotIn("fewer than half", lines[0])
+            # a late student who hands in less is graded over as much
+            self.assertEqual(grade.class_sections([{"02_v1_tile": late / "02_v1_tile.cu"}], out, SECTIONS)[0],
+                             ["01_naive", "02_v1_tile", "03_v2_loop_order"])
+            # the whole class graded again (every grade replaced): the sections its files hand in
+            bob = Path(tmp, "subs", "bob")
+            again = [{"01_naive": Path(tmp, "subs", "alice", "01_naive.cu")},
+                     {"01_naive": bob / "labs" / "01_naive.cu", "12_ring": bob / "12_ring.cu"}]
+            graded = grade.class_sections(again, out, SECTIONS)[0]
+            self.assertEqual(graded, ["01_naive", "02_v1_tile", "12_ring"])  # bob's 02 of before; 03 nobody's
+            self.assertTrue(all("already in" not in line for line in grade.section_takers(
+                {"alice": again[0], "bob": again[1]}, graded)))
 
     # Grader.grade's bookkeeping (StandInGrader)
     def test_a_regrade_keeps_the_last_grade_until_its_runs_end(self):
@@ -2172,6 +2214,23 @@ class GradeTriage(unittest.TestCase):
             self.assertEqual([table["broken"][k] for k in ("total", "01_naive_status")], ["", "not run (no GPU)"])
             # a whole file of its own is a change of the given code: named for review, on the console too
             self.assertRegex(r.stdout, r"\n   broken +01 compiled; FOR REVIEW: 01\n")
+            # a late submission graded alone is graded over the class's sections: its 09, which no
+            # one else handed in, is not graded (nor a column of the class summary), and it is said
+            late = Path(tmp, "late")
+            late.mkdir()
+            (late / "09_triton.py").write_text((ROOT / "solutions" / "09_triton.py").read_text())
+            r = self.lab(late, "--no-gpu", "--out", out)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertEqual(json.loads((out / "late" / "grade.json").read_text())["graded_sections"], ["01_naive"])
+            self.assertIn("not graded, handed in now but not among them: 09_triton (to count it, grade the whole "
+                          "class again with --sections 01 09)", r.stdout)
+            self.assertNotIn("fewer than half", r.stdout)
+            self.assertIn("graded sections (the class's, from the grades under --out; a missing one counts 0): "
+                          "01_naive\n", r.stdout)
+            table = {row["submission"]: row for row in rows(out / "class_summary.csv")}
+            self.assertEqual(table["late"]["01_naive_status"], "missing")
+            self.assertNotIn("09_triton", table["late"])
+            self.assertNotIn("are not all over the same sections", r.stdout)
 
 
 class GradeOnTheCpuModel(unittest.TestCase):

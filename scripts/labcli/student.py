@@ -1019,7 +1019,8 @@ def grade_class(a):
     is_stub = lambda path, s: grade.handed_in_stub(grader, path, s)
     graded, stub_only = (only, []) if only else grade.class_sections(handed.values(), out_root, known, is_stub)
     if not only and graded:
-        say(f"lab: graded sections (every one handed in; a missing one counts 0): {', '.join(graded)}" +
+        whose = "the class's, from the grades under --out" if getattr(graded, "kept", 0) else "every one handed in"
+        say(f"lab: graded sections ({whose}; a missing one counts 0): {', '.join(graded)}" +
             (f"; {', '.join(stub_only)} handed in only as untouched stubs: not graded" if stub_only else ""))
         # a section few students handed in is a 0 for all the others: said, so that no one misses it
         few = grade.section_takers(handed, graded, is_stub)
