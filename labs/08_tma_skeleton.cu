@@ -610,6 +610,7 @@ lab::GpuRun setup_fp8(const lab::RunContext& ctx) {
   run.metrics["scale_granularity"] = "per (sequence, K/V head), amax / 448";
   run.metrics["p_factor"] = 256;
   run.metrics["block_q"] = BLOCK_Q;
+  run.metrics["section_heads"] = p.section_heads;
   run.metrics["block_kv"] = BLOCK_KV;
   run.metrics["stages"] = run_ring(pr, ctx.options).stages;
   run.metrics["smem_bytes"] = pr.d == 64 ? fp8::Tiles<64>::SMEM_BYTES : fp8::Tiles<128>::SMEM_BYTES;
@@ -711,6 +712,7 @@ lab::GpuRun setup_gpu(const lab::RunContext& ctx) {
     run.forward = f16 ? pick<__half, 128>(ctx.variant, consumers, kv_tile, q_map, k_map, v_map, p, grid, keep)
                       : pick<__nv_bfloat16, 128>(ctx.variant, consumers, kv_tile, q_map, k_map, v_map, p, grid, keep);
   run.metrics["block_q"] = block_q;
+  run.metrics["section_heads"] = p.section_heads;  // the job order's sections (job_place)
   run.metrics["consumers"] = consumers;
   run.metrics["consumers_default"] = default_consumers(ctx.variant, pr);  // the tables name a block other than this
   run.metrics["threads"] = (1 + consumers) * WG_THREADS;
@@ -782,11 +784,16 @@ std::string check_jobs(const lab::Problem& pr, int consumers, int block_kv, int 
   const Params p = params_of(pr, nullptr, nullptr);
   const int rows = consumers * WG_ROWS, q_tiles = lab::ceil_div(pr.t_q, rows);
   const int jobs = q_tiles * pr.b * pr.h, stride = 3;
+  std::vector<int> done(size_t(jobs), 0);  // per (sequence, head, Q tile): the job order covers each once
   for (int first = 0; first < std::min(stride, jobs); ++first) {
     Job job = no_job();
     int fills = 0, loads = 0;  // the block's fills and Q loads so far (q_full's phases; q_empty's once released)
     for (int index = first; index < jobs; index += stride) {
       job = job_at<StandardRules>(p, index, q_tiles, rows, block_kv, job);
+      const std::string which = "job " + std::to_string(index) + " (sequence " + std::to_string(job.b) + ", head " +
+                                std::to_string(job.head) + ", rows from " + std::to_string(job.q0) + ")";
+      if (job.b < 0 || job.b >= pr.b || job.q0 < 0 || job.q0 >= pr.t_q) return which + " is outside the problem";
+      if (done[size_t((job.b * pr.h + job.head) * q_tiles + job.q0 / rows)]++ > 0) return which + " is an earlier index's too";
       const std::string at = "job " + std::to_string(index) + " of a block (fill0 " + std::to_string(job.fill0) +
                              ", q_load " + std::to_string(job.q_load) + ")";
       if (job.fill0 != fills) return at + ": its first fill must be the block's next, fill " + std::to_string(fills);

@@ -162,6 +162,10 @@ struct Params {
   // the job counter (JobQueue: zeroed once, back at 0 after every launch).
   int jobs, q_tiles;
   unsigned* job_counter;
+  // The job order (job_at): Q tiles longest first across a section of this many (sequence, head)s
+  // whose K and V fit in L2 together; 0 or 1: a (sequence, head) after another.
+  int section_heads;
+  int seq_heads;  // B·H: the (sequence, head)s, each q_tiles jobs
 };
 
 // The barriers and the job queue at the end of a kernel's shared memory (BAR_BYTES from `at`):
@@ -222,8 +226,10 @@ struct Smem : BarrierArea<Tiles<HEAD_DIM, KV_TILE>::STAGES> {
 // A job: one Q tile (the block's CONS·64 rows) of one (sequence, head), and the K/V tiles its rows
 // see. A block runs one job (grid = the jobs), or, persistent, a job after another from the
 // JobQueue: its ring and Q's slot then run on across jobs, so a job also says where it starts in
-// them. Jobs are numbered in the order of the plain grid (x fastest): a (sequence, head) after
-// another, its Q tiles from the first (causal: from the last, the longest, first).
+// them. Jobs are numbered in the order of the plain grid (x fastest), and job_place says which
+// (sequence, head) and Q tile each number is: a (sequence, head) after another, its Q tiles from
+// the first; under causal or a window, Q tile by Q tile across a section of (sequence, head)s,
+// the longest first.
 struct Job {
   int b, head, kv_head, q0;
   int first_tile, n_tiles;  // the K/V tiles [first_tile, first_tile + n_tiles)
@@ -232,12 +238,31 @@ struct Job {
   bool run;                 // false: the rules' begin_block stopped it (section 07's stub): nothing done, nothing written
 };
 
+// Where job `index` falls: its (sequence, head) bh = b·H + h and its Q tile. The jobs go a
+// section of S (sequence, head)s at a time (S = p.section_heads; the last section may be smaller),
+// and inside a section Q tile by Q tile, the S heads' tile q before their tile q + 1: the blocks
+// running at once share the section's K and V in L2, and under causal (the Q tiles longest first)
+// the short jobs of every head of the section come last, where they fill the last wave's gaps. A
+// head-major order (S = 1, the order of equal jobs) would start full-length jobs of the last heads
+// in the last wave.
+struct JobPlace {
+  int bh, q_tile;
+};
+LAB_HD JobPlace job_place(int index, int q_tiles, int heads, int section_heads, bool causal) {
+  const int s = section_heads > 1 ? section_heads : 1, per_section = s * q_tiles;
+  const int section = index / per_section, first_bh = section * s;
+  const int width = heads - first_bh < s ? heads - first_bh : s;  // the last section's heads
+  const int r = index - section * per_section, q = r / width;
+  return {first_bh + r % width, causal ? q_tiles - 1 - q : q};
+}
+
 // Job `index` of the problem (BLOCK_Q rows a Q tile, q_tiles Q tiles a (sequence, head)), after
 // the block's job `prev` (no_job() before the first: no fill, no Q load).
 template <class H, class KP>
 LAB_HD Job job_at(const KP& p, int index, int q_tiles, int block_q, int block_kv, const Job& prev) {
   Job j;
-  const int bh = index / q_tiles, q_tile = p.causal ? q_tiles - 1 - index % q_tiles : index % q_tiles;
+  const JobPlace at = job_place(index, q_tiles, p.seq_heads, p.section_heads, p.causal);
+  const int bh = at.bh, q_tile = at.q_tile;
   j.b = bh / p.h;
   j.head = bh % p.h;
   j.kv_head = lab::kv_head_of(j.head, p.h, p.h_kv);
@@ -887,6 +912,19 @@ inline bool hopper_kernel_runs(const lab::DeviceInfo& dev, Kernel kernel, bool p
   return false;
 }
 
+// The (sequence, head)s of a section of the job order (job_place): as many as have their K and V
+// in 32 MB of L2 together (of the H200's 50 MB: the rest for Q, O and other traffic), a power of
+// two, times the query heads that share a K/V head. One (sequence, head)'s K and V are
+// T_kv · D · 2 · 2 bytes: 2 MB at T_kv = 4096, D = 128, so sections of 16.
+inline int section_heads_of(const lab::Problem& pr) {
+  if (!pr.causal && pr.window <= 0) return 1;  // equal jobs: no last wave to even out, and few heads' K/V in flight
+  constexpr int64_t L2_BUDGET = int64_t(32) << 20;
+  const int64_t kv_bytes = int64_t(pr.t_kv) * pr.d * 2 * 2;
+  int heads = 1;
+  while (2 * heads * kv_bytes <= L2_BUDGET) heads *= 2;
+  return heads * (pr.h / pr.h_kv);
+}
+
 // The fields of Params every variant sets, from the problem; the paged fields stay 0.
 inline Params params_of(const lab::Problem& pr, void* o, float* lse) {
   Params p{};
@@ -900,6 +938,8 @@ inline Params params_of(const lab::Problem& pr, void* o, float* lse) {
   p.window = pr.window;
   p.scale = pr.softmax_scale();
   p.scale_log2 = p.scale * lab::kLog2e;
+  p.seq_heads = pr.b * pr.h;
+  p.section_heads = section_heads_of(pr);
   return p;
 }
 
