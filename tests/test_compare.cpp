@@ -255,6 +255,63 @@ TEST_CASE("compare checks the LSE too", "[compare]") {
   CHECK(r.verdict.find("LSE not written") != std::string::npos);
 }
 
+TEST_CASE("compare names an LSE off by one constant per head on every row, with O right", "[compare]") {
+  Fixture f;  // each head's scores moved by one amount (ALiBi's slope·(T_kv - T_q), pos written as q_idx)
+  for (int i = 0; i < f.p.t_q; ++i) {
+    f.lse[size_t(f.p.lse_index(0, 0, i))] += 0.75f;
+    f.lse[size_t(f.p.lse_index(0, 1, i))] += 0.25f;
+  }
+  CheckResult r = f.check();
+  CHECK_FALSE(r.passed);
+  INFO(r.verdict);
+  CHECK(r.verdict.rfind("LSE too far from fp64: max error 0.75 > bound ", 0) == 0);
+  CHECK(r.verdict.find("; O within its bound, and the LSE is off by one constant per head, the same on every row of "
+                       "it (h=0: +0.75, h=1: +0.25): every score of such a row moved by one amount, or its sum l "
+                       "scaled by one factor, which softmax cancels and the LSE keeps: look for a term constant along "
+                       "the row added to the scores (a position bias such as ALiBi's slope·(kv_idx - pos) written "
+                       "with q_idx for pos, the query's key position q_idx + T_kv - T_q") != std::string::npos);
+  CHECK(r.verdict.find("one too many or too few") == std::string::npos);
+
+  Fixture g;  // every sum l scaled by 2^8 (fp8's P·2^8 kept in l): one constant on every row of every head
+  for (float& x : g.lse) x += float(8 * std::log(2.0));
+  r = g.check();
+  INFO(r.verdict);
+  CHECK(r.verdict.find("; O within its bound, and the LSE is off by the same amount, +5.55 = 8·ln 2, on every row "
+                       "checked: every score of such a row moved by one amount") != std::string::npos);
+  Fixture c;  // a constant on one head alone: named as that head's
+  for (int i = 0; i < c.p.t_q; ++i) c.lse[size_t(c.p.lse_index(0, 1, i))] -= 0.5f;
+  r = c.check();
+  INFO(r.verdict);
+  CHECK(r.verdict.find("the LSE is off by one constant per head, the same on every row of it (h=1: -0.5)") !=
+        std::string::npos);
+
+  // Not one constant along the rows: the row's keys first, as before. Two values on one head, two
+  // signs, and an error on some rows only.
+  Fixture two, sign, some;
+  for (int i = 0; i < two.p.t_q; ++i) {
+    two.lse[size_t(two.p.lse_index(0, 0, i))] += i % 2 ? 0.75f : 0.5f;
+    sign.lse[size_t(sign.p.lse_index(0, 0, i))] += i % 2 ? 0.75f : -0.75f;
+    if (i % 3 == 0) some.lse[size_t(some.p.lse_index(0, 0, i))] += 0.75f;
+  }
+  for (const Fixture* x : {&two, &sign, &some}) {
+    r = x->check();
+    INFO(r.verdict);
+    CHECK_FALSE(r.passed);
+    CHECK(r.verdict.find("one too many or too few") != std::string::npos);
+    CHECK(r.verdict.find("constant") == std::string::npos);
+  }
+  // One row per head (decode): one row is constant by itself, which says nothing.
+  Problem p = shape(64, 64, false);
+  p.t_q = 1;
+  const HostInputs in = make_inputs(p, 11, 1.0f);
+  std::vector<float> o, lse;
+  online_softmax_fp32(p, in, o, lse);
+  for (float& x : lse) x += 0.75f;
+  r = check_rows(p, in, all_rows(p), o, lse);
+  INFO(r.verdict);
+  CHECK(r.verdict.find("one too many or too few") != std::string::npos);
+}
+
 TEST_CASE("compare on sampled rows still sees unwritten elements anywhere", "[compare]") {
   Fixture f;
   f.o[size_t(f.p.q_index(0, 40, 1) + 3)] = poison_float();  // a row the sample may skip

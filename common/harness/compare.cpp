@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <sstream>
+#include <utility>
 
 namespace lab {
 
@@ -55,6 +57,64 @@ std::string format_number(const char* f, double a) {
   return buf;
 }
 
+namespace {
+// The signed LSE error (out - fp64) of one (b, h)'s rows that see a key.
+struct HeadOffset {
+  int64_t rows = 0;
+  double sum = 0, lo = INFINITY, hi = -INFINITY;
+  double mean() const { return rows ? sum / double(rows) : 0; }
+};
+
+// With O right, an LSE off by one constant per head on every row of it (each row's error over the
+// bound, of one sign, spread no more than rounding gives) moved every score of those rows by one
+// amount, or scaled every sum l by one factor: softmax cancels it, the LSE keeps it. Said with the
+// constants; "" when the errors are not so. reference.py's lse_offset says the same.
+constexpr size_t kLseOffsetShown = 3;  // heads named with their constant
+constexpr const char* LSE_OFFSET =
+    ": every score of such a row moved by one amount, or its sum l scaled by one factor, which softmax cancels and "
+    "the LSE keeps: look for a term constant along the row added to the scores (a position bias such as ALiBi's "
+    "slope·(kv_idx - pos) written with q_idx for pos, the query's key position q_idx + T_kv - T_q: off by "
+    "slope·(T_kv - T_q)), or for a factor of P that l keeps and the LSE does not take back (P scaled by 2^k for "
+    "fp8: k·ln 2)";
+
+std::string lse_offset(const std::map<std::pair<int, int>, HeadOffset>& heads, double bound, bool name_b) {
+  std::vector<std::pair<std::pair<int, int>, HeadOffset>> off;
+  for (const auto& x : heads)
+    if (std::max(std::fabs(x.second.lo), std::fabs(x.second.hi)) > bound) off.push_back(x);
+  if (off.empty()) return "";
+  double lo = INFINITY, hi = -INFINITY, size = 0;
+  for (const auto& x : off) {  // two rows at least: one row alone is constant by itself
+    const HeadOffset& e = x.second;
+    if (e.rows < 2 || !(e.lo > bound || e.hi < -bound) || e.hi - e.lo > 2 * bound + 0.01 * std::fabs(e.mean()))
+      return "";
+    lo = std::min(lo, e.mean());
+    hi = std::max(hi, e.mean());
+    size = std::max(size, std::fabs(e.mean()));
+  }
+  const double spread = 2 * bound + 0.01 * size;
+  std::ostringstream s;
+  s << "; O within its bound, and ";
+  if (off.size() == heads.size() && hi - lo <= spread) {  // one constant everywhere
+    double c = 0;
+    for (const auto& x : off) c += x.second.mean();
+    c /= double(off.size());
+    constexpr double kLn2 = 0.6931471805599453;
+    const double k = std::nearbyint(c / kLn2);
+    s << "the LSE is off by the same amount, " << format_number("%+.3g", c);
+    if (k != 0 && std::fabs(k) <= 32 && std::fabs(c - k * kLn2) <= spread) s << " = " << int(k) << "·ln 2";
+    s << ", on every row checked";
+  } else {
+    s << "the LSE is off by one constant per head, the same on every row of it (";
+    for (size_t n = 0; n < off.size() && n < kLseOffsetShown; ++n)
+      s << (n ? ", " : "") << (name_b ? "b=" + std::to_string(off[n].first.first) + " " : std::string())
+        << "h=" << off[n].first.second << ": " << format_number("%+.3g", off[n].second.mean());
+    s << (off.size() > kLseOffsetShown ? ", …)" : ")");
+  }
+  s << LSE_OFFSET;
+  return s.str();
+}
+}  // namespace
+
 CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector<RowId>& rows,
                        const std::vector<float>& out_o, const std::vector<float>& out_lse, RefKind same_kind) {
   CheckResult r;
@@ -88,6 +148,7 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
   // of them, those that see no key; the first of them, for the verdict.
   int64_t lse_nan_computed = 0, lse_nan_keyless = 0;
   size_t lse_nan_first = 0;
+  std::map<std::pair<int, int>, HeadOffset> lse_heads;  // per (b, h) with a row that sees a key
   constexpr double kLog2e = 1.4426950408889634;
   const int d = p.d;
   auto worst = [](double a, double b) { return std::isnan(b) ? INFINITY : std::max(a, b); };
@@ -130,6 +191,12 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
         lse_base2 += std::fabs(double(got) - ref * kLog2e) <= 1e-3 * std::fabs(ref * kLog2e);
       }
       r.lse_max_abs_err = worst(r.lse_max_abs_err, std::fabs(double(got) - ref));
+      HeadOffset& e = lse_heads[{id.b, id.h}];  // the signed error of the head's rows, for a constant offset
+      const double signed_err = double(got) - ref;
+      ++e.rows;
+      e.sum += signed_err;
+      e.lo = std::min(e.lo, signed_err);
+      e.hi = std::max(e.hi, signed_err);
     }
   }
   r.rel_l2_err = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
@@ -242,12 +309,17 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
         << lse_name(rows[lse_nan_first]) << "), with O within its bound: a NaN computed, not the poison left in place; "
         << "look for -inf - -inf (or exp of it) where a state that saw no key (LSE -inf: an empty split, a warp with "
         << "no key) is merged";
-    else v << "LSE too far from fp64: max error " << format_number("%.3g", r.lse_max_abs_err) << " > bound "
-           << format_number("%.3g", r.lse_err_bound)
-           << (lse_sized > 0 && lse_base2 == lse_sized
-                   ? "; O within its bound, and every LSE is log2(e) = 1.4427 times the expected one: a log in base 2 "
-                     "(m + log2 l) where the output holds the natural log (times ln 2)"
-                   : LSE_ONLY);
+    else {
+      const std::string offset =
+          lse_nan == 0 ? lse_offset(lse_heads, r.lse_err_bound, p.b > 1) : std::string();
+      v << "LSE too far from fp64: max error " << format_number("%.3g", r.lse_max_abs_err) << " > bound "
+        << format_number("%.3g", r.lse_err_bound)
+        << (lse_sized > 0 && lse_base2 == lse_sized
+                ? "; O within its bound, and every LSE is log2(e) = 1.4427 times the expected one: a log in base 2 "
+                  "(m + log2 l) where the output holds the natural log (times ln 2)"
+            : !offset.empty() ? offset.c_str()
+                              : LSE_ONLY);
+    }
   } else {
     v << "max error " << format_number("%.3g", r.max_abs_err) << " <= bound " << format_number("%.3g", r.ref_err_bound);
   }

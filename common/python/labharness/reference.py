@@ -161,6 +161,41 @@ LSE_ONLY = ("; O within its bound (O is an average, which hides what the LSE sho
             "and sum where that is your code (the natural log: m + ln l, or m·ln 2 + ln l with the max in base 2), "
             "then at the scores")
 
+LN_2 = 0.6931471805599453
+LSE_OFFSET_SHOWN = 3  # heads named with their constant
+# compare.cpp's: O right, the LSE off by one constant along every row: what softmax cancels
+LSE_OFFSET = (": every score of such a row moved by one amount, or its sum l scaled by one factor, which softmax "
+              "cancels and the LSE keeps: look for a term constant along the row added to the scores (a position "
+              "bias such as ALiBi's slope·(kv_idx - pos) written with q_idx for pos, the query's key position "
+              "q_idx + T_kv - T_q: off by slope·(T_kv - T_q)), or for a factor of P that l keeps and the LSE does not "
+              "take back (P scaled by 2^k for fp8: k·ln 2)")
+
+
+def lse_offset(heads, bound, name_b):
+    """compare.cpp's lse_offset: with O right, the LSE off by one constant per head on every row of it
+    (each row's error over the bound, one sign, a spread within what rounding gives) is said with the
+    constants and what moves every score of a row by one amount; "" when the errors are not so.
+    heads: (b, h, rows, mean, min, max) of the signed LSE error of each (b, h); name_b: name b too."""
+    off = [x for x in heads if max(abs(x[4]), abs(x[5])) > bound]
+    if not off:
+        return ""
+    for _, _, n, mean, lo, hi in off:  # two rows at least: one row alone is constant by itself
+        if n < 2 or not (lo > bound or hi < -bound) or hi - lo > 2 * bound + 0.01 * abs(mean):
+            return ""
+    means = [x[3] for x in off]
+    spread = 2 * bound + 0.01 * max(abs(m) for m in means)
+    if len(off) == len(heads) and max(means) - min(means) <= spread:  # one constant everywhere
+        c = sum(means) / len(means)
+        k = round(c / LN_2)
+        twos = f" = {k}·ln 2" if k != 0 and abs(k) <= 32 and abs(c - k * LN_2) <= spread else ""
+        where = f"the LSE is off by the same amount, {c:+.3g}{twos}, on every row checked"
+    else:
+        name = (lambda b, h: f"b={b} h={h}") if name_b else (lambda b, h: f"h={h}")
+        listed = ", ".join(f"{name(b, h)}: {mean:+.3g}" for b, h, _, mean, _, _ in off[:LSE_OFFSET_SHOWN])
+        where = (f"the LSE is off by one constant per head, the same on every row of it ({listed}"
+                 f"{', …' if len(off) > LSE_OFFSET_SHOWN else ''})")
+    return "; O within its bound, and " + where + LSE_OFFSET
+
 
 def check(p, q, k, v, rows, out_o, out_lse, mods=None):
     """compare.cpp's check_rows. out_o: float32 [B,T_q,H,D] (poison kept); out_lse: [B,H,T_q] or None."""
@@ -188,6 +223,7 @@ def check(p, q, k, v, rows, out_o, out_lse, mods=None):
     # of them, those that see no key; the first of them, for the verdict
     lse_nan_computed = lse_nan_keyless = 0
     lse_nan_first = None
+    lse_heads = []  # per (b, h) with a row that sees a key: (b, h, rows, mean, min, max) of LSE - fp64
     n_rows = count_rows(rows)
     bad = []
     for (b, h), idx in rows.items():
@@ -227,6 +263,9 @@ def check(p, q, k, v, rows, out_o, out_lse, mods=None):
                 lse_base2 += int((np.abs(gl[sized] - want2) <= 1e-3 * np.abs(want2)).sum())
                 e = np.abs(gl - ref_lse[live])
                 lse_err = math.inf if not np.isfinite(gl).all() else max(lse_err, float(e.max()))
+                if np.isfinite(gl).all():  # the signed error of the head's rows, for a constant offset
+                    dl = gl - ref_lse[live]
+                    lse_heads.append((b, h, dl.size, float(dl.mean()), float(dl.min()), float(dl.max())))
     bound = 2 * same_err + atol
     lse_bound = 2 * same_lse_err + atol
     rel = math.sqrt(diff2 / ref2) if ref2 > 0 else math.sqrt(diff2)
@@ -316,7 +355,8 @@ def check(p, q, k, v, rows, out_o, out_lse, mods=None):
                    else f"LSE too far from fp64: max error {_g(lse_err)} > bound {_g(lse_bound)}" +
                    ("; O within its bound, and every LSE is log2(e) = 1.4427 times the expected one: a log in base 2 "
                     "(m + log2 l) where the output holds the natural log (times ln 2)"
-                    if 0 < lse_sized == lse_base2 else LSE_ONLY))
+                    if 0 < lse_sized == lse_base2 else
+                    (lse_bad == 0 and lse_offset(lse_heads, lse_bound, p.b > 1)) or LSE_ONLY))
     else:
         verdict = f"max error {_g(max_err)} <= bound {_g(bound)}"
     r.update(passed=bool(o_ok and lse_ok), max_abs_err=max_err, rel_l2_err=rel, ref_err_bound=bound,
