@@ -149,9 +149,10 @@ def _attn_fwd(Q, K, V, O, LSE, H, H_KV, T_Q, T_KV, qk_scale,
 
 # Tile shapes the GPU autotuner tries, per (T_q, T_kv, D, causal): 128-row Q tiles keep a warpgroup's
 # Tensor Cores busy; 64- or 128-key K/V tiles; 2 to 4 pipeline stages (K/V tiles in flight).
+GPU_TILES = [(128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 2), (128, 128, 8, 3),
+             (128, 64, 4, 4), (64, 64, 4, 3), (128, 32, 4, 4), (64, 128, 4, 2)]  # BLOCK_M, BLOCK_N, warps, stages
 GPU_CONFIGS = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=st)
-               for bm, bn, w, st in [(128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 2), (128, 128, 8, 3),
-                                     (128, 64, 4, 4), (64, 64, 4, 3), (128, 32, 4, 4), (64, 128, 4, 2)]]
+               for bm, bn, w, st in GPU_TILES]
 # The best configuration per shape is kept on disk (cache_results), so a bench tunes each shape once.
 _attn_fwd_tuned = triton.autotune(configs=GPU_CONFIGS, key=["T_Q", "T_KV", "H", "H_KV", "D", "CAUSAL", "BUG", "TMA"],
                                   cache_results=True)(_attn_fwd)
@@ -225,7 +226,11 @@ SECTION = Section(
     variants=["triton", "triton-tma"], bugs=["no-rescale", "local-causal", "gqa-index"], head_dims=(64, 128),
     dtypes=("fp16", "bf16"), default={"b": 1, "h": 8, "t": 1024, "d": 64, "dtype": "fp16"},
     cpu_default={"t": 100}, cpu_seconds=cpu_seconds,  # T=100: 4 Q tiles by 7 K/V tiles, both last ones ragged
-    build="lab", modules=(triton,), print_metrics=("tiles",))
+    build="lab", modules=(triton,), print_metrics=("tiles",),
+    # A tile reaches at most BLOCK_M rows past the end of Q and O, BLOCK_N past K and V: a guard region
+    # that long after each turns a load or store without its mask into a verdict that names it.
+    guard_rows=max([bm for bm, *_ in GPU_TILES] + [bn for _, bn, *_ in GPU_TILES] + list(CPU_TILES.values())),
+    guard_hints={"read": "full_end not rounded down to BLOCK_N?", "write": "a store without the row mask (row_ok)?"})
 
 if __name__ == "__main__":
     main(SECTION, forward)

@@ -243,7 +243,8 @@ class Reference(unittest.TestCase):
         rows = reference.all_rows(p)
         c = reference.check(p, q, k, v, rows, out, (lse * reference.LOG2_E).astype(np.float32))
         self.assertIn("every LSE is log2(e) = 1.4427 times the expected one", c["verdict"])
-        c = reference.check(p, q, k, v, rows, out, lse + np.float32(0.5))
+        # off on every other row (one constant on every row is lse_offset's: LseOffset below)
+        c = reference.check(p, q, k, v, rows, out, lse + np.float32(0.5) * (np.arange(p.t_q) % 2).astype(np.float32))
         self.assertIn("look at the row's keys, one too many or too few", c["verdict"])
 
 
@@ -581,6 +582,55 @@ class OptionalBugBranches(unittest.TestCase):
         self.assertTrue(mod.planted("local-causal", "        if BUG == 2:"))
 
 
+@unittest.skipUnless(have_triton(), "needs triton")
+class MemoryPastTheEnd(unittest.TestCase):
+    """Q, K, V, O and the LSE have guard regions after them (NaN after the inputs, the poison after the
+    outputs): a store without its row mask is a FAIL that names it, not a PASS and then a crash; an
+    unmasked read of keys past T_kv gives the same verdict on every run, and that verdict names it."""
+
+    def planted(self, wrong, args):
+        """09's solution with `wrong` in place of its right line, run on the CPU: (exit code, stdout)."""
+        source = SOL.read_text()
+        right, mistake = wrong
+        self.assertIn(right, source)
+        with tempfile.TemporaryDirectory() as tmp:
+            prog = Path(tmp, "09_triton.py")
+            prog.write_text(source.replace(right, mistake))
+            r = run([sys.executable, prog, "--cpu", *args], timeout=120,
+                    env=dict(os.environ, PYTHONPATH=str(ROOT / "common" / "python")))
+        return r.returncode, r.stdout + r.stderr
+
+    def test_a_store_without_the_row_mask_fails_by_name(self):
+        o_store = "out.to(O.dtype.element_ty), mask=row_ok[:, None])"
+        lse_store = "offs_m, lse, mask=row_ok)"
+        for (right, mistake), what in (((o_store, "out.to(O.dtype.element_ty))"), "O"),
+                                       ((lse_store, "offs_m, lse)"), "the LSE")):
+            code, out = self.planted((right, mistake), ["--t", "100", "--causal", "--h", "2"])
+            self.assertEqual(code, 1, out)  # a verdict, not a crash (-11) after a PASS
+            self.assertIn(f"check    {what} written past the last row (T_q = 100): ", out)
+            self.assertIn(f"elements of the guard region after {what} were overwritten: a store without the row "
+                          "mask (row_ok)?", out)
+            self.assertNotIn("PASS", out)
+            self.assertTrue(out.rstrip().endswith("FAIL: 09_triton triton (CPU)"), out)
+
+    def test_keys_read_past_the_end_give_one_verdict_that_names_them(self):
+        """full_end not rounded down to a tile: the unmasked sweep reads keys past T_kv."""
+        wrong = ("full_end = tl.maximum(tl.minimum(T_KV, q_begin + shift + 1), 0) // BLOCK_N * BLOCK_N",
+                 "full_end = tl.maximum(tl.minimum(T_KV, q_begin + shift + 1), 0)")
+        args = ["--t", "1", "--causal", "--d", "128", "--dtype", "bf16", "--quiet"]
+        runs = [self.planted(wrong, args) for _ in range(2)]
+        self.assertEqual(runs[0], runs[1])
+        code, out = runs[0]
+        self.assertEqual(code, 1, out)
+        self.assertIn("check    1024 elements of O are NaN because K and V past T_kv (= 1) hold NaN in this check: an "
+                      "unmasked load read keys past the end (full_end not rounded down to BLOCK_N?)", out)
+        self.assertNotIn("not written", out)
+        # the rows of the last Q tile only (96..99), the others wrong but finite: the cause still leads
+        code, out = self.planted(wrong, ["--t", "100", "--causal", "--h", "2", "--quiet"])
+        self.assertEqual(code, 1, out)
+        self.assertIn("check    512 elements of O are NaN because K and V past T_kv (= 100) hold NaN", out)
+
+
 class Flex(unittest.TestCase):
 
     def test_against_07_without_a_build_of_07_says_how_to_build_one(self):
@@ -777,6 +827,72 @@ class MakeLabsPython(unittest.TestCase):
         from labcli.student import lab_states
         stale = lab_states(ROOT, BUILD)[0]  # a student's work is no stale stub
         self.assertEqual([c for c in stale if c.endswith(".py")], [])
+
+
+class LseOffset(unittest.TestCase):
+    """compare.cpp's: with O right, an LSE off by one constant per head on every row of it (each row's
+    scores moved by one amount, which softmax cancels) is said with its constants and what makes such
+    an offset; one that is not (two values, two signs, some rows, one row per head) points at the row's
+    keys as before."""
+
+    def exact(self, p):
+        q, k, v = inputs.make_inputs(p, 3, 1.0)
+        rows = reference.all_rows(p)
+        out = np.zeros((p.b, p.t_q, p.h, p.d), dtype=np.float32)
+        lse = np.zeros((p.b, p.h, p.t_q), dtype=np.float32)
+        for (b, h), (o, l) in reference.reference_rows(p, q, k, v, rows).items():
+            out[b, :, h] = inputs.round_to(p.dtype, o.astype(np.float32))
+            lse[b, h] = l
+        self.assertTrue(reference.check(p, q, k, v, rows, out, lse)["passed"])
+        return q, k, v, rows, out, lse
+
+    def test_one_constant_per_head_is_named_with_its_constants(self):
+        p = Problem(1, 2, 2, 30, 90, 64, "bf16", True)
+        q, k, v, rows, out, lse = self.exact(p)
+        c = reference.check(p, q, k, v, rows, out, lse + np.float32([[3.75], [0.25]]))
+        self.assertFalse(c["passed"])
+        self.assertTrue(c["verdict"].startswith("LSE too far from fp64: max error 3.75 > bound "), c["verdict"])
+        self.assertIn(
+            "; O within its bound, and the LSE is off by one constant per head, the same on every row of it "
+            "(h=0: +3.75, h=1: +0.25): every score of such a row moved by one amount, or its sum l scaled by one "
+            "factor, which softmax cancels and the LSE keeps: look for a term constant along the row added to the "
+            "scores (a position bias such as ALiBi's slope·(kv_idx - pos) written with q_idx for pos, the query's "
+            "key position q_idx + T_kv - T_q", c["verdict"])
+        self.assertNotIn("one too many or too few", c["verdict"])
+        one = lse.copy()
+        one[0, 1] -= np.float32(0.5)
+        c = reference.check(p, q, k, v, rows, out, one)
+        self.assertIn("the LSE is off by one constant per head, the same on every row of it (h=1: -0.5)", c["verdict"])
+
+    def test_one_constant_everywhere_is_said_once(self):
+        p = Problem(1, 2, 2, 16, 16, 64, "fp16", True)
+        q, k, v, rows, out, lse = self.exact(p)
+        c = reference.check(p, q, k, v, rows, out, lse + np.float32(8 * np.log(2)))  # fp8's P·2^8 kept in l
+        self.assertIn("; O within its bound, and the LSE is off by the same amount, +5.55 = 8·ln 2, on every row "
+                      "checked: every score of such a row moved by one amount", c["verdict"])
+
+    def test_heads_of_several_sequences_name_b(self):
+        p = Problem(2, 2, 1, 12, 20, 64, "fp16", True)
+        q, k, v, rows, out, lse = self.exact(p)
+        c = reference.check(p, q, k, v, rows, out, lse + np.float32([[[1.0], [0.5]], [[1.0], [0.5]]]))
+        self.assertIn("(b=0 h=0: +1, b=0 h=1: +0.5, b=1 h=0: +1, …)", c["verdict"])
+
+    def test_anything_else_points_at_the_rows_keys(self):
+        p = Problem(1, 2, 2, 16, 16, 64, "fp16", True)
+        q, k, v, rows, out, lse = self.exact(p)
+        i = np.arange(p.t_q)
+        for name, add in (("two values", np.where(i % 2, 0.75, 0.5)), ("two signs", np.where(i % 2, 0.75, -0.75)),
+                          ("some rows", np.where(i % 3 == 0, 0.75, 0.0))):
+            bad = lse.copy()
+            bad[0, 0] += add.astype(np.float32)
+            c = reference.check(p, q, k, v, rows, out, bad)
+            self.assertFalse(c["passed"], name)
+            self.assertIn("look at the row's keys, one too many or too few", c["verdict"], name)
+            self.assertNotIn("constant", c["verdict"], name)
+        p = Problem(1, 2, 2, 1, 64, 64, "fp16", False)  # one row per head: constant by itself, says nothing
+        q, k, v, rows, out, lse = self.exact(p)
+        c = reference.check(p, q, k, v, rows, out, lse + np.float32(0.75))
+        self.assertIn("look at the row's keys, one too many or too few", c["verdict"])
 
 
 if __name__ == "__main__":

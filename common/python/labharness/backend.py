@@ -196,3 +196,28 @@ def to_host(torch, t, dtype):
     if dtype == "bf16":
         return t.view(torch.int16).cpu().numpy().view(np.uint16)
     return t.cpu().numpy()
+
+
+def leading(whole, shape):
+    """The view of `shape` at the start of a flat buffer (numpy or torch): what a kernel is handed
+    of a buffer with a guard region after it."""
+    return whole[:int(np.prod(shape))].reshape(shape)
+
+
+def set_bits(whole, start, bits):
+    """Sets the elements of a flat buffer (numpy or torch, 2- or 4-byte elements) from `start` on to
+    the bit pattern `bits`."""
+    if isinstance(whole, np.ndarray):
+        whole.view(np.uint16 if whole.itemsize == 2 else np.uint32)[start:] = bits
+        return
+    import torch
+    width = 8 * whole.element_size()
+    signed = bits - (1 << width) if bits >= 1 << (width - 1) else bits
+    whole.view(torch.int16 if width == 16 else torch.int32)[start:] = signed
+
+
+def fetch(torch, whole, dtype):
+    """A copy of a buffer on the host, as the storage array (bf16 as uint16 bits)."""
+    if isinstance(whole, np.ndarray):
+        return whole.copy()
+    return to_host(torch, whole, dtype)

@@ -93,6 +93,26 @@ def poisoned(shape, dtype):
     return a.view(np.float16) if dtype == "fp16" else a
 
 
+# A quiet NaN that is not the poison: what the guard regions after the inputs hold, so that a value
+# read from there is NaN in the output, never taken for an element left unwritten.
+NAN_BITS = {"fp16": 0x7E00, "bf16": 0x7FC0, "fp32": 0x7FC00000}
+POISON_BITS = {"fp16": 0xFFFF, "bf16": 0xFFFF, "fp32": 0xFFFFFFFF}
+
+
+def bits_of(x):
+    """The raw bits of a storage array (2- or 4-byte elements) as unsigned integers, a view."""
+    return x.view(np.uint16 if x.itemsize == 2 else np.uint32)
+
+
+def guarded(x, extra, bits):
+    """x flattened into a buffer `extra` elements longer, those (the guard region) set to the bit
+    pattern `bits`."""
+    whole = np.empty(x.size + extra, dtype=x.dtype)
+    whole[:x.size] = np.asarray(x).reshape(-1)
+    bits_of(whole)[x.size:] = bits
+    return whole
+
+
 def from_storage(x, dtype):
     """The element type's array -> float32, all-ones bits (poison) kept as the fp32 poison."""
     if dtype == "fp32":

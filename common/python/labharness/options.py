@@ -42,6 +42,15 @@ class Section:
     cpu_backend: str = "interpreter"  # --cpu runs: "interpreter" (Triton's, over numpy) or "torch" (CPU tensors)
     modules: tuple = ()            # imports the section needs (a missing one: exit 77, after validation)
     print_metrics: tuple = ()      # metrics printed in the summary
+    # Rows past the end of Q, K, V and O (entries past the end of the LSE) that one tile of the kernel
+    # can reach: its largest BLOCK_M or BLOCK_N. Each buffer gets a guard region that long after it,
+    # NaN after the inputs and the poison after the outputs; the kernel is handed views of the exact
+    # shapes. A load without its mask then reads NaN (the same on every run), and a store without one
+    # lands in the guard, where the check sees it, not in memory the program does not own.
+    guard_rows: int = 0
+    # The likely mistake behind a read past the inputs' end ("read") and a write past O's ("write"),
+    # in the section's own names; said, with a "?", after what the guard regions showed.
+    guard_hints: dict = field(default_factory=dict)
 
 
 @dataclass

@@ -64,24 +64,31 @@ def run(s, forward, argv):
         torch = backend.import_torch(cuda=False)
 
     q, k, v = inputs.make_inputs(p, o.seed, o.magnitude)
-    qs, ks, vs = (inputs.to_storage(x, p.dtype) for x in (q, k, v))
-    o_st = inputs.poisoned((p.b, p.t_q, p.h, p.d), p.dtype)
-    lse_st = inputs.poisoned((p.b, p.h, p.t_q), "fp32")
+    # Each buffer with its guard region after it (Section.guard_rows): NaN after Q, K, V, the poison
+    # after O and the LSE, all filled here; the kernel gets views of the exact shapes.
+    g = s.guard_rows
+    shapes = {"q": q.shape, "k": k.shape, "v": v.shape, "o": (p.b, p.t_q, p.h, p.d), "lse": (p.b, p.h, p.t_q)}
+    dtypes = {"q": p.dtype, "k": p.dtype, "v": p.dtype, "o": p.dtype, "lse": "fp32"}
+    guard = {"q": g * p.h * p.d, "k": g * p.h_kv * p.d, "v": g * p.h_kv * p.d, "o": g * p.h * p.d, "lse": g}
+    nan, poison = inputs.NAN_BITS, inputs.POISON_BITS
+    whole = {"q": inputs.guarded(inputs.to_storage(q, p.dtype), guard["q"], nan[p.dtype]),
+             "k": inputs.guarded(inputs.to_storage(k, p.dtype), guard["k"], nan[p.dtype]),
+             "v": inputs.guarded(inputs.to_storage(v, p.dtype), guard["v"], nan[p.dtype]),
+             "o": inputs.guarded(inputs.poisoned(shapes["o"], p.dtype), guard["o"], poison[p.dtype]),
+             "lse": inputs.guarded(inputs.poisoned(shapes["lse"], "fp32"), guard["lse"], poison["fp32"])}
     ctx = SimpleNamespace(problem=p, options=o, variant=o.variant, bug=o.bug, on_gpu=not cpu, torch=torch,
                           gpu=gpu, metrics={}, host_inputs=(q, k, v))
     if not cpu:
-        ctx.q, ctx.k, ctx.v, ctx.o = (backend.to_device(torch, x, p.dtype) for x in (qs, ks, vs, o_st))
-        ctx.lse = backend.to_device(torch, lse_st, "fp32")
+        whole = {n: backend.to_device(torch, x, dtypes[n]) for n, x in whole.items()}
     elif s.cpu_backend == "torch":
         def host(x, dt):
             t = torch.from_numpy(x)
             return t.view(torch.bfloat16) if dt == "bf16" else t
-        ctx.q, ctx.k, ctx.v, ctx.o = (host(x, p.dtype) for x in (qs, ks, vs, o_st))
-        ctx.lse = host(lse_st, "fp32")
-    else:
-        names = {"fp16": "fp16", "bf16": "bf16", "fp32": "fp32"}
-        ctx.q, ctx.k, ctx.v, ctx.o = (backend.HostTensor(x, names[p.dtype]) for x in (qs, ks, vs, o_st))
-        ctx.lse = backend.HostTensor(lse_st, "fp32")
+        whole = {n: host(x, dtypes[n]) for n, x in whole.items()}
+    views = {n: backend.leading(x, shapes[n]) for n, x in whole.items()}
+    if cpu and s.cpu_backend != "torch":
+        views = {n: backend.HostTensor(x, dtypes[n]) for n, x in views.items()}
+    ctx.q, ctx.k, ctx.v, ctx.o, ctx.lse = (views[n] for n in ("q", "k", "v", "o", "lse"))
 
     if not o.quiet and cpu:
         shape = ""
@@ -94,12 +101,19 @@ def run(s, forward, argv):
     t0 = time.perf_counter()
     _launch_and_fetch(s, o, ctx, launch)
     first_s = time.perf_counter() - t0
-    if not cpu or s.cpu_backend == "torch":
-        out_o = inputs.from_storage(backend.to_host(torch, ctx.o, p.dtype), p.dtype)
-        out_lse = backend.to_host(torch, ctx.lse, "fp32").astype(np.float32)
-    else:
-        out_o = inputs.from_storage(o_st, p.dtype)
-        out_lse = lse_st.copy()
+
+    def outputs():
+        """O (float32, the poison kept) and the LSE as the kernel left them, and how many elements of
+        their guard regions it overwrote."""
+        got = {n: backend.fetch(torch, whole[n], dtypes[n]) for n in ("o", "lse")}
+        size = {n: int(np.prod(shapes[n])) for n in got}
+        over = {n: int((~inputs.is_poison(inputs.from_storage(got[n][size[n]:], dtypes[n]))).sum()) for n in got}
+        return (inputs.from_storage(got["o"][:size["o"]].reshape(shapes["o"]), p.dtype),
+                got["lse"][:size["lse"]].reshape(shapes["lse"]).astype(np.float32), over)
+    out_o, out_lse, over = outputs()
+    overrun = written_past(s, p, over)
+    if g and not overrun:
+        overrun = read_past(s, p, ctx, launch, whole, guard, out_o, outputs)
     if not s.writes_lse:
         out_lse = None
 
@@ -116,11 +130,14 @@ def run(s, forward, argv):
 
     rows = reference.rows_to_check(p, o.check, o.sample_rows, o.seed)
     c = reference.check(p, q, k, v, rows, out_o, out_lse, getattr(ctx, "mods", None))
-    if ctx.metrics.get("failure"):  # the output may be right; the run is not. Its reason leads (a
-        why = ctx.metrics.pop("failure")  # cause), the output's check follows (the symptom)
+    # The output may be right; the run is not. Its reasons lead (a cause: memory past a buffer's end,
+    # a section's own), the output's check follows (the symptom).
+    why = [x for x in (overrun, ctx.metrics.pop("failure", None)) if x]
+    if why:
         if not c["passed"]:
             c["details"].insert(0, c["verdict"])
-        c["verdict"] = why
+        c["details"][0:0] = why[1:]
+        c["verdict"] = why[0]
         c["passed"] = False
 
     flops = getattr(ctx, "flops", None) or p.flops()
@@ -159,6 +176,43 @@ def run(s, forward, argv):
     if o.dump:
         record.dump_npy(o.dump, p, (q, k, v), out_o, out_lse, o, s.name)
     return 0 if c["passed"] else 1
+
+
+def written_past(s, p, over):
+    """One line where the kernel wrote into the guard region after O or the LSE, else ""."""
+    said = [f"{n} elements of the guard region after {what} were overwritten"
+            for what, n in (("O", over["o"]), ("the LSE", over["lse"])) if n]
+    if not said:
+        return ""
+    what = "O" if over["o"] else "the LSE"
+    if over["o"] and over["lse"]:
+        what = "O and the LSE"
+    hint = s.guard_hints.get("write", "a store without its row mask?")
+    return f"{what} written past the last row (T_q = {p.t_q}): {' and '.join(said)}: {hint}"
+
+
+def read_past(s, p, ctx, launch, whole, guard, out_o, outputs):
+    """One line where O's NaN came from reading past the end of K and V, else "". The inputs' guard
+    regions hold NaN; O is NaN where a value read from there reached it, or where the kernel makes a
+    NaN of its own. Launched again with zeros there: the NaN that go were read past the end."""
+    def nans(x):
+        return int((np.isnan(x) & ~inputs.is_poison(x)).sum())
+    before = nans(out_o)
+    if not before:
+        return ""
+    for n in ("q", "k", "v"):
+        backend.set_bits(whole[n], whole[n].shape[0] - guard[n], 0)
+    backend.set_bits(whole["o"], 0, inputs.POISON_BITS[p.dtype])
+    _launch_and_fetch(s, ctx.options, ctx, launch)
+    after = nans(outputs()[0])
+    for n in ("q", "k", "v"):  # as the first launch saw them
+        backend.set_bits(whole[n], whole[n].shape[0] - guard[n], inputs.NAN_BITS[p.dtype])
+    if after >= before:
+        return ""
+    hint = s.guard_hints.get("read", "a load without its mask?")
+    which = f"{before} elements of O are" if not after else f"{before - after} of the {before} NaN elements of O are"
+    return (f"{which} NaN because K and V past T_kv (= {p.t_kv}) hold NaN in this check: an unmasked load read keys "
+            f"past the end ({hint})")
 
 
 SLOW_CPU_SECONDS = 20
