@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common" / "python"))
 try:
-    from labharness import Section, main, mods, record  # noqa: E402
+    from labharness import Section, main, mods, probes, record  # noqa: E402
 except ModuleNotFoundError as missing:  # one line and exit 77 (cannot run here), not a traceback
     venv = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "python3"  # where scripts/lab made one
     elsewhere = venv.exists() and Path(sys.prefix).resolve() != venv.parents[1].resolve()  # (not run under it)
@@ -134,7 +134,13 @@ def forward(ctx):
         maker = "make_score_mod" if o.variant in ("alibi", "softcap") else "make_mask_mod"
         ctx.metrics["failure"] = f"EXERCISE {o.variant} is not written yet: {maker}() returns None for it, so nothing runs"
         return lambda: None
-    if o.variant == "softcap" and reads_cap_as_a_number(torch, p, slopes):  # the run goes on: O is right
+    # The exercise's function asked directly against the reference's: a wrong mask or score names the
+    # first (q_idx, kv_idx) where it differs (the run goes on: the check says what the output shows).
+    probe = (probes.score_probe(o.variant, torch, p, score_mod, cap, dev) if score_mod is not None else "") or \
+        (probes.mask_probe(o.variant, torch, p, mask_mod, ids, dev) if mask_mod is not None else "")
+    if probe:
+        ctx.metrics["failure"] = probe
+    elif o.variant == "softcap" and reads_cap_as_a_number(torch, p, slopes):  # the run goes on: O is right
         ctx.metrics["failure"] = ("EXERCISE softcap reads cap as a Python number (float(cap), cap.item()): O is "
                                   "right, but on a GPU every new cap value compiles the kernel again (pitfall 10); "
                                   "use the tensor cap as it comes")

@@ -20,6 +20,12 @@ endif()
 if(LAB_BUILD_SOLUTIONS)  # it runs solutions/10_flex.py, absent from a student release
   add_test(NAME cpu_inductor.10.pitfall_counts COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/test_flex_pitfall.py)
   set_tests_properties(cpu_inductor.10.pitfall_counts PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 900)
+  # A wrong mask_mod or score_mod (a window one key too wide, a position without the shift, a soft cap
+  # without /cap) is named by the first (q_idx, kv_idx) where it differs from the reference's; the
+  # solution passes; the stub keeps its own words (tests/test_flex_pitfall.py's ExerciseProbes).
+  add_test(NAME cpu_eager.10.exercise_probes COMMAND ${Python3_EXECUTABLE} -m unittest test_flex_pitfall.ExerciseProbes
+           WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
+  set_tests_properties(cpu_eager.10.exercise_probes PROPERTIES LABELS cpu TIMEOUT 600)
   # --against-07: 07's window kernel on the same problem, its record joining 10's as variant 07-window.
   add_test(NAME cpu_eager.10.against_07_record COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/test_flex_against07.py ${CMAKE_BINARY_DIR})
   set_tests_properties(cpu_eager.10.against_07_record PROPERTIES LABELS cpu SKIP_RETURN_CODE 77 TIMEOUT 600)
