@@ -847,6 +847,68 @@ inline void launch_backward_any(const BackwardArgs& a, bool f16, const std::stri
 }
 
 #ifndef LAB_KERNELS_ONLY  // the PyTorch op includes this file for the kernels and the launcher alone
+// The two exercises asked on the host before every run, CPU model and GPU alike, on the handout's
+// worked example (one query row, two keys, D = 64 so scale = 1/8; raw scores s = 8 and 0, i.e.
+// scaled scores 1 and 0; dO·v = dP = 1 and 0), where the usual slips give values apart from the
+// right ones and from each other (not a row with one key: there P = 1 in any base, with + or −
+// LSE alike). The first exercise that is unwritten or wrong, with what it gave, what it should
+// give and the likely cause; "" when both are right. The gradients alone would only say "too far".
+std::string exercise_failure() {
+  float p = 0.f, ds = 0.f, dv_weight = 0.f, dk_weight = 0.f;
+  if (!recompute_p_and_ds(0.f, 0.f, 0.f, 0.f, 1.f, &p, &ds))
+    return "EXERCISE dsdp is not written yet: recompute_p_and_ds() returns false, so no gradient is stored";
+  const double e = std::exp(1.0);
+  const float scale_log2 = 0.125f * lab::kLog2e;                  // scale = 1/sqrt(64), in base 2
+  const float lse_log2 = float(std::log1p(e)) * lab::kLog2e;       // L = ln(e^1 + e^0), as pass 1 gives it
+  const float d_row = float(e / (1 + e));                          // D = dO·O = Σ_j P_j dP_j = P_1
+  struct Pair { float s, dp, lse_log2, d_row, p, ds; const char* what; };  // the arguments, the right answers
+  const Pair pairs[] = {
+      {8.f, 1.f, lse_log2, d_row, float(e / (1 + e)), float(e / ((1 + e) * (1 + e))), " (the handout's worked example, key 1)"},
+      {0.f, 0.f, lse_log2, d_row, float(1 / (1 + e)), -float(e / ((1 + e) * (1 + e))), " (the handout's worked example, key 2)"},
+      {8.f, 1.f, INFINITY, 0.f, 0.f, 0.f, ""}};  // a row that sees no key: pass 1 gives it LSE +inf, D = 0
+  auto near = [](float got, double want) { return std::fabs(got - want) <= 1e-3 * std::fabs(want) + 1e-6; };
+  auto num = [](double x) { return lab::format_number("%.4g", x); };
+  for (const Pair& a : pairs) {
+    recompute_p_and_ds(a.s, a.dp, a.lse_log2, a.d_row, scale_log2, &p, &ds);
+    const bool p_ok = near(p, a.p);
+    if (p_ok && near(ds, a.ds)) continue;
+    const std::string call = "recompute_p_and_ds(s=" + num(a.s) + ", dp=" + num(a.dp) + ", lse_log2=" + num(a.lse_log2) +
+                             ", d_row=" + num(a.d_row) + ", scale_log2=" + num(scale_log2) + ")";
+    const double x = double(a.s) * scale_log2, l = a.lse_log2;  // the exponent's two terms, base 2
+    std::string why;
+    if (a.lse_log2 == INFINITY)
+      why = "a row that sees no key (or lies past T_q) has lse_log2 = +inf, and its P must be exp2(-inf) = 0 and its dS 0";
+    else if (!p_ok && near(p, std::exp(x - l)))
+      why = "P = exp2(s·scale_log2 − lse_log2) is base 2 (expf of a base-2 argument?)";
+    else if (!p_ok && (near(p, std::exp2(x + l)) || near(p, std::exp(x + l))))
+      why = "the LSE is subtracted: P = exp(S − LSE) <= 1 (+ lse_log2 instead of −?)";
+    else if (!p_ok && near(p, std::exp2(x)))
+      why = "P = exp(S − LSE): the LSE is the row's normaliser and must be subtracted";
+    else if (!p_ok && near(p, std::exp2(a.s - l)))
+      why = "s is the raw q·k: it takes the softmax scale, scale_log2 = scale·log2 e";
+    else if (!p_ok)
+      why = "P = exp(s·scale − LSE), in base 2 with the two given factors, lies in [0, 1]";
+    else if (near(ds, -a.ds))
+      why = "dS = P ∘ (dP − D), not (D − dP)";
+    else
+      why = "dS = P ∘ (dP − D), from the P just computed";
+    return "EXERCISE dsdp gives a wrong answer: " + call + " gave " +
+           (p_ok ? "dS = " + num(ds) + ", want " + num(a.ds) : "P = " + num(p) + ", want " + num(a.p)) +
+           a.what + ": " + why;
+  }
+  if (!dkdv_weights(1.f, 1.f, &dv_weight, &dk_weight))
+    return "EXERCISE accumulate is not written yet: dkdv_weights() returns false, so no gradient is stored "
+           "(dQ, dK and dV are stored only once both exercises are written)";
+  const Pair& key2 = pairs[1];  // P and dS of the worked example's key 2: two different values
+  dkdv_weights(key2.p, key2.ds, &dv_weight, &dk_weight);
+  if (near(dv_weight, key2.p) && near(dk_weight, key2.ds)) return "";
+  const bool swapped = near(dv_weight, key2.ds) && near(dk_weight, key2.p);
+  return "EXERCISE accumulate gives a wrong answer: dkdv_weights(p=" + num(key2.p) + ", ds=" + num(key2.ds) + ") = {dv " +
+         num(dv_weight) + ", dk " + num(dk_weight) + "}, want {dv " + num(key2.p) + ", dk " + num(key2.ds) +
+         "}: dV is weighed by P, dK by dS (dV = Pᵀ dO, dK = dSᵀ Q): " +
+         (swapped ? "the two are swapped" : "each weight is P or dS unchanged (dK's scale comes after the sum)");
+}
+
 bool is_atomic(const std::string& variant) { return variant == "atomic" || variant == "wgmma"; }
 bool is_hopper(const std::string& variant) { return variant.rfind("wgmma", 0) == 0; }
 
@@ -869,6 +931,7 @@ lab::BackwardGpuRun make_run(const lab::BackwardContext& ctx) {
   const bool f16 = pr.dtype == lab::DType::f16;
   const std::string bug = ctx.bug;
   lab::BackwardGpuRun run;
+  run.failure = exercise_failure();  // leads the verdict; the gradients' check follows it
   run.forward = [=](cudaStream_t st) {
     if (f16) lab::fwd32::forward<__half>(tn.q, tn.k, tn.v, tn.o, tn.lse, pr.b, pr.h, pr.h_kv, pr.t_q, pr.t_kv, pr.d, pr.causal, st);
     else lab::fwd32::forward<__nv_bfloat16>(tn.q, tn.k, tn.v, tn.o, tn.lse, pr.b, pr.h, pr.h_kv, pr.t_q, pr.t_kv, pr.d, pr.causal, st);
@@ -904,6 +967,7 @@ lab::BackwardGpuRun make_run(const lab::BackwardContext& ctx) {
 // gradient rounded once. dQ is summed over the K/V tiles in order (both variants' result, up to
 // the order of the fp32 additions).
 std::string run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::BackwardInputs& in, lab::Gradients& g) {
+  const std::string exercises_wrong = exercise_failure();  // asked first; the run's gradients follow it
   const lab::DType ty = pr.dtype;
   const BackwardArgs dims{nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                           pr.b, pr.h, pr.h_kv, pr.t_q, pr.t_kv, pr.d, pr.causal, is_atomic(opt.variant)};
@@ -987,13 +1051,7 @@ std::string run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
   });
   if (written)
     for (size_t x = 0; x < dq_acc.size(); ++x) g.dq[x] = lab::round_to(ty, dq_acc[x] * sh.scale);
-  float p, ds, dv_weight, dk_weight;  // which exercise left the gradients unwritten, by name
-  if (!recompute_p_and_ds(0.f, 0.f, 0.f, 0.f, 1.f, &p, &ds))
-    return "EXERCISE dsdp is not written yet: recompute_p_and_ds() returns false, so no gradient is stored";
-  if (!dkdv_weights(1.f, 1.f, &dv_weight, &dk_weight))
-    return "EXERCISE accumulate is not written yet: dkdv_weights() returns false, so no gradient is stored "
-           "(dQ, dK and dV are stored only once both exercises are written)";
-  return "";
+  return exercises_wrong;
 }
 
 int main(int argc, char** argv) {

@@ -20,7 +20,34 @@ lab_test(cpu_model.11.bug_d_without_do cpu 1 MATCH "FAIL" "too far from fp64" CO
 lab_test(cpu_model.11.bug_unscaled_p cpu 1 MATCH "FAIL" "dQ" COMMAND ${BWD} --cpu --bug unscaled-p ${BWD_SHAPE})
 lab_test(cpu_model.11.bug_dq_no_accumulate cpu 1 MATCH "FAIL" "dQ too far from fp64" COMMAND ${BWD} --cpu --bug dq-no-accumulate ${BWD_SHAPE})
 # The stub fails cleanly without a GPU: the CPU model runs the student's (unwritten) exercises.
-lab_test(cpu_model.11.stub_not_written cpu 1 MATCH "FAIL" "output not written" COMMAND ${BIN}/lab_11_backward --cpu ${BWD_SHAPE})
+lab_test(cpu_model.11.stub_not_written cpu 1 MATCH "FAIL" "output not written"
+         "^  check    EXERCISE dsdp is not written yet: recompute_p_and_ds\\(\\) returns false" COMMAND ${BIN}/lab_11_backward --cpu ${BWD_SHAPE})
+# Plausible wrong exercise answers: the section asks both functions on the worked example of the
+# handout before the run and names the first wrong one, what it gave, what it should give and the
+# likely cause, where the gradients alone would show only "too far from fp64" (or pass: a row with
+# one key has P = 1 in any base).
+if(LAB_BUILD_SOLUTIONS)
+  lab_wrong_answer(wrong_dsdp_expf_11 11_backward "*p = lab::fast_exp2(s * scale_log2 - lse_log2);"
+                   "*p = expf(s * scale_log2 - lse_log2);")
+  lab_wrong_answer(wrong_dsdp_plus_lse_11 11_backward "*p = lab::fast_exp2(s * scale_log2 - lse_log2);"
+                   "*p = lab::fast_exp2(s * scale_log2 + lse_log2);")
+  lab_wrong_answer(wrong_weights_swapped_11 11_backward "*dv_weight = p;\n  *dk_weight = ds;"
+                   "*dv_weight = ds;\n  *dk_weight = p;")
+  set(BWD_P_CALL "recompute_p_and_ds\\(s=8, dp=1, lse_log2=1\\.895, d_row=0\\.7311, scale_log2=0\\.1803\\)")
+  set(BWD_KEY1 "\\(the handout's worked example, key 1\\)")
+  lab_test(cpu_model.11.dsdp_natural_exp cpu 1
+           MATCH "^  check    EXERCISE dsdp gives a wrong answer: ${BWD_P_CALL} gave P = 0\\.6364, want 0\\.7311 ${BWD_KEY1}: .* is base 2 \\(expf of a base-2 argument\\?\\)$"
+           COMMAND ${BIN}/wrong_dsdp_expf_11 --cpu ${BWD_SHAPE} --quiet)
+  # One key a row: P = 1 in any base, so the gradients pass; the probe does not.
+  lab_test(cpu_model.11.dsdp_natural_exp_one_key cpu 1 MATCH "^  check    EXERCISE dsdp gives a wrong answer: .* gave P = 0\\.6364, want 0\\.7311"
+           COMMAND ${BIN}/wrong_dsdp_expf_11 --cpu --t 1 --h 2 --quiet)
+  lab_test(cpu_model.11.dsdp_plus_lse cpu 1
+           MATCH "^  check    EXERCISE dsdp gives a wrong answer: ${BWD_P_CALL} gave P = 10\\.11, want 0\\.7311 ${BWD_KEY1}: the LSE is subtracted: .*\\(\\+ lse_log2 instead of"
+           COMMAND ${BIN}/wrong_dsdp_plus_lse_11 --cpu ${BWD_SHAPE} --quiet)
+  lab_test(cpu_model.11.weights_swapped cpu 1
+           MATCH "^  check    EXERCISE accumulate gives a wrong answer: dkdv_weights\\(p=0\\.2689, ds=-0\\.1966\\) = \\{dv -0\\.1966, dk 0\\.2689\\}, want \\{dv 0\\.2689, dk -0\\.1966\\}: dV is weighed by P, dK by dS .*: the two are swapped$"
+           COMMAND ${BIN}/wrong_weights_swapped_11 --cpu ${BWD_SHAPE} --quiet)
+endif()
 # The record: a valid schema-1 record with the gradients' errors.
 if(LAB_BUILD_SOLUTIONS)  # a record of the solution
   add_test(NAME record.11.clean COMMAND ${CMAKE_COMMAND} -E rm -f ${CMAKE_CURRENT_BINARY_DIR}/record_11.json)

@@ -433,6 +433,7 @@ int run_backward_section(int argc, char** argv, const BackwardSection& s) {
                                               dq.get(), dk.get(), dv.get()},
                               opt};
     const BackwardGpuRun run = s.gpu(ctx);
+    run_failure = run.failure;
     extra_bytes = run.extra_device_bytes;
     metrics = run.metrics;
     cudaStream_t stream;

@@ -61,6 +61,9 @@ struct BackwardGpuRun {
   std::function<void(cudaStream_t)> backward;  // one full backward; captures its own workspace
   int64_t extra_device_bytes = 0;
   nlohmann::json metrics = nlohmann::json::object();
+  // "" or why the run is wrong whatever its gradients say (a section's host-side check of its
+  // exercises): leads the verdict, as the CPU model's return does.
+  std::string failure;
 };
 
 struct BackwardSection {
