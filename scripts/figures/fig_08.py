@@ -172,13 +172,23 @@ def pingpong(out_dir, steps=4):
     return path
 
 
-def _job_order():
-    """The kernel's job order (job_at in common/hopper/ws_forward.cuh): job index -> (head, q_tile)."""
+def _job_order(section_heads):
+    """The kernel's causal job order (job_place in common/hopper/ws_forward.cuh): job index ->
+    (head, q_tile), Q tile by Q tile, longest first, across sections of section_heads heads."""
     text = (ROOT / "common/hopper/ws_forward.cuh").read_text()
-    rule = "q_tile = p.causal ? q_tiles - 1 - index % q_tiles : index % q_tiles"
-    if rule not in text or "const int bh = index / q_tiles" not in text:
-        raise SystemExit("fig_08: job_at's order not found in common/hopper/ws_forward.cuh")
-    return lambda index, q_tiles: (index // q_tiles, q_tiles - 1 - index % q_tiles)  # causal
+    for rule in ("const int section = index / per_section, first_bh = section * s;",
+                 "const int r = index - section * per_section, q = r / width;",
+                 "return {first_bh + r % width, causal ? q_tiles - 1 - q : q};"):
+        if rule not in text:
+            raise SystemExit("fig_08: job_place's order not found in common/hopper/ws_forward.cuh")
+
+    def place(index, q_tiles, heads):
+        s = max(section_heads, 1)
+        section, first = index // (s * q_tiles), index // (s * q_tiles) * s
+        width = min(s, heads - first)
+        r = index - section * s * q_tiles
+        return first + r % width, q_tiles - 1 - r // width
+    return place
 
 
 def persistent(out_dir, sms=3, heads=2, q_tiles=6, setup=0.6, epilogue=0.25, handover=0.1):
@@ -191,8 +201,8 @@ def persistent(out_dir, sms=3, heads=2, q_tiles=6, setup=0.6, epilogue=0.25, han
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    order = _job_order()
-    jobs = [order(i, q_tiles) for i in range(heads * q_tiles)]
+    order = _job_order(section_heads=heads)  # the heads' K and V fit in L2 together: one section
+    jobs = [order(i, q_tiles, heads) for i in range(heads * q_tiles)]
     colours = ["#3b6fb6", "#6aa84f", "#c27ba0", "#e69138"]
     fig, axes = plt.subplots(2, 1, figsize=(10, 5.4), sharex=True)
     for ax, plain in zip(axes, (True, False)):
