@@ -1186,6 +1186,7 @@ class Cases(unittest.TestCase):
             finally:
                 os.chdir(here)
 
+    @needs_solutions
     def test_make_labs_refuses_what_it_does_not_know(self):
         # make_labs.py regenerates every lab: an option it does not know (--help included) must
         # write nothing, not take it for a plain run over a student's work in progress.
