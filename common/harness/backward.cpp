@@ -284,27 +284,40 @@ BackwardCheck check_gradients(const Problem& p, const BackwardInputs& in, const 
   auto grade = [&](GradCheck& gc, const std::vector<float>& got, size_t rows, auto index, auto where,
                    const std::vector<double>& ref, const std::vector<double>& sp) {
     gc.checked = int64_t(rows);
+    size_t worst_n = 0;
+    int worst_c = 0;
+    double worst_err = -1;  // the finite element max_abs_err comes from (the first, on a tie)
     for (size_t n = 0; n < rows; ++n)
       for (int c = 0; c < d; ++c) {
         const double x = got[size_t(index(n)) + size_t(c)], e = ref[n * size_t(d) + size_t(c)];
         gc.same_err = std::max(gc.same_err, std::fabs(sp[n * size_t(d) + size_t(c)] - e));
         if (!std::isfinite(x)) { ++gc.nonfinite; gc.max_abs_err = INFINITY; continue; }
         gc.max_abs_err = std::max(gc.max_abs_err, std::fabs(x - e));
+        if (std::fabs(x - e) > worst_err) { worst_err = std::fabs(x - e); worst_n = n; worst_c = c; }
       }
     gc.bound = 2 * gc.same_err + atol;
+    auto element = [&](size_t n, int c) {
+      const float x = got[size_t(index(n)) + size_t(c)];
+      const double e = ref[n * size_t(d) + size_t(c)], err = std::fabs(double(x) - e);
+      return gc.name + where(n) + ", d=" + std::to_string(c) + "] = " +
+             (is_poison(x) ? std::string("unwritten") : format_number("%.6g", x)) + ", expected " +
+             format_number("%.6g", e) + (is_poison(x) || std::isnan(err) ? std::string() : " (error " + format_number("%.3g", err) + ")");
+    };
     // The first few elements over the bound; when some are NaN or inf (the verdict then says so),
-    // those first, then the others.
+    // those first, then the others. Then the worst finite one, where the max error comes from,
+    // unless it is among them (a wrong mask's first elements are often its smallest errors).
+    bool worst_shown = false;
     for (const bool nonfinite_pass : {true, false})
       for (size_t n = 0; n < rows && gc.details.size() < 4; ++n)
         for (int c = 0; c < d && gc.details.size() < 4; ++c) {
           const float x = got[size_t(index(n)) + size_t(c)];
-          const double e = ref[n * size_t(d) + size_t(c)], err = std::fabs(double(x) - e);
+          const double err = std::fabs(double(x) - ref[n * size_t(d) + size_t(c)]);
           const bool nonfinite = !is_poison(x) && !std::isfinite(x);
           if (nonfinite_pass ? !nonfinite : (nonfinite || err <= gc.bound)) continue;
-          gc.details.push_back(gc.name + where(n) + ", d=" + std::to_string(c) + "] = " +
-                               (is_poison(x) ? std::string("unwritten") : format_number("%.6g", x)) + ", expected " +
-                               format_number("%.6g", e) + (is_poison(x) || std::isnan(err) ? std::string() : " (error " + format_number("%.3g", err) + ")"));
+          worst_shown = worst_shown || (n == worst_n && c == worst_c);
+          gc.details.push_back(element(n, c));
         }
+    if (!gc.details.empty() && !worst_shown && worst_err > gc.bound) gc.details.push_back("worst: " + element(worst_n, worst_c));
     gc.passed = gc.unwritten == 0 && gc.nonfinite == 0 && gc.max_abs_err <= gc.bound;
   };
   auto q_index = [&](size_t n) { const RowId id = q_rows[n]; return p.q_index(id.b, id.i, id.h); };
@@ -501,10 +514,12 @@ int run_backward_section(int argc, char** argv, const BackwardSection& s) {
     const std::string scope = check_scope(opt.check, check.grads[0].checked, int64_t(p.b) * p.h * p.t_q);
     std::printf("  check    %s%s\n", check.verdict.c_str(), scope.empty() ? "" : (" (" + scope + ")").c_str());
     if (!symptom.empty()) std::printf("           %s\n", symptom.c_str());
-    int shown = 0;  // the first few elements over the bound, of every gradient that failed
-    for (const auto& gc : check.grads)
-      for (const auto& d : gc.details)
-        if (shown++ < 6) std::printf("           %s\n", d.c_str());
+    size_t room = 6;  // the first few elements over the bound, of every gradient that failed, each with its worst
+    for (const auto& gc : check.grads) {
+      for (const auto& d : shown_details(gc.details, std::min(room, gc.details.size())))
+        std::printf("           %s\n", d.c_str());
+      room -= std::min(room, gc.details.size());
+    }
     if (!repro_line.empty()) std::printf("  repeat   bitwise reproducible %s\n", repro_line.c_str());
     if (timed)
       std::printf("  time     %.4g ms median of %d (min %.4g, max %.4g)\n  rate     %.3g TFLOP/s (2.5x forward FLOPs)\n",

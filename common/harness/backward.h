@@ -94,7 +94,7 @@ struct GradCheck {
   double max_abs_err = 0, same_err = 0, bound = 0;
   int64_t unwritten = 0, nonfinite = 0, checked = 0;
   bool passed = false;
-  std::vector<std::string> details;  // the first few elements over the bound
+  std::vector<std::string> details;  // the first few elements over the bound, then "worst: " the largest error
 };
 struct BackwardCheck {
   bool passed = false, skipped = false;
