@@ -106,8 +106,9 @@ struct Decode05 {
   // EXERCISE split-merge: merge partial states (LSE, O) of the splits, empty splits included.
   //   Subtract the largest LSE first (as a softmax subtracts its max); take care of the case where
   //   every part seen so far is empty. Worked example with numbers: ch12/05_decode.md; formulas:
-  //   ch12/hints/05_decode.md. A NaN LSE (the stubs', or a merged_lse that forgets the all-empty
-  //   case) marks a split as never run: the check reports its rows' O as not written.
+  //   ch12/hints/05_decode.md. A split LSE that comes out NaN (a merged_lse that forgets the
+  //   all-empty case: -inf - -inf) weighs nothing in the merge and makes its row's LSE NaN: the
+  //   check names those rows ("LSE is NaN on ... rows").
   // TODO(split-merge): your code here. Until it is written this part does nothing,
   // and the self-check fails.
   static LAB_HD float merged_lse(const float* lse, int n, int stride) {

@@ -394,7 +394,10 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
                   std::to_string(kv_head) + ") = " + std::to_string(off) + ", outside the pool of " +
                   std::to_string(pool.size()) + " elements (" + std::to_string(cache.num_blocks) + " blocks of " +
                   std::to_string(pr.page_size) + " keys)" +
-                  (off < 0 ? ", from a table entry of -1 (past the sequence's last block)" : "") +
+                  (off < 0 ? ", from a table entry of -1 (past the sequence's last block)"
+                   : off / (int64_t(pr.page_size) * row_elems) >= (1 << 30)
+                       ? ", from the guard entry past the block table's end (an entry past the last sequence's row)"
+                       : "") +
                   ": look at the page index j / page_size and the slot j % page_size";
       return past_the_pool.data();
     }
@@ -410,7 +413,7 @@ lab::CpuRun run_cpu(const lab::Problem& pr, const lab::Options& opt, const lab::
   run.hbm_bytes_model += table_bytes_read(pr);
   run.metrics.update(memory_metrics(pr, cache));
   run.metrics["kv_layout"] = layout_name(g_pool_layout);
-  run.header = cache_line(pr, cache, kernel);
+  run.header = cache_line(pr, cache, kernel) + run.header;  // the pages, then 05's split line
   if (run.failure.empty()) run.failure = unwritten_05_hooks();
   return run;
 }

@@ -85,7 +85,7 @@ if(LAB_BUILD_SOLUTIONS)
   lab_wrong_answer(wrong_page_index_06 06_paged "block_table[int64_t(b) * table_stride + j / page_size]"
                    "block_table[int64_t(b) * table_stride + (j + 1) / page_size]")
   lab_test(cpu_model.06.address_past_the_pool cpu 1
-           MATCH "^  check    kv_row_offset\\(b=[0-9]+, j=[0-9]+, kv_head=[0-9]+\\) = -?[0-9]+, outside the pool of [0-9]+ elements"
+           MATCH "^  check    kv_row_offset\\(b=1, j=[0-9]+, kv_head=[0-9]+\\) = [0-9]+, outside the pool of [0-9]+ elements .*, from the guard entry past the block table's end"
            COMMAND ${BIN}/wrong_page_index_06 --cpu --t 1 --t-kv 1024 --kv-lens full --b 2 --h 8 --h-kv 2)
   lab_test(cpu_model.06.address_before_the_pool cpu 1
            MATCH "^  check    kv_row_offset\\(b=[0-9]+, j=[0-9]+, kv_head=[0-9]+\\) = -[0-9]+, outside the pool .*from a table entry of -1"
@@ -145,6 +145,12 @@ endif()
 if(LAB_BUILD_SOLUTIONS)
   lab_wrong_answer(wrong_merged_lse_05 05_decode "if (hi == -INFINITY) return -INFINITY;  // every part empty"
                    "/* no all-empty guard */")
+  lab_test(cpu_model.05.merged_lse_nan_split cpu 1
+           MATCH "^  check    LSE is NaN on [0-9]+ of 32 rows checked \\(first: LSE\\[b=[0-9], h=[0-9], i=0\\]\\), with O within its bound: a NaN computed, not the poison left in place; look for -inf - -inf"
+                 "(?s)\\A(?!.*not written)"
+           COMMAND ${BIN}/wrong_merged_lse_05 --cpu --variant split --splits 7 --t 1 --t-kv 448 --b 4 --h 8 --h-kv 2)
+  lab_test(cpu_model.05.merged_lse_right cpu 0 MATCH "PASS"
+           COMMAND ${BIN}/05_decode --cpu --variant split --splits 7 --t 1 --t-kv 448 --b 4 --h 8 --h-kv 2)
   lab_test(cpu_model.05.merged_lse_nan_no_key cpu 1
            MATCH "^  check    LSE is NaN on [0-9]+ rows, all rows that see no key \\(first: LSE\\[b=[0-9], h=[0-9], i=[0-9]+\\]\\), with O within its bound"
                  "(?s)\\A(?!.*not written)"

@@ -4,7 +4,7 @@
 //                      released when the sequence finishes; full prompt blocks can be shared
 //                      between sequences (prefix caching) by reference counting. The three
 //                      operations on it (append_tokens, free_sequence, fork_prefix) are section
-//                      06's exercise: declared here, defined in solutions/06_paged.cu
+//                      06's exercise: declared here, defined in 06_paged.cu (labs/, or solutions/)
 //   PagedCache         the block tables of a decode problem (section 06), from a shuffled pool,
 //                      and check_block_tables(): the host-side validation done before any launch
 //   simulate_serving   a stream of requests through a continuously batched server: the KV memory

@@ -20,7 +20,7 @@
 // (block-table entries per sequence).
 // How the kernel works (GQA heads as the rows of an mma, two sets of 4 warps taking alternate tiles,
 // each set with its own cp.async ring (2 stages for 05, 3 for 06) that each warp fills with its own
-// keys, split-KV with the merge in the last block): solutions/05_decode.cu's
+// keys, split-KV with the merge in the last block): 05_decode.cu's (labs/ or solutions/)
 // header and ch12/05_decode.md. On a GPU that allows less shared memory per block than that needs,
 // a launch takes a smaller configuration (Config, choose_config below): the same kernel with
 // shallower rings or one warp set.
@@ -550,8 +550,10 @@ __global__ void __launch_bounds__(SETS * GROUPS * 32, (min_blocks<typename Hooks
   // O = Σ_s exp(LSE_s - LSE) · O_s: each thread merges 4 columns of one row, loading a group of
   // splits' LSEs and partial O's together (independent loads: one round trip per 16 splits) and
   // folding them in as an online softmax over the splits (the section's LseFold), with no barrier between
-  // loading the LSEs and the O's. A row some split never wrote (its LSE still the NaN poison: a
-  // stub) stays unwritten.
+  // loading the LSEs and the O's. A row some split never wrote (its LSE still the poison's bits: a
+  // stub) stays unwritten. A split LSE that is another NaN was computed (-inf - -inf in a split's
+  // state or its block's merged_lse): it weighs nothing in O, and the row's LSE is stored NaN, so
+  // the check names the rows (a fold's fmaxf, w > 0 and l > 0 would drop the NaN without a trace).
   for (int e = tid; e < ROWS * ROW_VECS; e += THREADS) {
     const int row = e / ROW_VECS, col = (e % ROW_VECS) * VEC;
     const int head = head_of_row<Hooks>(p, kv_head, chunk, row);
@@ -561,7 +563,7 @@ __global__ void __launch_bounds__(SETS * GROUPS * 32, (min_blocks<typename Hooks
     const float4* o_s = reinterpret_cast<const float4*>(p.part_o + out_row * p.num_splits * HEAD_DIM + col);
     typename Hooks::LseFold merge;
     float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-    bool complete = true;
+    bool complete = true, nan_part = false;
     for (int s0 = 0; s0 < p.num_splits; s0 += MERGE_GROUP) {
       float x[MERGE_GROUP], w[MERGE_GROUP];
       float4 v[MERGE_GROUP];
@@ -570,7 +572,11 @@ __global__ void __launch_bounds__(SETS * GROUPS * 32, (min_blocks<typename Hooks
         const bool in = s0 + k < p.num_splits;
         x[k] = in ? __ldcg(lse_s + s0 + k) : -INFINITY;
         v[k] = in ? __ldcg(o_s + (s0 + k) * ROW_VECS) : make_float4(0.f, 0.f, 0.f, 0.f);
-        complete = complete && !isnan(x[k]);
+        complete = complete && __float_as_uint(x[k]) != lab::kPoisonBits32;
+        if (isnan(x[k])) {
+          nan_part = true;
+          x[k] = -INFINITY;
+        }
       }
       const float alpha = merge.fold(x, MERGE_GROUP, w);
       o = make_float4(o.x * alpha, o.y * alpha, o.z * alpha, o.w * alpha);
@@ -587,7 +593,7 @@ __global__ void __launch_bounds__(SETS * GROUPS * 32, (min_blocks<typename Hooks
     const float inv_l = merge.inv_l();
     *reinterpret_cast<uint2*>(static_cast<T*>(p.o) + out_row * HEAD_DIM + col) =
         make_uint2(pack2<T>(o.x * inv_l, o.y * inv_l), pack2<T>(o.z * inv_l, o.w * inv_l));  // col % 4 == 0
-    if (col == 0) p.lse[(int64_t(b) * p.h + head) * p.t_q + i] = merge.lse();
+    if (col == 0) p.lse[(int64_t(b) * p.h + head) * p.t_q + i] = nan_part ? NAN : merge.lse();
   }
   if (tid == 0) p.tickets[blockIdx.x] = 0;  // every split has taken its ticket: reset for the next forward
 }
@@ -683,7 +689,7 @@ lab::GpuRun make_gpu_run(const lab::RunContext& ctx, const typename Hooks::Kv& k
   const Plan pl = make_plan(pr, ctx.variant, ctx.device.sms, ctx.options.splits);
   const int splits = pl.split.num_splits;
   auto workspace = std::make_shared<lab::DeviceBuffer>(size_t(split_workspace_bytes(pr, pl)));
-  workspace->poison();  // a partial LSE no split wrote stays NaN: the merge then leaves its row unwritten
+  workspace->poison();  // a partial LSE no split wrote keeps the poison's bits: the merge then leaves its row unwritten
 
   Params<Kv> p{};
   p.q = ctx.tensors.q;
@@ -856,13 +862,18 @@ lab::CpuRun run_cpu_model(const lab::Problem& pr, const lab::Options& opt, const
     lab::parallel_for(int64_t(pr.b) * pr.t_q * pr.h, [&](int64_t row) {
       const float* pl_lse = &part_lse[size_t(row * splits)];
       for (int s = 0; s < splits; ++s)
-        if (std::isnan(pl_lse[s])) return;  // a split that never ran
+        if (lab::is_poison(pl_lse[s])) return;  // a split that never ran
       typename Hooks::LseFold merge;
       std::vector<float> acc(size_t(d), 0.f);
+      bool nan_part = false;  // a computed NaN LSE: it weighs nothing, and the row's LSE is NaN (as on the GPU)
       for (int s0 = 0; s0 < splits; s0 += MERGE_GROUP) {
         const int n = std::min(MERGE_GROUP, splits - s0);
-        float w[MERGE_GROUP];
-        const float alpha = merge.fold(pl_lse + s0, n, w);
+        float x[MERGE_GROUP], w[MERGE_GROUP];
+        for (int k = 0; k < n; ++k) {
+          nan_part = nan_part || std::isnan(pl_lse[s0 + k]);
+          x[k] = std::isnan(pl_lse[s0 + k]) ? -INFINITY : pl_lse[s0 + k];
+        }
+        const float alpha = merge.fold(x, n, w);
         for (int c = 0; c < d; ++c) {
           acc[size_t(c)] *= alpha;
           for (int k = 0; k < n; ++k)
@@ -871,7 +882,7 @@ lab::CpuRun run_cpu_model(const lab::Problem& pr, const lab::Options& opt, const
       }
       for (int c = 0; c < d; ++c) o[size_t(row * d + c)] = lab::round_to(pr.dtype, acc[size_t(c)] * merge.inv_l());
       const int i = int((row / pr.h) % pr.t_q), b = int(row / pr.h / pr.t_q), h = int(row % pr.h);
-      lse[size_t(pr.lse_index(b, h, i))] = merge.lse();
+      lse[size_t(pr.lse_index(b, h, i))] = nan_part ? NAN : merge.lse();
     });
   lab::CpuRun run;
   run.extra_host_bytes = split_workspace_bytes(pr, pl);
@@ -881,6 +892,16 @@ lab::CpuRun run_cpu_model(const lab::Problem& pr, const lab::Options& opt, const
   run.metrics["splits_model_sms"] = kModelSms;
   run.metrics["warp_sets"] = sets;
   run.metrics["warps"] = warps;
+  // The split count the plan chose (as a GPU of 132 SMs would), said: a --splits beyond one split a
+  // BLOCK_N-key tile is clamped, never silently.
+  if (opt.variant == "split")
+    run.header = "split-KV: " + std::to_string(splits) + (splits > 1 ? " splits of " : " split of ") +
+                 std::to_string(pl.split.keys_per_split) + " keys" +
+                 (opt.splits > splits ? " (--splits " + std::to_string(opt.splits) + " asks more than one split a " +
+                                            std::to_string(BLOCK_N) + "-key tile of the longest sequence)"
+                  : opt.splits > 0   ? " (--splits)"
+                                     : " (chosen for 132 SMs: one wave)") +
+                 "\n";
   return run;
 }
 
