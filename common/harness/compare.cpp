@@ -265,7 +265,9 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
   // With O wrong, whether LSE is right says where to look: a right LSE means the row's max and sum
   // are, and the fault is in how O is accumulated or divided.
   // A NaN LSE that is not the poison was computed: said as such, with its rows.
-  const std::string lse_too = out_lse.empty() || r.lse_unwritten ? ""
+  const std::string lse_too = out_lse.empty() ? ""
+                              : r.lse_unwritten ? "; LSE not written either (" + std::to_string(r.lse_unwritten) + " of " +
+                                                      std::to_string(out_lse.size()) + " elements still hold the poison)"
                               : lse_ok ? "; LSE within its bound (each row's max and sum are right)"
                               : lse_nan_computed ? "; LSE NaN as well on " + std::to_string(lse_nan_computed) + " rows (first: " +
                                                        lse_name(rows[lse_nan_first]) + "; a NaN computed, not the poison)"
@@ -274,7 +276,8 @@ CheckResult check_rows(const Problem& p, const HostInputs& in, const std::vector
   const int64_t o_total = int64_t(out_o.size()), o_checked = int64_t(rows.size()) * d;
   std::ostringstream v;
   if (r.o_unwritten == o_total) {
-    v << "output not written: all " << o_total << " elements of O still hold the poison";
+    v << "output not written: all " << o_total << " elements of O still hold the poison (nothing stored O: an "
+      << "exercise still the stub, or a store that is never reached?)";
   } else if (r.o_unwritten) {
     v << "output partly not written: " << r.o_unwritten << " of " << o_total
       << " elements of O still hold the poison";

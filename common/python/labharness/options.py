@@ -195,7 +195,8 @@ def parser_for(s):
     add("--h-kv", type=int, default=None, help="K/V heads (GQA when < H); default H")
     add("--t", type=int, default=d.get("t", 1024), help=f"Query rows per sequence (T_q) (default %(default)s{on_cpu('t')})")
     add("--t-kv", type=int, default=None, help="Keys per sequence (T_kv); default T")
-    add("--d", type=int, default=d.get("d", 64), help="Head dimension (default %(default)s)")
+    add("--d", type=int, default=d.get("d", 64),
+        help="Head dimension: " + ", ".join(map(str, s.head_dims)) + " (default %(default)s)")
     add("--dtype", default=d.get("dtype", "fp16"), help="Element type: " + ", ".join(s.dtypes) + " (default %(default)s)")
     add("--causal", action="store_true", help="Causal mask (bottom-right aligned when T_q != T_kv)")
     # Parsed everywhere, listed only where they apply: a section without them refuses them by name
@@ -211,7 +212,8 @@ def parser_for(s):
     add("--iters", type=int, default=10, help="Timed runs (0: no timing) (default %(default)s)")
     add("--flush-l2", action="store_true", help="Flush the L2 cache before every timed run")
     add("--check", default="auto", help="Self-check: auto, full, sample, none (default %(default)s)")
-    add("--sample-rows", type=int, default=1024, help="Rows checked in sample mode (default %(default)s)")
+    add("--sample-rows", type=int, default=1024,
+        help="Rows checked in sample mode (at most; a row drawn twice is checked once) (default %(default)s)")
     # None when not given: an empty path given is bad input, not the option left out
     add("--json", default=None, help="Append the result record to this JSON file")
     add("--dump", default=None, help="Write inputs and outputs as .npy files to this folder")

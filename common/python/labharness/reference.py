@@ -314,13 +314,16 @@ def check(p, q, k, v, rows, out_o, out_lse, mods=None):
                     shown += 1
     # With O wrong, whether LSE is right says where to look: a right LSE means each row's max and sum are.
     # A NaN LSE that is not the poison was computed: said as such, with its rows.
-    lse_too = ("" if out_lse is None or lse_unwritten else
+    lse_too = ("" if out_lse is None else
+               f"; LSE not written either ({lse_unwritten} of {out_lse.size} elements still hold the poison)"
+               if lse_unwritten else
                "; LSE within its bound (each row's max and sum are right)" if lse_ok else
                f"; LSE NaN as well on {lse_nan_computed} rows (first: {lse_nan_first}; a NaN computed, not the poison)"
                if lse_nan_computed else
                f"; LSE too far as well (max error {_g(lse_err)})")
     if o_unwritten == o_total:
-        verdict = f"output not written: all {o_total} elements of O still hold the poison"
+        verdict = (f"output not written: all {o_total} elements of O still hold the poison (nothing stored O: an "
+                   "exercise still the stub, or a store that is never reached?)")
     elif o_unwritten:
         verdict = f"output partly not written: {o_unwritten} of {o_total} elements of O still hold the poison"
     elif o_nan == o_checked and out_lse is not None and not lse_unwritten and lse_ok:
