@@ -942,6 +942,25 @@ class ParallelCheck(unittest.TestCase):
         self.assertIn(": 1 passed (a bad-input case, which passes before your code runs), 1 failed", said["1"])
         self.assertIn(": 2 passed, 1 failed", said["12"])
 
+    def test_a_bug_caught_by_a_failing_lab_proves_nothing(self):
+        # check --bugs on a lab that fails the case without the bug: the bug run "catches" it only
+        # because everything fails, so it is marked early, neither passed nor failed; once the lab
+        # passes the case, catching the bug counts
+        said = {}
+        for fails in ("1", "none"):
+            program = f"sys.exit(1 if t == '{fails}' or '--bug' in sys.argv else 0)\n"
+            with self.stand_in_section(program, on_gpu=False) as (tmp, data):
+                data["cases"] = [{"name": "t1", "args": ["--t", "1"]}]
+                data["bugs"] = [{"bug": "b", "name": "t2", "args": ["--t", "2"]}]
+                with contextlib.redirect_stdout(io.StringIO()) as out:
+                    code = student.cmd_check(self.check_args(cpu=True, no_bugs=False, bugs=True))
+                said[fails] = (code, out.getvalue())
+        self.assertEqual(said["1"][0], common.EXIT_FAIL)
+        self.assertRegex(said["1"][1], r"\] early +exit 1 .* bug b: t2")
+        self.assertIn(": 0 passed, 1 failed, 1 --bug run not counted (marked early", said["1"][1])
+        self.assertEqual(said["none"][0], common.EXIT_PASS)
+        self.assertIn(": 2 passed, 0 failed", said["none"][1])
+
     def test_report_path_is_checked_before_anything_runs(self):
         import argparse
         ran = []

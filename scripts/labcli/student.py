@@ -416,6 +416,9 @@ def check_section(section, a):
                            on_device(command(v, args, expect), devices[n % len(devices)]))
                for n, (_, v, args, expect, _) in enumerate(runs)]
     seen_failures = {}  # (variant, its verdict with the numbers masked) -> the run that showed it first
+    # Variants that failed a case without a bug: a --bug run of theirs proves nothing (a stub "catches"
+    # every bug), so it is neither passed nor failed but counted apart. The cases come first.
+    failing = set()
     listed_gpu_only = set()  # variants whose first needs-gpu run is listed (the rest only counted)
     not_run = 0
 
@@ -451,13 +454,18 @@ def check_section(section, a):
         else:  # a --bug run (or a stub) must be caught by the self-check: exit 1, not a crash or a hang
             ok = code == EXIT_FAIL and not raised_an_error(out)
         cpu_part = bool(gpu_only) and not on_gpu and CPU_PART_PASSED.search(out) is not None
-        status = ("ok" if ok else "cpu-ok" if cpu_part else
+        if expect == "pass" and not ok and not gpu_only:
+            failing.add(variant)
+        premature = expect == "fail" and name.startswith("bug ") and variant in failing
+        if premature:
+            ok = False
+        status = ("early" if premature else "ok" if ok else "cpu-ok" if cpu_part else
                   ("needs-gpu" if not on_gpu and gpu_only.startswith("needs a GPU") else "not-here")
                   if gpu_only else "TIMEOUT" if code == EXIT_TIMEOUT else "FAIL")
         # A failure already shown (the same variant's same verdict, its numbers aside: a stub fails
         # every case alike) is named on its line, not repeated: the first distinct failures stay on
         # screen. Another variant's failure is another exercise's: always shown.
-        shown = (not ok and not gpu_only) or a.verbose
+        shown = (not ok and not gpu_only and not premature) or a.verbose
         same = (variant, failure_key(out)) if shown and not a.verbose else None
         again = f"  (the same kind of failure as [{seen_failures[same]}])" if same in seen_failures else ""
         # A variant whose exercises run only on a GPU (04's mma) would fill the screen with one line a
@@ -479,6 +487,7 @@ def check_section(section, a):
                 say(f"           | {line}")
         results.append(result_row(section, name, variant, expect, code, ok, gpu_only or None, secs, weight, cmd))
         results[-1]["cpu_part_passed"] = cpu_part
+        results[-1]["premature"] = premature
     pool.shutdown()
     passed = sum(r["ok"] for r in results)
     unchecked = [r for r in results if r["not_checked"]]
@@ -489,8 +498,11 @@ def check_section(section, a):
     # reason, quoted, says which. With a GPU, this GPU cannot run it.
     cpu_part = [r for r in unchecked if r["cpu_part_passed"]]  # their host part right, the rest GPU-only
     unchecked = [r for r in unchecked if not r["cpu_part_passed"]]
+    early = sum(r["premature"] for r in results)
     say(f"== {section}{where}: {passed} passed{stub_passes(results, a.solution) if not cpu_part else ''}, "
-        f"{len(results) - passed - len(unchecked) - len(cpu_part)} failed"
+        f"{len(results) - passed - len(unchecked) - len(cpu_part) - early} failed"
+        + (f", {early} --bug {'runs' if early > 1 else 'run'} not counted (marked early: the same variant fails "
+           f"without a bug, so its catching one proves nothing yet)" if early else "")
         + (f", {len(cpu_part)} passed as far as the CPU model goes ({cpu_part[0]['not_checked']})" if cpu_part else "")
         + (f", {len(unchecked)} not checked here ({unchecked[0]['not_checked']})" if unchecked else "")
         + (f"; {gpu_runs} GPU-only {'runs' if gpu_runs > 1 else 'run'} of the case list not run here"
@@ -646,7 +658,7 @@ def cmd_check(a):
         rows = [{k: v for k, v in r.items() if k != "rerun_here"} for r in results]
         tmp.write_text(json.dumps(rows, indent=1) + "\n")
         tmp.replace(report)
-    failed = [r for r in results if not r["ok"] and not r.get("not_checked")]
+    failed = [r for r in results if not r["ok"] and not r.get("not_checked") and not r.get("premature")]
     passed = sum(r["ok"] for r in results)
     if len(names) > 1 or not results:  # one section's own line above already says it all
         say(f"{passed} passed{stub_passes(results, a.solution)}, {len(failed)} failed" +
