@@ -98,10 +98,16 @@ BUILD_TIMEOUT = 600             # seconds one build step may take (an #include "
 CPU_MODEL = "none (CPU model)"      # the report's gpu field and the class summary's gpu column
 CPU_GRADED = "graded on the CPU model"  # a section's status: its score is provisional
 CPU_NOT_CHECKED = "not checkable on the CPU"  # a section of which the CPU model checks nothing (why: cpu_note)
-# A run whose CPU part passed and whose exercise part only a GPU runs (its program says "not checked
-# here: ...", exit 77; `scripts/lab check` counts it "not checked here"): neither a pass nor a failure.
+# A run whose exercise part only a GPU runs (its program says "not checked here: ...", exit 77;
+# `scripts/lab check` counts it "not checked here"), having checked nothing of the student's output
+# (04's mma, 08's protocol past ring_slot()): neither a pass nor a failure.
 GPU_ONLY_PART = "GPU-only part not checked"
 UNCOUNTED = (NOT_ON_THIS_GPU, GPU_ONLY_PART)  # case outcomes left out of a section's total
+# A run whose CPU model checked O against fp64 with the student's host-side exercises and passed
+# ("CPU part passed: ...", then "not checked here: ...", exit 77: 07's and 12's student builds):
+# counted as passed, as the same run failing counts as failed.
+CPU_PART_PASSED = "passed as far as the CPU model goes"
+PASSED = ("pass", CPU_PART_PASSED)
 # A section whose runs of HUNG_CASES cases in a row all time out hangs everywhere (a loop that never
 # ends): its other runs are not started, and fail. Each would cost the whole --timeout, the class
 # waiting behind it (a hang in every run of 02: 22 runs x 120 s).
@@ -676,7 +682,7 @@ def classify(code, out, record_ok, cpu_model=False, sandboxed=False):
     if code == 0 and record_ok:
         return "pass"
     if code == 77 and cpu_model and re.search(r"^not checked here:", out, re.M):
-        return GPU_ONLY_PART
+        return CPU_PART_PASSED if re.search(r"^CPU part passed:", out, re.M) else GPU_ONLY_PART
     if code == 0:
         return "exited early (no passing result record)"
     if n == signal.SIGXFSZ or (code == 1 and "[Errno 27] File too large" in out):  # (Python ignores the signal)
@@ -843,11 +849,14 @@ def render_markdown(report):
             continue
         absent = [c for c in s["cases"] if c["status"] == NOT_ON_THIS_GPU]
         in_part = [c for c in s["cases"] if c["status"] == GPU_ONLY_PART]
-        failed = [c for c in s["cases"] if c["status"] not in ("pass", *UNCOUNTED)]
+        cpu_part = sum(c["status"] == CPU_PART_PASSED for c in s["cases"])
+        failed = [c for c in s["cases"] if c["status"] not in (*PASSED, *UNCOUNTED)]
         counted = len(s["cases"]) - len(absent) - len(in_part)
         skipped = s.get("gpu_only_runs", 0)
         lines += [f"{counted - len(failed)} of {counted} cases passed{' on the CPU model' if cpu else ''} "
                   f"({s['weight_passed']:g} of {s['weight_total']:g} weight)."
+                  + (f" {cpu_part} of them {'have' if cpu_part > 1 else 'has'} an exercise part only a GPU runs: "
+                     f"{CPU_PART_PASSED} (O against fp64, with your code's host part)." if cpu_part else "")
                   + (f" {len(absent)} more could not run on this GPU, for the solution either "
                      f"({', '.join(sorted({c['variant'] for c in absent}))}): not counted." if absent else "")
                   + (f" {len(in_part)} more passed their CPU part; their exercise part needs a GPU ({GPU_ONLY_PART}): "
@@ -2163,10 +2172,10 @@ class Grader:
                 sec["cases"].append({"case": case, "variant": variant, "weight": weight, "status": status, "exit": code,
                                      "seconds": round(secs, 2),
                                      "log_excerpt": crash_excerpt(code, text_out, bool(self.sandbox))})
-                if status != "pass" and not case.startswith(HIDDEN):  # a hidden case's arguments stay hidden
+                if status not in PASSED and not case.startswith(HIDDEN):  # a hidden case's arguments stay hidden
                     sec["cases"][-1]["rerun"] = student_command(s, files[s].suffix, variant, args, cpu_model)
                 sec["weight_total"] += weight if status not in UNCOUNTED else 0
-                sec["weight_passed"] += weight if status == "pass" else 0
+                sec["weight_passed"] += weight if status in PASSED else 0
                 progress(f"{name}: {s} [{n}/{len(runs)}] {status:<12} {variant} {case}")
             pool.shutdown()
             if cpu_model and not sec["weight_total"]:  # every run needs a GPU for its exercise part, or none ran

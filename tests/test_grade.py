@@ -188,6 +188,26 @@ class CpuModelRuns(unittest.TestCase):
                       "GPU-only", md)
         self.assertIn("\nbuild/bin/lab_01_naive --variant scalar --iters 0 --t 3 --cpu\n", md)  # the rerun line
 
+    def test_a_run_whose_cpu_part_checked_o_counts_as_its_failure_would(self):
+        # 07's and 12's student builds: the CPU model checks O with the student's host-side exercises,
+        # then says the rest needs a GPU (exit 77). Its passes count as its failures do: one wrong
+        # case of ten is 90 %, not 0 % (the failure alone counted), nor no number at all.
+        def run_limited(cmd, timeout):
+            if cmd[cmd.index("--t") + 1] == "3":
+                return 1, "FAIL: 07_sliding_window window-mma (CPU model)", 0.1
+            return 77, ("CPU part passed: 07_sliding_window window-mma (CPU model)\n"
+                        "not checked here: needs a GPU: EXERCISE mma-online-softmax runs in the mma kernel only"), 0.1
+        data = {"section": "01_naive", "variants": ["window-mma"],
+                "cases": [{"name": f"T={t}", "args": ["--t", str(t)]} for t in range(1, 11)]}
+        r, md, _ = self.grade(run_limited, data)
+        sec = r["sections"]["01_naive"]
+        self.assertEqual([c["status"] for c in sec["cases"]].count(grade.CPU_PART_PASSED), 9)
+        self.assertEqual((sec["status"], sec["weight_total"], sec["weight_passed"]), (grade.CPU_GRADED, 10, 9))
+        self.assertAlmostEqual(sec["correctness"], 90.0)
+        self.assertIn("9 of 10 cases passed on the CPU model (9 of 10 weight). 9 of them have an exercise part only "
+                      f"a GPU runs: {grade.CPU_PART_PASSED}", md)
+        self.assertIn("| T=3 | window-mma | wrong answer |", md)
+
     def test_a_section_the_cpu_model_cannot_check_has_no_number(self):
         def run_limited(cmd, timeout):
             return 77, "not checked here: needs a GPU: ring_slot() passed; the rest runs only on a Hopper GPU", 0.1
