@@ -37,7 +37,8 @@
 //           what it buys (ch12/04_fp16.md). no-ldmatrix gathers each fragment with 32-bit (V:
 //           16-bit) shared loads; no-cp-async loads each K/V tile through registers into a single
 //           stage while the block waits (shared memory unchanged, so occupancy is the same).
-// --bug fp16-accum (the chapter's "fp16 累加 → 长序列下数值崩"): the O accumulator and the row
+// --bug fp16-accum (the chapter's "fp16 累加 → 长序列下数值崩": fp16 accumulation, long sequences
+// collapse numerically): the O accumulator and the row
 // sum l are kept in the 16-bit element type. Both variants implement it: scalar rounds after every
 // key; mma runs O += P V as mma.m16n8k16.f16.f16.f16.f16 (fp16 accumulators; with bf16, for which
 // no 16-bit-accumulator mma exists, the fp32 accumulators are rounded to bf16 after every mma) and
@@ -111,6 +112,7 @@ struct Acc16 {
   float v = 0.f;
   LAB_HD Acc16& operator+=(float x) { v = keep<T, true>(v + x); return *this; }
   LAB_HD Acc16& operator*=(float x) { v = keep<T, true>(v * x); return *this; }
+  LAB_HD Acc16& operator=(float x) { v = keep<T, true>(x); return *this; }  // acc = fmaf(p, v, acc) rounds too
   LAB_HD operator float() const { return v; }
 };
 template <class T, bool ACC16>
