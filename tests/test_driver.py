@@ -942,6 +942,11 @@ class ParallelCheck(unittest.TestCase):
         self.assertIn(": 1 passed (a bad-input case, which passes before your code runs), 1 failed", said["1"])
         self.assertIn(": 2 passed, 1 failed", said["12"])
 
+    def test_a_lab_that_runs_another_sections_exercises_names_it(self):
+        # 06 runs 05's exercises, 07 and 12 run 08's: a failure there may be the other file's
+        self.assertEqual([student.included_labs(s) for s in ("01_naive", "06_paged", "07_sliding_window", "12_ring")],
+                         [[], ["05_decode"], ["08_tma_skeleton"], ["08_tma_skeleton"]])
+
     def test_a_bug_caught_by_a_failing_lab_proves_nothing(self):
         # check --bugs on a lab that fails the case without the bug: the bug run "catches" it only
         # because everything fails, so it is marked early, neither passed nor failed; once the lab

@@ -148,6 +148,17 @@ def still_the_stub(section):
             f"then scripts/lab check {section[:2]}")  # a crash (killed by a signal) is a failure: exit 1, as a check
 
 
+def included_labs(section):
+    """The other sections whose lab files this section's lab file #includes (06: 05_decode; 07 and 12:
+    08_tma_skeleton): their exercises run in this section's program too."""
+    lab = ROOT / "labs" / source_name(section)
+    try:
+        text = lab.read_text(errors="replace")
+    except OSError:
+        return []
+    return [Path(n).stem for n in re.findall(r'^\s*#\s*include\s*"(\d\d_\w+)\.cu"', text, re.M)]
+
+
 def stub_left(section, on_cpu=False):
     """After a failure of the student's lab (or, on_cpu, a CPU-model run that checked what it could):
     the lines that say which of its exercises are still the stub (all: still_the_stub), or None where
@@ -676,6 +687,9 @@ def cmd_check(a):
             for s in dict.fromkeys(r.get("section") for r in failed if r.get("section")):
                 if left := stub_left(s, s in on_cpu):
                     say(left)
+                for other in included_labs(s):  # a wrong 05 fails 06's cases too, with 06's names on them
+                    say(f"lab: {s} runs the exercises of your labs/{other}.cu too: if scripts/lab check {other[:2]} "
+                        "fails, fix that first")
         return EXIT_TIMEOUT if any(r.get("exit") == EXIT_TIMEOUT for r in failed) else EXIT_FAIL
     if not a.solution:  # not all checked on the CPU model: what only a GPU runs may still be the stub
         for s in dict.fromkeys(r.get("section") for r in results if r.get("not_checked")):
