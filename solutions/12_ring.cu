@@ -542,7 +542,8 @@ std::string balance_line(const WorkModel& w) {
   for (int64_t x : w.tiles) { mx = std::max(mx, x); sum += x; list += (list.empty() ? "" : " ") + std::to_string(x); }
   const double mean = double(sum) / double(w.tiles.size());
   char buf[64];
-  std::snprintf(buf, sizeof buf, " (max/mean %.2f)", mean > 0 ? double(mx) / mean : 0.0);
+  if (mean > 0) std::snprintf(buf, sizeof buf, " (max/mean %.2f)", double(mx) / mean);
+  else std::snprintf(buf, sizeof buf, " (no tiles: the shard map still the stub?)");
   return "tiles per rank " + list + buf;
 }
 

@@ -176,7 +176,7 @@ if(LAB_BUILD_SOLUTIONS)
                    "if (kv0 < whole_begin || kv0 >= whole_end) {")
   lab_wrong_answer(wrong_mask_window_plus_one_07 07_sliding_window "${mask_line}"
                    "if (kv0 + 8 * nb + 2 * t + (e & 1) < keys[e >> 1].begin - 1 || kv0 + 8 * nb + 2 * t + (e & 1) >= keys[e >> 1].end) s[nb][e] = -INFINITY;")
-  set(mask_call "^  check    mask_edges<8>\\(s, kv0=")
+  set(mask_call "^  check    EXERCISE edge-mask, asked on a shape of its own: mask_edges<8>\\(s, kv0=")
   set(diagonal "192, row_g=192, t=0, whole_begin=48, whole_end=193, sh: T=300, causal, W=160\\) left s\\[0\\]\\[1\\] \\(row 192, key 193\\) = 1, want -inf: key 193 is after row 192's diagonal \\(row 192 attends keys 33\\.\\.192\\)")
   set(window_start "0, row_g=192, t=0, whole_begin=48, whole_end=193, sh: T=300, causal, W=160\\) left s")
   lab_test(cpu_model.07.mask_window_start_open cpu 1

@@ -22,7 +22,10 @@ static void check_allocator_edges(int block_size) {
   BlockAllocator pool(8, block_size);
   SequenceBlocks parent;
   if (!append_tokens(pool, parent, prefix))
-    throw std::logic_error("simulate_serving: append_tokens refused " + std::to_string(prefix) + " tokens of a pool of 8 free blocks");
+    throw std::logic_error("simulate_serving: append_tokens(pool, seq, " + std::to_string(prefix) + ") returned false with " +
+                           std::to_string(pool.free_blocks()) + " free blocks of " + std::to_string(block_size) + " tokens (" +
+                           std::to_string((prefix + block_size - 1) / block_size) + " needed): EXERCISE allocator "
+                           "still the stub, or a wrong count of the blocks it needs?");
   const SequenceBlocks child = fork_prefix(pool, parent, prefix);
   const int full = prefix / block_size;
   if (child.length != full * block_size || int(child.blocks.size()) != full)
