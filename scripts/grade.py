@@ -60,7 +60,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from labcli.common import HangWatch, start_stoppable, stopped_on_interrupt
+from labcli.common import HangWatch, included_labs, start_stoppable, stopped_on_interrupt
 from make_labs import STUB_COPIES, STUB_DIGESTS
 
 BONUS_TIERS = [(0.9, 10), (0.5, 5)]  # (minimum speed ratio vs the solution, bonus points)
@@ -489,9 +489,8 @@ def outside_include(path, root):
 def missing_lab(path, known_sections):
     """The section whose lab file a lab file #includes by name ("05_decode.cu", as 06 does) where that
     file is not beside it (not handed in), else None."""
-    for name in re.findall(r'^\s*#\s*include\s*"([^"]+)"', Path(path).read_text(errors="replace"), re.M):
-        stem = Path(name).stem
-        if name == f"{stem}.cu" and stem in known_sections and not (Path(path).parent / name).is_file():
+    for stem in included_labs(Path(path).read_text(errors="replace")):
+        if stem in known_sections and not (Path(path).parent / f"{stem}.cu").is_file():
             return stem
     return None
 

@@ -59,6 +59,12 @@ def source_name(section):
     return f"{section}.py" if is_python(section) else f"{section}.cu"
 
 
+def included_labs(text):
+    """The lab files a lab's source #includes by name, as their stems ("05_decode" for 06's
+    `#include "05_decode.cu"`): another section's exercises that this section's program runs too."""
+    return [Path(n).stem for n in re.findall(r'^\s*#\s*include\s*"([^"/]+)\.cu"', text, re.M)]
+
+
 def resolve(name, all_too=False):
     """'1', '01', '01_naive', 'naive' -> '01_naive': a number, the stem, or (any case) the last words
     of the name after NN_ that one section alone ends with ('tile', 'sliding_window', not 'ive');

@@ -20,6 +20,7 @@ from labcli.common import (BUILD, EXIT_BAD_INPUT, EXIT_CANNOT_RUN, EXIT_FAIL, EX
                            git_sha, has_gpu, is_python, limit_children, load_cases, no_gpu_reason, on_device, program,
                            resolve, resolve_all, run_limited, say, sections, source_name, targets, tree_relative,
                            usable_cores)
+from labcli.common import included_labs as labs_included_in
 import cases  # noqa: E402  (scripts/cases.py, on the path through labcli.common)
 import make_labs  # noqa: E402
 
@@ -151,12 +152,11 @@ def still_the_stub(section):
 def included_labs(section):
     """The other sections whose lab files this section's lab file #includes (06: 05_decode; 07 and 12:
     08_tma_skeleton): their exercises run in this section's program too."""
-    lab = ROOT / "labs" / source_name(section)
     try:
-        text = lab.read_text(errors="replace")
+        text = (ROOT / "labs" / source_name(section)).read_text(errors="replace")
     except OSError:
         return []
-    return [Path(n).stem for n in re.findall(r'^\s*#\s*include\s*"(\d\d_\w+)\.cu"', text, re.M)]
+    return [stem for stem in labs_included_in(text) if stem in sections()]
 
 
 def stub_left(section, on_cpu=False):
